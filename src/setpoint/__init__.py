@@ -1,0 +1,42 @@
+"""setpoint: reconciliation loops for anything.
+
+Declare what you want (the setpoint); controllers observe what is, diff it
+against what is wanted, apply the difference, and do it again, forever.
+
+The public API is what this module exports (pinned by tests/test_public_api.py)
+plus the documented subpackages `setpoint.model`, `setpoint.store` and
+`setpoint.testing`.
+"""
+
+from setpoint.errors import (
+    AlreadyExists,
+    Conflict,
+    Error,
+    Gone,
+    Invalid,
+    NotFound,
+    StoreClosed,
+    TerminalError,
+    UnknownKind,
+)
+from setpoint.model import Kind, Schema, Selector, parse_selector, register_kind
+
+__version__ = "0.1.0.dev0"
+
+__all__ = [
+    "AlreadyExists",
+    "Conflict",
+    "Error",
+    "Gone",
+    "Invalid",
+    "Kind",
+    "NotFound",
+    "Schema",
+    "Selector",
+    "StoreClosed",
+    "TerminalError",
+    "UnknownKind",
+    "__version__",
+    "parse_selector",
+    "register_kind",
+]

@@ -1,0 +1,73 @@
+"""The one exception tree of setpoint. Every error a user can meet derives from `Error`.
+
+    Error
+    ├── Invalid            input refused before anything was written (names the field)
+    │   └── UnknownKind    apiVersion/kind not registered
+    ├── NotFound           the object does not exist
+    ├── AlreadyExists      create of a name that is taken
+    ├── Conflict           stale resourceVersion: re-read, re-apply, retry
+    ├── Gone               watch history compacted past the requested revision: relist
+    ├── StoreClosed        the store was closed
+    └── TerminalError      a reconciler cannot progress without a change from outside
+
+Each carries a message that says what to do; `code` is the HTTP status the
+Kubernetes API would answer with, and `reason` its `Status.reason`.
+"""
+
+from __future__ import annotations
+
+
+class Error(Exception):
+    """Base of every setpoint error."""
+
+    code = 500
+    reason = "InternalError"
+
+
+class Invalid(Error):
+    """The input was refused and nothing was written. `field` names the offending path."""
+
+    code = 422
+    reason = "Invalid"
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(f"{field}: {message}" if field else message)
+        self.field = field
+
+
+class UnknownKind(Invalid):
+    """No kind with this apiVersion and kind is registered."""
+
+    code = 404
+    reason = "NotFound"
+
+
+class NotFound(Error):
+    code = 404
+    reason = "NotFound"
+
+
+class AlreadyExists(Error):
+    code = 409
+    reason = "AlreadyExists"
+
+
+class Conflict(Error):
+    code = 409
+    reason = "Conflict"
+
+
+class Gone(Error):
+    code = 410
+    reason = "Expired"
+
+
+class StoreClosed(Error):
+    code = 503
+    reason = "ServiceUnavailable"
+
+
+class TerminalError(Error):
+    """Raised by a reconciler that cannot progress: no retry, recorded as `Stalled`."""
+
+    reason = "Stalled"

@@ -1,0 +1,41 @@
+"""The resource model: objects, metadata rules, kinds, label selectors, conditions, patches.
+
+Everything here is pure: no I/O, no clock reads, no asyncio. Objects are plain
+dicts in wire form (`apiVersion`, `kind`, `metadata`, `spec`, `status`).
+"""
+
+from setpoint.model.conditions import (
+    READY,
+    RECONCILING,
+    STALLED,
+    get_condition,
+    is_true,
+    remove_condition,
+    set_condition,
+)
+from setpoint.model.kinds import REGISTRY, Kind, Registry, Schema, register_kind
+from setpoint.model.meta import Object, object_key
+from setpoint.model.patch import apply_patch, merge_patch
+from setpoint.model.selectors import Requirement, Selector, parse_selector
+
+__all__ = [
+    "READY",
+    "RECONCILING",
+    "REGISTRY",
+    "STALLED",
+    "Kind",
+    "Object",
+    "Registry",
+    "Requirement",
+    "Schema",
+    "Selector",
+    "apply_patch",
+    "get_condition",
+    "is_true",
+    "merge_patch",
+    "object_key",
+    "parse_selector",
+    "register_kind",
+    "remove_condition",
+    "set_condition",
+]

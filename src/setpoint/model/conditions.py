@@ -1,0 +1,77 @@
+"""Status conditions as Kubernetes API conventions and kstatus define them. Pure.
+
+A condition is `{type, status: "True"|"False"|"Unknown", reason, message,
+lastTransitionTime, observedGeneration}`. `set_condition` keeps
+`lastTransitionTime` unless `status` changes: a condition says since when it
+has been what it is. Time is an argument; nothing here reads a clock.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from setpoint.clock import rfc3339
+
+ConditionStatus = Literal["True", "False", "Unknown"]
+
+READY = "Ready"
+RECONCILING = "Reconciling"
+STALLED = "Stalled"
+
+
+def get_condition(status: dict[str, Any] | None, type_: str) -> dict[str, Any] | None:
+    """The condition of this type in `status`, or None."""
+    for cond in (status or {}).get("conditions") or []:
+        if cond.get("type") == type_:
+            return dict(cond)
+    return None
+
+
+def is_true(status: dict[str, Any] | None, type_: str) -> bool:
+    cond = get_condition(status, type_)
+    return cond is not None and cond.get("status") == "True"
+
+
+def set_condition(
+    status: dict[str, Any],
+    type_: str,
+    value: ConditionStatus | bool,
+    *,
+    reason: str,
+    message: str = "",
+    now: float,
+    observed_generation: int | None = None,
+) -> bool:
+    """Set condition `type_` in `status` (in place); return True when anything changed.
+
+    `lastTransitionTime` moves to `now` only when `status` changes (or the
+    condition is new); reason, message and observedGeneration are updated as given.
+    """
+    if isinstance(value, bool):
+        value = "True" if value else "False"
+    conditions: list[dict[str, Any]] = status.setdefault("conditions", [])
+    new = {"type": type_, "status": value, "reason": reason, "message": message}
+    if observed_generation is not None:
+        new["observedGeneration"] = observed_generation
+    for i, old in enumerate(conditions):
+        if old.get("type") != type_:
+            continue
+        same_status = old.get("status") == value
+        new["lastTransitionTime"] = old.get("lastTransitionTime") if same_status else rfc3339(now)
+        if new["lastTransitionTime"] is None:
+            new["lastTransitionTime"] = rfc3339(now)
+        if old == new:
+            return False
+        conditions[i] = new
+        return True
+    new["lastTransitionTime"] = rfc3339(now)
+    conditions.append(new)
+    return True
+
+
+def remove_condition(status: dict[str, Any], type_: str) -> bool:
+    """Drop condition `type_`; return True when it was there."""
+    conditions = status.get("conditions") or []
+    kept = [c for c in conditions if c.get("type") != type_]
+    status["conditions"] = kept
+    return len(kept) != len(conditions)

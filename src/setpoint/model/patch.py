@@ -1,0 +1,57 @@
+"""Patches on wire-form objects: RFC 7386 JSON merge patch and RFC 6902 JSON patch. Pure.
+
+`apply_patch(obj, patch, patch_type)` returns a new object and never changes
+its argument; a malformed patch raises `Invalid` saying why.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Literal
+
+import jsonpatch
+import jsonpointer
+
+from setpoint.errors import Invalid
+
+PatchType = Literal["merge", "json"]
+
+PATCH_CONTENT_TYPES: dict[str, PatchType] = {
+    "application/merge-patch+json": "merge",
+    "application/json-patch+json": "json",
+}
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386: objects merge key by key, `null` deletes, anything else replaces."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    result = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge_patch(result.get(key), value)
+    return result
+
+
+def apply_patch(obj: dict[str, Any], patch: Any, patch_type: str) -> dict[str, Any]:
+    if patch_type == "merge":
+        if not isinstance(patch, dict):
+            raise Invalid("a merge patch must be a JSON object", field="patch")
+        result = merge_patch(obj, patch)
+        assert isinstance(result, dict)
+        return result
+    if patch_type == "json":
+        if not isinstance(patch, list) or not all(isinstance(op, dict) for op in patch):
+            raise Invalid("a JSON patch must be a list of operations", field="patch")
+        try:
+            result = jsonpatch.JsonPatch(patch).apply(obj, in_place=False)
+        except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException) as exc:
+            raise Invalid(str(exc), field="patch") from None
+        except (TypeError, KeyError, ValueError) as exc:
+            raise Invalid(f"malformed operation: {exc}", field="patch") from None
+        if not isinstance(result, dict):
+            raise Invalid("the patch must leave an object", field="patch")
+        return result
+    raise Invalid(f"{patch_type!r}: want 'merge' or 'json'", field="patch_type")
