@@ -50,7 +50,7 @@ def set_condition(
     if isinstance(value, bool):
         value = "True" if value else "False"
     conditions: list[dict[str, Any]] = status.setdefault("conditions", [])
-    new = {"type": type_, "status": value, "reason": reason, "message": message}
+    new: dict[str, Any] = {"type": type_, "status": value, "reason": reason, "message": message}
     if observed_generation is not None:
         new["observedGeneration"] = observed_generation
     for i, old in enumerate(conditions):

@@ -127,7 +127,8 @@ class Registry:
         wanted, _, group = name.partition(".")
         wanted = wanted.lower()
         matches = [
-            k for k in self._kinds.values()
+            k
+            for k in self._kinds.values()
             if wanted in (k.singular, k.plural, *k.short_names) and (not group or k.group == group)
         ]
         if not matches:
@@ -161,9 +162,17 @@ def register_kind(
     the same (apiVersion, kind) is refused.
     """
     if "/" not in api_version and api_version != "v1":
-        raise Invalid(f"{api_version!r}: want group/version, e.g. example.com/v1",
-                      field="apiVersion")
+        raise Invalid(
+            f"{api_version!r}: want group/version, e.g. example.com/v1", field="apiVersion"
+        )
     return REGISTRY.register(
-        Kind(api_version, kind, plural or kind.lower() + "s", namespaced, spec, status,
-             tuple(short_names))
+        Kind(
+            api_version,
+            kind,
+            plural or kind.lower() + "s",
+            namespaced,
+            spec,
+            status,
+            tuple(short_names),
+        )
     )

@@ -99,8 +99,9 @@ def check_metadata(obj: Object, *, namespaced: bool) -> None:
         raise Invalid("required: an object with at least a name", field="metadata")
     check_dns1123_subdomain(meta.get("name"), "metadata.name")
     if namespaced:
-        meta["namespace"] = check_dns1123_label(meta.get("namespace") or "default",
-                                                "metadata.namespace")
+        meta["namespace"] = check_dns1123_label(
+            meta.get("namespace") or "default", "metadata.namespace"
+        )
     elif meta.get("namespace"):
         raise Invalid("must be empty: this kind is cluster-scoped", field="metadata.namespace")
     else:
@@ -114,11 +115,15 @@ def check_metadata(obj: Object, *, namespaced: bool) -> None:
     for key, val in _check_string_map(meta.get("annotations"), "metadata.annotations").items():
         check_qualified_name(key, f"metadata.annotations[{key!r}]")
         if not isinstance(val, str):
-            raise Invalid("annotation values must be strings", field=f"metadata.annotations[{key!r}]")
+            raise Invalid(
+                "annotation values must be strings", field=f"metadata.annotations[{key!r}]"
+            )
         size += len(key) + len(val.encode())
     if size > MAX_ANNOTATIONS_BYTES:
-        raise Invalid(f"may not be more than {MAX_ANNOTATIONS_BYTES} bytes in total",
-                      field="metadata.annotations")
+        raise Invalid(
+            f"may not be more than {MAX_ANNOTATIONS_BYTES} bytes in total",
+            field="metadata.annotations",
+        )
 
     finalizers = meta.get("finalizers") or []
     if not isinstance(finalizers, list):
@@ -140,8 +145,9 @@ def check_metadata(obj: Object, *, namespaced: bool) -> None:
             if flag in ref and not isinstance(ref[flag], bool):
                 raise Invalid("must be a boolean", field=f"{field}.{flag}")
     if sum(1 for ref in owners if ref.get("controller")) > 1:
-        raise Invalid("only one reference can have controller set to true",
-                      field="metadata.ownerReferences")
+        raise Invalid(
+            "only one reference can have controller set to true", field="metadata.ownerReferences"
+        )
 
 
 def object_key(obj: Mapping[str, Any]) -> tuple[str, str, str, str]:

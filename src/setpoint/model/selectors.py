@@ -74,13 +74,18 @@ class Selector:
             _requirement(k, "=", [v]) for k, v in sorted((spec.get("matchLabels") or {}).items())
         ]
         ops: dict[str, Operator] = {
-            "In": "in", "NotIn": "notin", "Exists": "exists", "DoesNotExist": "!",
+            "In": "in",
+            "NotIn": "notin",
+            "Exists": "exists",
+            "DoesNotExist": "!",
         }
         for i, expr in enumerate(spec.get("matchExpressions") or []):
             op = ops.get(expr.get("operator", ""))
             if op is None:
-                raise Invalid(f"{expr.get('operator')!r}: want one of {', '.join(ops)}",
-                              field=f"matchExpressions[{i}].operator")
+                raise Invalid(
+                    f"{expr.get('operator')!r}: want one of {', '.join(ops)}",
+                    field=f"matchExpressions[{i}].operator",
+                )
             reqs.append(_requirement(expr.get("key", ""), op, expr.get("values") or []))
         return cls(tuple(reqs))
 

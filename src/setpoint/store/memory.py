@@ -1,0 +1,175 @@
+"""The `memory://` backend: the whole store in one process's memory, for tests and demos.
+
+Keeps the same contract as every backend (see `setpoint.store.base`): objects are
+held encoded, so callers never share state with the store; every write takes the
+next revision and is published to watchers before the call returns. Not durable.
+"""
+
+from __future__ import annotations
+
+import bisect
+import builtins
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from setpoint.clock import SYSTEM_CLOCK, Clock
+from setpoint.errors import Gone, StoreClosed
+from setpoint.model import REGISTRY, Object, Registry, Selector
+from setpoint.store.base import WatchEvent
+from setpoint.store.rules import Key, Write, decide, encode, key_of, not_found, prepare, stamp
+from setpoint.store.watchers import LogEntry, Watchers, matcher
+
+
+class MemoryStore:
+    def __init__(
+        self,
+        registry: Registry | None = None,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+        history: int = 10_000,
+    ) -> None:
+        self.registry = registry or REGISTRY
+        self._clock = clock
+        self._history_size = history
+        self._objects: dict[tuple[str, str], dict[tuple[str, str], str]] = {}
+        self._log: list[LogEntry] = []
+        self._revision = 0
+        self._compacted = 0
+        self._watchers = Watchers()
+        self._closed = False
+
+    # -- writes -----------------------------------------------------------------
+
+    async def create(self, obj: Object) -> Object:
+        return self._write(prepare(self.registry, "create", obj))
+
+    async def update(self, obj: Object) -> Object:
+        return self._write(prepare(self.registry, "update", obj))
+
+    async def update_status(self, obj: Object) -> Object:
+        return self._write(prepare(self.registry, "update_status", obj))
+
+    async def patch(
+        self,
+        api_version: str,
+        kind: str,
+        name: str,
+        patch: Any,
+        namespace: str | None = "default",
+        patch_type: str = "merge",
+    ) -> Object:
+        k = self.registry.get(api_version, kind)
+        key = key_of(k, name, namespace)
+        return self._write(Write("patch", key, k, patch=patch, patch_type=patch_type))
+
+    async def delete(
+        self, api_version: str, kind: str, name: str, namespace: str | None = "default"
+    ) -> Object:
+        k = self.registry.get(api_version, kind)
+        return self._write(Write("delete", key_of(k, name, namespace), k))
+
+    def _write(self, write: Write) -> Object:
+        if self._closed:
+            raise StoreClosed("the store is closed")
+        current = self._load(write.key)
+        change = decide(write, current, self._clock.now())
+        if change is None:
+            assert current is not None
+            return current
+        stamp(change, self._revision + 1)
+        data = encode(change.object)
+        self._revision += 1
+        api_version, kind, namespace, name = write.key
+        objects = self._objects.setdefault((api_version, kind), {})
+        if change.type == "DELETED":
+            del objects[(namespace, name)]
+        else:
+            objects[(namespace, name)] = data
+        entry = LogEntry(
+            self._revision,
+            change.type,
+            api_version,
+            kind,
+            namespace,
+            data,
+            change.object["metadata"].get("labels"),
+            change.prev_labels,
+        )
+        self._log.append(entry)
+        if len(self._log) > 2 * self._history_size:
+            self._compact_to(self._log[-self._history_size - 1].revision)
+        self._watchers.publish((entry,))
+        return json.loads(data)  # type: ignore[no-any-return]
+
+    # -- reads ------------------------------------------------------------------
+
+    def _load(self, key: Key) -> Object | None:
+        data = self._objects.get(key[:2], {}).get(key[2:])
+        return None if data is None else json.loads(data)
+
+    async def get(
+        self, api_version: str, kind: str, name: str, namespace: str | None = "default"
+    ) -> Object:
+        key = key_of(self.registry.get(api_version, kind), name, namespace)
+        obj = self._load(key)
+        if obj is None:
+            raise not_found(key)
+        return obj
+
+    async def list(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None = None,
+        label_selector: str | Selector | None = None,
+    ) -> tuple[list[Object], int]:
+        self.registry.get(api_version, kind)
+        matches = matcher(label_selector)
+        items = []
+        for (ns, _), data in sorted(self._objects.get((api_version, kind), {}).items()):
+            if namespace is not None and ns != namespace:
+                continue
+            obj = json.loads(data)
+            if matches(obj["metadata"].get("labels")):
+                items.append(obj)
+        return items, self._revision
+
+    def watch(
+        self,
+        api_version: str | None,
+        kind: str | None,
+        namespace: str | None = None,
+        since: int | None = None,
+        label_selector: str | Selector | None = None,
+    ) -> AsyncIterator[WatchEvent]:
+        if kind is not None:
+            self.registry.get(api_version or "", kind)
+        return self._watchers.watch(
+            self._history, self.revision, api_version, kind, namespace, since, label_selector
+        )
+
+    async def _history(self, after: int) -> builtins.list[LogEntry]:
+        if after < self._compacted:
+            raise Gone(
+                f"too old resource version: {after} (history starts after {self._compacted})"
+            )
+        start = bisect.bisect_right(self._log, after, key=lambda e: e.revision)
+        return self._log[start:]
+
+    async def revision(self) -> int:
+        return self._revision
+
+    async def compact(self, revision: int) -> None:
+        self._compact_to(min(revision, self._revision))
+
+    def _compact_to(self, revision: int) -> None:
+        if revision <= self._compacted:
+            return
+        start = bisect.bisect_right(self._log, revision, key=lambda e: e.revision)
+        del self._log[:start]
+        self._compacted = revision
+
+    async def close(self) -> None:
+        self._closed = True
+        self._watchers.close()

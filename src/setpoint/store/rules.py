@@ -1,0 +1,204 @@
+"""The write rules every backend applies: validation, server-set metadata, CAS, generation,
+finalizers. Pure: each function takes the current stored object and the request and
+returns what to write, or raises; the backend supplies the revision and does the I/O.
+
+A backend runs a write as: `decide` inside its transaction (so the compare-and-swap
+sees the latest committed state), then `stamp` with the revision it assigns.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from setpoint.clock import rfc3339
+from setpoint.errors import AlreadyExists, Conflict, Invalid, NotFound
+from setpoint.model import Kind, Object, Registry, apply_patch
+from setpoint.model.meta import object_key
+from setpoint.store.base import EventType
+
+Key = tuple[str, str, str, str]
+"""(apiVersion, kind, namespace, name); namespace is "" for cluster-scoped kinds."""
+
+MAX_OBJECT_BYTES = 3 * 1024 * 1024 // 2  # 1.5 MiB, as etcd's default request limit
+
+_USER_METADATA = ("labels", "annotations", "finalizers", "ownerReferences")
+
+
+@dataclass(frozen=True, slots=True)
+class Write:
+    """A write request, carried to the backend's transaction."""
+
+    op: str  # create | update | update_status | patch | delete
+    key: Key
+    kind: Kind
+    obj: Object | None = None
+    patch: Any = None
+    patch_type: str = "merge"
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """What a write does: the object as it now is (for DELETED, its last state)."""
+
+    type: EventType
+    key: Key
+    object: Object
+    prev_labels: dict[str, str] | None
+
+
+def key_of(kind: Kind, name: str, namespace: str | None) -> Key:
+    return (kind.api_version, kind.kind, (namespace or "default") if kind.namespaced else "", name)
+
+
+def encode(obj: Object) -> str:
+    """The stored form; refuses objects over `MAX_OBJECT_BYTES`."""
+    text = json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+    if len(text) > MAX_OBJECT_BYTES:
+        raise Invalid(
+            f"object is {len(text)} bytes; the limit is {MAX_OBJECT_BYTES} bytes (1.5 MiB)"
+        )
+    return text
+
+
+def prepare(registry: Registry, op: str, obj: Object) -> Write:
+    """Check an incoming object for create/update/update_status before any transaction."""
+    if not isinstance(obj, dict):
+        raise Invalid("an object must be a mapping")
+    kind = registry.for_object(obj)
+    obj = copy.deepcopy(obj)
+    if op == "update_status":
+        if not isinstance(obj.get("metadata"), dict) or not obj["metadata"].get("name"):
+            raise Invalid("required", field="metadata.name")
+        obj["status"] = kind.validate_status(obj.get("status"))
+        if kind.namespaced:
+            obj["metadata"]["namespace"] = obj["metadata"].get("namespace") or "default"
+    else:
+        obj.pop("status", None) if op == "update" else None
+        kind.validate(obj)
+    if op in ("update", "update_status") and not obj["metadata"].get("resourceVersion"):
+        raise Invalid("must be specified for an update", field="metadata.resourceVersion")
+    return Write(op, object_key(obj), kind, obj=obj)
+
+
+def decide(write: Write, current: Object | None, now: float) -> Change | None:
+    """What `write` does to `current`; None when it changes nothing (no revision is used)."""
+    if write.op == "create":
+        if current is not None:
+            _, kind, ns, name = write.key
+            where = f' in namespace "{ns}"' if ns else ""
+            raise AlreadyExists(f'{kind} "{name}" already exists{where}')
+        return Change("ADDED", write.key, _created(write.obj, now), None)
+    if current is None:
+        raise not_found(write.key)
+    if write.op == "delete":
+        return _deleted(write.key, current, now)
+    if write.op == "patch":
+        return _patched(write, current)
+    assert write.obj is not None
+    _check_version(write.obj, current)
+    if write.op == "update_status":
+        new = copy.deepcopy(current)
+        if write.obj.get("status") is None:
+            new.pop("status", None)
+        else:
+            new["status"] = write.obj["status"]
+        return _change(write.key, current, new)
+    return _updated(write.key, current, write.obj)
+
+
+def stamp(change: Change, revision: int) -> Change:
+    """Record the revision the backend gave this change in its object."""
+    change.object["metadata"]["resourceVersion"] = str(revision)
+    return change
+
+
+def _created(obj: Object | None, now: float) -> Object:
+    assert obj is not None
+    meta = obj["metadata"]
+    for server_field in ("resourceVersion", "deletionTimestamp"):
+        meta.pop(server_field, None)
+    meta["uid"] = str(uuid.uuid4())
+    meta["generation"] = 1
+    meta["creationTimestamp"] = rfc3339(now)
+    return obj
+
+
+def _check_version(obj: Object, current: Object) -> None:
+    wanted = obj["metadata"].get("resourceVersion")
+    have = current["metadata"]["resourceVersion"]
+    if wanted is not None and str(wanted) != have:
+        _, kind, _, name = object_key(current)
+        raise Conflict(
+            f'Operation cannot be fulfilled on {kind} "{name}": the object has been modified '
+            f"(resourceVersion {wanted}, now {have}); read the latest version and try again"
+        )
+
+
+def _updated(key: Key, current: Object, obj: Object) -> Change | None:
+    new = copy.deepcopy(current)
+    meta, cur_meta = new["metadata"], current["metadata"]
+    for name in _USER_METADATA:
+        if obj["metadata"].get(name):
+            meta[name] = obj["metadata"][name]
+        else:
+            meta.pop(name, None)
+    if cur_meta.get("deletionTimestamp"):
+        added = set(meta.get("finalizers") or []) - set(cur_meta.get("finalizers") or [])
+        if added:
+            raise Invalid(
+                "no new finalizers can be added while the object is being deleted: "
+                f"{sorted(added)}",
+                field="metadata.finalizers",
+            )
+    if "spec" in obj:
+        new["spec"] = obj["spec"]
+    else:
+        new.pop("spec", None)
+    for name in obj:
+        if name not in ("apiVersion", "kind", "metadata", "spec", "status"):
+            new[name] = obj[name]
+    if new.get("spec") != current.get("spec"):
+        meta["generation"] = int(cur_meta.get("generation", 1)) + 1
+    if cur_meta.get("deletionTimestamp") and not meta.get("finalizers"):
+        return Change("DELETED", key, new, cur_meta.get("labels"))
+    return _change(key, current, new)
+
+
+def _patched(write: Write, current: Object) -> Change | None:
+    patched = apply_patch(current, write.patch, write.patch_type)
+    if not isinstance(patched.get("metadata"), dict):
+        raise Invalid("a patch may not remove metadata", field="metadata")
+    if object_key(patched) != write.key or patched.get("apiVersion") != current["apiVersion"]:
+        raise Invalid("a patch may not change apiVersion, kind, name or namespace", field="patch")
+    _check_version(patched, current)
+    patched["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+    patched.pop("status", None)
+    write.kind.validate(patched)
+    return _updated(write.key, current, patched)
+
+
+def _deleted(key: Key, current: Object, now: float) -> Change | None:
+    meta = current["metadata"]
+    if not meta.get("finalizers"):
+        return Change("DELETED", key, copy.deepcopy(current), meta.get("labels"))
+    if meta.get("deletionTimestamp"):
+        return None
+    new = copy.deepcopy(current)
+    new["metadata"]["deletionTimestamp"] = rfc3339(now)
+    return Change("MODIFIED", key, new, meta.get("labels"))
+
+
+def _change(key: Key, current: Object, new: Object) -> Change | None:
+    if new == current:
+        return None
+    return Change("MODIFIED", key, new, current["metadata"].get("labels"))
+
+
+def not_found(key: Key) -> NotFound:
+    _, kind, ns, name = key
+    where = f' in namespace "{ns}"' if ns else ""
+    return NotFound(f'{kind} "{name}" not found{where}')

@@ -1,0 +1,446 @@
+"""The `sqlite:///path.db` backend: the embedded default, durable, shared by processes.
+
+Layout (after kine): `objects` holds each object's current JSON; `log` holds one
+row per change, and its `revision` is the store's revision. A write inserts its
+`log` row and upserts `objects` in one transaction.
+
+Writes are group-committed: one writer thread owns the writing connection, drains
+every pending write into one transaction with one fsync, then resolves each
+caller's future; each compare-and-swap is checked inside that transaction, so a
+conflict fails only its own write. Durability: WAL with `synchronous=FULL`
+(`?sync=normal` survives a killed process but not a power cut; `?sync=off` neither).
+
+Watchers in this process are fed from the writer after commit. Changes written by
+other processes are found by polling `PRAGMA data_version` (a free check) every
+`poll_interval` seconds and reading the log after the last published revision.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import json
+import os
+import queue
+import sqlite3
+import threading
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from setpoint.clock import SYSTEM_CLOCK, Clock
+from setpoint.errors import Error, Gone, StoreClosed
+from setpoint.model import REGISTRY, Object, Registry, Selector
+from setpoint.store.base import WatchEvent
+from setpoint.store.rules import Change, Write, decide, encode, key_of, not_found, prepare, stamp
+from setpoint.store.watchers import LogEntry, Watchers, matcher
+
+Sync = Literal["full", "normal", "off"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS objects (
+    api_version TEXT NOT NULL, kind TEXT NOT NULL, namespace TEXT NOT NULL, name TEXT NOT NULL,
+    revision INTEGER NOT NULL, data TEXT NOT NULL,
+    PRIMARY KEY (api_version, kind, namespace, name)
+);
+CREATE TABLE IF NOT EXISTS log (
+    revision INTEGER PRIMARY KEY AUTOINCREMENT,
+    type TEXT NOT NULL, api_version TEXT NOT NULL, kind TEXT NOT NULL,
+    namespace TEXT NOT NULL, name TEXT NOT NULL, data TEXT NOT NULL,
+    labels TEXT, prev_labels TEXT
+);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+INSERT OR IGNORE INTO meta VALUES ('compacted', 0);
+"""
+
+_REVISION = "SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'log'), 0)"
+_GET = "SELECT data FROM objects WHERE api_version=? AND kind=? AND namespace=? AND name=?"
+_LOG_COLUMNS = "revision, type, api_version, kind, namespace, data, labels, prev_labels"
+_MAX_BATCH = 1000
+
+
+@dataclass(slots=True)
+class _Pending:
+    write: Write
+    future: asyncio.Future[Object]
+    result: Object | BaseException | None = None
+
+
+def _connect(path: str, sync: Sync) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30.0)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute(f"PRAGMA synchronous={sync.upper()}")
+    return conn
+
+
+def _entry(row: tuple[Any, ...]) -> LogEntry:
+    rev, type_, api_version, kind, namespace, data, labels, prev = row
+    return LogEntry(
+        rev,
+        type_,
+        api_version,
+        kind,
+        namespace,
+        data,
+        json.loads(labels) if labels else None,
+        json.loads(prev) if prev else None,
+    )
+
+
+def _labels(labels: dict[str, str] | None) -> str | None:
+    return json.dumps(labels, separators=(",", ":")) if labels else None
+
+
+class SqliteStore:
+    def __init__(
+        self,
+        path: str,
+        registry: Registry | None = None,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+        history: int = 10_000,
+        sync: Sync = "full",
+        poll_interval: float = 0.01,
+    ) -> None:
+        self.registry = registry or REGISTRY
+        self.path = path
+        self._clock = clock
+        self._history_size = history
+        self._sync = sync
+        self._poll_interval = poll_interval
+        self._writes: queue.SimpleQueue[_Pending | None] = queue.SimpleQueue()
+        self._watchers = Watchers()
+        self._notes: asyncio.Queue[tuple[int, list[LogEntry]] | None] = asyncio.Queue()
+        self._published = 0
+        self._closed = False
+        self._local = threading.local()
+        self._reader_conns: list[sqlite3.Connection] = []
+        self._readers = ThreadPoolExecutor(2, thread_name_prefix="setpoint-sqlite-read")
+
+    async def open(self) -> SqliteStore:
+        os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)  # noqa: ASYNC240
+        self._loop = asyncio.get_running_loop()
+        self._conn = _connect(self.path, self._sync)
+        self._conn.executescript(_SCHEMA)
+        self._published = self._revision_now(self._conn)
+        self._writer = threading.Thread(
+            target=self._write_loop, name="setpoint-sqlite-writer", daemon=True
+        )
+        self._writer.start()
+        self._tasks = [
+            asyncio.create_task(self._dispatch(), name="setpoint-sqlite-dispatch"),
+            asyncio.create_task(self._poll(), name="setpoint-sqlite-poll"),
+        ]
+        return self
+
+    # -- writes -----------------------------------------------------------------
+
+    async def create(self, obj: Object) -> Object:
+        return await self._submit(prepare(self.registry, "create", obj))
+
+    async def update(self, obj: Object) -> Object:
+        return await self._submit(prepare(self.registry, "update", obj))
+
+    async def update_status(self, obj: Object) -> Object:
+        return await self._submit(prepare(self.registry, "update_status", obj))
+
+    async def patch(
+        self,
+        api_version: str,
+        kind: str,
+        name: str,
+        patch: Any,
+        namespace: str | None = "default",
+        patch_type: str = "merge",
+    ) -> Object:
+        k = self.registry.get(api_version, kind)
+        key = key_of(k, name, namespace)
+        return await self._submit(Write("patch", key, k, patch=patch, patch_type=patch_type))
+
+    async def delete(
+        self, api_version: str, kind: str, name: str, namespace: str | None = "default"
+    ) -> Object:
+        k = self.registry.get(api_version, kind)
+        return await self._submit(Write("delete", key_of(k, name, namespace), k))
+
+    async def _submit(self, write: Write) -> Object:
+        if self._closed:
+            raise StoreClosed("the store is closed")
+        future: asyncio.Future[Object] = self._loop.create_future()
+        self._writes.put(_Pending(write, future))
+        return await future
+
+    def _write_loop(self) -> None:
+        """The writer thread: one transaction, one fsync, for every write waiting."""
+        conn = _connect(self.path, self._sync)
+        try:
+            while True:
+                first = self._writes.get()
+                if first is None:
+                    return
+                batch = [first]
+                stop = False
+                while len(batch) < _MAX_BATCH:
+                    try:
+                        item = self._writes.get_nowait()
+                    except queue.Empty:
+                        break
+                    if item is None:
+                        stop = True
+                        break
+                    batch.append(item)
+                start, entries = self._commit(conn, batch)
+                self._loop.call_soon_threadsafe(self._deliver, start, entries, batch)
+                if stop:
+                    return
+        finally:
+            conn.close()
+
+    def _commit(
+        self, conn: sqlite3.Connection, batch: list[_Pending]
+    ) -> tuple[int, list[LogEntry]]:
+        now = self._clock.now()
+        entries: list[LogEntry] = []
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            start = revision = self._revision_now(conn)
+            for pending in batch:
+                try:
+                    change, current = self._decide(conn, pending.write, now)
+                    if change is None:
+                        pending.result = current
+                        continue
+                    stamp(change, revision + 1)
+                    data = encode(change.object)
+                except Exception as exc:  # this write alone fails; nothing of it was written
+                    pending.result = exc
+                    continue
+                revision += 1
+                entries.append(self._apply(conn, revision, change, data))
+                pending.result = change.object
+            self._auto_compact(conn, revision)
+            conn.execute("COMMIT")
+        except BaseException as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            for pending in batch:
+                pending.result = exc if isinstance(exc, Error) else Error(f"sqlite: {exc}")
+            return 0, []
+        return start, entries
+
+    def _decide(
+        self, conn: sqlite3.Connection, write: Write, now: float
+    ) -> tuple[Change | None, Object | None]:
+        row = conn.execute(_GET, write.key).fetchone()
+        current = None if row is None else json.loads(row[0])
+        return decide(write, current, now), current
+
+    def _apply(
+        self, conn: sqlite3.Connection, revision: int, change: Change, data: str
+    ) -> LogEntry:
+        api_version, kind, namespace, _ = change.key
+        labels = change.object["metadata"].get("labels")
+        conn.execute(
+            "INSERT INTO log (revision, type, api_version, kind, namespace, name, data, labels,"
+            " prev_labels) VALUES (?,?,?,?,?,?,?,?,?)",
+            (
+                revision,
+                change.type,
+                *change.key,
+                data,
+                _labels(labels),
+                _labels(change.prev_labels),
+            ),
+        )
+        if change.type == "DELETED":
+            conn.execute(
+                "DELETE FROM objects WHERE api_version=? AND kind=? AND namespace=? AND name=?",
+                change.key,
+            )
+        else:
+            conn.execute(
+                "INSERT INTO objects VALUES (?,?,?,?,?,?) ON CONFLICT DO UPDATE"
+                " SET revision=excluded.revision, data=excluded.data",
+                (*change.key, revision, data),
+            )
+        return LogEntry(
+            revision, change.type, api_version, kind, namespace, data, labels, change.prev_labels
+        )
+
+    def _auto_compact(self, conn: sqlite3.Connection, revision: int) -> None:
+        """Keep about `history` revisions of log: trim to that when twice as many pile up."""
+        compacted: int = conn.execute("SELECT value FROM meta WHERE key='compacted'").fetchone()[0]
+        if revision - compacted > 2 * self._history_size:
+            self._compact_in(conn, revision - self._history_size)
+
+    @staticmethod
+    def _compact_in(conn: sqlite3.Connection, revision: int) -> None:
+        conn.execute("DELETE FROM log WHERE revision <= ?", (revision,))
+        conn.execute("UPDATE meta SET value = max(value, ?) WHERE key = 'compacted'", (revision,))
+
+    def _deliver(self, start: int, entries: list[LogEntry], batch: list[_Pending]) -> None:
+        """On the loop, after commit: feed watchers first, then wake the writers."""
+        if entries:
+            self._notes.put_nowait((start, entries))
+        for pending in batch:
+            if pending.future.done():
+                continue
+            if isinstance(pending.result, BaseException):
+                pending.future.set_exception(pending.result)
+            else:
+                assert pending.result is not None
+                pending.future.set_result(pending.result)
+
+    # -- watch fan-out --------------------------------------------------------
+
+    async def _dispatch(self) -> None:
+        """Publish every committed revision once, in order, whoever wrote it."""
+        while (note := await self._notes.get()) is not None:
+            start, entries = note
+            if start > self._published or not entries:  # another process wrote in between
+                try:
+                    missing = await self._read(self._log_after, self._published)
+                except Gone:  # compacted before we read it: every watcher must relist
+                    self._watchers.expire()
+                    self._published = await self.revision()
+                    missing = []
+                except StoreClosed:
+                    return
+                self._publish([e for e in missing if not entries or e.revision <= start])
+            self._publish(entries)
+
+    def _publish(self, entries: list[LogEntry]) -> None:
+        fresh = [e for e in entries if e.revision > self._published]
+        if fresh:
+            self._published = fresh[-1].revision
+            self._watchers.publish(fresh)
+
+    async def _poll(self) -> None:
+        seen = self._conn.execute("PRAGMA data_version").fetchone()[0]
+        while True:
+            await asyncio.sleep(self._poll_interval)
+            version = self._conn.execute("PRAGMA data_version").fetchone()[0]
+            if version != seen:
+                seen = version
+                self._notes.put_nowait((0, []))
+
+    # -- reads ------------------------------------------------------------------
+
+    def _reader(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._local.conn = _connect(self.path, self._sync)
+            self._reader_conns.append(conn)
+        return conn
+
+    async def _read(self, fn: Callable[..., Any], *args: Any) -> Any:
+        if self._closed:
+            raise StoreClosed("the store is closed")
+        return await self._loop.run_in_executor(self._readers, lambda: fn(self._reader(), *args))
+
+    @staticmethod
+    def _revision_now(conn: sqlite3.Connection) -> int:
+        revision: int = conn.execute(_REVISION).fetchone()[0]
+        return revision
+
+    async def get(
+        self, api_version: str, kind: str, name: str, namespace: str | None = "default"
+    ) -> Object:
+        if self._closed:
+            raise StoreClosed("the store is closed")
+        key = key_of(self.registry.get(api_version, kind), name, namespace)
+        row = self._conn.execute(_GET, key).fetchone()  # a primary-key read: microseconds
+        if row is None:
+            raise not_found(key)
+        obj: Object = json.loads(row[0])
+        return obj
+
+    async def list(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None = None,
+        label_selector: str | Selector | None = None,
+    ) -> tuple[list[Object], int]:
+        self.registry.get(api_version, kind)
+        matches = matcher(label_selector)
+
+        def read(conn: sqlite3.Connection) -> tuple[builtins.list[Object], int]:
+            query = "SELECT data FROM objects WHERE api_version=? AND kind=?"
+            args: tuple[str, ...] = (api_version, kind)
+            if namespace is not None:
+                query, args = query + " AND namespace=?", (*args, namespace)
+            conn.execute("BEGIN")
+            try:
+                revision = self._revision_now(conn)
+                rows = conn.execute(query + " ORDER BY namespace, name", args).fetchall()
+            finally:
+                conn.execute("COMMIT")
+            items = [json.loads(data) for (data,) in rows]
+            return [o for o in items if matches(o["metadata"].get("labels"))], revision
+
+        result: tuple[builtins.list[Object], int] = await self._read(read)
+        return result
+
+    def _log_after(self, conn: sqlite3.Connection, after: int) -> builtins.list[LogEntry]:
+        conn.execute("BEGIN")
+        try:
+            compacted = conn.execute("SELECT value FROM meta WHERE key='compacted'").fetchone()[0]
+            if after < compacted:
+                raise Gone(f"too old resource version: {after} (history starts after {compacted})")
+            rows = conn.execute(
+                f"SELECT {_LOG_COLUMNS} FROM log WHERE revision > ? ORDER BY revision", (after,)
+            ).fetchall()
+        finally:
+            conn.execute("COMMIT")
+        return [_entry(row) for row in rows]
+
+    def watch(
+        self,
+        api_version: str | None,
+        kind: str | None,
+        namespace: str | None = None,
+        since: int | None = None,
+        label_selector: str | Selector | None = None,
+    ) -> AsyncIterator[WatchEvent]:
+        if kind is not None:
+            self.registry.get(api_version or "", kind)
+
+        async def history(after: int) -> builtins.list[LogEntry]:
+            entries: builtins.list[LogEntry] = await self._read(self._log_after, after)
+            return entries
+
+        return self._watchers.watch(
+            history, self.revision, api_version, kind, namespace, since, label_selector
+        )
+
+    async def revision(self) -> int:
+        return self._revision_now(self._conn)
+
+    async def compact(self, revision: int) -> None:
+        def run(conn: sqlite3.Connection) -> None:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                self._compact_in(conn, min(revision, self._revision_now(conn)))
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+
+        await self._read(run)
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._writes.put(None)
+        await asyncio.to_thread(self._writer.join)
+        self._notes.put_nowait(None)
+        await asyncio.gather(self._tasks[0], return_exceptions=True)
+        self._tasks[1].cancel()
+        await asyncio.gather(self._tasks[1], return_exceptions=True)
+        self._watchers.close()
+        self._readers.shutdown(wait=True)
+        for conn in [*self._reader_conns, self._conn]:
+            conn.close()
