@@ -67,8 +67,17 @@ class Store(Protocol):
     ) -> Object: ...
 
     async def delete(
-        self, api_version: str, kind: str, name: str, namespace: str | None = "default"
-    ) -> Object: ...
+        self,
+        api_version: str,
+        kind: str,
+        name: str,
+        namespace: str | None = "default",
+        *,
+        propagation_policy: str = "Background",
+    ) -> Object:
+        """Delete now, or (with finalizers) mark for deletion. Foreground: dependents go first;
+        Orphan: dependents are kept and lose their owner reference."""
+        ...
 
     def watch(
         self,

@@ -10,18 +10,16 @@ from __future__ import annotations
 import bisect
 import builtins
 import json
-from collections.abc import AsyncIterator
-from typing import Any
 
 from setpoint.clock import SYSTEM_CLOCK, Clock
 from setpoint.errors import Gone, StoreClosed
 from setpoint.model import REGISTRY, Object, Registry, Selector
-from setpoint.store.base import WatchEvent
-from setpoint.store.rules import Key, Write, decide, encode, key_of, not_found, prepare, stamp
+from setpoint.store.backend import Backend
+from setpoint.store.rules import Key, Write, decide, encode, key_of, not_found, stamp
 from setpoint.store.watchers import LogEntry, Watchers, matcher
 
 
-class MemoryStore:
+class MemoryStore(Backend):
     def __init__(
         self,
         registry: Registry | None = None,
@@ -41,35 +39,7 @@ class MemoryStore:
 
     # -- writes -----------------------------------------------------------------
 
-    async def create(self, obj: Object) -> Object:
-        return self._write(prepare(self.registry, "create", obj))
-
-    async def update(self, obj: Object) -> Object:
-        return self._write(prepare(self.registry, "update", obj))
-
-    async def update_status(self, obj: Object) -> Object:
-        return self._write(prepare(self.registry, "update_status", obj))
-
-    async def patch(
-        self,
-        api_version: str,
-        kind: str,
-        name: str,
-        patch: Any,
-        namespace: str | None = "default",
-        patch_type: str = "merge",
-    ) -> Object:
-        k = self.registry.get(api_version, kind)
-        key = key_of(k, name, namespace)
-        return self._write(Write("patch", key, k, patch=patch, patch_type=patch_type))
-
-    async def delete(
-        self, api_version: str, kind: str, name: str, namespace: str | None = "default"
-    ) -> Object:
-        k = self.registry.get(api_version, kind)
-        return self._write(Write("delete", key_of(k, name, namespace), k))
-
-    def _write(self, write: Write) -> Object:
+    async def _execute(self, write: Write) -> Object:
         if self._closed:
             raise StoreClosed("the store is closed")
         current = self._load(write.key)
@@ -134,20 +104,6 @@ class MemoryStore:
             if matches(obj["metadata"].get("labels")):
                 items.append(obj)
         return items, self._revision
-
-    def watch(
-        self,
-        api_version: str | None,
-        kind: str | None,
-        namespace: str | None = None,
-        since: int | None = None,
-        label_selector: str | Selector | None = None,
-    ) -> AsyncIterator[WatchEvent]:
-        if kind is not None:
-            self.registry.get(api_version or "", kind)
-        return self._watchers.watch(
-            self._history, self.revision, api_version, kind, namespace, since, label_selector
-        )
 
     async def _history(self, after: int) -> builtins.list[LogEntry]:
         if after < self._compacted:

@@ -27,6 +27,12 @@ MAX_OBJECT_BYTES = 3 * 1024 * 1024 // 2  # 1.5 MiB, as etcd's default request li
 
 _USER_METADATA = ("labels", "annotations", "finalizers", "ownerReferences")
 
+FOREGROUND_DELETION = "foregroundDeletion"
+"""Finalizer of an owner whose dependents the garbage collector deletes first."""
+ORPHAN = "orphan"
+"""Finalizer of an owner whose dependents lose their owner reference instead of being deleted."""
+PROPAGATION_FINALIZERS = {"Background": None, "Foreground": FOREGROUND_DELETION, "Orphan": ORPHAN}
+
 
 @dataclass(frozen=True, slots=True)
 class Write:
@@ -38,6 +44,7 @@ class Write:
     obj: Object | None = None
     patch: Any = None
     patch_type: str = "merge"
+    propagation: str = "Background"
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +102,7 @@ def decide(write: Write, current: Object | None, now: float) -> Change | None:
     if current is None:
         raise not_found(write.key)
     if write.op == "delete":
-        return _deleted(write.key, current, now)
+        return _deleted(write.key, current, now, write.propagation)
     if write.op == "patch":
         return _patched(write, current)
     assert write.obj is not None
@@ -181,15 +188,24 @@ def _patched(write: Write, current: Object) -> Change | None:
     return _updated(write.key, current, patched)
 
 
-def _deleted(key: Key, current: Object, now: float) -> Change | None:
+def _deleted(key: Key, current: Object, now: float, propagation: str) -> Change | None:
+    """Without finalizers, gone at once; with them, marked (deletionTimestamp) until they go.
+    Foreground and Orphan propagation add the finalizer the garbage collector acts on."""
+    if propagation not in PROPAGATION_FINALIZERS:
+        raise Invalid(
+            f"{propagation!r}: want Background, Foreground or Orphan", field="propagationPolicy"
+        )
     meta = current["metadata"]
-    if not meta.get("finalizers"):
+    finalizers = list(meta.get("finalizers") or [])
+    extra = PROPAGATION_FINALIZERS[propagation]
+    if extra and extra not in finalizers and not meta.get("deletionTimestamp"):
+        finalizers.append(extra)
+    if not finalizers:
         return Change("DELETED", key, copy.deepcopy(current), meta.get("labels"))
-    if meta.get("deletionTimestamp"):
-        return None
     new = copy.deepcopy(current)
-    new["metadata"]["deletionTimestamp"] = rfc3339(now)
-    return Change("MODIFIED", key, new, meta.get("labels"))
+    new["metadata"]["finalizers"] = finalizers
+    new["metadata"].setdefault("deletionTimestamp", rfc3339(now))
+    return _change(key, current, new)
 
 
 def _change(key: Key, current: Object, new: Object) -> Change | None:

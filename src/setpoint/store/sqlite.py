@@ -24,7 +24,7 @@ import os
 import queue
 import sqlite3
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -32,8 +32,8 @@ from typing import Any, Literal
 from setpoint.clock import SYSTEM_CLOCK, Clock
 from setpoint.errors import Error, Gone, StoreClosed
 from setpoint.model import REGISTRY, Object, Registry, Selector
-from setpoint.store.base import WatchEvent
-from setpoint.store.rules import Change, Write, decide, encode, key_of, not_found, prepare, stamp
+from setpoint.store.backend import Backend
+from setpoint.store.rules import Change, Write, decide, encode, key_of, not_found, stamp
 from setpoint.store.watchers import LogEntry, Watchers, matcher
 
 Sync = Literal["full", "normal", "off"]
@@ -92,7 +92,7 @@ def _labels(labels: dict[str, str] | None) -> str | None:
     return json.dumps(labels, separators=(",", ":")) if labels else None
 
 
-class SqliteStore:
+class SqliteStore(Backend):
     def __init__(
         self,
         path: str,
@@ -136,35 +136,7 @@ class SqliteStore:
 
     # -- writes -----------------------------------------------------------------
 
-    async def create(self, obj: Object) -> Object:
-        return await self._submit(prepare(self.registry, "create", obj))
-
-    async def update(self, obj: Object) -> Object:
-        return await self._submit(prepare(self.registry, "update", obj))
-
-    async def update_status(self, obj: Object) -> Object:
-        return await self._submit(prepare(self.registry, "update_status", obj))
-
-    async def patch(
-        self,
-        api_version: str,
-        kind: str,
-        name: str,
-        patch: Any,
-        namespace: str | None = "default",
-        patch_type: str = "merge",
-    ) -> Object:
-        k = self.registry.get(api_version, kind)
-        key = key_of(k, name, namespace)
-        return await self._submit(Write("patch", key, k, patch=patch, patch_type=patch_type))
-
-    async def delete(
-        self, api_version: str, kind: str, name: str, namespace: str | None = "default"
-    ) -> Object:
-        k = self.registry.get(api_version, kind)
-        return await self._submit(Write("delete", key_of(k, name, namespace), k))
-
-    async def _submit(self, write: Write) -> Object:
+    async def _execute(self, write: Write) -> Object:
         if self._closed:
             raise StoreClosed("the store is closed")
         future: asyncio.Future[Object] = self._loop.create_future()
@@ -396,24 +368,9 @@ class SqliteStore:
             conn.execute("COMMIT")
         return [_entry(row) for row in rows]
 
-    def watch(
-        self,
-        api_version: str | None,
-        kind: str | None,
-        namespace: str | None = None,
-        since: int | None = None,
-        label_selector: str | Selector | None = None,
-    ) -> AsyncIterator[WatchEvent]:
-        if kind is not None:
-            self.registry.get(api_version or "", kind)
-
-        async def history(after: int) -> builtins.list[LogEntry]:
-            entries: builtins.list[LogEntry] = await self._read(self._log_after, after)
-            return entries
-
-        return self._watchers.watch(
-            history, self.revision, api_version, kind, namespace, since, label_selector
-        )
+    async def _history(self, after: int) -> builtins.list[LogEntry]:
+        entries: builtins.list[LogEntry] = await self._read(self._log_after, after)
+        return entries
 
     async def revision(self) -> int:
         return self._revision_now(self._conn)

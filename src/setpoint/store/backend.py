@@ -1,0 +1,82 @@
+"""What every backend shares above its storage: turning `Store` calls into `Write`
+requests, and serving `watch` from the shared fan-out.
+
+A backend subclasses `Backend` and supplies `_execute` (run one write in a
+transaction), `_history` (the log after a revision) and the reads.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator
+from typing import Any
+
+from setpoint.model import Object, Registry, Selector
+from setpoint.store.base import WatchEvent
+from setpoint.store.rules import Write, key_of, prepare
+from setpoint.store.watchers import LogEntry, Watchers
+
+
+class Backend(ABC):
+    registry: Registry
+    _watchers: Watchers
+
+    @abstractmethod
+    async def _execute(self, write: Write) -> Object:
+        """Decide and commit one write; return the object as written."""
+
+    @abstractmethod
+    async def _history(self, after: int) -> list[LogEntry]:
+        """Retained log entries after `after`, in order; `Gone` if compacted past it."""
+
+    @abstractmethod
+    async def revision(self) -> int: ...
+
+    async def create(self, obj: Object) -> Object:
+        return await self._execute(prepare(self.registry, "create", obj))
+
+    async def update(self, obj: Object) -> Object:
+        return await self._execute(prepare(self.registry, "update", obj))
+
+    async def update_status(self, obj: Object) -> Object:
+        return await self._execute(prepare(self.registry, "update_status", obj))
+
+    async def patch(
+        self,
+        api_version: str,
+        kind: str,
+        name: str,
+        patch: Any,
+        namespace: str | None = "default",
+        patch_type: str = "merge",
+    ) -> Object:
+        k = self.registry.get(api_version, kind)
+        key = key_of(k, name, namespace)
+        return await self._execute(Write("patch", key, k, patch=patch, patch_type=patch_type))
+
+    async def delete(
+        self,
+        api_version: str,
+        kind: str,
+        name: str,
+        namespace: str | None = "default",
+        *,
+        propagation_policy: str = "Background",
+    ) -> Object:
+        k = self.registry.get(api_version, kind)
+        key = key_of(k, name, namespace)
+        return await self._execute(Write("delete", key, k, propagation=propagation_policy))
+
+    def watch(
+        self,
+        api_version: str | None,
+        kind: str | None,
+        namespace: str | None = None,
+        since: int | None = None,
+        label_selector: str | Selector | None = None,
+    ) -> AsyncIterator[WatchEvent]:
+        if kind is not None:
+            self.registry.get(api_version or "", kind)
+        return self._watchers.watch(
+            self._history, self.revision, api_version, kind, namespace, since, label_selector
+        )
