@@ -68,6 +68,12 @@ class StoreClosed(Error):
 
 
 class TerminalError(Error):
-    """Raised by a reconciler that cannot progress: no retry, recorded as `Stalled`."""
+    """Raised by a reconciler that cannot progress without a change from outside.
 
-    reason = "Stalled"
+    It is not retried; the object's `Stalled` condition records `reason` (a
+    CamelCase word, e.g. "PermissionDenied") and the message.
+    """
+
+    def __init__(self, message: str, *, reason: str = "TerminalError") -> None:
+        super().__init__(message)
+        self.reason = reason

@@ -45,6 +45,9 @@ class Kind:
     spec: type[BaseModel] | None = None
     status: type[BaseModel] | None = None
     short_names: tuple[str, ...] = ()
+    body: type[BaseModel] | None = None
+    """Schema of the top-level fields of a kind with no spec (like Event): every field but
+    apiVersion, kind, metadata and status."""
 
     @property
     def group(self) -> str:
@@ -65,6 +68,11 @@ class Kind:
         camelCase keys), so what is stored is what the schema means.
         """
         check_metadata(obj, namespaced=self.namespaced)
+        if self.body is not None:
+            fields = {k: v for k, v in obj.items() if k not in _ENVELOPE}
+            for k in fields:
+                del obj[k]
+            obj.update(_validated(self.body, fields, ""))
         if self.spec is not None:
             obj["spec"] = _validated(self.spec, obj.get("spec"), "spec")
         if self.status is not None and obj.get("status") is not None:
@@ -89,7 +97,10 @@ def _path(root: str, loc: tuple[int | str, ...]) -> str:
     out = root
     for part in loc:
         out += f"[{part}]" if isinstance(part, int) else f".{part}"
-    return out
+    return out.lstrip(".")
+
+
+_ENVELOPE = ("apiVersion", "kind", "metadata", "status")
 
 
 @dataclass
@@ -155,6 +166,7 @@ def register_kind(
     namespaced: bool = True,
     plural: str | None = None,
     short_names: tuple[str, ...] = (),
+    body: type[BaseModel] | None = None,
 ) -> Kind:
     """Register a kind with its spec and status schemas; return it.
 

@@ -1,0 +1,240 @@
+"""The controller: a work queue of `Request`s, workers that call the reconciler, and what
+each outcome means (see `setpoint.runtime.reconciler`).
+
+A key is reconciled by one worker at a time. Errors come back rate-limited;
+`TerminalError` is recorded as the object's `Stalled` condition and not
+retried; `Result.requeue_after` schedules. A later success removes `Stalled`.
+Shutdown stops taking keys, lets in-flight reconciles finish within the grace
+period, then cancels them. Every outcome is logged in one line and reported to
+the `ControllerObserver` (metrics).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import cast
+
+from setpoint.clock import SYSTEM_CLOCK, Clock
+from setpoint.errors import Conflict, Error, NotFound, TerminalError
+from setpoint.model import STALLED, Kind, get_condition, remove_condition, set_condition
+from setpoint.runtime.informer import Informer
+from setpoint.runtime.queue import QueueObserver, ShutDown, WorkQueue
+from setpoint.runtime.ratelimit import RateLimiter
+from setpoint.runtime.reconciler import ReconcileFunc, Reconciler, Request, Result
+from setpoint.store import Store
+
+log = logging.getLogger("setpoint.controller")
+
+
+class ControllerObserver:
+    """Told of every reconcile; the default does nothing. `result` is one of
+    success, error, requeue, requeue_after (controller-runtime's labels)."""
+
+    def on_reconcile(self, controller: str, result: str, seconds: float) -> None:
+        """One reconcile finished."""
+
+    def queue_observer(self, controller: str) -> QueueObserver:
+        return QueueObserver()
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerSettings:
+    max_concurrent: int = 1
+    resync_every: float | None = None
+    limiter: RateLimiter | None = None
+
+
+class Controller:
+    def __init__(
+        self,
+        name: str,
+        kind: Kind,
+        reconciler: Reconciler | ReconcileFunc,
+        store: Store,
+        informer: Informer,
+        *,
+        settings: ControllerSettings = ControllerSettings(),
+        clock: Clock = SYSTEM_CLOCK,
+        observer: ControllerObserver | None = None,
+    ) -> None:
+        self.name = name
+        self.kind = kind
+        self.store = store
+        self.informer = informer
+        self.settings = settings
+        self._clock = clock
+        self._observer = observer or ControllerObserver()
+        self._reconcile = _as_async(reconciler)
+        self.queue: WorkQueue[Request] = WorkQueue(
+            clock=clock, limiter=settings.limiter, observer=self._observer.queue_observer(name)
+        )
+        self._stopping = False
+        self._active: set[asyncio.Task[None]] = set()
+
+    def enqueue(self, request: Request) -> None:
+        self.queue.add(request)
+
+    async def run(self) -> None:
+        """Work until `shutdown`; call after the informers have synced."""
+        tasks = [
+            asyncio.create_task(self._worker(), name=f"{self.name}-worker-{i}")
+            for i in range(max(1, self.settings.max_concurrent))
+        ]
+        if self.settings.resync_every:
+            tasks.append(asyncio.create_task(self._resync(self.settings.resync_every)))
+        try:
+            await asyncio.gather(*tasks[: self.settings.max_concurrent or 1])
+        finally:
+            for task in tasks:
+                task.cancel()
+
+    async def shutdown(self, grace: float = 30.0) -> None:
+        """Stop taking keys; wait up to `grace` seconds for in-flight reconciles, then cancel."""
+        self._stopping = True
+        self.queue.shutdown()
+        if self._active:
+            _, late = await asyncio.wait(set(self._active), timeout=grace)
+            for task in late:
+                log.warning(
+                    "controller=%s reconcile still running after %ss: cancelled", self.name, grace
+                )
+                task.cancel()
+
+    async def _worker(self) -> None:
+        while True:
+            try:
+                request = await self.queue.get()
+            except ShutDown:
+                return
+            try:
+                if not self._stopping:
+                    task = asyncio.create_task(self._process(request))
+                    self._active.add(task)
+                    try:
+                        await asyncio.shield(task)
+                    finally:
+                        self._active.discard(task)
+            except asyncio.CancelledError:
+                return
+            finally:
+                self.queue.done(request)
+
+    async def _process(self, request: Request) -> None:
+        start = self._clock.monotonic()
+        error: BaseException | None = None
+        try:
+            result = await self._reconcile(request) or Result()
+        except TerminalError as exc:
+            outcome, error = "error", exc
+            self.queue.forget(request)
+            await self._set_stalled(request, exc)
+        except Exception as exc:
+            outcome, error = "error", exc
+            self.queue.add_rate_limited(request)
+        else:
+            if result.requeue_after is not None and result.requeue_after > 0:
+                outcome = "requeue_after"
+                self.queue.forget(request)
+                self.queue.add_after(request, result.requeue_after)
+            elif result.requeue:
+                outcome = "requeue"
+                self.queue.add_rate_limited(request)
+            else:
+                outcome = "success"
+                self.queue.forget(request)
+            await self._clear_stalled(request)
+        seconds = self._clock.monotonic() - start
+        self._observer.on_reconcile(self.name, outcome, seconds)
+        if error is None:
+            log.info(
+                "controller=%s key=%s result=%s duration_ms=%.2f",
+                self.name,
+                request,
+                outcome,
+                seconds * 1000,
+            )
+        else:
+            log.warning(
+                "controller=%s key=%s result=%s duration_ms=%.2f error=%r",
+                self.name,
+                request,
+                outcome,
+                seconds * 1000,
+                str(error),
+                exc_info=not isinstance(error, Error),
+            )
+
+    async def _set_stalled(self, request: Request, exc: TerminalError) -> None:
+        def stall(status: dict[str, object], generation: int) -> bool:
+            return set_condition(
+                status,
+                STALLED,
+                True,
+                reason=exc.reason,
+                message=str(exc),
+                now=self._clock.now(),
+                observed_generation=generation,
+            )
+
+        await self._edit_status(request, stall)
+
+    async def _clear_stalled(self, request: Request) -> None:
+        cached = self.informer.cache.get(request.name, request.namespace)
+        if cached is None or get_condition(cached.get("status"), STALLED) is None:
+            return
+        await self._edit_status(request, lambda status, _: remove_condition(status, STALLED))
+
+    async def _edit_status(
+        self, request: Request, edit: Callable[[dict[str, object], int], bool]
+    ) -> None:
+        """Read, edit and write the object's status, retrying conflicts."""
+        kind = self.kind
+        for _ in range(5):
+            try:
+                obj = await self.store.get(
+                    kind.api_version, kind.kind, request.name, request.namespace or None
+                )
+                status = dict(obj.get("status") or {})
+                if not edit(status, int(obj["metadata"].get("generation", 1))):
+                    return
+                obj["status"] = status
+                await self.store.update_status(obj)
+                return
+            except Conflict:
+                continue
+            except NotFound:
+                return
+            except Error as exc:
+                log.warning(
+                    "controller=%s key=%s cannot record status: %s", self.name, request, exc
+                )
+                return
+
+    async def _resync(self, every: float) -> None:
+        while not self._stopping:
+            await self._clock.sleep(every)
+            for namespace, name in self.informer.cache:
+                self.enqueue(Request(name, namespace))
+
+
+def _as_async(
+    reconciler: Reconciler | ReconcileFunc,
+) -> Callable[[Request], Awaitable[Result | None]]:
+    """One calling convention for objects with `reconcile`, async functions and sync functions
+    (which run in a worker thread so they cannot block the loop)."""
+    fn = reconciler.reconcile if isinstance(reconciler, Reconciler) else reconciler
+    if inspect.iscoroutinefunction(fn):
+        return cast(Callable[[Request], Awaitable[Result | None]], fn)
+    sync_fn = cast(Callable[[Request], Result | None], fn)
+
+    async def in_thread(request: Request) -> Result | None:
+        return await asyncio.to_thread(sync_fn, request)
+
+    with contextlib.suppress(AttributeError):
+        in_thread.__name__ = sync_fn.__name__
+    return in_thread
