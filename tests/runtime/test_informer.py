@@ -1,0 +1,106 @@
+"""Informer and cache: list then watch, indexes, relist after Gone delivering differences."""
+
+from __future__ import annotations
+
+import asyncio
+
+from runtime_support import eventually, widget
+
+from setpoint.model import Registry
+from setpoint.runtime.informer import Informer, InformerEvent
+from setpoint.store import Store
+
+
+async def test_cache_follows_the_store(store: Store, registry: Registry) -> None:
+    await store.create(widget("a", 1, labels={"tier": "web"}))
+    informer = Informer(store, registry.resolve("widgets"))
+    seen: list[tuple[str, str]] = []
+    informer.add_handler(lambda e: seen.append((e.type, e.object["metadata"]["name"])))
+    task = asyncio.create_task(informer.run())
+    try:
+        await asyncio.wait_for(informer.wait_synced(), 5)
+        assert informer.cache.get("a", "default") is not None
+        b = await store.create(widget("b", 2, labels={"tier": "db"}))
+        b["spec"]["size"] = 3
+        await store.update(b)
+        await store.delete("test.setpoint.dev/v1", "Widget", "a")
+
+        async def caught_up() -> bool:
+            return informer.cache.revision == await store.revision()
+
+        await eventually(caught_up)
+        assert informer.cache.get("a", "default") is None
+        cached_b = informer.cache.get("b", "default")
+        assert cached_b is not None and cached_b["spec"]["size"] == 3
+        assert [o["metadata"]["name"] for o in informer.cache.list(label_selector="tier=db")] == [
+            "b"
+        ]
+        assert informer.cache.by_index("label", "tier=db")[0]["metadata"]["name"] == "b"
+        assert seen == [("ADDED", "a"), ("ADDED", "b"), ("MODIFIED", "b"), ("DELETED", "a")]
+    finally:
+        task.cancel()
+
+
+async def test_cache_reads_are_copies(store: Store, registry: Registry) -> None:
+    await store.create(widget("a", 1))
+    informer = Informer(store, registry.resolve("widgets"))
+    task = asyncio.create_task(informer.run())
+    try:
+        await asyncio.wait_for(informer.wait_synced(), 5)
+        obj = informer.cache.get("a", "default")
+        assert obj is not None
+        obj["spec"]["size"] = 99
+        again = informer.cache.get("a", "default")
+        assert again is not None and again["spec"]["size"] == 1
+    finally:
+        task.cancel()
+
+
+async def test_relist_after_gone_delivers_differences(store: Store, registry: Registry) -> None:
+    """Changes made while the informer's watch was behind compacted history still arrive."""
+    kind = registry.resolve("widgets")
+    await store.create(widget("keep", 1))
+    await store.create(widget("drop", 1))
+    informer = Informer(store, kind)
+    events: list[InformerEvent] = []
+    informer.add_handler(events.append)
+    # Sync the cache from a list without running the watch, as if the watch had stalled.
+    items, revision = await store.list(kind.api_version, kind.kind)
+    informer._replace(items, revision)
+    events.clear()
+
+    keep = await store.get(kind.api_version, kind.kind, "keep")
+    keep["spec"]["size"] = 2
+    await store.update(keep)
+    await store.delete(kind.api_version, kind.kind, "drop")
+    await store.create(widget("new", 1))
+    await store.compact(await store.revision())
+
+    task = asyncio.create_task(informer.run())
+    try:
+
+        async def caught_up() -> bool:
+            return informer.cache.revision == await store.revision()
+
+        await eventually(caught_up)
+    finally:
+        task.cancel()
+    got = sorted((e.type, e.object["metadata"]["name"]) for e in events)
+    assert got == [("ADDED", "new"), ("DELETED", "drop"), ("MODIFIED", "keep")]
+    assert sorted(name for _, name in informer.cache) == ["keep", "new"]
+
+
+async def test_user_index(store: Store, registry: Registry) -> None:
+    informer = Informer(
+        store, registry.resolve("widgets"),
+        indexes={"size": lambda o: [str(o["spec"]["size"])]},
+    )  # fmt: skip
+    await store.create(widget("a", 1))
+    await store.create(widget("b", 2))
+    await store.create(widget("c", 2))
+    task = asyncio.create_task(informer.run())
+    try:
+        await asyncio.wait_for(informer.wait_synced(), 5)
+        assert [o["metadata"]["name"] for o in informer.cache.by_index("size", "2")] == ["b", "c"]
+    finally:
+        task.cancel()
