@@ -15,11 +15,8 @@ def widget(name: str, size: int = 0, **meta: object) -> dict[str, object]:
     }
 
 
-async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 5.0) -> None:
-    """Wait until `check()` holds, re-checking whenever the loop has run other work."""
-
-    async def loop() -> None:
-        while not await check():
+async def eventually(check: Callable[[], Awaitable[bool]], within: float = 5.0) -> None:
+    """Wait until `check()` holds, re-checking every few milliseconds; fail after `within` s."""
+    async with asyncio.timeout(within):
+        while not await check():  # noqa: ASYNC110 - the condition spans store and test state
             await asyncio.sleep(0.005)
-
-    await asyncio.wait_for(loop(), timeout)

@@ -31,7 +31,8 @@ async def test_cache_follows_the_store(store: Store, registry: Registry) -> None
         await eventually(caught_up)
         assert informer.cache.get("a", "default") is None
         cached_b = informer.cache.get("b", "default")
-        assert cached_b is not None and cached_b["spec"]["size"] == 3
+        assert cached_b is not None
+        assert cached_b["spec"]["size"] == 3
         assert [o["metadata"]["name"] for o in informer.cache.list(label_selector="tier=db")] == [
             "b"
         ]
@@ -51,7 +52,8 @@ async def test_cache_reads_are_copies(store: Store, registry: Registry) -> None:
         assert obj is not None
         obj["spec"]["size"] = 99
         again = informer.cache.get("a", "default")
-        assert again is not None and again["spec"]["size"] == 1
+        assert again is not None
+        assert again["spec"]["size"] == 1
     finally:
         task.cancel()
 
