@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from setpoint.clock import SYSTEM_CLOCK, Clock
-from setpoint.errors import Error, Gone, StoreClosed
+from setpoint.errors import Error, Gone, Invalid, StoreClosed
 from setpoint.model import REGISTRY, Object, Registry, Selector
 from setpoint.store.backend import Backend
 from setpoint.store.rules import Change, Write, decide, encode, key_of, not_found, stamp
@@ -119,11 +119,16 @@ class SqliteStore(Backend):
         self._readers = ThreadPoolExecutor(2, thread_name_prefix="setpoint-sqlite-read")
 
     async def open(self) -> SqliteStore:
-        os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)  # noqa: ASYNC240
         self._loop = asyncio.get_running_loop()
-        self._conn = _connect(self.path, self._sync)
-        self._conn.executescript(_SCHEMA)
-        self._published = self._revision_now(self._conn)
+        try:
+            os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)  # noqa: ASYNC240
+            self._conn = _connect(self.path, self._sync)
+            self._conn.executescript(_SCHEMA)
+            self._published = self._revision_now(self._conn)
+        except (OSError, sqlite3.Error) as exc:
+            raise Invalid(
+                f"cannot open {self.path!r} as a SQLite store: {exc}", field="store"
+            ) from None
         self._writer = threading.Thread(
             target=self._write_loop, name="setpoint-sqlite-writer", daemon=True
         )

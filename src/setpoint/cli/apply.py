@@ -1,0 +1,170 @@
+"""`setpoint apply -f`: declare objects from manifests; `apply_object` is the create-or-update.
+
+`apply_object` is for every writer of desired state (this verb, `setpoint up`,
+the HTTP API): it owns what the user declares (everything but `metadata` and
+`status`, plus labels and annotations) and leaves the rest of the stored
+object (status, finalizers, owner references) as it is.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import sys
+from typing import Literal
+
+from setpoint.cli.context import Context
+from setpoint.cli.load import KINDS_HINT, Manifest, identify, read_manifests
+from setpoint.cli.render import object_ref
+from setpoint.errors import AlreadyExists, Conflict, Error, Invalid, NotFound, UnknownKind
+from setpoint.model import Kind, Object, Registry
+from setpoint.store.base import Store
+
+ApplyResult = Literal["created", "configured", "unchanged"]
+
+ATTEMPTS = 10
+"""Read-modify-write rounds before a busy object's `Conflict` is given to the caller."""
+
+_USER_METADATA = ("labels", "annotations")
+_NOT_DECLARED = ("apiVersion", "kind", "metadata", "status")
+
+
+async def apply_object(store: Store, obj: Object) -> ApplyResult:
+    """Make the stored object say what `obj` declares; return what that took.
+
+    Absent: created (status and server-set metadata in `obj` are ignored).
+    Present: its declared fields and labels/annotations are replaced by `obj`'s
+    and the result is written with compare-and-swap on the stored
+    `resourceVersion`; on `Conflict` it re-reads and tries again. Nothing to
+    change: `unchanged`, and nothing is written. Raises `Invalid` (naming the
+    field) before writing when `obj` does not validate.
+    """
+    kind = store.registry.for_object(obj)
+    desired = copy.deepcopy(obj)
+    kind.validate(desired)  # normalised as the store stores it, so "unchanged" is exact
+    meta = desired["metadata"]
+    for _ in range(ATTEMPTS):
+        try:
+            current = await store.get(
+                kind.api_version, kind.kind, meta["name"], namespace=meta.get("namespace")
+            )
+        except NotFound:
+            try:
+                await store.create(_for_create(desired))
+            except AlreadyExists:
+                continue  # created meanwhile: update it instead
+            return "created"
+        updated = _declared_onto(current, desired)
+        if updated == current:
+            return "unchanged"
+        try:
+            await store.update(updated)
+        except (Conflict, NotFound):
+            continue  # changed or deleted meanwhile: read again
+        return "configured"
+    raise Conflict(
+        f"{object_ref(kind, meta['name'])} kept changing while being applied "
+        f"({ATTEMPTS} attempts); try again"
+    )
+
+
+def _for_create(desired: Object) -> Object:
+    obj = {k: v for k, v in desired.items() if k != "status"}
+    keep = ("name", "namespace", "labels", "annotations", "finalizers", "ownerReferences")
+    obj["metadata"] = {k: v for k, v in desired["metadata"].items() if k in keep}
+    return obj
+
+
+def _declared_onto(current: Object, desired: Object) -> Object:
+    updated = copy.deepcopy(current)
+    for key in list(updated):
+        if key not in _NOT_DECLARED and key not in desired:
+            del updated[key]
+    for key, value in desired.items():
+        if key not in _NOT_DECLARED:
+            updated[key] = copy.deepcopy(value)
+    meta = updated["metadata"]
+    for key in _USER_METADATA:
+        value = desired["metadata"].get(key)
+        if value:
+            meta[key] = copy.deepcopy(value)
+        else:
+            meta.pop(key, None)
+    return updated
+
+
+def check_manifests(
+    manifests: list[Manifest], registry: Registry, namespace: str, namespace_explicit: bool
+) -> tuple[list[tuple[Manifest, Kind, Object]], list[str]]:
+    """Validate every manifest without writing: the ones that pass, and one message per failure."""
+    ok: list[tuple[Manifest, Kind, Object]] = []
+    problems: list[str] = []
+    for manifest in manifests:
+        try:
+            kind, obj = identify(manifest, registry, namespace, namespace_explicit)
+            checked = copy.deepcopy(obj)
+            try:
+                kind.validate(checked)
+            except Invalid as exc:
+                name = checked.get("metadata", {}).get("name")
+                ref = f"{object_ref(kind, name)}: " if isinstance(name, str) and name else ""
+                raise Invalid(f"{manifest.where(exc.field)}: {ref}{exc}") from None
+        except UnknownKind as exc:
+            problems.append(f"{exc} ({KINDS_HINT})")
+            continue
+        except Invalid as exc:
+            problems.append(str(exc))
+            continue
+        ok.append((manifest, kind, obj))
+    return ok, problems
+
+
+def add_parser(
+    verbs: argparse._SubParsersAction[argparse.ArgumentParser],
+    parents: list[argparse.ArgumentParser],
+) -> None:
+    p = verbs.add_parser(
+        "apply",
+        parents=parents,
+        help="create or update objects from manifests",
+        description="Create objects that do not exist; update the declared fields, labels and "
+        "annotations of those that do. Every document is validated before anything is written.",
+    )
+    p.add_argument(
+        "-f",
+        "--filename",
+        dest="filenames",
+        action="append",
+        required=True,
+        metavar="FILE|DIR|-",
+        help="a manifest file, a directory of them, or - (stdin)",
+    )
+    p.set_defaults(run=run)
+
+
+async def run(ctx: Context, args: argparse.Namespace) -> int:
+    manifests = read_manifests(args.filenames)
+    if not manifests:
+        raise Invalid("no objects passed to apply")
+    checked, problems = check_manifests(
+        manifests, ctx.registry, ctx.namespace, ctx.namespace_explicit
+    )
+    for problem in problems:
+        print(f"error: {problem}", file=sys.stderr)
+    if problems:
+        return 1
+    status = 0
+    async with ctx.open_store() as store:
+        for manifest, kind, obj in checked:
+            ref = object_ref(kind, obj["metadata"]["name"])
+            try:
+                result = await apply_object(store, obj)
+            except Error as exc:
+                print(
+                    f"error: {manifest.where(getattr(exc, 'field', None))}: {ref}: {exc}",
+                    file=sys.stderr,
+                )
+                status = 1
+                continue
+            print(f"{ref} {result}", flush=True)
+    return status

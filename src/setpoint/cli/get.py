@@ -1,0 +1,232 @@
+"""`setpoint get KIND [NAME...]`: print objects as a table, YAML, JSON or names; `-w` follows.
+
+With `-w` the current list is printed first (as ADDED events), then every
+change from the list's revision on, one row or document per event, until
+Ctrl-C or SIGTERM, which end it cleanly (exit 0).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import signal
+import sys
+import time
+from collections.abc import Awaitable, Sequence
+
+from setpoint.cli import render
+from setpoint.cli.context import Context, kind_and_names
+from setpoint.errors import Invalid, NotFound
+from setpoint.model import Kind, Object, Selector, parse_selector
+from setpoint.store.base import Store
+
+OUTPUTS = ("table", "wide", "yaml", "json", "name")
+
+
+def add_parser(
+    verbs: argparse._SubParsersAction[argparse.ArgumentParser],
+    parents: list[argparse.ArgumentParser],
+) -> None:
+    p = verbs.add_parser(
+        "get",
+        parents=parents,
+        help="show objects of one kind",
+        description="Show objects of one kind: all of them, those matching -l, or those named.",
+    )
+    p.add_argument(
+        "kind",
+        nargs="?",
+        metavar="KIND",
+        help="e.g. greetings, greeting, Greeting, greetings.example.com, or KIND/NAME",
+    )
+    p.add_argument("names", nargs="*", metavar="NAME")
+    p.add_argument(
+        "-l",
+        "--selector",
+        metavar="SELECTOR",
+        help="label selector, e.g. app=web,tier in (a,b),!canary",
+    )
+    p.add_argument(
+        "-o",
+        "--output",
+        choices=OUTPUTS[1:],
+        default="table",
+        help="output format (default: a table)",
+    )
+    p.add_argument(
+        "-w",
+        "--watch",
+        action="store_true",
+        help="after the list, print every change until interrupted",
+    )
+    p.add_argument(
+        "-A", "--all-namespaces", action="store_true", help="list objects in every namespace"
+    )
+    p.set_defaults(run=run)
+
+
+async def run(ctx: Context, args: argparse.Namespace) -> int:
+    if not args.kind:
+        raise Invalid("say which KIND to get, e.g. setpoint get greetings")
+    kind, names = kind_and_names(ctx.registry, args.kind, args.names)
+    selector = parse_selector(args.selector)
+    if names and selector.requirements:
+        raise Invalid("give NAMEs or a selector (-l), not both")
+    if names and args.all_namespaces:
+        raise Invalid("an object cannot be retrieved by name across all namespaces (-A)")
+    namespace = None if args.all_namespaces else ctx.namespace_of(kind)
+    view = _View(kind, args.output, all_namespaces=args.all_namespaces)
+    async with ctx.open_store() as store:
+        if args.watch:
+            return await _until_signalled(_watch(store, kind, namespace, names, selector, view))
+        if names:
+            return await _get_named(store, kind, namespace, names, view)
+        items, revision = await store.list(
+            kind.api_version, kind.kind, namespace=namespace, label_selector=selector
+        )
+        items.sort(key=render.sort_key)
+        if not items and view.output in ("table", "wide"):
+            where = f" in {namespace} namespace" if namespace else ""
+            print(f"No resources found{where}.", file=sys.stderr)
+            return 0
+        view.print_all(items, revision)
+    return 0
+
+
+async def _get_named(
+    store: Store, kind: Kind, namespace: str | None, names: Sequence[str], view: _View
+) -> int:
+    found: list[Object] = []
+    missing: list[str] = []
+    for name in names:
+        try:
+            found.append(await store.get(kind.api_version, kind.kind, name, namespace=namespace))
+        except NotFound as exc:
+            missing.append(str(exc))
+    if found:
+        if len(names) == 1 and view.output in ("yaml", "json"):
+            view.print_one(found[0])
+        else:
+            view.print_all(found, None)
+    for message in missing:
+        print(f"error: {message}", file=sys.stderr)
+    return 1 if missing else 0
+
+
+async def _watch(
+    store: Store,
+    kind: Kind,
+    namespace: str | None,
+    names: Sequence[str],
+    selector: Selector,
+    view: _View,
+) -> int:
+    items, revision = await store.list(
+        kind.api_version, kind.kind, namespace=namespace, label_selector=selector
+    )
+    items = [o for o in sorted(items, key=render.sort_key) if not names or _name(o) in names]
+    view.start_events(items)
+    events = store.watch(
+        kind.api_version, kind.kind, namespace=namespace, since=revision, label_selector=selector
+    )
+    async for event in events:
+        if not names or _name(event.object) in names:
+            view.print_event(event.type, event.object)
+    return 0
+
+
+async def _until_signalled(work: Awaitable[int]) -> int:
+    """Run `work`; SIGINT or SIGTERM cancel it and make the answer 0 instead of an exception."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.ensure_future(work)
+    stopped = False
+
+    def stop() -> None:
+        nonlocal stopped
+        stopped = True
+        task.cancel()
+
+    installed = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(sig, stop)
+            installed.append(sig)
+    try:
+        return await task
+    except asyncio.CancelledError:
+        if stopped:
+            return 0
+        raise
+    finally:
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+
+
+def _name(obj: Object) -> str:
+    return str((obj.get("metadata") or {}).get("name", ""))
+
+
+class _View:
+    """Prints objects of one kind in the chosen output format."""
+
+    def __init__(self, kind: Kind, output: str, *, all_namespaces: bool):
+        self.kind = kind
+        self.output = output
+        self.all_namespaces = all_namespaces
+        self.widths: list[int] = []
+
+    def _table(self, *, events: bool) -> render.Table:
+        return render.Table(
+            wide=self.output == "wide", namespaces=self.all_namespaces, events=events
+        )
+
+    def print_one(self, obj: Object) -> None:
+        if self.output == "yaml":
+            _out(render.to_yaml(obj).rstrip("\n"))
+        elif self.output == "json":
+            _out(render.to_json(obj))
+        else:
+            self.print_all([obj], None)
+
+    def print_all(self, items: Sequence[Object], revision: int | None) -> None:
+        if self.output == "yaml":
+            _out(render.to_yaml(render.as_list(items, revision)).rstrip("\n"))
+        elif self.output == "json":
+            _out(render.to_json(render.as_list(items, revision)))
+        elif self.output == "name":
+            for obj in items:
+                _out(render.object_ref(self.kind, _name(obj)))
+        else:
+            table = self._table(events=False)
+            now = time.time()
+            for line in render.format_table([table.header()] + [table.row(o, now) for o in items]):
+                _out(line)
+
+    def start_events(self, items: Sequence[Object]) -> None:
+        """Watch output begins: the header (tables) and the current objects as ADDED."""
+        if self.output in ("table", "wide"):
+            table = self._table(events=True)
+            now = time.time()
+            rows = [table.header()] + [table.row(o, now, "ADDED") for o in items]
+            self.widths = render.column_widths(rows)
+            for row in rows:
+                _out(render.format_row(row, self.widths))
+        else:
+            for obj in items:
+                self.print_event("ADDED", obj)
+
+    def print_event(self, type_: str, obj: Object) -> None:
+        if self.output == "yaml":
+            _out("---\n" + render.to_yaml({"type": type_, "object": obj}).rstrip("\n"))
+        elif self.output == "json":
+            _out(render.to_json({"type": type_, "object": obj}, compact=True))
+        elif self.output == "name":
+            _out(render.object_ref(self.kind, _name(obj)))
+        else:
+            row = self._table(events=True).row(obj, time.time(), type_)
+            _out(render.format_row(row, self.widths))
+
+
+def _out(text: str) -> None:
+    print(text, flush=True)

@@ -1,0 +1,161 @@
+"""Objects as text: kubectl-style tables, YAML, JSON and `kind.group/name` references.
+
+Pure: no I/O, and the time a table is drawn at (`now`) is an argument.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import yaml
+
+from setpoint.clock import parse_rfc3339
+from setpoint.model import READY, Kind, Object, get_condition
+
+GAP = "   "
+"""Space between table columns (kubectl's tabwriter padding)."""
+
+
+def human_duration(seconds: float) -> str:
+    """An age as kubectl prints it: `45s`, `5m30s`, `95m`, `7h12m`, `3d4h`, `400d`, `2y10d`."""
+    s = int(seconds)
+    if s < -1:
+        return "<invalid>"
+    if s < 0:
+        return "0s"
+    if s < 120:
+        return f"{s}s"
+    minutes = s // 60
+    if minutes < 10:
+        return f"{minutes}m{s % 60}s" if s % 60 else f"{minutes}m"
+    if minutes < 3 * 60:
+        return f"{minutes}m"
+    hours = minutes // 60
+    if hours < 8:
+        return f"{hours}h{minutes % 60}m" if minutes % 60 else f"{hours}h"
+    if hours < 48:
+        return f"{hours}h"
+    days = hours // 24
+    if hours < 24 * 8:
+        return f"{days}d{hours % 24}h" if hours % 24 else f"{days}d"
+    if days < 365 * 2:
+        return f"{days}d"
+    if days < 365 * 8:
+        return f"{days // 365}y{days % 365}d" if days % 365 else f"{days // 365}y"
+    return f"{days // 365}y"
+
+
+def age(obj: Object, now: float) -> str:
+    """How long ago the object was created, or `<unknown>`."""
+    created = (obj.get("metadata") or {}).get("creationTimestamp")
+    if not isinstance(created, str) or not created:
+        return "<unknown>"
+    try:
+        return human_duration(now - parse_rfc3339(created))
+    except ValueError:
+        return "<invalid>"
+
+
+def resource_name(kind: Kind) -> str:
+    """`greeting.example.com`: the singular, qualified by group (kubectl's resource name)."""
+    return f"{kind.singular}.{kind.group}" if kind.group else kind.singular
+
+
+def object_ref(kind: Kind, name: str) -> str:
+    """`greeting.example.com/hello`: how `apply` and `get -o name` name an object."""
+    return f"{resource_name(kind)}/{name}"
+
+
+def _name(obj: Object) -> str:
+    return str((obj.get("metadata") or {}).get("name", ""))
+
+
+def _labels(obj: Object) -> str:
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    return ",".join(f"{k}={v}" for k, v in sorted(labels.items())) or "<none>"
+
+
+class Table:
+    """The columns `get` prints for objects of one kind.
+
+    NAME, READY (the `Ready` condition's status, `-` when there is none), AGE;
+    `wide` adds the Ready reason, generation, resourceVersion and labels;
+    `namespaces` puts NAMESPACE first; `events` puts the watch EVENT type first.
+    """
+
+    def __init__(self, *, wide: bool = False, namespaces: bool = False, events: bool = False):
+        self.wide = wide
+        self.namespaces = namespaces
+        self.events = events
+
+    def header(self) -> list[str]:
+        cols = ["NAME", "READY", "AGE"]
+        if self.wide:
+            cols += ["REASON", "GENERATION", "RESOURCEVERSION", "LABELS"]
+        if self.namespaces:
+            cols.insert(0, "NAMESPACE")
+        if self.events:
+            cols.insert(0, "EVENT")
+        return cols
+
+    def row(self, obj: Object, now: float, event: str = "") -> list[str]:
+        meta = obj.get("metadata") or {}
+        ready = get_condition(obj.get("status"), READY)
+        cells = [_name(obj), str(ready["status"]) if ready else "-", age(obj, now)]
+        if self.wide:
+            cells += [
+                str(ready.get("reason") or "-") if ready else "-",
+                str(meta.get("generation", "-")),
+                str(meta.get("resourceVersion", "-")),
+                _labels(obj),
+            ]
+        if self.namespaces:
+            cells.insert(0, str(meta.get("namespace") or "-"))
+        if self.events:
+            cells.insert(0, event)
+        return cells
+
+
+def column_widths(rows: Sequence[Sequence[str]]) -> list[int]:
+    widths: list[int] = []
+    for row in rows:
+        for i, cell in enumerate(row):
+            if i == len(widths):
+                widths.append(0)
+            widths[i] = max(widths[i], len(cell))
+    return widths
+
+
+def format_row(row: Sequence[str], widths: Sequence[int]) -> str:
+    """One line, each cell padded to its column's width (a longer cell just pushes on)."""
+    cells = [cell.ljust(widths[i]) if i < len(widths) else cell for i, cell in enumerate(row)]
+    return GAP.join(cells).rstrip()
+
+
+def format_table(rows: Sequence[Sequence[str]]) -> list[str]:
+    """Rows (the header first) as aligned lines."""
+    widths = column_widths(rows)
+    return [format_row(row, widths) for row in rows]
+
+
+def sort_key(obj: Object) -> tuple[str, str]:
+    meta = obj.get("metadata") or {}
+    return (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+
+
+def as_list(items: Sequence[Object], revision: int | None = None) -> Object:
+    """Several objects as one document, the way kubectl prints them (`kind: List`)."""
+    meta = {"resourceVersion": str(revision) if revision is not None else ""}
+    return {"apiVersion": "v1", "kind": "List", "metadata": meta, "items": list(items)}
+
+
+def to_yaml(doc: Any) -> str:
+    return yaml.safe_dump(doc, sort_keys=True, default_flow_style=False, allow_unicode=True)
+
+
+def to_json(doc: Any, *, compact: bool = False) -> str:
+    if compact:
+        return json.dumps(doc, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return json.dumps(doc, sort_keys=True, ensure_ascii=False, indent=4)

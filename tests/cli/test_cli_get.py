@@ -1,0 +1,104 @@
+"""`setpoint get`: tables, -o wide/yaml/json/name, names, selectors, namespaces, kind names."""
+
+from __future__ import annotations
+
+import pytest
+from cli_kit import CLI, columns, greeting
+
+
+def test_table_lists_every_object_sorted_by_name(applied: CLI) -> None:
+    lines = applied.ok("get", "greetings").lines
+    assert columns(lines[0]) == ["NAME", "READY", "AGE"]
+    assert [columns(line)[:2] for line in lines[1:]] == [["bonjour", "-"], ["hello", "-"]]
+    assert lines[0].index("READY") == lines[1].index("-")  # aligned columns
+
+
+@pytest.mark.parametrize(
+    "name", ["greetings", "greeting", "Greeting", "gr", "greetings.example.com"]
+)
+def test_kind_by_any_of_its_names(applied: CLI, name: str) -> None:
+    assert len(applied.ok("get", name).lines) == 3
+
+
+def test_wide_adds_generation_resource_version_and_labels(applied: CLI) -> None:
+    lines = applied.ok("get", "greetings", "-o", "wide").lines
+    assert columns(lines[0]) == [
+        "NAME",
+        "READY",
+        "AGE",
+        "REASON",
+        "GENERATION",
+        "RESOURCEVERSION",
+        "LABELS",
+    ]
+    hello = applied.ok("get", "greeting", "hello", "-o", "json").json()
+    row = columns(lines[2])
+    assert row[0] == "hello"
+    assert row[4:] == ["1", hello["metadata"]["resourceVersion"], "app=hello,lang=en"]
+
+
+def test_yaml_and_json_of_all_is_a_list_with_the_revision(applied: CLI) -> None:
+    for output, parse in (("yaml", "yaml"), ("json", "json")):
+        result = applied.ok("get", "greetings", "-o", output)
+        doc = getattr(result, parse)()
+        assert doc["kind"] == "List"
+        assert [i["metadata"]["name"] for i in doc["items"]] == ["bonjour", "hello"]
+        assert int(doc["metadata"]["resourceVersion"]) >= 2
+
+
+def test_yaml_and_json_of_one_name_is_the_object(applied: CLI) -> None:
+    as_yaml = applied.ok("get", "greeting", "hello", "-o", "yaml").yaml()
+    as_json = applied.ok("get", "greeting/hello", "-o", "json").json()
+    assert as_yaml == as_json
+    assert as_json["kind"] == "Greeting"
+    assert as_json["spec"] == {"message": "Hello, world!", "repeat": 2}
+    assert isinstance(as_json["metadata"]["resourceVersion"], str)
+
+
+def test_names_select_objects(applied: CLI) -> None:
+    applied.ok("apply", "-f", str(applied.write("x.yaml", greeting("extra"))))
+    lines = applied.ok("get", "greetings", "hello", "extra").lines
+    assert [columns(line)[0] for line in lines[1:]] == ["hello", "extra"]
+    assert applied.ok("get", "greeting/hello", "greeting/extra", "-o", "name").lines == [
+        "greeting.example.com/hello",
+        "greeting.example.com/extra",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("selector", "names"),
+    [
+        ("lang=fr", ["bonjour"]),
+        ("lang!=fr", ["hello"]),
+        ("lang in (en,fr),app=hello", ["bonjour", "hello"]),
+        ("!lang", []),
+    ],
+)
+def test_label_selector(applied: CLI, selector: str, names: list[str]) -> None:
+    result = applied.ok("get", "greetings", "-l", selector, "-o", "name")
+    assert result.lines == [f"greeting.example.com/{n}" for n in names]
+
+
+def test_nothing_found_says_so_on_stderr_and_succeeds(cli: CLI) -> None:
+    result = cli("get", "greetings")
+    assert (result.code, result.out) == (0, "")
+    assert result.err_lines == ["No resources found in default namespace."]
+    assert cli.ok("get", "greetings", "-o", "json").json()["items"] == []
+
+
+def test_all_namespaces_adds_the_namespace_column(cli: CLI) -> None:
+    cli.ok("apply", "-f", str(cli.write("a.yaml", greeting("a", namespace="one"))))
+    cli.ok("apply", "-f", str(cli.write("b.yaml", greeting("b"))))
+    lines = cli.ok("get", "greetings", "-A").lines
+    assert columns(lines[0]) == ["NAMESPACE", "NAME", "READY", "AGE"]
+    assert [columns(line)[:2] for line in lines[1:]] == [["default", "b"], ["one", "a"]]
+    assert [columns(line)[0] for line in cli.ok("get", "greetings").lines[1:]] == ["b"]
+
+
+def test_a_missing_name_is_an_error_but_the_others_are_shown(applied: CLI) -> None:
+    result = applied("get", "greetings", "hello", "nope")
+    assert result.code == 1
+    assert [columns(line)[0] for line in result.lines[1:]] == ["hello"]
+    assert len(result.err_lines) == 1
+    assert result.err_lines[0].startswith("error: ")
+    assert "nope" in result.err_lines[0]
