@@ -154,18 +154,22 @@ def parse_selector(text: str | None) -> Selector:
                 if paren != "(":
                     raise _syntax(text, pat, "expected '('")
                 values: list[str] = []
+                want_value = True  # an empty element is the empty value: `a in (,x)`
                 while True:
                     vat, val = take()
-                    if val == ")" and not values:
-                        break
-                    if val in ("(", ")", ",", "!", "=", "==", "!="):
-                        raise _syntax(text, vat, f"expected a value, found {val!r}")
-                    values.append(val)
-                    _, sep = take()
-                    if sep == ")":
-                        break
-                    if sep != ",":
+                    if val in (")", ","):
+                        if want_value:
+                            values.append("")
+                        if val == ")":
+                            break
+                        want_value = True
+                    elif not want_value:
                         raise _syntax(text, vat, "expected ',' or ')'")
+                    elif val in ("(", "!", "=", "==", "!="):
+                        raise _syntax(text, vat, f"expected a value, found {val!r}")
+                    else:
+                        values.append(val)
+                        want_value = False
                 reqs.append(_requirement(key, "in" if nxt == "in" else "notin", values))
             else:
                 reqs.append(_requirement(key, "exists", []))

@@ -40,8 +40,6 @@ class MemoryStore(Backend):
     # -- writes -----------------------------------------------------------------
 
     async def _execute(self, write: Write) -> Object:
-        if self._closed:
-            raise StoreClosed("the store is closed")
         current = self._load(write.key)
         change = decide(write, current, self._clock.now())
         if change is None:
@@ -75,6 +73,8 @@ class MemoryStore(Backend):
     # -- reads ------------------------------------------------------------------
 
     def _load(self, key: Key) -> Object | None:
+        if self._closed:
+            raise StoreClosed("the store is closed")
         data = self._objects.get(key[:2], {}).get(key[2:])
         return None if data is None else json.loads(data)
 
@@ -94,6 +94,8 @@ class MemoryStore(Backend):
         namespace: str | None = None,
         label_selector: str | Selector | None = None,
     ) -> tuple[list[Object], int]:
+        if self._closed:
+            raise StoreClosed("the store is closed")
         self.registry.get(api_version, kind)
         matches = matcher(label_selector)
         items = []

@@ -112,7 +112,8 @@ class SqliteStore(Backend):
         self._writes: queue.SimpleQueue[_Pending | None] = queue.SimpleQueue()
         self._watchers = Watchers()
         self._notes: asyncio.Queue[tuple[int, list[LogEntry]] | None] = asyncio.Queue()
-        self._published = 0
+        self._published = 0  # the last revision handed to watchers
+        self._committed = 0  # the last revision this process's writer committed
         self._closed = False
         self._local = threading.local()
         self._reader_conns: list[sqlite3.Connection] = []
@@ -168,6 +169,8 @@ class SqliteStore(Backend):
                         break
                     batch.append(item)
                 start, entries = self._commit(conn, batch)
+                if entries:
+                    self._committed = entries[-1].revision
                 self._loop.call_soon_threadsafe(self._deliver, start, entries, batch)
                 if stop:
                     return
@@ -298,8 +301,11 @@ class SqliteStore(Backend):
         while True:
             await asyncio.sleep(self._poll_interval)
             version = self._conn.execute("PRAGMA data_version").fetchone()[0]
-            if version != seen:
-                seen = version
+            if version == seen:
+                continue
+            seen = version
+            # Our own commits change data_version too; they reach the dispatcher directly.
+            if self._revision_now(self._conn) > max(self._committed, self._published):
                 self._notes.put_nowait((0, []))
 
     # -- reads ------------------------------------------------------------------
