@@ -72,9 +72,12 @@ class MemoryStore(Backend):
 
     # -- reads ------------------------------------------------------------------
 
-    def _load(self, key: Key) -> Object | None:
+    def _check_open(self) -> None:
         if self._closed:
             raise StoreClosed("the store is closed")
+
+    def _load(self, key: Key) -> Object | None:
+        self._check_open()
         data = self._objects.get(key[:2], {}).get(key[2:])
         return None if data is None else json.loads(data)
 
@@ -94,8 +97,7 @@ class MemoryStore(Backend):
         namespace: str | None = None,
         label_selector: str | Selector | None = None,
     ) -> tuple[list[Object], int]:
-        if self._closed:
-            raise StoreClosed("the store is closed")
+        self._check_open()
         self.registry.get(api_version, kind)
         matches = matcher(label_selector)
         items = []
@@ -116,9 +118,11 @@ class MemoryStore(Backend):
         return self._log[start:]
 
     async def revision(self) -> int:
+        self._check_open()
         return self._revision
 
     async def compact(self, revision: int) -> None:
+        self._check_open()
         self._compact_to(min(revision, self._revision))
 
     def _compact_to(self, revision: int) -> None:

@@ -143,8 +143,7 @@ class SqliteStore(Backend):
     # -- writes -----------------------------------------------------------------
 
     async def _execute(self, write: Write) -> Object:
-        if self._closed:
-            raise StoreClosed("the store is closed")
+        self._check_open()
         future: asyncio.Future[Object] = self._loop.create_future()
         self._writes.put(_Pending(write, future))
         return await future
@@ -317,9 +316,12 @@ class SqliteStore(Backend):
             self._reader_conns.append(conn)
         return conn
 
-    async def _read(self, fn: Callable[..., Any], *args: Any) -> Any:
+    def _check_open(self) -> None:
         if self._closed:
             raise StoreClosed("the store is closed")
+
+    async def _read(self, fn: Callable[..., Any], *args: Any) -> Any:
+        self._check_open()
         return await self._loop.run_in_executor(self._readers, lambda: fn(self._reader(), *args))
 
     @staticmethod
@@ -330,8 +332,7 @@ class SqliteStore(Backend):
     async def get(
         self, api_version: str, kind: str, name: str, namespace: str | None = "default"
     ) -> Object:
-        if self._closed:
-            raise StoreClosed("the store is closed")
+        self._check_open()
         key = key_of(self.registry.get(api_version, kind), name, namespace)
         row = self._conn.execute(_GET, key).fetchone()  # a primary-key read: microseconds
         if row is None:
@@ -384,6 +385,7 @@ class SqliteStore(Backend):
         return entries
 
     async def revision(self) -> int:
+        self._check_open()
         return self._revision_now(self._conn)
 
     async def compact(self, revision: int) -> None:
