@@ -153,7 +153,9 @@ def test_unknown_store_url(cli: CLI) -> None:
 def test_a_store_file_that_is_not_a_database(cli: CLI) -> None:
     (cli.directory / "state.db").write_text("not sqlite at all\n" * 100)
     line = one_error(cli("get", "greetings"))
-    assert f"cannot open {cli.store}" in line
+    assert "cannot open" in line
+    assert "state.db" in line
+    assert "not a database" in line
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
-from setpoint.errors import Error, Invalid
+from setpoint.errors import Invalid
 from setpoint.model import Kind, Registry
 from setpoint.store import open_store
 from setpoint.store.base import Store
@@ -30,12 +30,7 @@ class Context:
     @asynccontextmanager
     async def open_store(self) -> AsyncIterator[Store]:
         """The store, closed on the way out (a SQLite file's directory is created if missing)."""
-        try:
-            store = await open_store(self.store_url, registry=self.registry)
-        except Error:
-            raise
-        except Exception as exc:  # e.g. sqlite3.DatabaseError: not a database, unreadable file
-            raise Invalid(f"cannot open {self.store_url}: {exc}", field="store") from exc
+        store = await open_store(self.store_url, registry=self.registry)
         try:
             yield store
         finally:
