@@ -8,6 +8,7 @@
     ├── Conflict           stale resourceVersion: re-read, re-apply, retry
     ├── Gone               watch history compacted past the requested revision: relist
     ├── StoreClosed        the store was closed
+    ├── LeadershipLost     a manager lost its leader lease and stopped
     └── TerminalError      a reconciler cannot progress without a change from outside
 
 Each carries a message that says what to do; `code` is the HTTP status the
@@ -63,6 +64,14 @@ class Gone(Error):
 
 
 class StoreClosed(Error):
+    code = 503
+    reason = "ServiceUnavailable"
+
+
+class LeadershipLost(Error):
+    """`Manager.run()` stopped because it lost its leader lease (it stops rather than
+    risk two leaders). Restart it to stand for election again."""
+
     code = 503
     reason = "ServiceUnavailable"
 

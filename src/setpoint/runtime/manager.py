@@ -6,6 +6,12 @@ starts the informers, waits until their caches have synced, then starts the
 controllers and runnables; `stop()` (or SIGTERM/SIGINT with `handle_signals`)
 stops taking work, lets in-flight reconciles finish within the grace period,
 and returns.
+
+With `ManagerOptions.leader_election`, informers start at once but controllers
+and runnables only once this manager holds the Lease named by
+`leader_election_id` (see `setpoint.runtime.leases`). If leadership is lost, the
+manager stops at once and `run()` raises `LeadershipLost` rather than risk two
+leaders; a graceful stop releases the lease so a successor need not wait.
 """
 
 from __future__ import annotations
@@ -14,15 +20,19 @@ import asyncio
 import contextlib
 import logging
 import signal
+import socket
+import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from setpoint.clock import SYSTEM_CLOCK, Clock
+from setpoint.errors import LeadershipLost
 from setpoint.model import Kind
 from setpoint.runtime.builder import ControllerBuilder
 from setpoint.runtime.cache import Cache
 from setpoint.runtime.controller import Controller, ControllerObserver
 from setpoint.runtime.informer import Informer
+from setpoint.runtime.leases import LeaderElector, LeaseSettings
 from setpoint.store import Store
 
 log = logging.getLogger("setpoint.manager")
@@ -36,6 +46,15 @@ class ManagerOptions:
     """Seconds in-flight reconciles get to finish on shutdown."""
     handle_signals: bool = False
     """Stop on SIGTERM/SIGINT (for the main process; tests leave it off)."""
+    leader_election: bool = False
+    """Run controllers and runnables only while holding a Lease in the store."""
+    leader_election_id: str = "setpoint-manager"
+    """Name of the Lease; managers that share it elect one leader among them."""
+    leader_election_namespace: str = "default"
+    identity: str | None = None
+    """This manager's name in the Lease; default: hostname + "_" + a random hex id."""
+    lease: LeaseSettings = field(default_factory=LeaseSettings)
+    """Lease duration, renew deadline and retry period."""
 
 
 class Manager:
@@ -56,6 +75,25 @@ class Manager:
         self._runnables: list[Runnable] = []
         self._stop = asyncio.Event()
         self._started = asyncio.Event()
+        self._elector: LeaderElector | None = None
+        if options.leader_election:
+            self._elector = LeaderElector(
+                store,
+                options.leader_election_id,
+                namespace=options.leader_election_namespace,
+                identity=options.identity or f"{socket.gethostname()}_{uuid.uuid4().hex}",
+                clock=clock,
+                settings=options.lease,
+            )
+        self._leadership_lost = False
+
+    @property
+    def is_leader(self) -> bool:
+        """Whether this manager's controllers may run: without leader election, once
+        started; with it, while it holds the lease."""
+        if self._elector is None:
+            return self._started.is_set()
+        return self._elector.is_leader
 
     def kind(self, kind: Kind | str) -> Kind:
         """A kind given as a `Kind` or as a person would type it (`widgets`, `Widget`)."""
@@ -104,6 +142,8 @@ class Manager:
         ]
         try:
             await asyncio.gather(*(i.wait_synced() for i in self._informers.values()))
+            if self._elector is not None and not await self._lead(self._elector):
+                return
             work = [self._spawn(c.run(), f"controller-{c.name}") for c in self.controllers]
             work += [self._spawn(r(), getattr(r, "__name__", "runnable")) for r in self._runnables]
             self._started.set()
@@ -111,16 +151,50 @@ class Manager:
             await self._stop.wait()
         finally:
             log.info("manager stopping")
-            await asyncio.gather(*(c.shutdown(self.options.grace_period) for c in self.controllers))
+            # After losing the lease, in-flight reconciles get no grace: another leader may run.
+            grace = 0.0 if self._leadership_lost else self.options.grace_period
+            await asyncio.gather(*(c.shutdown(grace) for c in self.controllers))
             for task in self._tasks:
                 task.cancel()
             await asyncio.gather(*self._tasks, return_exceptions=True)
+            if self._elector is not None and not self._leadership_lost:
+                try:
+                    await self._elector.release()
+                except Exception:
+                    log.exception("could not release the leader lease")
             del informers
             if self.options.handle_signals:
                 for sig in (signal.SIGTERM, signal.SIGINT):
                     with contextlib.suppress(Exception):
                         loop.remove_signal_handler(sig)
             log.info("manager stopped")
+        if self._leadership_lost:
+            raise LeadershipLost("lost the leader lease; stopped rather than risk two leaders")
+
+    async def _lead(self, elector: LeaderElector) -> bool:
+        """Wait to acquire the lease (False if stopped first), then keep it held in a task
+        that stops the manager when leadership is lost."""
+        log.info("waiting for the leader lease as %s", elector.identity)
+        acquire = asyncio.create_task(elector.acquire(), name="leader-acquire")
+        stopped = asyncio.create_task(self._stop.wait(), name="leader-acquire-stop")
+        try:
+            await asyncio.wait({acquire, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (acquire, stopped):
+                task.cancel()
+            await asyncio.gather(acquire, stopped, return_exceptions=True)
+        if acquire.cancelled():
+            return False
+        acquire.result()  # raises what acquire raised
+
+        async def hold() -> None:
+            await elector.hold()
+            log.error("leader lease lost; stopping the manager")
+            self._leadership_lost = True
+            self.stop()
+
+        self._spawn(hold(), "leader-hold")
+        return True
 
     def _spawn(self, coro: Awaitable[None], name: str) -> asyncio.Task[None]:
         async def guarded() -> None:
