@@ -12,6 +12,11 @@ and runnables only once this manager holds the Lease named by
 `leader_election_id` (see `setpoint.runtime.leases`). If leadership is lost, the
 manager stops at once and `run()` raises `LeadershipLost` rather than risk two
 leaders; a graceful stop releases the lease so a successor need not wait.
+
+With `ManagerOptions.health_address`, an HTTP server answers `/healthz` (the
+loop is alive), `/readyz` (caches synced, not stopping; independent of
+leadership, so followers are ready too) and `/metrics` (Prometheus, with
+controller-runtime's metric names; see `setpoint.runtime.metrics`).
 """
 
 from __future__ import annotations
@@ -31,8 +36,10 @@ from setpoint.model import Kind
 from setpoint.runtime.builder import ControllerBuilder
 from setpoint.runtime.cache import Cache
 from setpoint.runtime.controller import Controller, ControllerObserver
+from setpoint.runtime.health import serve, split_address
 from setpoint.runtime.informer import Informer
 from setpoint.runtime.leases import LeaderElector, LeaseSettings
+from setpoint.runtime.metrics import Metrics
 from setpoint.store import Store
 
 log = logging.getLogger("setpoint.manager")
@@ -55,6 +62,8 @@ class ManagerOptions:
     """This manager's name in the Lease; default: hostname + "_" + a random hex id."""
     lease: LeaseSettings = field(default_factory=LeaseSettings)
     """Lease duration, renew deadline and retry period."""
+    health_address: str | None = None
+    """HOST:PORT for /healthz, /readyz and /metrics ("127.0.0.1:0": any free port)."""
 
 
 class Manager:
@@ -69,7 +78,12 @@ class Manager:
         self.store = store
         self.clock = clock
         self.options = options
-        self.observer = observer or ControllerObserver()
+        self.observer = observer or Metrics()
+        self.metrics = self.observer if isinstance(self.observer, Metrics) else None
+        if self.metrics is not None:
+            self.metrics.track_queues(lambda: {c.name: c.queue for c in self.controllers})
+        self.health_server: asyncio.Server | None = None
+        self._synced = False
         self.controllers: list[Controller] = []
         self._informers: dict[tuple[str, str], Informer] = {}
         self._runnables: list[Runnable] = []
@@ -137,15 +151,19 @@ class Manager:
         if self.options.handle_signals:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, self.stop)
-        informers = [
-            self._spawn(i.run(), f"informer-{i.kind.kind}") for i in self._informers.values()
-        ]
+        for informer in self._informers.values():
+            self._spawn(informer.run(), f"informer-{informer.kind.kind}")
         try:
+            if self.options.health_address is not None:
+                await self._serve_health(self.options.health_address)
             await asyncio.gather(*(i.wait_synced() for i in self._informers.values()))
+            self._synced = True
             if self._elector is not None and not await self._lead(self._elector):
                 return
-            work = [self._spawn(c.run(), f"controller-{c.name}") for c in self.controllers]
-            work += [self._spawn(r(), getattr(r, "__name__", "runnable")) for r in self._runnables]
+            for controller in self.controllers:
+                self._spawn(controller.run(), f"controller-{controller.name}")
+            for runnable in self._runnables:
+                self._spawn(runnable(), getattr(runnable, "__name__", "runnable"))
             self._started.set()
             log.info("manager started: %d controllers", len(self.controllers))
             await self._stop.wait()
@@ -162,7 +180,9 @@ class Manager:
                     await self._elector.release()
                 except Exception:
                     log.exception("could not release the leader lease")
-            del informers
+            if self.health_server is not None:
+                self.health_server.close()
+                await self.health_server.wait_closed()
             if self.options.handle_signals:
                 for sig in (signal.SIGTERM, signal.SIGINT):
                     with contextlib.suppress(Exception):
@@ -170,6 +190,17 @@ class Manager:
             log.info("manager stopped")
         if self._leadership_lost:
             raise LeadershipLost("lost the leader lease; stopped rather than risk two leaders")
+
+    async def _serve_health(self, address: str) -> None:
+        host, port = split_address(address)
+        metrics = self.metrics
+        self.health_server = await serve(
+            host,
+            port,
+            healthz=lambda: True,  # answering at all means the loop is alive
+            readyz=lambda: self._synced and not self._stop.is_set(),
+            metrics=metrics.render if metrics is not None else (lambda: b""),
+        )
 
     async def _lead(self, elector: LeaderElector) -> bool:
         """Wait to acquire the lease (False if stopped first), then keep it held in a task
