@@ -182,9 +182,10 @@ def register_kind(
             api_version,
             kind,
             plural or kind.lower() + "s",
-            namespaced,
-            spec,
-            status,
-            tuple(short_names),
+            namespaced=namespaced,
+            spec=spec,
+            status=status,
+            short_names=tuple(short_names),
+            body=body,
         )
     )
