@@ -4,8 +4,8 @@ Declare what you want (the setpoint); controllers observe what is, diff it
 against what is wanted, apply the difference, and do it again, forever.
 
 The public API is what this module exports (pinned by tests/test_public_api.py)
-plus the documented subpackages `setpoint.model`, `setpoint.store` and
-`setpoint.testing`.
+plus the documented subpackages `setpoint.model`, `setpoint.store`,
+`setpoint.runtime` and `setpoint.testing`.
 """
 
 from setpoint.errors import (
@@ -14,12 +14,15 @@ from setpoint.errors import (
     Error,
     Gone,
     Invalid,
+    LeadershipLost,
     NotFound,
     StoreClosed,
     TerminalError,
     UnknownKind,
 )
-from setpoint.model import Kind, Schema, Selector, parse_selector, register_kind
+from setpoint.model import Kind, Schema, Selector, parse_selector, register_kind, set_condition
+from setpoint.runtime import Manager, ManagerOptions, Reconciler, Request, Result
+from setpoint.store import open_store
 
 __version__ = "0.1.0.dev0"
 
@@ -30,13 +33,21 @@ __all__ = [
     "Gone",
     "Invalid",
     "Kind",
+    "LeadershipLost",
+    "Manager",
+    "ManagerOptions",
     "NotFound",
+    "Reconciler",
+    "Request",
+    "Result",
     "Schema",
     "Selector",
     "StoreClosed",
     "TerminalError",
     "UnknownKind",
     "__version__",
+    "open_store",
     "parse_selector",
     "register_kind",
+    "set_condition",
 ]

@@ -1,0 +1,72 @@
+"""The controller runtime: the loop that observes, diffs and applies, for any kind.
+
+Informers list and watch the store into indexed caches; events become keys in
+a work queue; controllers hand each key to a one-method reconciler and apply
+what its outcome means; the manager runs it all, with leader election,
+garbage collection of owned objects, an event recorder, metrics and health
+probes. Importing this package registers the built-in kinds `Event` (v1) and
+`Lease` (coordination.k8s.io/v1).
+"""
+
+from setpoint.runtime.builder import ControllerBuilder
+from setpoint.runtime.cache import Cache
+from setpoint.runtime.controller import Controller, ControllerObserver
+from setpoint.runtime.events import EVENT, EventRecorder
+from setpoint.runtime.gc import GarbageCollector
+from setpoint.runtime.informer import Informer, InformerEvent
+from setpoint.runtime.leases import LEASE, LeaderElector, LeaseSettings
+from setpoint.runtime.lifecycle import (
+    add_finalizer,
+    has_finalizer,
+    is_deleting,
+    owner_reference,
+    remove_finalizer,
+    set_controller_reference,
+)
+from setpoint.runtime.manager import Manager, ManagerOptions
+from setpoint.runtime.metrics import Metrics
+from setpoint.runtime.predicates import (
+    and_,
+    annotations_changed,
+    generation_changed,
+    labels_changed,
+    not_,
+    or_,
+)
+from setpoint.runtime.queue import QueueStatistics, WorkQueue
+from setpoint.runtime.reconciler import Reconciler, Request, Result
+
+__all__ = [
+    "EVENT",
+    "LEASE",
+    "Cache",
+    "Controller",
+    "ControllerBuilder",
+    "ControllerObserver",
+    "EventRecorder",
+    "GarbageCollector",
+    "Informer",
+    "InformerEvent",
+    "LeaderElector",
+    "LeaseSettings",
+    "Manager",
+    "ManagerOptions",
+    "Metrics",
+    "QueueStatistics",
+    "Reconciler",
+    "Request",
+    "Result",
+    "WorkQueue",
+    "add_finalizer",
+    "and_",
+    "annotations_changed",
+    "generation_changed",
+    "has_finalizer",
+    "is_deleting",
+    "labels_changed",
+    "not_",
+    "or_",
+    "owner_reference",
+    "remove_finalizer",
+    "set_controller_reference",
+]

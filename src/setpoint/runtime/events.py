@@ -199,6 +199,7 @@ class EventRecorder:
                 f"want burst >= 1 and refill_every > 0, got {burst!r} and {refill_every!r}"
             )
         self.store = store
+        store.registry.register(EVENT)
         self.component = component
         self.clock = clock
         self.burst = burst

@@ -36,9 +36,11 @@ from setpoint.model import Kind
 from setpoint.runtime.builder import ControllerBuilder
 from setpoint.runtime.cache import Cache
 from setpoint.runtime.controller import Controller, ControllerObserver
+from setpoint.runtime.events import EVENT, expire_events
+from setpoint.runtime.gc import GarbageCollector
 from setpoint.runtime.health import serve, split_address
 from setpoint.runtime.informer import Informer
-from setpoint.runtime.leases import LeaderElector, LeaseSettings
+from setpoint.runtime.leases import LEASE, LeaderElector, LeaseSettings
 from setpoint.runtime.metrics import Metrics
 from setpoint.store import Store
 
@@ -64,6 +66,10 @@ class ManagerOptions:
     """Lease duration, renew deadline and retry period."""
     health_address: str | None = None
     """HOST:PORT for /healthz, /readyz and /metrics ("127.0.0.1:0": any free port)."""
+    garbage_collection: bool = True
+    """Run the garbage collector: delete objects whose owners are gone (leader only)."""
+    event_ttl: float | None = 3600.0
+    """Delete Events older than this many seconds (leader only); None keeps them."""
 
 
 class Manager:
@@ -76,6 +82,8 @@ class Manager:
         observer: ControllerObserver | None = None,
     ) -> None:
         self.store = store
+        for builtin in (EVENT, LEASE):
+            store.registry.register(builtin)
         self.clock = clock
         self.options = options
         self.observer = observer or Metrics()
@@ -162,7 +170,7 @@ class Manager:
                 return
             for controller in self.controllers:
                 self._spawn(controller.run(), f"controller-{controller.name}")
-            for runnable in self._runnables:
+            for runnable in self._builtin_runnables() + self._runnables:
                 self._spawn(runnable(), getattr(runnable, "__name__", "runnable"))
             self._started.set()
             log.info("manager started: %d controllers", len(self.controllers))
@@ -190,6 +198,20 @@ class Manager:
             log.info("manager stopped")
         if self._leadership_lost:
             raise LeadershipLost("lost the leader lease; stopped rather than risk two leaders")
+
+    def _builtin_runnables(self) -> list[Runnable]:
+        runnables: list[Runnable] = []
+        if self.options.garbage_collection:
+            gc = GarbageCollector(self.store, registry=self.store.registry, clock=self.clock)
+            runnables.append(gc.run)
+        ttl = self.options.event_ttl
+        if ttl is not None:
+
+            async def expire() -> None:
+                await expire_events(self.store, ttl=ttl, clock=self.clock)
+
+            runnables.append(expire)
+        return runnables
 
     async def _serve_health(self, address: str) -> None:
         host, port = split_address(address)
