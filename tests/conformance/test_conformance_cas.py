@@ -131,3 +131,26 @@ async def test_concurrent_creates_of_one_name_let_exactly_one_win(store) -> None
     items, revision = await store.list(API, "Widget")
     assert len(items) == 1
     assert revision == rv(winners[0])
+
+
+async def test_delete_preconditions(store) -> None:
+    """Delete with a uid or resourceVersion precondition: a recreated or changed object is
+    spared (Conflict) and nothing is written."""
+    old = await store.create(widget("w1", 1))
+    await store.delete(API, "Widget", "w1")
+    new = await store.create(widget("w1", 2))
+    before = await snapshot(store)
+    with pytest.raises(Conflict, match="uid"):
+        await store.delete(API, "Widget", "w1", uid=old["metadata"]["uid"])
+    with pytest.raises(Conflict, match="resourceVersion"):
+        await store.delete(API, "Widget", "w1", resource_version=old["metadata"]["resourceVersion"])
+    assert await snapshot(store) == before
+    await store.delete(
+        API,
+        "Widget",
+        "w1",
+        uid=new["metadata"]["uid"],
+        resource_version=new["metadata"]["resourceVersion"],
+    )
+    items, _ = await store.list(API, "Widget")
+    assert items == []

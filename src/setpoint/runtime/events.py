@@ -389,8 +389,14 @@ async def delete_expired_events(store: Store, *, ttl: float, now: float) -> int:
             continue
         meta = event["metadata"]
         try:
-            await store.delete(EVENT.api_version, EVENT.kind, meta["name"], meta.get("namespace"))
-        except NotFound:
+            await store.delete(
+                EVENT.api_version,
+                EVENT.kind,
+                meta["name"],
+                meta.get("namespace"),
+                resource_version=meta["resourceVersion"],  # spare an event counted again since
+            )
+        except (NotFound, Conflict):
             continue
         deleted += 1
     return deleted

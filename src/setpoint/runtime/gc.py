@@ -433,14 +433,18 @@ class GarbageCollector:
             await self.store.update(obj)
 
     async def _delete(self, obj: Object, node: _Node, policy: str) -> None:
-        # The store deletes by name: an object recreated under this name since `obj` was
-        # read would be deleted instead (the store has no uid precondition).
+        # The uid precondition spares an object recreated under this name since `obj` was read.
         log.info("garbage collector: deleting %s (%s): no owner remains", node.describe(), policy)
         try:
             await self.store.delete(
-                node.api_version, node.kind, node.name, node.namespace, propagation_policy=policy
+                node.api_version,
+                node.kind,
+                node.name,
+                node.namespace,
+                propagation_policy=policy,
+                uid=obj["metadata"]["uid"],
             )
-        except NotFound:
+        except (NotFound, Conflict):
             return
 
     async def _remove_finalizer(self, uid: str, node: _Node, finalizer: str) -> None:

@@ -62,10 +62,20 @@ class Backend(ABC):
         namespace: str | None = "default",
         *,
         propagation_policy: str = "Background",
+        uid: str | None = None,
+        resource_version: str | None = None,
     ) -> Object:
         k = self.registry.get(api_version, kind)
         key = key_of(k, name, namespace)
-        return await self._execute(Write("delete", key, k, propagation=propagation_policy))
+        preconditions = {"uid": uid, "resourceVersion": resource_version}
+        write = Write(
+            "delete",
+            key,
+            k,
+            propagation=propagation_policy,
+            preconditions={f: v for f, v in preconditions.items() if v is not None},
+        )
+        return await self._execute(write)
 
     def watch(
         self,

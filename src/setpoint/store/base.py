@@ -74,9 +74,12 @@ class Store(Protocol):
         namespace: str | None = "default",
         *,
         propagation_policy: str = "Background",
+        uid: str | None = None,
+        resource_version: str | None = None,
     ) -> Object:
         """Delete now, or (with finalizers) mark for deletion. Foreground: dependents go first;
-        Orphan: dependents are kept and lose their owner reference."""
+        Orphan: dependents are kept and lose their owner reference. `uid` and
+        `resource_version` are preconditions: `Conflict` unless the object still has them."""
         ...
 
     def watch(

@@ -45,6 +45,7 @@ class Write:
     patch: Any = None
     patch_type: str = "merge"
     propagation: str = "Background"
+    preconditions: dict[str, str] | None = None  # delete only: {"uid", "resourceVersion"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +103,7 @@ def decide(write: Write, current: Object | None, now: float) -> Change | None:
     if current is None:
         raise not_found(write.key)
     if write.op == "delete":
+        _check_preconditions(write.preconditions or {}, current)
         return _deleted(write.key, current, now, write.propagation)
     if write.op == "patch":
         return _patched(write, current)
@@ -143,6 +145,19 @@ def _check_version(obj: Object, current: Object) -> None:
             f'Operation cannot be fulfilled on {kind} "{name}": the object has been modified '
             f"(resourceVersion {wanted}, now {have}); read the latest version and try again"
         )
+
+
+def _check_preconditions(preconditions: dict[str, str], current: Object) -> None:
+    """Delete preconditions, as Kubernetes' DeleteOptions: the object must still be the one
+    the caller read (same uid) and, if given, unchanged since (same resourceVersion)."""
+    meta = current["metadata"]
+    for field, have in (("uid", meta["uid"]), ("resourceVersion", meta["resourceVersion"])):
+        wanted = preconditions.get(field)
+        if wanted is not None and wanted != have:
+            _, kind, _, name = object_key(current)
+            raise Conflict(
+                f'Precondition failed for {kind} "{name}": {field} is {have}, not {wanted}'
+            )
 
 
 def _updated(key: Key, current: Object, obj: Object) -> Change | None:
