@@ -15,9 +15,9 @@ closes the store. Nothing here sleeps on the wall clock to wait for something;
 waits poll the state of the world between loop turns and are bounded by a
 timeout.
 
-This module reads private state of `Manager` (its informers) and `WorkQueue`
-(when each delayed key is due), because "nothing left to do" is defined by
-that state and neither exposes it publicly yet.
+This module reads private state of `Manager` (its informers, whether it was
+told to stop) and `WorkQueue` (when each delayed key is due), because "nothing
+left to do" is defined by that state and neither exposes it publicly yet.
 """
 
 from __future__ import annotations
@@ -181,11 +181,13 @@ async def reconcile_until_stable(
       written is still on its way to a handler;
 
     and they still all hold after one more turn of the event loop, so a key
-    enqueued by a callback already scheduled is not missed. A manager that has
-    stopped (a controller that crashed stops it) is never stable: that raises
-    `RuntimeError`. Writes made by
-    other processes, runnables and other tasks of the test are not waited for
-    unless they show up in the store before the check.
+    enqueued by a callback already scheduled is not missed.
+
+    Not waited for: the manager's runnables (the garbage collector, event
+    expiry, anything given to `add_runnable`) and writes by other tasks or
+    processes that have not reached the store when it checks. A manager that
+    has stopped (a crashed controller stops it) is never stable: that raises
+    `RuntimeError`.
 
     It polls: checks one loop turn apart, backing off to one millisecond apart
     after a few, so that threads (the SQLite writer, sync reconcilers) can run.
