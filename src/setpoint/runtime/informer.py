@@ -78,10 +78,7 @@ class Informer:
         kind = self.kind
         while True:
             try:
-                items, revision = await self.store.list(
-                    kind.api_version, kind.kind, self.namespace, self.label_selector
-                )
-                self._replace(items, revision)
+                revision = await self._list()
                 self._synced.set()
                 async for event in self.store.watch(
                     kind.api_version, kind.kind, self.namespace, revision, self.label_selector
@@ -94,6 +91,16 @@ class Informer:
             except Error as exc:
                 log.warning("%s: list/watch failed (%s); retrying", kind.kind, exc)
                 await self._clock.sleep(self._retry_delay)
+
+    async def _list(self) -> int:
+        """List into the cache; return the list's revision. (A function of its own so the
+        listed objects are freed once cached, not kept alive by the watch loop's frame.)"""
+        kind = self.kind
+        items, revision = await self.store.list(
+            kind.api_version, kind.kind, self.namespace, self.label_selector
+        )
+        self._replace(items, revision)
+        return revision
 
     def _replace(self, items: list[Object], revision: int) -> None:
         """Make the cache equal to a fresh list, delivering the differences."""

@@ -77,7 +77,7 @@ def prepare(registry: Registry, op: str, obj: Object) -> Write:
     if not isinstance(obj, dict):
         raise Invalid("an object must be a mapping")
     kind = registry.for_object(obj)
-    obj = copy.deepcopy(obj)
+    obj = _private_copy(obj, kind)
     if op == "update_status":
         if not isinstance(obj.get("metadata"), dict) or not obj["metadata"].get("name"):
             raise Invalid("required", field="metadata.name")
@@ -110,7 +110,7 @@ def decide(write: Write, current: Object | None, now: float) -> Change | None:
     assert write.obj is not None
     _check_version(write.obj, current)
     if write.op == "update_status":
-        new = copy.deepcopy(current)
+        new = dict(current)  # `current` is the backend's private copy: share what is unchanged
         if write.obj.get("status") is None:
             new.pop("status", None)
         else:
@@ -123,6 +123,38 @@ def stamp(change: Change, revision: int) -> Change:
     """Record the revision the backend gave this change in its object."""
     change.object["metadata"]["resourceVersion"] = str(revision)
     return change
+
+
+def _private_copy(obj: Object, kind: Kind) -> Object:
+    """A copy of the caller's object that validation may change without touching theirs:
+    metadata and its maps are copied; spec and status are rebuilt by their schemas, so
+    only schema-less parts need a deep copy."""
+    out = {k: v if k in _REBUILT and _rebuilt(kind, k) else copy.deepcopy(v)
+           for k, v in obj.items() if k != "metadata"}  # fmt: skip
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        out["metadata"] = {
+            k: copy.copy(v) if isinstance(v, dict | list) else v for k, v in meta.items()
+        }
+        if isinstance(meta.get("ownerReferences"), list):
+            out["metadata"]["ownerReferences"] = copy.deepcopy(meta["ownerReferences"])
+    else:
+        out["metadata"] = meta
+    return out
+
+
+_REBUILT = ("spec", "status")
+
+
+def _rebuilt(kind: Kind, part: str) -> bool:
+    return (kind.spec if part == "spec" else kind.status) is not None
+
+
+def _with_metadata(current: Object) -> Object:
+    """A shallow copy of a private object with its own metadata, ready to change."""
+    new = dict(current)
+    new["metadata"] = dict(current["metadata"])
+    return new
 
 
 def _created(obj: Object | None, now: float) -> Object:
@@ -161,7 +193,7 @@ def _check_preconditions(preconditions: dict[str, str], current: Object) -> None
 
 
 def _updated(key: Key, current: Object, obj: Object) -> Change | None:
-    new = copy.deepcopy(current)
+    new = _with_metadata(current)
     meta, cur_meta = new["metadata"], current["metadata"]
     for name in _USER_METADATA:
         if obj["metadata"].get(name):
@@ -216,8 +248,8 @@ def _deleted(key: Key, current: Object, now: float, propagation: str) -> Change 
     if extra and extra not in finalizers and not meta.get("deletionTimestamp"):
         finalizers.append(extra)
     if not finalizers:
-        return Change("DELETED", key, copy.deepcopy(current), meta.get("labels"))
-    new = copy.deepcopy(current)
+        return Change("DELETED", key, current, meta.get("labels"))
+    new = _with_metadata(current)
     new["metadata"]["finalizers"] = finalizers
     new["metadata"].setdefault("deletionTimestamp", rfc3339(now))
     return _change(key, current, new)
