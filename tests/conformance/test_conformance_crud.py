@@ -205,3 +205,29 @@ async def test_closed_store_refuses_every_call(stores, call) -> None:
     with pytest.raises(StoreClosed):
         await call(store, obj)
     await store.close()  # closing twice is harmless
+
+
+async def test_list_pages_read_one_snapshot(store) -> None:
+    """Pages come from one snapshot: writes made between pages are not in them, every page
+    carries the same revision, and together the pages are the list."""
+    for i in range(25):
+        await store.create(widget(f"w{i:02}", i, labels={"even": str(i % 2 == 0).lower()}))
+    expected, revision = await store.list(API, "Widget")
+    pages = []
+    async for page, page_revision in store.list_pages(API, "Widget", page_size=10):
+        pages.append((page, page_revision))
+        await store.create(widget(f"late{len(pages)}"))  # after the snapshot: not listed
+    assert {r for _, r in pages} == {revision}
+    assert [o for page, _ in pages for o in page] == expected
+    assert all(len(page) <= 10 for page, _ in pages)
+    selected = [
+        o["metadata"]["name"]
+        async for page, _ in store.list_pages(API, "Widget", label_selector="even=true")
+        for o in page
+    ]
+    assert selected == [f"w{i:02}" for i in range(0, 25, 2)]
+
+
+async def test_list_pages_of_nothing_is_one_empty_page(store) -> None:
+    pages = [p async for p in store.list_pages(API, "Widget")]
+    assert pages == [([], await store.revision())]

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 
+import pytest
 from runtime_support import eventually, widget
 
 from setpoint.model import Registry
@@ -58,17 +60,17 @@ async def test_cache_reads_are_copies(store: Store, registry: Registry) -> None:
         task.cancel()
 
 
-async def test_relist_after_gone_delivers_differences(store: Store, registry: Registry) -> None:
-    """Changes made while the informer's watch was behind compacted history still arrive."""
+async def test_relist_delivers_differences(store: Store, registry: Registry) -> None:
+    """A relist (as after `Gone`) turns what changed meanwhile into ADDED/MODIFIED/DELETED,
+    and nothing for what did not change."""
     kind = registry.resolve("widgets")
     await store.create(widget("keep", 1))
+    await store.create(widget("same", 1))
     await store.create(widget("drop", 1))
     informer = Informer(store, kind)
     events: list[InformerEvent] = []
     informer.add_handler(events.append)
-    # Sync the cache from a list without running the watch, as if the watch had stalled.
-    items, revision = await store.list(kind.api_version, kind.kind)
-    informer._replace(items, revision)
+    await informer._list()
     events.clear()
 
     keep = await store.get(kind.api_version, kind.kind, "keep")
@@ -78,18 +80,33 @@ async def test_relist_after_gone_delivers_differences(store: Store, registry: Re
     await store.create(widget("new", 1))
     await store.compact(await store.revision())
 
-    task = asyncio.create_task(informer.run())
-    try:
-
-        async def caught_up() -> bool:
-            return informer.cache.revision == await store.revision()
-
-        await eventually(caught_up)
-    finally:
-        task.cancel()
+    assert await informer._list() == await store.revision()
     got = sorted((e.type, e.object["metadata"]["name"]) for e in events)
     assert got == [("ADDED", "new"), ("DELETED", "drop"), ("MODIFIED", "keep")]
-    assert sorted(name for _, name in informer.cache) == ["keep", "new"]
+    assert sorted(name for _, name in informer.cache) == ["keep", "new", "same"]
+
+
+async def test_watch_gone_relists(
+    store: Store, registry: Registry, caplog: pytest.LogCaptureFixture
+) -> None:
+    """When the watch ends with Gone (the store expired it), the informer relists and
+    carries on: later changes still reach the cache."""
+    caplog.set_level(logging.INFO, "setpoint.informer")
+    kind = registry.resolve("widgets")
+    informer = Informer(store, kind)
+    task = asyncio.create_task(informer.run())
+    try:
+        await asyncio.wait_for(informer.wait_synced(), 5)
+        store._watchers.expire()  # type: ignore[attr-defined]  # what a backend does on loss
+        await store.create(widget("after", 1))
+
+        async def cached() -> bool:
+            return informer.cache.get("after", "default") is not None
+
+        await eventually(cached)
+        assert "relisting" in caplog.text
+    finally:
+        task.cancel()
 
 
 async def test_user_index(store: Store, registry: Registry) -> None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from setpoint.clock import SYSTEM_CLOCK, Clock
 from setpoint.errors import Error, Gone, StoreClosed
 from setpoint.model import Kind, Object, Selector
-from setpoint.runtime.cache import Cache, IndexFunc, key_of
+from setpoint.runtime.cache import Cache, IndexFunc, Key, key_of
 from setpoint.store import EventType, Store
 
 log = logging.getLogger("setpoint.informer")
@@ -93,32 +93,32 @@ class Informer:
                 await self._clock.sleep(self._retry_delay)
 
     async def _list(self) -> int:
-        """List into the cache; return the list's revision. (A function of its own so the
-        listed objects are freed once cached, not kept alive by the watch loop's frame.)"""
+        """Make the cache equal to a fresh list, delivering the differences; return the
+        list's revision. Pages are cached as they come, so the decoded objects of the whole
+        list are never held at once."""
         kind = self.kind
-        items, revision = await self.store.list(
+        listed: set[Key] = set()
+        revision = 0
+        async for page, revision in self.store.list_pages(
             kind.api_version, kind.kind, self.namespace, self.label_selector
-        )
-        self._replace(items, revision)
-        return revision
-
-    def _replace(self, items: list[Object], revision: int) -> None:
-        """Make the cache equal to a fresh list, delivering the differences."""
-        fresh = {key_of(obj): obj for obj in items}
+        ):
+            for obj in page:
+                key = key_of(obj)
+                listed.add(key)
+                old = self.cache.get(key[1], key[0])
+                if old is None:
+                    self.cache.put(obj)
+                    self._emit(InformerEvent("ADDED", obj))
+                elif old["metadata"]["resourceVersion"] != obj["metadata"]["resourceVersion"]:
+                    self.cache.put(obj)
+                    self._emit(InformerEvent("MODIFIED", obj, old))
         for key in self.cache:
-            if key not in fresh:
+            if key not in listed:
                 old = self.cache.remove(key)
                 assert old is not None
                 self._emit(InformerEvent("DELETED", old, old))
-        for obj in items:
-            old = self.cache.get(obj["metadata"]["name"], obj["metadata"].get("namespace"))
-            if old is None:
-                self.cache.put(obj)
-                self._emit(InformerEvent("ADDED", obj))
-            elif old["metadata"]["resourceVersion"] != obj["metadata"]["resourceVersion"]:
-                self.cache.put(obj)
-                self._emit(InformerEvent("MODIFIED", obj, old))
         self.cache.revision = revision
+        return revision
 
     def _apply(self, type_: EventType, obj: Object, revision: int) -> None:
         if type_ == "DELETED":

@@ -32,6 +32,33 @@ class Backend(ABC):
     @abstractmethod
     async def revision(self) -> int: ...
 
+    @abstractmethod
+    def list_pages(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None = None,
+        label_selector: str | Selector | None = None,
+        *,
+        page_size: int = 500,
+    ) -> AsyncIterator[tuple[list[Object], int]]: ...
+
+    async def list(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None = None,
+        label_selector: str | Selector | None = None,
+    ) -> tuple[list[Object], int]:
+        items: list[Object] = []
+        revision = 0
+        async for page, page_revision in self.list_pages(
+            api_version, kind, namespace, label_selector, page_size=1_000_000
+        ):
+            items.extend(page)
+            revision = page_revision
+        return items, revision
+
     async def create(self, obj: Object) -> Object:
         return await self._execute(prepare(self.registry, "create", obj))
 

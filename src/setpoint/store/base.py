@@ -15,6 +15,7 @@ No backend code lives here.
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
@@ -51,6 +52,20 @@ class Store(Protocol):
         namespace: str | None = None,
         label_selector: str | Selector | None = None,
     ) -> tuple[list[Object], int]: ...
+
+    def list_pages(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None = None,
+        label_selector: str | Selector | None = None,
+        *,
+        page_size: int = 500,
+    ) -> AsyncIterator[tuple[builtins.list[Object], int]]:
+        """`list` a page at a time, every page read from the same snapshot and carrying its
+        revision (at least one page, perhaps empty). For callers that must not hold every
+        object decoded at once, like an informer filling its cache."""
+        ...
 
     async def update(self, obj: Object) -> Object: ...
 

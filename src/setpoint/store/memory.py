@@ -10,6 +10,7 @@ from __future__ import annotations
 import bisect
 import builtins
 import json
+from collections.abc import AsyncIterator
 
 from setpoint.clock import SYSTEM_CLOCK, Clock
 from setpoint.errors import Gone, StoreClosed
@@ -90,24 +91,27 @@ class MemoryStore(Backend):
             raise not_found(key)
         return obj
 
-    async def list(
+    async def list_pages(
         self,
         api_version: str,
         kind: str,
         namespace: str | None = None,
         label_selector: str | Selector | None = None,
-    ) -> tuple[list[Object], int]:
+        *,
+        page_size: int = 500,
+    ) -> AsyncIterator[tuple[builtins.list[Object], int]]:
         self._check_open()
         self.registry.get(api_version, kind)
         matches = matcher(label_selector)
-        items = []
-        for (ns, _), data in sorted(self._objects.get((api_version, kind), {}).items()):
-            if namespace is not None and ns != namespace:
-                continue
-            obj = json.loads(data)
-            if matches(obj["metadata"].get("labels")):
-                items.append(obj)
-        return items, self._revision
+        snapshot = [
+            data
+            for (ns, _), data in sorted(self._objects.get((api_version, kind), {}).items())
+            if namespace is None or ns == namespace
+        ]
+        revision = self._revision
+        for start in range(0, max(len(snapshot), 1), page_size):
+            page = [json.loads(data) for data in snapshot[start : start + page_size]]
+            yield [o for o in page if matches(o["metadata"].get("labels"))], revision
 
     async def _history(self, after: int) -> builtins.list[LogEntry]:
         if after < self._compacted:

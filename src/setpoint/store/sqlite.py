@@ -24,7 +24,7 @@ import os
 import queue
 import sqlite3
 import threading
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -340,32 +340,52 @@ class SqliteStore(Backend):
         obj: Object = json.loads(row[0])
         return obj
 
-    async def list(
+    async def list_pages(
         self,
         api_version: str,
         kind: str,
         namespace: str | None = None,
         label_selector: str | Selector | None = None,
-    ) -> tuple[list[Object], int]:
+        *,
+        page_size: int = 500,
+    ) -> AsyncIterator[tuple[builtins.list[Object], int]]:
+        """One read transaction (a WAL snapshot) on a connection of its own, fetched and
+        decoded a page at a time in the reader pool."""
+        self._check_open()
         self.registry.get(api_version, kind)
         matches = matcher(label_selector)
+        query = "SELECT data FROM objects WHERE api_version=? AND kind=?"
+        args: tuple[str, ...] = (api_version, kind)
+        if namespace is not None:
+            query, args = query + " AND namespace=?", (*args, namespace)
+        query += " ORDER BY namespace, name"
 
-        def read(conn: sqlite3.Connection) -> tuple[builtins.list[Object], int]:
-            query = "SELECT data FROM objects WHERE api_version=? AND kind=?"
-            args: tuple[str, ...] = (api_version, kind)
-            if namespace is not None:
-                query, args = query + " AND namespace=?", (*args, namespace)
+        def start() -> tuple[sqlite3.Connection, sqlite3.Cursor, int]:
+            conn = _connect(self.path, self._sync)
             conn.execute("BEGIN")
-            try:
-                revision = self._revision_now(conn)
-                rows = conn.execute(query + " ORDER BY namespace, name", args).fetchall()
-            finally:
-                conn.execute("COMMIT")
-            items = [json.loads(data) for (data,) in rows]
-            return [o for o in items if matches(o["metadata"].get("labels"))], revision
+            revision = self._revision_now(conn)
+            return conn, conn.execute(query, args), revision
 
-        result: tuple[builtins.list[Object], int] = await self._read(read)
-        return result
+        def fetch(cursor: sqlite3.Cursor) -> tuple[builtins.list[Object], bool]:
+            rows = cursor.fetchmany(page_size)
+            page = [json.loads(data) for (data,) in rows]
+            return [o for o in page if matches(o["metadata"].get("labels"))], len(rows) < page_size
+
+        def finish(conn: sqlite3.Connection) -> None:
+            conn.execute("COMMIT")
+            conn.close()
+
+        conn, cursor, revision = await self._loop.run_in_executor(self._readers, start)
+        try:
+            last = False
+            first = True
+            while not last:
+                page, last = await self._loop.run_in_executor(self._readers, fetch, cursor)
+                if page or first:
+                    yield page, revision
+                first = False
+        finally:
+            await self._loop.run_in_executor(self._readers, finish, conn)
 
     def _log_after(self, conn: sqlite3.Connection, after: int) -> builtins.list[LogEntry]:
         conn.execute("BEGIN")
