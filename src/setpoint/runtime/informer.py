@@ -99,9 +99,10 @@ class Informer:
         kind = self.kind
         listed: set[Key] = set()
         revision = 0
-        async for page, revision in self.store.list_pages(
+        async for page, page_revision in self.store.list_pages(
             kind.api_version, kind.kind, self.namespace, self.label_selector
         ):
+            revision = page_revision
             for obj in page:
                 key = key_of(obj)
                 listed.add(key)

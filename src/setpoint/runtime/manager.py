@@ -117,6 +117,16 @@ class Manager:
             return self._started.is_set()
         return self._elector.is_leader
 
+    @property
+    def stopping(self) -> bool:
+        """Whether `stop()` was called (or a signal or lost lease stopped it)."""
+        return self._stop.is_set()
+
+    @property
+    def informers(self) -> list[Informer]:
+        """Every informer this manager runs, one per kind."""
+        return list(self._informers.values())
+
     def kind(self, kind: Kind | str) -> Kind:
         """A kind given as a `Kind` or as a person would type it (`widgets`, `Widget`)."""
         return kind if isinstance(kind, Kind) else self.store.registry.resolve(kind)

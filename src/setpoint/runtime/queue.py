@@ -65,7 +65,8 @@ class QueueStatistics:
     """A snapshot of a `WorkQueue`, taken by `WorkQueue.statistics()`.
 
     `depth`: keys in line. `delayed`: keys scheduled by `add_after` and not yet
-    in line. `processing`: keys handed out and not yet `done`. `adds`: times a
+    in line; `delayed_due`: those of them whose time has come (the delay task is
+    about to put them in line). `processing`: keys handed out and not yet `done`. `adds`: times a
     key was put in line (adds that collapsed into a waiting key do not count).
     `retries`: calls to `add_rate_limited`. `longest_running_seconds`: how long
     the key processing longest has been processing. `unfinished_work_seconds`:
@@ -74,6 +75,7 @@ class QueueStatistics:
 
     depth: int
     delayed: int
+    delayed_due: int
     processing: int
     adds: int
     retries: int
@@ -299,7 +301,7 @@ class WorkQueue(Generic[T]):
         return len(self._line)
 
     def statistics(self) -> QueueStatistics:
-        """A snapshot of the queue's counters and gauges. O(keys processing)."""
+        """A snapshot of the queue's counters and gauges. O(keys processing + delayed)."""
         now = self._clock.monotonic()
         longest = 0.0
         unfinished = 0.0
@@ -310,6 +312,7 @@ class WorkQueue(Generic[T]):
         return QueueStatistics(
             depth=len(self._line),
             delayed=len(self._due),
+            delayed_due=sum(1 for due in self._due.values() if due <= now),
             processing=len(self._processing),
             adds=self._adds,
             retries=self._retries,

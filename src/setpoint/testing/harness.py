@@ -15,9 +15,6 @@ closes the store. Nothing here sleeps on the wall clock to wait for something;
 waits poll the state of the world between loop turns and are bounded by a
 timeout.
 
-This module reads private state of `Manager` (its informers, whether it was
-told to stop) and `WorkQueue` (when each delayed key is due), because "nothing
-left to do" is defined by that state and neither exposes it publicly yet.
 """
 
 from __future__ import annotations
@@ -201,7 +198,7 @@ async def reconcile_until_stable(
             polls = 0
             held = False
             while True:
-                if manager._stop.is_set():
+                if manager.stopping:
                     raise RuntimeError("the manager has stopped: not waiting for it to settle")
                 busy = await _busy(manager)
                 if busy is None and held:
@@ -223,9 +220,8 @@ async def _busy(manager: Manager, *, explain: bool = False) -> str | None:
     With `explain`, every reason is collected; otherwise the first is enough.
     """
     reasons: list[str] = []
-    now = manager.clock.monotonic()
     for controller in manager.controllers:
-        reason = _queue_busy(controller, now)
+        reason = _queue_busy(controller)
         if reason is not None:
             reasons.append(reason)
             if not explain:
@@ -242,10 +238,10 @@ async def _busy(manager: Manager, *, explain: bool = False) -> str | None:
     return "; ".join(reasons) or None
 
 
-def _queue_busy(controller: Controller, now: float) -> str | None:
+def _queue_busy(controller: Controller) -> str | None:
     queue = controller.queue
     stats = queue.statistics()
-    due = sum(1 for when in queue._due.values() if when <= now)
+    due = stats.delayed_due
     if stats.depth or stats.processing or due:
         return (
             f"controller {controller.name!r}: {stats.depth} in line, "
@@ -255,7 +251,7 @@ def _queue_busy(controller: Controller, now: float) -> str | None:
 
 
 def _informers(manager: Manager) -> list[Informer]:
-    informers: dict[int, Informer] = {id(i): i for i in manager._informers.values()}
+    informers: dict[int, Informer] = {id(i): i for i in manager.informers}
     for controller in manager.controllers:
         informers.setdefault(id(controller.informer), controller.informer)
     return list(informers.values())
