@@ -14,7 +14,6 @@ exit it stops the manager (in-flight reconciles get the grace period) and
 closes the store. Nothing here sleeps on the wall clock to wait for something;
 waits poll the state of the world between loop turns and are bounded by a
 timeout.
-
 """
 
 from __future__ import annotations
