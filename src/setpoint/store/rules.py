@@ -85,7 +85,8 @@ def prepare(registry: Registry, op: str, obj: Object) -> Write:
         if kind.namespaced:
             obj["metadata"]["namespace"] = obj["metadata"].get("namespace") or "default"
     else:
-        obj.pop("status", None) if op == "update" else None
+        if op == "update":
+            obj.pop("status", None)
         kind.validate(obj)
     if op in ("update", "update_status") and not obj["metadata"].get("resourceVersion"):
         raise Invalid("must be specified for an update", field="metadata.resourceVersion")
@@ -126,28 +127,17 @@ def stamp(change: Change, revision: int) -> Change:
 
 
 def _private_copy(obj: Object, kind: Kind) -> Object:
-    """A copy of the caller's object that validation may change without touching theirs:
-    metadata and its maps are copied; spec and status are rebuilt by their schemas, so
-    only schema-less parts need a deep copy."""
-    out = {k: v if k in _REBUILT and _rebuilt(kind, k) else copy.deepcopy(v)
-           for k, v in obj.items() if k != "metadata"}  # fmt: skip
-    meta = obj.get("metadata")
-    if isinstance(meta, dict):
-        out["metadata"] = {
-            k: copy.copy(v) if isinstance(v, dict | list) else v for k, v in meta.items()
-        }
-        if isinstance(meta.get("ownerReferences"), list):
-            out["metadata"]["ownerReferences"] = copy.deepcopy(meta["ownerReferences"])
-    else:
-        out["metadata"] = meta
+    """A copy of the caller's object that validation may change without touching theirs.
+    Spec and status that a schema rebuilds are not copied; everything else is."""
+    out: Object = {}
+    for part, value in obj.items():
+        if part == "metadata" and isinstance(value, dict):
+            out[part] = {k: copy.deepcopy(v) for k, v in value.items()}
+        elif (part == "spec" and kind.spec) or (part == "status" and kind.status):
+            out[part] = value
+        else:
+            out[part] = copy.deepcopy(value)
     return out
-
-
-_REBUILT = ("spec", "status")
-
-
-def _rebuilt(kind: Kind, part: str) -> bool:
-    return (kind.spec if part == "spec" else kind.status) is not None
 
 
 def _with_metadata(current: Object) -> Object:
