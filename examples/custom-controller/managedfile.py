@@ -1,0 +1,392 @@
+"""The `ManagedFile` kind (files.example.com/v1, cluster-scoped) and its controller: a file on
+this host that holds what the spec says.
+
+`spec`: `path` (absolute), `content` (text), `mode` (octal, as a string: "0644").
+The controller writes the file (atomically: a temporary file renamed over it),
+puts it back when someone edits, chmods or deletes it, and removes it through
+the finalizer `files.example.com/cleanup` when the object is deleted. Drift is
+found by a resync of every object (`resync_every`) and, within about
+`poll_every` seconds, by `FileWatcher`, which stats the managed paths.
+`status`: `Ready` (True/InSync), and when the path cannot be written
+`Ready=False` plus `Stalled` with reason `PermissionDenied` (or `NotAFile`);
+`observedGeneration`, and `path`, `sha256`, `lastWritten` of the file last put.
+Events: `Written`, `DriftCorrected`, `Removed`, Warning `WriteFailed`.
+
+Each reconcile is observe (file I/O in a thread) -> `plan` (pure: desired and
+observed in, a `Plan` out) -> apply. Importing this module only registers
+the kind, so the CLI loads it with `--kinds`; `setup(manager)` wires the rest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import errno
+import hashlib
+import logging
+import os
+import re
+import stat
+import tempfile
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+from pydantic import Field, field_validator
+
+from setpoint import NotFound, Schema, TerminalError, register_kind
+from setpoint.clock import SYSTEM_CLOCK, Clock
+from setpoint.model import READY, STALLED, Object, is_true, set_condition
+from setpoint.runtime import (
+    Cache,
+    Controller,
+    EventRecorder,
+    InformerEvent,
+    Manager,
+    Request,
+    add_finalizer,
+    generation_changed,
+    has_finalizer,
+    is_deleting,
+    or_,
+    remove_finalizer,
+)
+from setpoint.store import Store
+
+log = logging.getLogger("managedfile")
+
+FINALIZER = "files.example.com/cleanup"
+
+
+class ManagedFileSpec(Schema):
+    """What the user wants: `content` in the file at `path`, with permission bits `mode`."""
+
+    path: str
+    content: str = ""
+    mode: str = "0644"
+
+    @field_validator("path")
+    @classmethod
+    def _absolute(cls, path: str) -> str:
+        if not os.path.isabs(path) or os.path.normpath(path) != path:
+            raise ValueError(f"{path!r}: want an absolute, normalised path such as /tmp/x.conf")
+        return path
+
+    @field_validator("mode", mode="before")
+    @classmethod
+    def _octal(cls, mode: Any) -> Any:
+        if isinstance(mode, int):  # YAML reads an unquoted 0644 as the number 420
+            raise ValueError(f'{mode}: write the mode as a quoted octal string, e.g. "0644"')
+        if not isinstance(mode, str) or not re.fullmatch(r"[0-7]{3,4}", mode):
+            raise ValueError(f'{mode!r}: want an octal mode as a string, e.g. "0644"')
+        return mode
+
+
+class ManagedFileStatus(Schema):
+    """What the controller observed, and where and when it last put the file."""
+
+    observed_generation: int | None = None
+    conditions: list[dict[str, Any]] = Field(default_factory=list)
+    path: str | None = None
+    sha256: str | None = None
+    last_written: str | None = None
+
+
+MANAGED_FILE = register_kind(
+    "files.example.com/v1",
+    "ManagedFile",
+    spec=ManagedFileSpec,
+    status=ManagedFileStatus,
+    namespaced=False,  # a path names one file on the whole host
+    short_names=("mf",),
+)
+
+
+# -- observe and plan ---------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Observed:
+    """What is at a path: nothing, or something (a regular file has a `sha256` and `mode`)."""
+
+    exists: bool
+    sha256: str | None = None
+    mode: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Desired:
+    """What should be at a path: `content` with `mode`, or (content None) nothing."""
+
+    content: str | None
+    mode: int = 0o644
+
+
+ABSENT = Desired(None)
+
+
+class Action(StrEnum):
+    NOTHING = "nothing"
+    WRITE = "write"
+    CHMOD = "chmod"
+    REMOVE = "remove"
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    action: Action
+    why: str
+
+
+def digest(content: str) -> str:
+    return hashlib.sha256(content.encode()).hexdigest()
+
+
+def plan(desired: Desired, observed: Observed) -> Plan:
+    """What to do to one path so it holds what is desired. Pure: no I/O, no clock."""
+    if desired.content is None:
+        if observed.sha256 is None:  # nothing there, or not a regular file: not ours
+            return Plan(Action.NOTHING, "no file, as wanted")
+        return Plan(Action.REMOVE, "no file is wanted")
+    if not observed.exists:
+        return Plan(Action.WRITE, "missing")
+    if observed.sha256 is None:
+        return Plan(Action.WRITE, "not a regular file")
+    if observed.sha256 != digest(desired.content):
+        return Plan(Action.WRITE, "content differs")
+    if observed.mode != desired.mode:
+        return Plan(Action.CHMOD, f"mode is {observed.mode:04o}, want {desired.mode:04o}")
+    return Plan(Action.NOTHING, "in sync")
+
+
+def desired_of(obj: Object) -> Desired:
+    spec = obj["spec"]
+    return Desired(spec["content"], int(spec["mode"], 8))
+
+
+def observe(path: str) -> Observed:
+    """Blocking: stat and hash what is at `path`."""
+    try:
+        st = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return Observed(exists=False)
+    if not stat.S_ISREG(st.st_mode):
+        return Observed(exists=True)
+    with open(path, "rb") as f:
+        return Observed(True, hashlib.sha256(f.read()).hexdigest(), stat.S_IMODE(st.st_mode))
+
+
+def carry_out(action: Action, path: str, desired: Desired) -> None:
+    """Blocking: apply `action` to `path`. A write goes to a temporary file beside `path`,
+    renamed over it, so nobody ever reads half a file."""
+    if action is Action.REMOVE:
+        os.remove(path)
+    elif action is Action.CHMOD:
+        os.chmod(path, desired.mode)
+    elif action is Action.WRITE:
+        assert desired.content is not None
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd, temporary = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".setpoint-")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(desired.content.encode())
+            os.chmod(temporary, desired.mode)
+            os.replace(temporary, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.remove(temporary)
+            raise
+
+
+STALLING = {
+    errno.EACCES: "PermissionDenied",
+    errno.EPERM: "PermissionDenied",
+    errno.EROFS: "PermissionDenied",
+    errno.EISDIR: "NotAFile",
+    errno.ENOTDIR: "NotAFile",
+    errno.EEXIST: "NotAFile",  # makedirs: a parent is a file
+}
+"""Errors no retry can get past (-> Stalled, with this reason); others are retried."""
+
+
+# -- the reconciler -----------------------------------------------------------------
+
+
+class ManagedFileReconciler:
+    """Makes the file of one ManagedFile match its spec (or go away once it is deleted)."""
+
+    def __init__(self, store: Store, events: EventRecorder, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.store = store
+        self.events = events
+        self.clock = clock
+
+    async def reconcile(self, request: Request) -> None:
+        kind = MANAGED_FILE
+        try:
+            obj = await self.store.get(kind.api_version, kind.kind, request.name, None)
+        except NotFound:
+            return  # gone; if it had a file, the finalizer removed it first
+        status = obj.get("status") or {}
+        if is_deleting(obj):
+            if has_finalizer(obj, FINALIZER):
+                for path in dict.fromkeys([obj["spec"]["path"], status.get("path")]):
+                    if path:
+                        await self._converge(obj, path, ABSENT)
+                remove_finalizer(obj, FINALIZER)
+                await self.store.update(obj)  # the last finalizer: the object goes
+            return
+        if add_finalizer(obj, FINALIZER):
+            obj = await self.store.update(obj)
+        path, desired = obj["spec"]["path"], desired_of(obj)
+        done = await self._converge(obj, path, desired)
+        if status.get("path") and status["path"] != path:  # the spec moved the file
+            await self._converge(obj, status["path"], ABSENT)
+        generation = obj["metadata"]["generation"]
+        written = done.action is not Action.NOTHING
+        await self._set_ready(obj, True, "InSync", f"{path} holds generation {generation}", written)
+
+    async def _converge(self, obj: Object, path: str, desired: Desired) -> Plan:
+        """Observe `path`, plan, apply; record what was done (or why it could not be)."""
+        try:
+            step = plan(desired, await asyncio.to_thread(observe, path))
+            if step.action is not Action.NOTHING:
+                await asyncio.to_thread(carry_out, step.action, path, desired)
+        except OSError as exc:
+            verb = "write" if desired.content is not None else "remove"
+            detail = exc.strerror or str(exc)
+            if exc.filename and path.startswith(f"{exc.filename}/"):  # a directory on the way
+                detail = f"{exc.filename}: {detail}"
+            message = f"cannot {verb} {path}: {detail}"
+            reason = STALLING.get(exc.errno or 0)
+            await self.events.warning(obj, "WriteFailed", message)
+            await self._set_ready(obj, False, reason or "WriteFailed", message)
+            if reason:
+                raise TerminalError(message, reason=reason) from exc
+            raise
+        if step.action is not Action.NOTHING:
+            log.info("%s: %s %s (%s)", obj["metadata"]["name"], step.action, path, step.why)
+            await self.events.normal(obj, *self._event(obj, path, step))
+        return step
+
+    @staticmethod
+    def _event(obj: Object, path: str, step: Plan) -> tuple[str, str]:
+        status = obj.get("status") or {}
+        if step.action is Action.REMOVE:
+            return "Removed", f"removed {path}"
+        was_in_sync = (
+            is_true(status, READY)
+            and status.get("observedGeneration") == obj["metadata"]["generation"]
+            and status.get("path") == path
+        )
+        if was_in_sync:
+            return "DriftCorrected", f"{path}: {step.why}; restored"
+        return "Written", f"{path}: {step.action} ({step.why}), mode {obj['spec']['mode']}"
+
+    async def _set_ready(
+        self, obj: Object, ready: bool, reason: str, message: str, written: bool = False
+    ) -> None:
+        generation = obj["metadata"]["generation"]
+        now = self.clock.now()
+        status = copy.deepcopy(obj.get("status") or {})
+        before = copy.deepcopy(status)
+        set_condition(
+            status,
+            READY,
+            ready,
+            reason=reason,
+            message=message,
+            now=now,
+            observed_generation=generation,
+        )
+        status["observedGeneration"] = generation
+        if ready:
+            status.update(path=obj["spec"]["path"], sha256=digest(obj["spec"]["content"]))
+        if written:
+            when = datetime.fromtimestamp(now, UTC).isoformat(timespec="milliseconds")
+            status["lastWritten"] = when.replace("+00:00", "Z")
+        if status != before:
+            obj["status"] = status
+            obj.update(await self.store.update_status(obj))
+
+
+# -- the file watcher ----------------------------------------------------------------
+
+
+class FileWatcher:
+    """A runnable that notices, within `every` seconds, when a managed file is edited,
+    chmodded or deleted, and enqueues its ManagedFile.
+
+    Each round it stats every managed path (stdlib only, no inotify). When a path's
+    stat or its object's resourceVersion changed since the last round, it observes
+    and plans, and enqueues only if there is something to do: the controller's own
+    writes wake nothing, and each of them (a new `lastWritten`) makes the next round
+    look again. Stalled objects wait for a change to their spec, or the resync,
+    which also catches what a stat cannot see (same size and timestamps).
+    """
+
+    def __init__(
+        self, cache: Cache, controller: Controller, *, every: float, clock: Clock = SYSTEM_CLOCK
+    ) -> None:
+        self.cache = cache
+        self.controller = controller
+        self.every = every
+        self.clock = clock
+        self._seen: dict[str, tuple[object, ...]] = {}
+
+    async def run(self) -> None:
+        while True:
+            await self.check()
+            await self.clock.sleep(self.every)
+
+    async def check(self) -> None:
+        seen: dict[str, tuple[object, ...]] = {}
+        for namespace, name in self.cache:
+            obj = self.cache.get(name, namespace)
+            if obj is None or is_deleting(obj) or is_true(obj.get("status"), STALLED):
+                continue
+            path = obj["spec"]["path"]
+            seen[path] = (obj["metadata"]["resourceVersion"], *_signature(path))
+            if self._seen.get(path) == seen[path]:
+                continue
+            try:
+                step = plan(desired_of(obj), await asyncio.to_thread(observe, path))
+                drifted = step.action is not Action.NOTHING
+            except OSError:  # unreadable: the reconciler will say why
+                drifted = True
+            if drifted:
+                self.controller.enqueue(Request(name, namespace))
+        self._seen = seen
+
+
+def _signature(path: str) -> tuple[int, ...]:
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        return (exc.errno or -1,)
+    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode)
+
+
+# -- wiring -------------------------------------------------------------------------
+
+
+def deletion_started(event: InformerEvent) -> bool:
+    """The object was just marked for deletion (its generation does not change)."""
+    return event.old is not None and is_deleting(event.object) and not is_deleting(event.old)
+
+
+def setup(manager: Manager, *, resync_every: float = 30.0, poll_every: float = 0.5) -> Controller:
+    """Add the ManagedFile controller and its file watcher to `manager`; return the controller."""
+    events = EventRecorder(manager.store, "managedfile-controller", clock=manager.clock)
+    controller = (
+        manager.controller("managedfile")
+        .for_(MANAGED_FILE, predicates=[or_(generation_changed, deletion_started)])
+        .resync_every(resync_every)
+        .complete(ManagedFileReconciler(manager.store, events, manager.clock))
+    )
+    watcher = FileWatcher(
+        manager.cache(MANAGED_FILE), controller, every=poll_every, clock=manager.clock
+    )
+    manager.add_runnable(watcher.run)
+    return controller
