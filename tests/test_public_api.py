@@ -9,7 +9,8 @@ import setpoint.testing
 
 PINNED = {
     setpoint: {
-        "AlreadyExists", "Conflict", "Error", "Gone", "Invalid", "Kind", "LeadershipLost",
+        "SYSTEM_CLOCK", "AlreadyExists", "Clock", "Conflict", "Error", "Gone", "Invalid", "Kind",
+        "LeadershipLost",
         "Manager", "ManagerOptions", "NotFound", "Reconciler", "Request", "Result", "Schema",
         "Selector", "StoreClosed", "TerminalError", "UnknownKind", "__version__", "open_store",
         "parse_selector", "register_kind", "set_condition",

@@ -1,6 +1,6 @@
 """Run the ManagedFile controller until Ctrl-C (SIGINT) or SIGTERM, then stop cleanly (exit 0).
 
-    uv run python examples/custom-controller/main.py [--store URL] [--resync S] [--poll S]
+    ./dev run python examples/custom-controller/main.py [--store URL] [--resync S] [--poll S]
 
 The store defaults to the CLI's (`$SETPOINT_STORE`, else sqlite:///.setpoint/state.db
 in the current directory), so `setpoint apply` in another terminal reaches this

@@ -36,21 +36,18 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from setpoint import NotFound, Schema, TerminalError, register_kind
-from setpoint.clock import SYSTEM_CLOCK, Clock
+from setpoint import SYSTEM_CLOCK, Clock, NotFound, Schema, TerminalError, register_kind
 from setpoint.model import READY, STALLED, Object, is_true, set_condition
 from setpoint.runtime import (
     Cache,
     Controller,
     EventRecorder,
-    InformerEvent,
     Manager,
     Request,
     add_finalizer,
     generation_changed,
     has_finalizer,
     is_deleting,
-    or_,
     remove_finalizer,
 )
 from setpoint.store import Store
@@ -371,17 +368,12 @@ def _signature(path: str) -> tuple[int, ...]:
 # -- wiring -------------------------------------------------------------------------
 
 
-def deletion_started(event: InformerEvent) -> bool:
-    """The object was just marked for deletion (its generation does not change)."""
-    return event.old is not None and is_deleting(event.object) and not is_deleting(event.old)
-
-
 def setup(manager: Manager, *, resync_every: float = 30.0, poll_every: float = 0.5) -> Controller:
     """Add the ManagedFile controller and its file watcher to `manager`; return the controller."""
     events = EventRecorder(manager.store, "managedfile-controller", clock=manager.clock)
     controller = (
         manager.controller("managedfile")
-        .for_(MANAGED_FILE, predicates=[or_(generation_changed, deletion_started)])
+        .for_(MANAGED_FILE, predicates=[generation_changed])
         .resync_every(resync_every)
         .complete(ManagedFileReconciler(manager.store, events, manager.clock))
     )

@@ -8,6 +8,7 @@ plus the documented subpackages `setpoint.model`, `setpoint.store`,
 `setpoint.runtime` and `setpoint.testing`.
 """
 
+from setpoint.clock import SYSTEM_CLOCK, Clock
 from setpoint.errors import (
     AlreadyExists,
     Conflict,
@@ -27,7 +28,9 @@ from setpoint.store import open_store
 __version__ = "0.1.0.dev0"
 
 __all__ = [
+    "SYSTEM_CLOCK",
     "AlreadyExists",
+    "Clock",
     "Conflict",
     "Error",
     "Gone",

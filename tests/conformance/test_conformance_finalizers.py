@@ -20,6 +20,7 @@ async def test_finalizer_delete_flow(store) -> None:
         marked = await store.delete(API, "Widget", "w1")
         assert marked["metadata"]["finalizers"] == [FIN]
         parse_rfc3339(marked["metadata"]["deletionTimestamp"])
+        assert marked["metadata"]["generation"] == created["metadata"]["generation"] + 1
         assert rv(marked) == rv(created) + 1 == await store.revision()
 
         (event,) = await take(events, 1)

@@ -106,7 +106,9 @@ async def run(store, ops) -> dict[tuple[str, str], Expected]:
             elif op == "delete":
                 await store.delete(API, "Widget", name, namespace=ns)
                 if model[key].finalizers:
-                    model[key].terminating = True
+                    if not model[key].terminating:  # the deletion mark bumps generation
+                        model[key].terminating = True
+                        model[key].generation += 1
                 else:
                     del model[key]
         except AlreadyExists:

@@ -21,7 +21,7 @@ from typing import cast
 
 from setpoint.clock import SYSTEM_CLOCK, Clock
 from setpoint.errors import Conflict, Error, NotFound, TerminalError
-from setpoint.model import STALLED, Kind, get_condition, remove_condition, set_condition
+from setpoint.model import READY, STALLED, Kind, get_condition, remove_condition, set_condition
 from setpoint.runtime.informer import Informer
 from setpoint.runtime.queue import QueueObserver, ShutDown, WorkQueue
 from setpoint.runtime.ratelimit import RateLimiter
@@ -171,15 +171,14 @@ class Controller:
 
     async def _set_stalled(self, request: Request, exc: TerminalError) -> None:
         def stall(status: dict[str, object], generation: int) -> bool:
-            return set_condition(
-                status,
-                STALLED,
-                True,
-                reason=exc.reason,
-                message=str(exc),
-                now=self._clock.now(),
-                observed_generation=generation,
-            )
+            """Stalled=True, and Ready=False for the same reason (kstatus)."""
+            changed = False
+            for type_, value in ((STALLED, True), (READY, False)):
+                changed |= set_condition(
+                    status, type_, value, reason=exc.reason, message=str(exc),
+                    now=self._clock.now(), observed_generation=generation,
+                )  # fmt: skip
+            return changed
 
         await self._edit_status(request, stall)
 

@@ -11,8 +11,10 @@ What each outcome means:
 * returns `Result()` or None: done; nothing to do until something changes.
 * returns `Result(requeue_after=s)`: done for now; come back in `s` seconds.
 * returns `Result(requeue=True)`: come back soon, rate-limited (backoff).
-* raises `TerminalError`: cannot progress without a change from outside; no
-  retry until the object changes; recorded as the object's `Stalled` condition.
+* raises `TerminalError`: cannot progress without a change from outside; not
+  retried until the object changes (or the next resync, if the controller has
+  one, looks at the world again); recorded as the object's `Stalled` condition,
+  with `Ready` False for the same reason.
 * raises anything else: an error; retried with per-key exponential backoff.
 """
 

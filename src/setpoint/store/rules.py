@@ -241,7 +241,11 @@ def _deleted(key: Key, current: Object, now: float, propagation: str) -> Change 
         return Change("DELETED", key, current, meta.get("labels"))
     new = _with_metadata(current)
     new["metadata"]["finalizers"] = finalizers
-    new["metadata"].setdefault("deletionTimestamp", rfc3339(now))
+    if "deletionTimestamp" not in new["metadata"]:
+        new["metadata"]["deletionTimestamp"] = rfc3339(now)
+        # As Kubernetes: the deletion mark is a change of intent, so generation moves and
+        # controllers filtering on generation_changed see it.
+        new["metadata"]["generation"] = int(current["metadata"].get("generation", 1)) + 1
     return _change(key, current, new)
 
 
