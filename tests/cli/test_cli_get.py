@@ -102,3 +102,27 @@ def test_a_missing_name_is_an_error_but_the_others_are_shown(applied: CLI) -> No
     assert len(result.err_lines) == 1
     assert result.err_lines[0].startswith("error: ")
     assert "nope" in result.err_lines[0]
+
+
+def test_built_in_kinds_need_no_kinds_module(cli: CLI) -> None:
+    """Event and Lease are known to the CLI without --kinds, and an Event applied by hand
+    lists."""
+    event = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": "hello.1"},
+        "involvedObject": {"apiVersion": "example.com/v1", "kind": "Greeting", "name": "hello"},
+        "reason": "Shown",
+        "message": "shown twice",
+        "type": "Normal",
+        "count": 1,
+        "firstTimestamp": "2026-11-29T22:00:00Z",
+        "lastTimestamp": "2026-11-29T22:00:00Z",
+        "source": {"component": "test"},
+    }
+    applied = cli("apply", "-f", str(cli.write("event.yaml", event)), kinds=False)
+    assert (applied.code, applied.err) == (0, ""), applied
+    listed = cli("get", "events", "-o", "name", kinds=False)
+    assert (listed.code, listed.out.split()) == (0, ["event/hello.1"])
+    leases = cli("get", "leases", kinds=False)
+    assert leases.code == 0, leases

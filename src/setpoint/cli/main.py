@@ -19,6 +19,7 @@ from setpoint.cli.context import DEFAULT_STORE, Context
 from setpoint.cli.load import KINDS_HINT, load_kinds
 from setpoint.errors import Error, UnknownKind
 from setpoint.model import REGISTRY
+from setpoint.runtime import EVENT, LEASE  # noqa: F401  registers the built-in kinds
 
 
 class _Parser(argparse.ArgumentParser):
