@@ -9,6 +9,7 @@ time line, so a manual clock can make waiting code run without waiting.
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from datetime import UTC, datetime
 from typing import Protocol
@@ -44,9 +45,14 @@ class SystemClock:
 SYSTEM_CLOCK = SystemClock()
 
 
+@functools.lru_cache(maxsize=64)
+def _rfc3339(seconds: int) -> str:
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def rfc3339(ts: float) -> str:
     """`2026-11-29T22:02:27Z`: the timestamp format of Kubernetes metadata (whole seconds)."""
-    return datetime.fromtimestamp(int(ts), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return _rfc3339(int(ts))
 
 
 def parse_rfc3339(text: str) -> float:

@@ -55,6 +55,10 @@ INSERT OR IGNORE INTO meta VALUES ('compacted', 0);
 """
 
 _REVISION = "SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'log'), 0)"
+_REVISION_AND_COMPACTED = (
+    "SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'log'), 0),"
+    " (SELECT value FROM meta WHERE key = 'compacted')"
+)
 _GET = "SELECT data FROM objects WHERE api_version=? AND kind=? AND namespace=? AND name=?"
 _LOG_COLUMNS = "revision, type, api_version, kind, namespace, data, labels, prev_labels"
 _MAX_BATCH = 1000
@@ -183,7 +187,8 @@ class SqliteStore(Backend):
         entries: list[LogEntry] = []
         try:
             conn.execute("BEGIN IMMEDIATE")
-            start = revision = self._revision_now(conn)
+            start, compacted = conn.execute(_REVISION_AND_COMPACTED).fetchone()
+            revision = start
             for pending in batch:
                 try:
                     change, current = self._decide(conn, pending.write, now)
@@ -198,7 +203,8 @@ class SqliteStore(Backend):
                 revision += 1
                 entries.append(self._apply(conn, revision, change, data))
                 pending.result = change.object
-            self._auto_compact(conn, revision)
+            if revision - compacted > 2 * self._history_size:  # keep about `history` revisions
+                self._compact_in(conn, revision - self._history_size)
             conn.execute("COMMIT")
         except BaseException as exc:
             if conn.in_transaction:
@@ -246,12 +252,6 @@ class SqliteStore(Backend):
         return LogEntry(
             revision, change.type, api_version, kind, namespace, data, labels, change.prev_labels
         )
-
-    def _auto_compact(self, conn: sqlite3.Connection, revision: int) -> None:
-        """Keep about `history` revisions of log: trim to that when twice as many pile up."""
-        compacted: int = conn.execute("SELECT value FROM meta WHERE key='compacted'").fetchone()[0]
-        if revision - compacted > 2 * self._history_size:
-            self._compact_in(conn, revision - self._history_size)
 
     @staticmethod
     def _compact_in(conn: sqlite3.Connection, revision: int) -> None:
