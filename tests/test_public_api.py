@@ -23,7 +23,7 @@ PINNED = {
         "READY", "RECONCILING", "REGISTRY", "STALLED", "Kind", "Object", "Registry",
         "Requirement", "Schema", "Selector", "apply_patch", "get_condition", "is_true",
         "merge_patch", "object_key", "parse_selector", "register_kind", "remove_condition",
-        "set_condition",
+        "set_condition", "set_ready_summary",
     },
     setpoint.runtime: {
         "EVENT", "LEASE", "Cache", "Controller", "ControllerBuilder", "ControllerObserver",

@@ -129,3 +129,25 @@ def test_remove_condition() -> None:
     assert not remove_condition(status, STALLED)
     assert [c["type"] for c in status["conditions"]] == [READY]
     assert not remove_condition({}, READY)
+
+
+def test_ready_summary_follows_its_parts() -> None:
+    from setpoint.model import set_ready_summary
+
+    status: dict[str, Any] = {}
+    assert set_ready_summary(status, ["Started", "Migrated"], now=10.0)
+    ready = get_condition(status, "Ready")
+    assert ready is not None
+    assert (ready["status"], ready["reason"]) == ("False", "StartedMissing")
+    set_condition(status, "Started", True, reason="Running", now=11.0)
+    set_condition(status, "Migrated", False, reason="Pending", message="3 to go", now=11.0)
+    set_ready_summary(status, ["Started", "Migrated"], now=12.0)
+    ready = get_condition(status, "Ready")
+    assert ready is not None
+    assert (ready["status"], ready["reason"], ready["message"]) == ("False", "Pending", "3 to go")
+    set_condition(status, "Migrated", True, reason="Done", now=13.0)
+    assert set_ready_summary(status, ["Started", "Migrated"], now=14.0)
+    ready = get_condition(status, "Ready")
+    assert ready is not None
+    assert (ready["status"], ready["reason"]) == ("True", "AllReady")
+    assert not set_ready_summary(status, ["Started", "Migrated"], now=15.0)

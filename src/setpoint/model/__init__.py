@@ -12,6 +12,7 @@ from setpoint.model.conditions import (
     is_true,
     remove_condition,
     set_condition,
+    set_ready_summary,
 )
 from setpoint.model.kinds import REGISTRY, Kind, Registry, Schema, register_kind
 from setpoint.model.meta import Object, object_key
@@ -38,4 +39,5 @@ __all__ = [
     "register_kind",
     "remove_condition",
     "set_condition",
+    "set_ready_summary",
 ]

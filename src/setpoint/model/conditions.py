@@ -8,6 +8,7 @@ has been what it is. Time is an argument; nothing here reads a clock.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from setpoint.clock import rfc3339
@@ -75,3 +76,28 @@ def remove_condition(status: dict[str, Any], type_: str) -> bool:
     kept = [c for c in conditions if c.get("type") != type_]
     status["conditions"] = kept
     return len(kept) != len(conditions)
+
+
+def set_ready_summary(
+    status: dict[str, Any],
+    parts: Sequence[str],
+    *,
+    now: float,
+    observed_generation: int | None = None,
+    reason: str = "AllReady",
+) -> bool:
+    """Set `Ready` from the conditions named in `parts`: True when all of them are True;
+    otherwise False with the reason and message of the first that is not (reason
+    `<Type>Missing` when it is absent). Returns True when anything changed."""
+    for type_ in parts:
+        cond = get_condition(status, type_)
+        if cond is None:
+            return set_condition(status, READY, False, reason=f"{type_}Missing",
+                                 message=f"no {type_} condition yet", now=now,
+                                 observed_generation=observed_generation)  # fmt: skip
+        if cond.get("status") != "True":
+            return set_condition(status, READY, False, reason=cond.get("reason") or type_,
+                                 message=cond.get("message") or "", now=now,
+                                 observed_generation=observed_generation)  # fmt: skip
+    return set_condition(status, READY, True, reason=reason, message="", now=now,
+                         observed_generation=observed_generation)  # fmt: skip
