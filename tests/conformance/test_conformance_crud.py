@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conformance_kit import API, first_event, gadget, rv, snapshot, widget
+from conformance_kit import API, first_event, gadget, note, rv, snapshot, widget
 
 import setpoint.errors
 from setpoint.clock import parse_rfc3339
@@ -231,3 +231,16 @@ async def test_list_pages_read_one_snapshot(store) -> None:
 async def test_list_pages_of_nothing_is_one_empty_page(store) -> None:
     pages = [p async for p in store.list_pages(API, "Widget")]
     assert pages == [([], await store.revision())]
+
+
+async def test_update_and_patch_remove_top_level_fields(store) -> None:
+    """Kinds whose data is not under `spec` (like Event) can drop a field by leaving it out of
+    an update, or by a merge patch of null."""
+    created = await store.create({**note("n1", 1), "extra": "x", "more": {"a": 1}})
+    del created["extra"]
+    updated = await store.update(created)
+    assert "extra" not in updated
+    assert rv(updated) == rv(created) + 1
+    patched = await store.patch(API, "Note", "n1", {"more": None})
+    assert "more" not in patched
+    assert "more" not in await store.get(API, "Note", "n1")

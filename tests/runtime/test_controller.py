@@ -91,6 +91,9 @@ async def test_terminal_error_is_recorded_as_stalled_then_cleared(
     assert cond is not None
     assert cond["reason"] == "NegativeSize"
     assert cond["message"] == "size must not be negative"
+    ready = get_condition(await status_of(store, "bad"), "Ready")
+    assert ready is not None
+    assert (ready["status"], ready["reason"]) == ("False", "NegativeSize")
 
     obj = await store.get(API, "Widget", "bad")
     obj["spec"]["size"] = 1
@@ -100,6 +103,8 @@ async def test_terminal_error_is_recorded_as_stalled_then_cleared(
         return get_condition(await status_of(store, "bad"), "Stalled") is None
 
     await eventually(cleared)
+    # The Ready=False the runtime wrote with Stalled goes with it.
+    assert get_condition(await status_of(store, "bad"), "Ready") is None
     manager.stop()
     await task
 

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from runtime_support import eventually, widget
 
+from setpoint.errors import Invalid
 from setpoint.runtime.manager import Manager, ManagerOptions
 from setpoint.runtime.reconciler import Request
 from setpoint.store import Store
@@ -55,3 +57,38 @@ async def test_probes_and_metrics(store: Store) -> None:
     assert reconciled == [Request("a", "default")]
     manager.stop()
     await asyncio.wait_for(task, 5)
+
+
+async def test_stop_while_caches_cannot_sync(store: Store) -> None:
+    """A manager whose informers never sync (here: the store is closed) still stops."""
+    manager = Manager(store)
+
+    async def reconcile(request: Request) -> None:
+        raise AssertionError("never started")
+
+    manager.controller("widget").for_("widgets").complete(reconcile)
+    await store.close()
+    task = asyncio.create_task(manager.run())
+    await asyncio.sleep(0)
+    manager.stop()
+    await asyncio.wait_for(task, 5)
+    assert not manager.is_leader
+
+
+async def test_controllers_are_added_before_run(store: Store) -> None:
+    manager = Manager(store)
+    task = asyncio.create_task(manager.run())
+    await asyncio.wait_for(manager.wait_started(), 5)
+
+    async def reconcile(request: Request) -> None:
+        return None
+
+    with pytest.raises(Invalid, match="before run"):
+        manager.controller("late").for_("widgets").complete(reconcile)
+    manager.stop()
+    await asyncio.wait_for(task, 5)
+
+
+def test_bad_health_address_is_refused() -> None:
+    with pytest.raises(Invalid, match="health_address"):
+        ManagerOptions(health_address="nowhere")

@@ -92,8 +92,6 @@ class ControllerBuilder:
         return self
 
     def max_concurrent(self, workers: int) -> ControllerBuilder:
-        if workers < 1:
-            raise Invalid("must be at least 1", field="max_concurrent")
         self._settings = replace(self._settings, max_concurrent=workers)
         return self
 

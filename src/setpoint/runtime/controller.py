@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import inspect
 import logging
 from collections.abc import Awaitable, Callable
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 from typing import cast
 
 from setpoint.clock import SYSTEM_CLOCK, Clock
-from setpoint.errors import Conflict, Error, NotFound, TerminalError
+from setpoint.errors import Conflict, Error, Invalid, NotFound, TerminalError
 from setpoint.model import READY, STALLED, Kind, get_condition, remove_condition, set_condition
 from setpoint.runtime.informer import Informer
 from setpoint.runtime.queue import QueueObserver, ShutDown, WorkQueue
@@ -47,6 +48,12 @@ class ControllerSettings:
     max_concurrent: int = 1
     resync_every: float | None = None
     limiter: RateLimiter | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_concurrent < 1:
+            raise Invalid("must be at least 1", field="max_concurrent")
+        if self.resync_every is not None and self.resync_every <= 0:
+            raise Invalid("must be positive", field="resync_every")
 
 
 class Controller:
@@ -80,18 +87,22 @@ class Controller:
         self.queue.add(request)
 
     async def run(self) -> None:
-        """Work until `shutdown`; call after the informers have synced."""
+        """Work until `shutdown` (or until cancelled, which cancels in-flight reconciles
+        too); call after the informers have synced."""
         tasks = [
             asyncio.create_task(self._worker(), name=f"{self.name}-worker-{i}")
-            for i in range(max(1, self.settings.max_concurrent))
+            for i in range(self.settings.max_concurrent)
         ]
+        resync = None
         if self.settings.resync_every:
-            tasks.append(asyncio.create_task(self._resync(self.settings.resync_every)))
+            resync = asyncio.create_task(self._resync(self.settings.resync_every))
         try:
-            await asyncio.gather(*tasks[: self.settings.max_concurrent or 1])
+            await asyncio.gather(*tasks)
         finally:
-            for task in tasks:
+            rest = [*tasks, *([resync] if resync else []), *self._active]
+            for task in rest:
                 task.cancel()
+            await asyncio.gather(*rest, return_exceptions=True)
 
     async def shutdown(self, grace: float = 30.0) -> None:
         """Stop taking keys; wait up to `grace` seconds for in-flight reconciles, then cancel."""
@@ -111,18 +122,19 @@ class Controller:
                 request = await self.queue.get()
             except ShutDown:
                 return
-            try:
-                if not self._stopping:
-                    task = asyncio.create_task(self._process(request))
-                    self._active.add(task)
-                    try:
-                        await asyncio.shield(task)
-                    finally:
-                        self._active.discard(task)
-            except asyncio.CancelledError:
-                return
-            finally:
+            if self._stopping:
                 self.queue.done(request)
+                continue
+            task = asyncio.create_task(self._process(request))
+            self._active.add(task)
+            task.add_done_callback(functools.partial(self._finished, request))
+            # Shielded: cancelling a worker does not cut a reconcile short; shutdown
+            # gives it the grace period, and `run` cancels what is left.
+            await asyncio.shield(task)
+
+    def _finished(self, request: Request, task: asyncio.Task[None]) -> None:
+        self._active.discard(task)
+        self.queue.done(request)
 
     async def _process(self, request: Request) -> None:
         start = self._clock.monotonic()
@@ -183,10 +195,19 @@ class Controller:
         await self._edit_status(request, stall)
 
     async def _clear_stalled(self, request: Request) -> None:
+        """After a success: drop `Stalled`, and the `Ready=False` written with it."""
         cached = self.informer.cache.get(request.name, request.namespace)
-        if cached is None or get_condition(cached.get("status"), STALLED) is None:
+        stalled = get_condition(cached.get("status") if cached else None, STALLED)
+        if stalled is None:
             return
-        await self._edit_status(request, lambda status, _: remove_condition(status, STALLED))
+
+        def clear(status: dict[str, object], _: int) -> bool:
+            ready = get_condition(status, READY)
+            if ready and ready["status"] == "False" and ready["reason"] == stalled["reason"]:
+                remove_condition(status, READY)
+            return remove_condition(status, STALLED)
+
+        await self._edit_status(request, clear)
 
     async def _edit_status(
         self, request: Request, edit: Callable[[dict[str, object], int], bool]

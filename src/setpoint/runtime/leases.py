@@ -277,7 +277,9 @@ class LeaderElector:
             self._observed, self._observed_at = spec, self._clock.monotonic()
         holder = spec.get("holderIdentity")
         if holder != self.identity:
-            expired = self._clock.monotonic() >= self._observed_at + self.settings.lease_duration
+            # As client-go: the holder's own duration, timed from when we saw the record change.
+            duration = spec.get("leaseDurationSeconds") or self.settings.lease_duration
+            expired = self._clock.monotonic() >= self._observed_at + duration
             if renewing or (holder and not expired):
                 self._is_leader = False
                 return _Outcome.OTHER

@@ -31,7 +31,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from setpoint.clock import SYSTEM_CLOCK, Clock
-from setpoint.errors import LeadershipLost
+from setpoint.errors import Invalid, LeadershipLost
 from setpoint.model import Kind
 from setpoint.runtime.builder import ControllerBuilder
 from setpoint.runtime.cache import Cache
@@ -71,6 +71,13 @@ class ManagerOptions:
     event_ttl: float | None = 3600.0
     """Delete Events older than this many seconds (leader only); None keeps them."""
 
+    def __post_init__(self) -> None:
+        if self.health_address is not None:
+            try:
+                split_address(self.health_address)
+            except ValueError as exc:
+                raise Invalid(str(exc), field="health_address") from None
+
 
 class Manager:
     def __init__(
@@ -97,6 +104,7 @@ class Manager:
         self._runnables: list[Runnable] = []
         self._stop = asyncio.Event()
         self._started = asyncio.Event()
+        self._running = False
         self._elector: LeaderElector | None = None
         if options.leader_election:
             self._elector = LeaderElector(
@@ -149,10 +157,14 @@ class Manager:
         return ControllerBuilder(self, name)
 
     def add_controller(self, controller: Controller) -> None:
+        if self._running:
+            raise Invalid(f"controller {controller.name!r}: add controllers before run()")
         self.controllers.append(controller)
 
     def add_runnable(self, runnable: Runnable) -> None:
         """Run `runnable()` alongside the controllers; it is cancelled on shutdown."""
+        if self._running:
+            raise Invalid("add runnables before run()")
         self._runnables.append(runnable)
 
     def stop(self) -> None:
@@ -165,6 +177,7 @@ class Manager:
     async def run(self) -> None:
         """Run until `stop()` (or a signal), then shut down gracefully."""
         self._tasks: set[asyncio.Task[None]] = set()
+        self._running = True
         loop = asyncio.get_running_loop()
         if self.options.handle_signals:
             for sig in (signal.SIGTERM, signal.SIGINT):
@@ -174,7 +187,10 @@ class Manager:
         try:
             if self.options.health_address is not None:
                 await self._serve_health(self.options.health_address)
-            await asyncio.gather(*(i.wait_synced() for i in self._informers.values()))
+            if not await self._until_stopped(
+                asyncio.gather(*(i.wait_synced() for i in self._informers.values()))
+            ):
+                return
             self._synced = True
             if self._elector is not None and not await self._lead(self._elector):
                 return
@@ -238,25 +254,35 @@ class Manager:
         """Wait to acquire the lease (False if stopped first), then keep it held in a task
         that stops the manager when leadership is lost."""
         log.info("waiting for the leader lease as %s", elector.identity)
-        acquire = asyncio.create_task(elector.acquire(), name="leader-acquire")
-        stopped = asyncio.create_task(self._stop.wait(), name="leader-acquire-stop")
-        try:
-            await asyncio.wait({acquire, stopped}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for task in (acquire, stopped):
-                task.cancel()
-            await asyncio.gather(acquire, stopped, return_exceptions=True)
-        if acquire.cancelled():
+        if not await self._until_stopped(elector.acquire()):
             return False
-        acquire.result()  # raises what acquire raised
 
         async def hold() -> None:
-            await elector.hold()
-            log.error("leader lease lost; stopping the manager")
-            self._leadership_lost = True
-            self.stop()
+            try:
+                await elector.hold()
+            finally:  # returned or raised: either way we may no longer lead
+                if not self._stop.is_set():
+                    log.error("leader lease lost; stopping the manager")
+                    self._leadership_lost = True
+                    self.stop()
 
         self._spawn(hold(), "leader-hold")
+        return True
+
+    async def _until_stopped(self, work: Awaitable[object]) -> bool:
+        """Await `work` unless `stop()` comes first (then cancel it and return False)."""
+        task: asyncio.Future[object] = asyncio.ensure_future(work)
+        stopped: asyncio.Future[object] = asyncio.ensure_future(self._stop.wait())
+        done: set[asyncio.Future[object]] = set()
+        try:
+            done, _ = await asyncio.wait({task, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for t in (task, stopped):
+                t.cancel()
+            await asyncio.gather(task, stopped, return_exceptions=True)
+        if task not in done:
+            return False
+        task.result()  # raises what the work raised
         return True
 
     def _spawn(self, coro: Awaitable[None], name: str) -> asyncio.Task[None]:

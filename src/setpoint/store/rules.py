@@ -140,6 +140,9 @@ def _private_copy(obj: Object, kind: Kind) -> Object:
     return out
 
 
+_ENVELOPE = ("apiVersion", "kind", "metadata", "spec", "status")
+
+
 def _with_metadata(current: Object) -> Object:
     """A shallow copy of a private object with its own metadata, ready to change."""
     new = dict(current)
@@ -202,9 +205,12 @@ def _updated(key: Key, current: Object, obj: Object) -> Change | None:
         new["spec"] = obj["spec"]
     else:
         new.pop("spec", None)
-    for name in obj:
-        if name not in ("apiVersion", "kind", "metadata", "spec", "status"):
-            new[name] = obj[name]
+    for name in [*new, *obj]:  # top-level fields of kinds with no spec (like Event)
+        if name not in _ENVELOPE:
+            if name in obj:
+                new[name] = obj[name]
+            else:
+                new.pop(name, None)
     if new.get("spec") != current.get("spec"):
         meta["generation"] = int(cur_meta.get("generation", 1)) + 1
     if cur_meta.get("deletionTimestamp") and not meta.get("finalizers"):

@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import contextlib
 import json
+import logging
 import os
 import queue
 import sqlite3
@@ -35,6 +37,8 @@ from setpoint.model import REGISTRY, Object, Registry, Selector
 from setpoint.store.backend import Backend
 from setpoint.store.rules import Change, Write, decide, encode, key_of, not_found, stamp
 from setpoint.store.watchers import LogEntry, Watchers, matcher
+
+log = logging.getLogger("setpoint.store.sqlite")
 
 Sync = Literal["full", "normal", "off"]
 
@@ -114,6 +118,7 @@ class SqliteStore(Backend):
         self._sync = sync
         self._poll_interval = poll_interval
         self._writes: queue.SimpleQueue[_Pending | None] = queue.SimpleQueue()
+        self._batch: list[_Pending] = []  # the writer's batch in flight
         self._watchers = Watchers()
         self._notes: asyncio.Queue[tuple[int, list[LogEntry]] | None] = asyncio.Queue()
         self._published = 0  # the last revision handed to watchers
@@ -153,7 +158,28 @@ class SqliteStore(Backend):
         return await future
 
     def _write_loop(self) -> None:
-        """The writer thread: one transaction, one fsync, for every write waiting."""
+        """The writer thread: one transaction, one fsync, for every write waiting. If it
+        dies, the store is closed and every waiting writer is told why."""
+        try:
+            self._serve_writes()
+        except BaseException as exc:
+            log.exception("the sqlite writer stopped; the store is closed")
+            self._closed = True
+            failure = StoreClosed(f"the store's writer stopped: {exc!r}")
+            pending, self._batch = self._batch, []
+            for item in pending:
+                item.result = failure
+            while True:
+                try:
+                    queued = self._writes.get_nowait()
+                except queue.Empty:
+                    break
+                if queued is not None:
+                    queued.result = failure
+                    pending.append(queued)
+            self._loop.call_soon_threadsafe(self._deliver, 0, [], pending)
+
+    def _serve_writes(self) -> None:
         conn = _connect(self.path, self._sync)
         try:
             while True:
@@ -171,9 +197,11 @@ class SqliteStore(Backend):
                         stop = True
                         break
                     batch.append(item)
+                self._batch = batch
                 start, entries = self._commit(conn, batch)
                 if entries:
                     self._committed = entries[-1].revision
+                self._batch = []
                 self._loop.call_soon_threadsafe(self._deliver, start, entries, batch)
                 if stop:
                     return
@@ -259,7 +287,8 @@ class SqliteStore(Backend):
         conn.execute("UPDATE meta SET value = max(value, ?) WHERE key = 'compacted'", (revision,))
 
     def _deliver(self, start: int, entries: list[LogEntry], batch: list[_Pending]) -> None:
-        """On the loop, after commit: feed watchers first, then wake the writers."""
+        """On the loop, after commit: queue the changes for the dispatcher (ahead of anything
+        the woken writers do next), then wake the writers."""
         if entries:
             self._notes.put_nowait((start, entries))
         for pending in batch:
@@ -280,12 +309,15 @@ class SqliteStore(Backend):
             if start > self._published or not entries:  # another process wrote in between
                 try:
                     missing = await self._read(self._log_after, self._published)
-                except Gone:  # compacted before we read it: every watcher must relist
-                    self._watchers.expire()
-                    self._published = await self.revision()
-                    missing = []
                 except StoreClosed:
                     return
+                except Exception as exc:  # Gone (compacted first), or the read failed:
+                    # what happened since `_published` is unknown, so every watcher relists.
+                    log.warning("cannot read the revision log (%s); watchers must relist", exc)
+                    self._watchers.expire()
+                    with contextlib.suppress(sqlite3.Error):
+                        self._published = self._revision_now(self._conn)
+                    missing = []
                 self._publish([e for e in missing if not entries or e.revision <= start])
             self._publish(entries)
 
@@ -296,15 +328,20 @@ class SqliteStore(Backend):
             self._watchers.publish(fresh)
 
     async def _poll(self) -> None:
-        seen = self._conn.execute("PRAGMA data_version").fetchone()[0]
+        seen = None
         while True:
             await asyncio.sleep(self._poll_interval)
-            version = self._conn.execute("PRAGMA data_version").fetchone()[0]
-            if version == seen:
+            try:
+                version = self._conn.execute("PRAGMA data_version").fetchone()[0]
+                if version == seen:
+                    continue
+                seen = version
+                # Our own commits change data_version too; they reach the dispatcher directly.
+                newer = self._revision_now(self._conn) > max(self._committed, self._published)
+            except sqlite3.Error as exc:
+                log.warning("cannot poll the store for other processes' writes: %s", exc)
                 continue
-            seen = version
-            # Our own commits change data_version too; they reach the dispatcher directly.
-            if self._revision_now(self._conn) > max(self._committed, self._published):
+            if newer:
                 self._notes.put_nowait((0, []))
 
     # -- reads ------------------------------------------------------------------
@@ -322,7 +359,12 @@ class SqliteStore(Backend):
 
     async def _read(self, fn: Callable[..., Any], *args: Any) -> Any:
         self._check_open()
-        return await self._loop.run_in_executor(self._readers, lambda: fn(self._reader(), *args))
+        try:
+            return await self._loop.run_in_executor(
+                self._readers, lambda: fn(self._reader(), *args)
+            )
+        except sqlite3.Error as exc:
+            raise Error(f"sqlite: {exc}") from exc
 
     @staticmethod
     def _revision_now(conn: sqlite3.Connection) -> int:
@@ -385,7 +427,10 @@ class SqliteStore(Backend):
                     yield page, revision
                 first = False
         finally:
-            await self._loop.run_in_executor(self._readers, finish, conn)
+            try:
+                await self._loop.run_in_executor(self._readers, finish, conn)
+            except RuntimeError:  # the store closed mid-iteration: the pool is gone
+                finish(conn)
 
     def _log_after(self, conn: sqlite3.Connection, after: int) -> builtins.list[LogEntry]:
         conn.execute("BEGIN")
@@ -431,6 +476,6 @@ class SqliteStore(Backend):
         self._tasks[1].cancel()
         await asyncio.gather(self._tasks[1], return_exceptions=True)
         self._watchers.close()
-        self._readers.shutdown(wait=True)
+        await asyncio.to_thread(self._readers.shutdown, True)
         for conn in [*self._reader_conns, self._conn]:
             conn.close()

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 from setpoint.errors import Gone, StoreClosed
@@ -77,7 +77,7 @@ class Watchers:
         self._max_buffered = max_buffered
         self._closed = False
 
-    def publish(self, entries: Iterable[LogEntry]) -> None:
+    def publish(self, entries: Sequence[LogEntry]) -> None:
         """Hand committed changes, in revision order, to every subscriber. Loop thread only."""
         for sub in self._subscribers:
             if sub.overflowed:
