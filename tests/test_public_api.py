@@ -10,14 +10,14 @@ import setpoint.testing
 PINNED = {
     setpoint: {
         "SYSTEM_CLOCK", "AlreadyExists", "Clock", "Conflict", "Error", "Gone", "Invalid", "Kind",
-        "LeadershipLost",
-        "Manager", "ManagerOptions", "NotFound", "Reconciler", "Request", "Result", "Schema",
-        "Selector", "StoreClosed", "TerminalError", "UnknownKind", "__version__", "open_store",
+        "LeadershipLost", "Manager", "ManagerOptions", "NotFound", "Object", "Reconciler",
+        "Request", "Result", "Schema", "Selector", "Store", "StoreClosed", "TerminalError",
+        "UnknownKind", "__version__", "get_condition", "is_true", "open_store",
         "parse_selector", "register_kind", "set_condition",
     },
     setpoint.store: {
-        "AlreadyExists", "Conflict", "EventType", "Gone", "Invalid", "NotFound", "Store",
-        "WatchEvent", "open_store",
+        "FOREGROUND_DELETION", "ORPHAN", "AlreadyExists", "Conflict", "EventType", "Gone",
+        "Invalid", "NotFound", "Store", "StoreClosed", "UnknownKind", "WatchEvent", "open_store",
     },
     setpoint.model: {
         "READY", "RECONCILING", "REGISTRY", "STALLED", "Kind", "Object", "Registry",
@@ -26,11 +26,13 @@ PINNED = {
         "set_condition", "set_ready_summary",
     },
     setpoint.runtime: {
-        "EVENT", "LEASE", "Cache", "Controller", "ControllerBuilder", "ControllerObserver",
-        "EventRecorder", "GarbageCollector", "Informer", "InformerEvent", "LeaderElector",
-        "LeaseSettings", "Manager", "ManagerOptions", "Metrics", "QueueStatistics",
-        "Reconciler", "Request", "Result", "WorkQueue", "add_finalizer", "and_",
-        "annotations_changed", "generation_changed", "has_finalizer", "is_deleting",
+        "EVENT", "LEASE", "NORMAL", "WARNING", "BucketLimiter", "Cache", "Controller",
+        "ControllerBuilder", "ControllerObserver", "ControllerSettings", "EventRecorder",
+        "GarbageCollector", "Informer", "InformerEvent", "ItemExponentialLimiter",
+        "LeaderElector", "LeaseSettings", "Manager", "ManagerOptions", "MaxOfLimiter",
+        "Metrics", "Predicate", "QueueStatistics", "RateLimiter", "Reconciler", "Request",
+        "Result", "ShutDown", "WorkQueue", "add_finalizer", "and_", "annotations_changed",
+        "controller_of", "generation_changed", "has_finalizer", "is_deleting",
         "labels_changed", "not_", "or_", "owner_reference", "remove_finalizer",
         "set_controller_reference",
     },

@@ -21,9 +21,19 @@ from setpoint.errors import (
     TerminalError,
     UnknownKind,
 )
-from setpoint.model import Kind, Schema, Selector, parse_selector, register_kind, set_condition
+from setpoint.model import (
+    Kind,
+    Object,
+    Schema,
+    Selector,
+    get_condition,
+    is_true,
+    parse_selector,
+    register_kind,
+    set_condition,
+)
 from setpoint.runtime import Manager, ManagerOptions, Reconciler, Request, Result
-from setpoint.store import open_store
+from setpoint.store import Store, open_store
 
 __version__ = "0.1.0.dev0"
 
@@ -40,15 +50,19 @@ __all__ = [
     "Manager",
     "ManagerOptions",
     "NotFound",
+    "Object",
     "Reconciler",
     "Request",
     "Result",
     "Schema",
     "Selector",
+    "Store",
     "StoreClosed",
     "TerminalError",
     "UnknownKind",
     "__version__",
+    "get_condition",
+    "is_true",
     "open_store",
     "parse_selector",
     "register_kind",

@@ -20,15 +20,23 @@ from setpoint.store import NotFound, Store
 API = "test.setpoint.dev/v1"
 
 
+RUNNING: dict[int, asyncio.Task[None]] = {}
+
+
 @pytest.fixture
 async def manager(store: Store) -> AsyncIterator[Manager]:
+    """A manager; whatever a test left running is stopped and awaited."""
     mgr = Manager(store)
     yield mgr
     mgr.stop()
+    task = RUNNING.pop(id(mgr), None)
+    if task is not None:
+        await asyncio.wait_for(task, 10)
 
 
 async def start(mgr: Manager) -> asyncio.Task[None]:
     task = asyncio.create_task(mgr.run())
+    RUNNING[id(mgr)] = task
     await asyncio.wait_for(mgr.wait_started(), 5)
     return task
 
@@ -229,35 +237,48 @@ async def test_sync_reconciler_runs_in_a_thread(store: Store, manager: Manager) 
 
 
 async def test_a_key_is_never_reconciled_twice_at_once(store: Store, manager: Manager) -> None:
-    running: set[Request] = set()
-    overlaps: list[Request] = []
-    reconciles = 0
+    """While a key's reconcile is held in flight, changes to it do not start a second one
+    (four workers are idle); they collapse into exactly one more reconcile afterwards."""
+    running: set[str] = set()
+    overlaps: list[str] = []
+    calls: list[str] = []
+    held = asyncio.Event()
+    release = asyncio.Event()
 
     async def reconcile(request: Request) -> None:
-        nonlocal reconciles
-        if request in running:
-            overlaps.append(request)
-        running.add(request)
-        await asyncio.sleep(0)  # let other workers run while this key is in flight
-        reconciles += 1
-        running.discard(request)
+        if request.name in running:
+            overlaps.append(request.name)
+        running.add(request.name)
+        calls.append(request.name)
+        try:
+            if len(calls) == 1:
+                held.set()
+                await release.wait()
+        finally:
+            running.discard(request.name)
 
     manager.controller("widgets").for_("widgets").max_concurrent(4).complete(reconcile)
-    task = await start(manager)
-    objs = [await store.create(widget(f"w{i}")) for i in range(5)]
-    for round_ in range(10):
-        for obj in objs:
-            obj["spec"]["size"] = round_
-            obj.update(await store.update(obj))
+    await start(manager)
+    obj = await store.create(widget("w"))
+    await asyncio.wait_for(held.wait(), 5)
+    for size in range(1, 6):
+        obj["spec"]["size"] = size
+        obj = await store.update(obj)
 
-    async def quiet() -> bool:
+    async def seen_all() -> bool:
+        return manager.informer("widgets").cache.revision == await store.revision()
+
+    await eventually(seen_all)
+    assert calls == ["w"]  # the updates are known, yet no second reconcile started
+    release.set()
+
+    async def settled() -> bool:
         stats = manager.controllers[0].queue.statistics()
-        return stats.depth == 0 and stats.processing == 0 and reconciles >= 5
+        return len(calls) == 2 and stats.depth == 0 and stats.processing == 0
 
-    await eventually(quiet)
-    manager.stop()
-    await task
+    await eventually(settled)
     assert overlaps == []
+    assert calls == ["w", "w"]
 
 
 async def test_shutdown_waits_for_in_flight_reconcile(store: Store, manager: Manager) -> None:

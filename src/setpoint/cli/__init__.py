@@ -4,5 +4,5 @@
 verb group has its own thin module (`apply.py`, `get.py`, `delete.py`);
 `load.py` reads manifests and kind modules, `render.py` prints objects, and
 `context.py` holds what every verb shares. `apply.apply_object` is the
-create-or-update that other writers (the API, `setpoint up`) reuse.
+create-or-update that later writers of desired state can reuse.
 """

@@ -1,7 +1,7 @@
 """`setpoint apply -f`: declare objects from manifests; `apply_object` is the create-or-update.
 
-`apply_object` is for every writer of desired state (this verb, `setpoint up`,
-the HTTP API): it owns what the user declares (everything but `metadata` and
+`apply_object` is for every writer of desired state (this verb and the demo
+today): it owns what the user declares (everything but `metadata` and
 `status`, plus labels and annotations) and leaves the rest of the stored
 object (status, finalizers, owner references) as it is.
 """

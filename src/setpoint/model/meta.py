@@ -22,10 +22,6 @@ _LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
 
 MAX_ANNOTATIONS_BYTES = 256 * 1024
 
-# Fields that only the store writes; user input for them is ignored (create) or
-# checked against the stored value (update).
-SERVER_FIELDS = ("uid", "resourceVersion", "generation", "creationTimestamp", "deletionTimestamp")
-
 
 def check_dns1123_subdomain(value: object, field: str) -> str:
     if not isinstance(value, str) or not value:

@@ -68,6 +68,11 @@ class Selector:
         return ",".join(str(r) for r in self.requirements)
 
     @classmethod
+    def of(cls, selector: str | Selector | None) -> Selector:
+        """A selector given in either form (the string form is parsed)."""
+        return selector if isinstance(selector, Selector) else parse_selector(selector)
+
+    @classmethod
     def from_dict(cls, spec: Mapping[str, Any]) -> Selector:
         """`{matchLabels: {...}, matchExpressions: [{key, operator, values}]}`."""
         reqs = [

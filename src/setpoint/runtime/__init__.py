@@ -10,13 +10,14 @@ probes. Importing this package registers the built-in kinds `Event` (v1) and
 
 from setpoint.runtime.builder import ControllerBuilder
 from setpoint.runtime.cache import Cache
-from setpoint.runtime.controller import Controller, ControllerObserver
-from setpoint.runtime.events import EVENT, EventRecorder
+from setpoint.runtime.controller import Controller, ControllerObserver, ControllerSettings
+from setpoint.runtime.events import EVENT, NORMAL, WARNING, EventRecorder
 from setpoint.runtime.gc import GarbageCollector
 from setpoint.runtime.informer import Informer, InformerEvent
 from setpoint.runtime.leases import LEASE, LeaderElector, LeaseSettings
 from setpoint.runtime.lifecycle import (
     add_finalizer,
+    controller_of,
     has_finalizer,
     is_deleting,
     owner_reference,
@@ -26,6 +27,7 @@ from setpoint.runtime.lifecycle import (
 from setpoint.runtime.manager import Manager, ManagerOptions
 from setpoint.runtime.metrics import Metrics
 from setpoint.runtime.predicates import (
+    Predicate,
     and_,
     annotations_changed,
     generation_changed,
@@ -33,33 +35,49 @@ from setpoint.runtime.predicates import (
     not_,
     or_,
 )
-from setpoint.runtime.queue import QueueStatistics, WorkQueue
+from setpoint.runtime.queue import QueueStatistics, ShutDown, WorkQueue
+from setpoint.runtime.ratelimit import (
+    BucketLimiter,
+    ItemExponentialLimiter,
+    MaxOfLimiter,
+    RateLimiter,
+)
 from setpoint.runtime.reconciler import Reconciler, Request, Result
 
 __all__ = [
     "EVENT",
     "LEASE",
+    "NORMAL",
+    "WARNING",
+    "BucketLimiter",
     "Cache",
     "Controller",
     "ControllerBuilder",
     "ControllerObserver",
+    "ControllerSettings",
     "EventRecorder",
     "GarbageCollector",
     "Informer",
     "InformerEvent",
+    "ItemExponentialLimiter",
     "LeaderElector",
     "LeaseSettings",
     "Manager",
     "ManagerOptions",
+    "MaxOfLimiter",
     "Metrics",
+    "Predicate",
     "QueueStatistics",
+    "RateLimiter",
     "Reconciler",
     "Request",
     "Result",
+    "ShutDown",
     "WorkQueue",
     "add_finalizer",
     "and_",
     "annotations_changed",
+    "controller_of",
     "generation_changed",
     "has_finalizer",
     "is_deleting",

@@ -14,7 +14,7 @@ import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
-from setpoint.model import Object, Selector, parse_selector
+from setpoint.model import Object, Selector
 
 Key = tuple[str, str]
 """(namespace, name); namespace is "" for cluster-scoped kinds."""
@@ -64,11 +64,7 @@ class Cache:
     def list(
         self, namespace: str | None = None, label_selector: str | Selector | None = None
     ) -> list[Object]:
-        selector = (
-            label_selector
-            if isinstance(label_selector, Selector)
-            else parse_selector(label_selector)
-        )
+        selector = Selector.of(label_selector)
         if namespace is None:
             keys: Iterable[Key] = self._items
         else:

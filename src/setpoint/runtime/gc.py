@@ -38,8 +38,7 @@ from setpoint.errors import Conflict, Error, Gone, NotFound, StoreClosed, Unknow
 from setpoint.model import Object, Registry
 from setpoint.runtime.lifecycle import is_deleting, remove_finalizer
 from setpoint.runtime.queue import ShutDown, WorkQueue
-from setpoint.store import Store, WatchEvent
-from setpoint.store.rules import FOREGROUND_DELETION, ORPHAN
+from setpoint.store import FOREGROUND_DELETION, ORPHAN, Store, WatchEvent
 
 log = logging.getLogger("setpoint.gc")
 

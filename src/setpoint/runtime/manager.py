@@ -36,7 +36,7 @@ from setpoint.model import Kind
 from setpoint.runtime.builder import ControllerBuilder
 from setpoint.runtime.cache import Cache
 from setpoint.runtime.controller import Controller, ControllerObserver
-from setpoint.runtime.events import EVENT, expire_events
+from setpoint.runtime.events import EVENT, EventRecorder, expire_events
 from setpoint.runtime.gc import GarbageCollector
 from setpoint.runtime.health import serve, split_address
 from setpoint.runtime.informer import Informer
@@ -152,6 +152,10 @@ class Manager:
 
     def cache(self, kind: Kind | str) -> Cache:
         return self.informer(kind).cache
+
+    def event_recorder(self, component: str) -> EventRecorder:
+        """An `EventRecorder` writing Events from `component` into this manager's store."""
+        return EventRecorder(self.store, component, clock=self.clock)
 
     def controller(self, name: str) -> ControllerBuilder:
         return ControllerBuilder(self, name)

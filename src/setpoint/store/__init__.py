@@ -20,11 +20,22 @@ from typing import cast
 from urllib.parse import parse_qs, urlsplit
 
 from setpoint.clock import SYSTEM_CLOCK, Clock
-from setpoint.errors import AlreadyExists, Conflict, Gone, Invalid, NotFound
+from setpoint.errors import (
+    AlreadyExists,
+    Conflict,
+    Gone,
+    Invalid,
+    NotFound,
+    StoreClosed,
+    UnknownKind,
+)
 from setpoint.model import Registry
 from setpoint.store.base import EventType, Store, WatchEvent
+from setpoint.store.rules import FOREGROUND_DELETION, ORPHAN
 
 __all__ = [
+    "FOREGROUND_DELETION",
+    "ORPHAN",
     "AlreadyExists",
     "Conflict",
     "EventType",
@@ -32,6 +43,8 @@ __all__ = [
     "Invalid",
     "NotFound",
     "Store",
+    "StoreClosed",
+    "UnknownKind",
     "WatchEvent",
     "open_store",
 ]

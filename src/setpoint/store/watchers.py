@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 from setpoint.errors import Gone, StoreClosed
-from setpoint.model import Selector, parse_selector
+from setpoint.model import Selector
 from setpoint.store.base import EventType, WatchEvent
 
 
@@ -112,11 +112,7 @@ class Watchers:
     ) -> AsyncIterator[WatchEvent]:
         if self._closed:
             raise StoreClosed("the store is closed")
-        selector = (
-            label_selector
-            if isinstance(label_selector, Selector)
-            else parse_selector(label_selector)
-        )
+        selector = Selector.of(label_selector)
         sub = _Subscriber(api_version, kind, namespace, selector)
         self._subscribers.add(sub)
         try:
@@ -144,6 +140,4 @@ class Watchers:
 
 def matcher(label_selector: str | Selector | None) -> Callable[[dict[str, str] | None], bool]:
     """The `matches(labels)` function of a selector given in either form."""
-    if isinstance(label_selector, Selector):
-        return label_selector.matches
-    return parse_selector(label_selector).matches
+    return Selector.of(label_selector).matches

@@ -25,9 +25,10 @@ from dataclasses import dataclass
 from types import TracebackType
 
 from setpoint.clock import SYSTEM_CLOCK, Clock
-from setpoint.errors import StoreClosed, UnknownKind
-from setpoint.model import Kind, Object, Registry
+from setpoint.errors import StoreClosed
+from setpoint.model import Object, Registry
 from setpoint.runtime.controller import Controller
+from setpoint.runtime.events import EVENT
 from setpoint.runtime.informer import Informer
 from setpoint.runtime.manager import Manager, ManagerOptions
 from setpoint.store import Store, WatchEvent, open_store
@@ -317,11 +318,8 @@ class EventCapture:
         return list(self._events.values())
 
     async def __aenter__(self) -> EventCapture:
-        kind = _event_kind()
-        try:
-            self._store.registry.get(kind.api_version, kind.kind)
-        except UnknownKind:
-            self._store.registry.register(kind)
+        kind = EVENT
+        self._store.registry.register(kind)
         self._revision = await self._store.revision()
         self._changed = asyncio.get_running_loop().create_future()
         # Every kind is watched, so `sync` can tell when the capture has reached a revision.
@@ -388,7 +386,7 @@ class EventCapture:
         await asyncio.shield(self._changed)
 
     async def _follow(self, watch: AsyncIterator[WatchEvent]) -> None:
-        kind = _event_kind()
+        kind = EVENT
         try:
             async for change in watch:
                 obj = change.object
@@ -435,10 +433,3 @@ def capture_events(store: Store) -> EventCapture:
     list in their last state.
     """
     return EventCapture(store)
-
-
-def _event_kind() -> Kind:
-    """The `Event` kind, imported when first needed so this module loads without it."""
-    from setpoint.runtime import events
-
-    return events.EVENT
