@@ -14,7 +14,7 @@ from typing import Any
 from setpoint.model import Object, Registry, Selector
 from setpoint.store.base import WatchEvent
 from setpoint.store.rules import Write, key_of, prepare
-from setpoint.store.watchers import LogEntry, Watchers
+from setpoint.store.watchers import LogEntry, Watchers, WatchFilter
 
 
 class Backend(ABC):
@@ -114,6 +114,5 @@ class Backend(ABC):
     ) -> AsyncIterator[WatchEvent]:
         if kind is not None:
             self.registry.get(api_version or "", kind)
-        return self._watchers.watch(
-            self._history, self.revision, api_version, kind, namespace, since, label_selector
-        )
+        wanted = WatchFilter(api_version, kind, namespace, Selector.of(label_selector))
+        return self._watchers.watch(self._history, self.revision, wanted, since)

@@ -40,17 +40,17 @@ HistoryReader = Callable[[int], Awaitable[list[LogEntry]]]
 """`read(after)` -> the retained entries with revision > after, in order; raises Gone."""
 
 
-@dataclass(eq=False)
-class _Subscriber:
+@dataclass(frozen=True, slots=True)
+class WatchFilter:
+    """What one watch wants: a kind (None: every kind), a namespace (None: all), labels."""
+
     api_version: str | None
     kind: str | None
-    namespace: str | None
-    selector: Selector
-    buffer: asyncio.Queue[LogEntry | None] = field(default_factory=asyncio.Queue)
-    overflowed: bool = False
+    namespace: str | None = None
+    selector: Selector = field(default_factory=Selector)
 
     def event(self, entry: LogEntry) -> WatchEvent | None:
-        """The event this subscriber sees for `entry`, if any (selectors turn moves into
+        """The event this watch sees for `entry`, if any (selectors turn moves into
         ADDED/DELETED, as the Kubernetes API server does)."""
         if self.kind is not None and (
             entry.kind != self.kind or entry.api_version != self.api_version
@@ -67,6 +67,13 @@ class _Subscriber:
             elif not (now or (before and entry.type == "DELETED")):
                 return None
         return WatchEvent(type_, json.loads(entry.data), entry.revision)
+
+
+@dataclass(eq=False)
+class _Subscriber:
+    filter: WatchFilter
+    buffer: asyncio.Queue[LogEntry | None] = field(default_factory=asyncio.Queue)
+    overflowed: bool = False
 
 
 class Watchers:
@@ -104,21 +111,19 @@ class Watchers:
         self,
         history: HistoryReader,
         current_revision: Callable[[], Awaitable[int]],
-        api_version: str | None,
-        kind: str | None,
-        namespace: str | None,
+        wanted: WatchFilter,
         since: int | None,
-        label_selector: str | Selector | None,
     ) -> AsyncIterator[WatchEvent]:
+        """History after `since` (read with `history`), then live changes; `since=None`
+        starts at `current_revision()`."""
         if self._closed:
             raise StoreClosed("the store is closed")
-        selector = Selector.of(label_selector)
-        sub = _Subscriber(api_version, kind, namespace, selector)
+        sub = _Subscriber(wanted)
         self._subscribers.add(sub)
         try:
             last = await current_revision() if since is None else since
             for entry in await history(last) if since is not None else ():
-                event = sub.event(entry)
+                event = wanted.event(entry)
                 last = entry.revision
                 if event is not None:
                     yield event
@@ -131,7 +136,7 @@ class Watchers:
                 if live.revision <= last:
                     continue
                 last = live.revision
-                event = sub.event(live)
+                event = wanted.event(live)
                 if event is not None:
                     yield event
         finally:
