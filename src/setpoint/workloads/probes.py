@@ -1,0 +1,411 @@
+"""Probes: Kubernetes probe fields, what a run of outcomes means, and running a probe.
+
+Three parts, kept apart:
+
+* the schemas (`Probe` with one of `ExecAction`, `HTTPGetAction`, `TCPSocketAction`),
+  camelCase on the wire as Kubernetes writes them, with Kubernetes' defaults;
+* the decision, pure (no I/O, no clock reads: time is an argument): `ProbeState`,
+  `observe` (apply `successThreshold` / `failureThreshold`) and `due` (how long
+  until the next run, honouring `initialDelaySeconds` and `periodSeconds`);
+* the edge: `run_probe` runs one probe once against the real world, and `Prober`
+  loops `due` -> `run_probe` -> `observe` on an injected `Clock`, reporting
+  transitions of the result.
+
+What a result means depends on the role the probe plays for a workload:
+
+* **startup**: until it has succeeded once, readiness and liveness probes are
+  not run; a `Failure` means the process is restarted.
+* **readiness**: the `Ready` condition follows it (`Success` -> True,
+  `Unknown` or `Failure` -> False); a failure never restarts anything.
+* **liveness**: a `Failure` means the process is restarted.
+
+As in Kubernetes, liveness and startup probes must have `successThreshold` 1
+(`check_probe_role`). This module decides nothing about restarts or conditions
+itself, and must not touch the store: it reports results, supervisors act on them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import inspect
+import os
+import signal
+import socket
+import ssl
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic_core import PydanticCustomError
+
+from setpoint.clock import Clock
+from setpoint.errors import Invalid
+from setpoint.model import Schema
+
+__all__ = [
+    "ExecAction",
+    "HTTPGetAction",
+    "HTTPHeader",
+    "Probe",
+    "ProbeResult",
+    "ProbeRole",
+    "ProbeRunner",
+    "ProbeState",
+    "Prober",
+    "TCPSocketAction",
+    "check_probe_role",
+    "due",
+    "load_probe",
+    "observe",
+    "run_probe",
+]
+
+ProbeResult = Literal["Unknown", "Success", "Failure"]
+ProbeRole = Literal["startup", "readiness", "liveness"]
+
+# --- schemas -----------------------------------------------------------------------------
+
+
+def _no_line_breaks(value: str) -> str:
+    if "\r" in value or "\n" in value:
+        raise ValueError("must not contain line breaks")
+    return value
+
+
+class ExecAction(Schema):
+    """Run `command`, an argv list (no shell: write `["sh", "-c", "..."]`); exit 0 is success."""
+
+    command: list[str] = Field(min_length=1)
+
+
+class HTTPHeader(Schema):
+    """One request header of an HTTP probe."""
+
+    name: str = Field(min_length=1)
+    value: str
+
+    _check = field_validator("name", "value")(_no_line_breaks)
+
+
+class HTTPGetAction(Schema):
+    """GET `scheme://host:port/path`; status 200 to 399 is success (redirects are not followed).
+
+    HTTPS certificates are not verified, as Kubernetes does not verify them for probes.
+    """
+
+    path: str = "/"
+    port: int = Field(ge=1, le=65535)
+    host: str = "127.0.0.1"
+    scheme: Literal["HTTP", "HTTPS"] = "HTTP"
+    http_headers: list[HTTPHeader] = []
+
+    @field_validator("path")
+    @classmethod
+    def _check_path(cls, value: str) -> str:
+        if any(c.isspace() for c in value):
+            raise ValueError("must not contain spaces or line breaks (percent-encode them)")
+        return value if value.startswith("/") else "/" + value
+
+    _check_host = field_validator("host")(_no_line_breaks)
+
+
+class TCPSocketAction(Schema):
+    """Open a TCP connection to `host:port`; success when the connection is accepted."""
+
+    port: int = Field(ge=1, le=65535)
+    host: str = "127.0.0.1"
+
+
+class Probe(Schema):
+    """A Kubernetes probe: exactly one handler, and when and how often to run it."""
+
+    exec: ExecAction | None = None
+    http_get: HTTPGetAction | None = None
+    tcp_socket: TCPSocketAction | None = None
+    initial_delay_seconds: int = Field(default=0, ge=0)
+    period_seconds: int = Field(default=10, ge=1)
+    timeout_seconds: float = Field(default=1, gt=0)
+    success_threshold: int = Field(default=1, ge=1)
+    failure_threshold: int = Field(default=3, ge=1)
+
+    @model_validator(mode="after")
+    def _exactly_one_handler(self) -> Probe:
+        handlers = [h for h in (self.exec, self.http_get, self.tcp_socket) if h is not None]
+        if len(handlers) != 1:
+            raise PydanticCustomError(
+                "probe_handler",
+                "exactly one of exec, httpGet, tcpSocket must be set (found {found})",
+                {"found": len(handlers)},
+            )
+        return self
+
+
+def load_probe(value: Any, field: str = "") -> Probe:
+    """Parse a probe from its wire form; raise `Invalid` naming the offending field.
+
+    `field` is where the probe sits in its object (`"spec.readinessProbe"`), so
+    the error says `spec.readinessProbe.httpGet.port` rather than `port`.
+    """
+    try:
+        return Probe.model_validate(value)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        path = field
+        for part in first["loc"]:
+            path += f"[{part}]" if isinstance(part, int) else f".{part}"
+        raise Invalid(first["msg"], field=path.lstrip(".") or None) from None
+
+
+def check_probe_role(probe: Probe, role: ProbeRole, field: str = "") -> None:
+    """Refuse what Kubernetes refuses for a role: liveness and startup need `successThreshold` 1."""
+    if role in ("liveness", "startup") and probe.success_threshold != 1:
+        where = f"{field}.successThreshold".lstrip(".")
+        raise Invalid(f"must be 1 for a {role} probe", field=where)
+
+
+# --- the decision (pure) -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ProbeState:
+    """What the outcomes of a probe so far add up to. Times are `Clock.monotonic()` seconds.
+
+    `successes` and `failures` count the current run of consecutive outcomes (one
+    of them is always 0); `result` is `Unknown` until a threshold is first met;
+    `started_at` is when the probed process started; `last_run` when the probe
+    last ran (None: not yet).
+    """
+
+    started_at: float
+    successes: int = 0
+    failures: int = 0
+    result: ProbeResult = "Unknown"
+    last_run: float | None = None
+
+
+def observe(state: ProbeState, probe: Probe, ok: bool, now: float) -> ProbeState:
+    """Fold one outcome, of a run that started at `now`, into `state`.
+
+    The result becomes `Success` once `successThreshold` consecutive runs have
+    succeeded, and `Failure` once `failureThreshold` consecutive runs have
+    failed; otherwise it stays as it was.
+    """
+    if ok:
+        successes, failures = state.successes + 1, 0
+        result = "Success" if successes >= probe.success_threshold else state.result
+    else:
+        successes, failures = 0, state.failures + 1
+        result = "Failure" if failures >= probe.failure_threshold else state.result
+    return replace(state, successes=successes, failures=failures, result=result, last_run=now)
+
+
+def due(state: ProbeState, probe: Probe, now: float) -> float:
+    """Seconds from `now` until the probe should next run; 0 means run now. Never negative.
+
+    The first run comes `initialDelaySeconds` after `started_at`; each later one
+    `periodSeconds` after the previous run started.
+    """
+    if state.last_run is None:
+        at = state.started_at + probe.initial_delay_seconds
+    else:
+        at = state.last_run + probe.period_seconds
+    return max(0.0, at - now)
+
+
+# --- the edge: running a probe -----------------------------------------------------------
+
+
+async def run_probe(
+    probe: Probe,
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+) -> tuple[bool, str]:
+    """Run `probe` once and return (ok, a one-line message), within `timeoutSeconds`.
+
+    Never raises for a failing probe: a refused connection, a non-zero exit or a
+    timeout are `(False, "connection refused")`, `(False, "exit code 1: <last
+    stderr line>")`, `(False, "timed out after 1s")`. `env` (the complete
+    environment; None inherits the engine's) and `cwd` apply to exec probes. An
+    exec probe runs in its own process group, which is killed if the probe times
+    out or is cancelled, so no child of it outlives it.
+    """
+    try:
+        async with asyncio.timeout(probe.timeout_seconds):
+            if probe.exec is not None:
+                return await _run_exec(probe.exec, env, cwd)
+            if probe.http_get is not None:
+                return await _run_http(probe.http_get)
+            assert probe.tcp_socket is not None  # the schema guarantees one handler
+            return await _run_tcp(probe.tcp_socket)
+    except TimeoutError:
+        return False, f"timed out after {probe.timeout_seconds:g}s"
+
+
+async def _run_exec(
+    action: ExecAction, env: Mapping[str, str] | None, cwd: str | os.PathLike[str] | None
+) -> tuple[bool, str]:
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *action.command,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=None if env is None else dict(env),
+            cwd=cwd,
+            start_new_session=True,  # its own session and process group: pgid == pid
+        )
+    except OSError as exc:
+        return False, f"cannot run {action.command[0]!r}: {exc.strerror or exc}"
+    finished = False
+    try:
+        stdout, stderr = await proc.communicate()
+        finished = True
+    finally:
+        if not finished:
+            # Timed out or cancelled, possibly with the command gone but a child of it
+            # still holding its output open: take the whole group down.
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            await proc.wait()
+    code = proc.returncode
+    if code == 0:
+        return True, _with_line("exit code 0", stdout)
+    if code is not None and code < 0:
+        return False, f"killed by signal {signal.Signals(-code).name}"
+    return False, _with_line(f"exit code {code}", stderr or stdout)
+
+
+def _with_line(head: str, output: bytes) -> str:
+    lines = output.decode(errors="replace").strip().splitlines()
+    if not lines:
+        return head
+    last = lines[-1].strip()
+    return f"{head}: {last[:200]}"
+
+
+async def _run_http(action: HTTPGetAction) -> tuple[bool, str]:
+    context: ssl.SSLContext | None = None
+    if action.scheme == "HTTPS":
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    defaults = {
+        "Host": _host_port(action.host, action.port),
+        "User-Agent": "setpoint-probe",
+        "Accept": "*/*",
+        "Connection": "close",
+    }
+    given = {h.name.lower() for h in action.http_headers}
+    lines = [f"GET {action.path} HTTP/1.1"]
+    lines += [f"{k}: {v}" for k, v in defaults.items() if k.lower() not in given]
+    lines += [f"{h.name}: {h.value}" for h in action.http_headers]
+    lines += ["", ""]
+    try:
+        reader, writer = await asyncio.open_connection(action.host, action.port, ssl=context)
+    except OSError as exc:
+        return False, _describe(exc, action.host)
+    try:
+        writer.write("\r\n".join(lines).encode("latin-1", errors="replace"))
+        await writer.drain()
+        status_line = await reader.readline()
+    except OSError as exc:
+        return False, _describe(exc, action.host)
+    except ValueError:  # the status line overran the stream's limit
+        return False, "malformed HTTP response: status line too long"
+    finally:
+        writer.close()
+        with contextlib.suppress(OSError):
+            await writer.wait_closed()
+    parts = status_line.split()
+    if len(parts) < 2 or not parts[0].startswith(b"HTTP/") or not parts[1].isdigit():
+        if not status_line:
+            return False, "connection closed before a response"
+        return False, f"malformed HTTP response: {status_line[:80]!r}"
+    status = int(parts[1])
+    return 200 <= status <= 399, f"HTTP {status}"
+
+
+async def _run_tcp(action: TCPSocketAction) -> tuple[bool, str]:
+    try:
+        _, writer = await asyncio.open_connection(action.host, action.port)
+    except OSError as exc:
+        return False, _describe(exc, action.host)
+    writer.close()
+    with contextlib.suppress(OSError):
+        await writer.wait_closed()
+    return True, f"connected to {_host_port(action.host, action.port)}"
+
+
+def _host_port(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _describe(exc: OSError, host: str) -> str:
+    if isinstance(exc, socket.gaierror):
+        return f"cannot resolve {host}: {exc.strerror}"
+    # With several addresses asyncio raises one OSError whose text lists each failure.
+    if isinstance(exc, ConnectionRefusedError) or f"[Errno {errno.ECONNREFUSED}]" in str(exc):
+        return "connection refused"
+    text = exc.strerror or str(exc) or type(exc).__name__
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+# --- the edge: the probe loop ------------------------------------------------------------
+
+ProbeRunner = Callable[[Probe], Awaitable[tuple[bool, str]]]
+"""Runs a probe once: `run_probe`, `functools.partial(run_probe, env=..., cwd=...)`, or a fake."""
+
+
+class Prober:
+    """Run one probe for as long as the probed process lives, reporting result transitions.
+
+    `run()` loops until cancelled: sleep on `clock` until `due`, run the probe
+    with `runner`, fold the outcome in with `observe`, and call
+    `on_change(result, message)` (a plain or async function) only when the
+    result changes. The first run comes `initialDelaySeconds` after `run()` is
+    entered (or after `started_at`, a `clock.monotonic()` time, if given).
+    """
+
+    def __init__(
+        self,
+        probe: Probe,
+        clock: Clock,
+        on_change: Callable[[ProbeResult, str], Awaitable[None] | None],
+        *,
+        runner: ProbeRunner = run_probe,
+    ) -> None:
+        self.probe = probe
+        self._clock = clock
+        self._on_change = on_change
+        self._runner = runner
+        self._state: ProbeState | None = None
+        self._message = ""
+
+    @property
+    def state(self) -> ProbeState | None:
+        """The state after the latest run (None before `run()` starts)."""
+        return self._state
+
+    @property
+    def message(self) -> str:
+        """The message of the latest run ("" before the first)."""
+        return self._message
+
+    async def run(self, started_at: float | None = None) -> None:
+        start = self._clock.monotonic() if started_at is None else started_at
+        self._state = state = ProbeState(started_at=start)
+        while True:
+            await self._clock.sleep(due(state, self.probe, self._clock.monotonic()))
+            ran_at = self._clock.monotonic()
+            ok, self._message = await self._runner(self.probe)
+            new = observe(state, self.probe, ok, ran_at)
+            self._state = new
+            if new.result != state.result:
+                outcome = self._on_change(new.result, self._message)
+                if inspect.isawaitable(outcome):
+                    await outcome
+            state = new
