@@ -21,7 +21,7 @@ PINNED = {
     },
     setpoint.model: {
         "READY", "RECONCILING", "REGISTRY", "STALLED", "Kind", "Object", "Registry",
-        "Requirement", "Schema", "Selector", "apply_patch", "get_condition", "is_true",
+        "Requirement", "Schema", "Selector", "apply_patch", "codec", "get_condition", "is_true",
         "merge_patch", "object_key", "parse_selector", "register_kind", "remove_condition",
         "set_condition", "set_ready_summary",
     },

@@ -4,6 +4,7 @@ Everything here is pure: no I/O, no clock reads, no asyncio. Objects are plain
 dicts in wire form (`apiVersion`, `kind`, `metadata`, `spec`, `status`).
 """
 
+from setpoint.model import codec
 from setpoint.model.conditions import (
     READY,
     RECONCILING,
@@ -31,6 +32,7 @@ __all__ = [
     "Schema",
     "Selector",
     "apply_patch",
+    "codec",
     "get_condition",
     "is_true",
     "merge_patch",

@@ -10,11 +10,10 @@ index function the user adds. Only the informer writes here. No I/O.
 from __future__ import annotations
 
 import builtins
-import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
-from setpoint.model import Object, Selector
+from setpoint.model import Object, Selector, codec
 
 Key = tuple[str, str]
 """(namespace, name); namespace is "" for cluster-scoped kinds."""
@@ -48,7 +47,7 @@ def key_of(obj: Mapping[str, Any]) -> Key:
 
 class Cache:
     def __init__(self, indexes: Mapping[str, IndexFunc] | None = None) -> None:
-        self._items: dict[Key, str] = {}
+        self._items: dict[Key, bytes] = {}
         self._index_funcs = dict(DEFAULT_INDEXES)
         self._index_funcs.update(indexes or {})
         self._indexes: dict[str, dict[str, set[Key]]] = {n: {} for n in self._index_funcs}
@@ -106,7 +105,7 @@ class Cache:
         """Store `obj`; return the object it replaced."""
         key = key_of(obj)
         old = self.remove(key)
-        self._items[key] = json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+        self._items[key] = codec.encode(obj)
         for name, func in self._index_funcs.items():
             index = self._indexes[name]
             for value in func(obj):
@@ -129,6 +128,6 @@ class Cache:
         return old
 
 
-def _decode(data: str) -> Object:
-    obj: Object = json.loads(data)
+def _decode(data: bytes) -> Object:
+    obj: Object = codec.decode(data)
     return obj

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import bisect
 import builtins
-import json
 from collections.abc import AsyncIterator
 
 from setpoint.clock import SYSTEM_CLOCK, Clock
 from setpoint.errors import Gone, StoreClosed
-from setpoint.model import REGISTRY, Object, Registry, Selector
+from setpoint.model import REGISTRY, Object, Registry, Selector, codec
 from setpoint.store.backend import Backend
 from setpoint.store.rules import Key, Write, decide, encode, key_of, not_found, stamp
 from setpoint.store.watchers import LogEntry, Watchers, matcher
@@ -31,7 +30,7 @@ class MemoryStore(Backend):
         self.registry = registry or REGISTRY
         self._clock = clock
         self._history_size = history
-        self._objects: dict[tuple[str, str], dict[tuple[str, str], str]] = {}
+        self._objects: dict[tuple[str, str], dict[tuple[str, str], bytes]] = {}
         self._log: list[LogEntry] = []
         self._revision = 0
         self._compacted = 0
@@ -69,7 +68,8 @@ class MemoryStore(Backend):
         if len(self._log) > 2 * self._history_size:
             self._compact_to(self._log[-self._history_size - 1].revision)
         self._watchers.publish((entry,))
-        return json.loads(data)  # type: ignore[no-any-return]
+        written: Object = codec.decode(data)
+        return written
 
     # -- reads ------------------------------------------------------------------
 
@@ -80,7 +80,7 @@ class MemoryStore(Backend):
     def _load(self, key: Key) -> Object | None:
         self._check_open()
         data = self._objects.get(key[:2], {}).get(key[2:])
-        return None if data is None else json.loads(data)
+        return None if data is None else codec.decode(data)
 
     async def get(
         self, api_version: str, kind: str, name: str, namespace: str | None = "default"
@@ -110,7 +110,7 @@ class MemoryStore(Backend):
         ]
         revision = self._revision
         for start in range(0, max(len(snapshot), 1), page_size):
-            page = [json.loads(data) for data in snapshot[start : start + page_size]]
+            page = [codec.decode(data) for data in snapshot[start : start + page_size]]
             yield [o for o in page if matches(o["metadata"].get("labels"))], revision
 
     async def _history(self, after: int) -> builtins.list[LogEntry]:

@@ -9,14 +9,13 @@ sees the latest committed state), then `stamp` with the revision it assigns.
 from __future__ import annotations
 
 import copy
-import json
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
 from setpoint.clock import rfc3339
 from setpoint.errors import AlreadyExists, Conflict, Invalid, NotFound
-from setpoint.model import Kind, Object, Registry, apply_patch
+from setpoint.model import Kind, Object, Registry, apply_patch, codec
 from setpoint.model.meta import object_key
 from setpoint.store.base import EventType
 
@@ -62,14 +61,14 @@ def key_of(kind: Kind, name: str, namespace: str | None) -> Key:
     return (kind.api_version, kind.kind, (namespace or "default") if kind.namespaced else "", name)
 
 
-def encode(obj: Object) -> str:
+def encode(obj: Object) -> bytes:
     """The stored form; refuses objects over `MAX_OBJECT_BYTES`."""
-    text = json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
-    if len(text) > MAX_OBJECT_BYTES:
+    data = codec.encode(obj)
+    if len(data) > MAX_OBJECT_BYTES:
         raise Invalid(
-            f"object is {len(text)} bytes; the limit is {MAX_OBJECT_BYTES} bytes (1.5 MiB)"
+            f"object is {len(data)} bytes; the limit is {MAX_OBJECT_BYTES} bytes (1.5 MiB)"
         )
-    return text
+    return data
 
 
 def prepare(registry: Registry, op: str, obj: Object) -> Write:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import builtins
 import contextlib
-import json
 import logging
 import os
 import queue
@@ -33,7 +32,7 @@ from typing import Any, Literal
 
 from setpoint.clock import SYSTEM_CLOCK, Clock
 from setpoint.errors import Error, Gone, Invalid, StoreClosed
-from setpoint.model import REGISTRY, Object, Registry, Selector
+from setpoint.model import REGISTRY, Object, Registry, Selector, codec
 from setpoint.store.backend import Backend
 from setpoint.store.rules import Change, Write, decide, encode, key_of, not_found, stamp
 from setpoint.store.watchers import LogEntry, Watchers, matcher
@@ -91,13 +90,13 @@ def _entry(row: tuple[Any, ...]) -> LogEntry:
         kind,
         namespace,
         data,
-        json.loads(labels) if labels else None,
-        json.loads(prev) if prev else None,
+        codec.decode(labels) if labels else None,
+        codec.decode(prev) if prev else None,
     )
 
 
 def _labels(labels: dict[str, str] | None) -> str | None:
-    return json.dumps(labels, separators=(",", ":")) if labels else None
+    return codec.encode(labels).decode() if labels else None
 
 
 class SqliteStore(Backend):
@@ -246,14 +245,15 @@ class SqliteStore(Backend):
         self, conn: sqlite3.Connection, write: Write, now: float
     ) -> tuple[Change | None, Object | None]:
         row = conn.execute(_GET, write.key).fetchone()
-        current = None if row is None else json.loads(row[0])
+        current = None if row is None else codec.decode(row[0])
         return decide(write, current, now), current
 
     def _apply(
-        self, conn: sqlite3.Connection, revision: int, change: Change, data: str
+        self, conn: sqlite3.Connection, revision: int, change: Change, data: bytes
     ) -> LogEntry:
         api_version, kind, namespace, _ = change.key
         labels = change.object["metadata"].get("labels")
+        text = data.decode()  # stored as TEXT, so the file reads well in the sqlite3 shell
         conn.execute(
             "INSERT INTO log (revision, type, api_version, kind, namespace, name, data, labels,"
             " prev_labels) VALUES (?,?,?,?,?,?,?,?,?)",
@@ -261,7 +261,7 @@ class SqliteStore(Backend):
                 revision,
                 change.type,
                 *change.key,
-                data,
+                text,
                 _labels(labels),
                 _labels(change.prev_labels),
             ),
@@ -275,7 +275,7 @@ class SqliteStore(Backend):
             conn.execute(
                 "INSERT INTO objects VALUES (?,?,?,?,?,?) ON CONFLICT DO UPDATE"
                 " SET revision=excluded.revision, data=excluded.data",
-                (*change.key, revision, data),
+                (*change.key, revision, text),
             )
         return LogEntry(
             revision, change.type, api_version, kind, namespace, data, labels, change.prev_labels
@@ -379,7 +379,7 @@ class SqliteStore(Backend):
         row = self._conn.execute(_GET, key).fetchone()  # a primary-key read: microseconds
         if row is None:
             raise not_found(key)
-        obj: Object = json.loads(row[0])
+        obj: Object = codec.decode(row[0])
         return obj
 
     async def list_pages(
@@ -410,7 +410,7 @@ class SqliteStore(Backend):
 
         def fetch(cursor: sqlite3.Cursor) -> tuple[builtins.list[Object], bool]:
             rows = cursor.fetchmany(page_size)
-            page = [json.loads(data) for (data,) in rows]
+            page = [codec.decode(data) for (data,) in rows]
             return [o for o in page if matches(o["metadata"].get("labels"))], len(rows) < page_size
 
         def finish(conn: sqlite3.Connection) -> None:

@@ -13,12 +13,11 @@ A watcher that falls more than `max_buffered` changes behind is ended with
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 from setpoint.errors import Gone, StoreClosed
-from setpoint.model import Selector
+from setpoint.model import Selector, codec
 from setpoint.store.base import EventType, WatchEvent
 
 
@@ -31,7 +30,7 @@ class LogEntry:
     api_version: str
     kind: str
     namespace: str
-    data: str  # the object, JSON-encoded
+    data: bytes | str  # the object, JSON-encoded (setpoint.model.codec)
     labels: dict[str, str] | None
     prev_labels: dict[str, str] | None
 
@@ -66,7 +65,7 @@ class WatchFilter:
                 type_ = "ADDED" if now else "DELETED"
             elif not (now or (before and entry.type == "DELETED")):
                 return None
-        return WatchEvent(type_, json.loads(entry.data), entry.revision)
+        return WatchEvent(type_, codec.decode(entry.data), entry.revision)
 
 
 @dataclass(eq=False)
