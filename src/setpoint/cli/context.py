@@ -5,7 +5,10 @@ No argument parsing (that is `main.py`) and no printing.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+import asyncio
+import contextlib
+import signal
+from collections.abc import AsyncIterator, Awaitable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
@@ -61,3 +64,30 @@ def kind_and_names(
     if any(k != kinds[0] for k in kinds):
         raise Invalid("give objects of one kind at a time")
     return kinds[0], out
+
+
+async def until_signalled(work: Awaitable[int]) -> int:
+    """Run `work`; SIGINT or SIGTERM cancel it and make the answer 0 instead of an exception."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.ensure_future(work)
+    stopped = False
+
+    def stop() -> None:
+        nonlocal stopped
+        stopped = True
+        task.cancel()
+
+    installed = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(sig, stop)
+            installed.append(sig)
+    try:
+        return await task
+    except asyncio.CancelledError:
+        if stopped:
+            return 0
+        raise
+    finally:
+        for sig in installed:
+            loop.remove_signal_handler(sig)

@@ -8,15 +8,12 @@ Ctrl-C or SIGTERM, which end it cleanly (exit 0).
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
-import signal
 import sys
 import time
-from collections.abc import Awaitable, Sequence
+from collections.abc import Sequence
 
 from setpoint.cli import render
-from setpoint.cli.context import Context, kind_and_names
+from setpoint.cli.context import Context, kind_and_names, until_signalled
 from setpoint.errors import Invalid, NotFound
 from setpoint.model import Kind, Object, Selector, parse_selector
 from setpoint.store.base import Store
@@ -79,7 +76,7 @@ async def run(ctx: Context, args: argparse.Namespace) -> int:
     view = _View(kind, args.output, all_namespaces=args.all_namespaces)
     async with ctx.open_store() as store:
         if args.watch:
-            return await _until_signalled(_watch(store, kind, namespace, names, selector, view))
+            return await until_signalled(_watch(store, kind, namespace, names, selector, view))
         if names:
             return await _get_named(store, kind, namespace, names, view)
         items, revision = await store.list(
@@ -136,33 +133,6 @@ async def _watch(
     return 0
 
 
-async def _until_signalled(work: Awaitable[int]) -> int:
-    """Run `work`; SIGINT or SIGTERM cancel it and make the answer 0 instead of an exception."""
-    loop = asyncio.get_running_loop()
-    task = asyncio.ensure_future(work)
-    stopped = False
-
-    def stop() -> None:
-        nonlocal stopped
-        stopped = True
-        task.cancel()
-
-    installed = []
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-            loop.add_signal_handler(sig, stop)
-            installed.append(sig)
-    try:
-        return await task
-    except asyncio.CancelledError:
-        if stopped:
-            return 0
-        raise
-    finally:
-        for sig in installed:
-            loop.remove_signal_handler(sig)
-
-
 def _name(obj: Object) -> str:
     return str((obj.get("metadata") or {}).get("name", ""))
 
@@ -176,9 +146,9 @@ class _View:
         self.all_namespaces = all_namespaces
         self.widths: list[int] = []
 
-    def _table(self, *, events: bool) -> render.Table:
-        return render.Table(
-            wide=self.output == "wide", namespaces=self.all_namespaces, events=events
+    def _table(self, *, events: bool) -> render.Table | render.EventTable:
+        return render.table_for(
+            self.kind, wide=self.output == "wide", namespaces=self.all_namespaces, events=events
         )
 
     def print_one(self, obj: Object) -> None:

@@ -1,4 +1,5 @@
-"""Objects as text: kubectl-style tables, YAML, JSON and `kind.group/name` references.
+"""Objects as text: kubectl-style tables (kubectl's own columns for `Event`s), YAML, JSON and
+`kind.group/name` references.
 
 Pure: no I/O, and the time a table is drawn at (`now`) is an argument.
 """
@@ -13,6 +14,7 @@ import yaml
 
 from setpoint.clock import parse_rfc3339
 from setpoint.model import READY, Kind, Object, get_condition
+from setpoint.runtime import EVENT
 
 GAP = "   "
 """Space between table columns (kubectl's tabwriter padding)."""
@@ -49,11 +51,15 @@ def human_duration(seconds: float) -> str:
 
 def age(obj: Object, now: float) -> str:
     """How long ago the object was created, or `<unknown>`."""
-    created = (obj.get("metadata") or {}).get("creationTimestamp")
-    if not isinstance(created, str) or not created:
+    return timestamp_age((obj.get("metadata") or {}).get("creationTimestamp"), now)
+
+
+def timestamp_age(timestamp: Any, now: float) -> str:
+    """How long before `now` an RFC 3339 `timestamp` was: `<unknown>` if none, `<invalid>`."""
+    if not isinstance(timestamp, str) or not timestamp:
         return "<unknown>"
     try:
-        return human_duration(now - parse_rfc3339(created))
+        return human_duration(now - parse_rfc3339(timestamp))
     except ValueError:
         return "<invalid>"
 
@@ -116,6 +122,136 @@ class Table:
         if self.events:
             cells.insert(0, event)
         return cells
+
+
+def _timestamp(value: Any) -> float | None:
+    if isinstance(value, str) and value:
+        try:
+            return parse_rfc3339(value)
+        except ValueError:
+            return None
+    return None
+
+
+def event_last_seen(event: Object) -> float | None:
+    """When an `Event` last happened: lastTimestamp, else eventTime, firstTimestamp, creation."""
+    for value in (
+        event.get("lastTimestamp"),
+        event.get("eventTime"),
+        event.get("firstTimestamp"),
+        (event.get("metadata") or {}).get("creationTimestamp"),
+    ):
+        seen = _timestamp(value)
+        if seen is not None:
+            return seen
+    return None
+
+
+def event_first_seen(event: Object) -> float | None:
+    """When an `Event` first happened: firstTimestamp, else eventTime, else its last time."""
+    for value in (event.get("firstTimestamp"), event.get("eventTime")):
+        seen = _timestamp(value)
+        if seen is not None:
+            return seen
+    return event_last_seen(event)
+
+
+def event_sort_key(event: Object) -> tuple[float, int, str, str]:
+    """Oldest first, as kubectl sorts events: by last time; within a second (timestamps are
+    whole seconds), in the order they were last written (resourceVersion)."""
+    seen = event_last_seen(event)
+    version = str((event.get("metadata") or {}).get("resourceVersion") or "")
+    written = int(version) if version.isdigit() else 0
+    return (seen if seen is not None else float("-inf"), written, *sort_key(event))
+
+
+def _since(at: float | None, now: float) -> str:
+    return "<unknown>" if at is None else human_duration(now - at)
+
+
+def event_interval(event: Object, now: float) -> str:
+    """`5s`, or `5s (x3 over 2m)` for an event seen `count` > 1 times (kubectl's LAST SEEN)."""
+    last = _since(event_last_seen(event), now)
+    count = event.get("count")
+    if isinstance(count, int) and count > 1:
+        return f"{last} (x{count} over {_since(event_first_seen(event), now)})"
+    return last
+
+
+def event_object(event: Object) -> str:
+    """`greeting/hello`: the involved object, its kind in lower case (as kubectl)."""
+    ref = event.get("involvedObject") or {}
+    kind = str(ref.get("kind") or "").lower()
+    return f"{kind}/{ref['name']}" if ref.get("name") else kind
+
+
+def event_source(event: Object) -> str:
+    """`component, host`: who reported the event (the reporting component if no source)."""
+    source = event.get("source") or {}
+    component = source.get("component") or event.get("reportingComponent") or ""
+    host = source.get("host") or event.get("reportingInstance") or ""
+    return f"{component}, {host}" if host else str(component)
+
+
+class EventTable:
+    """The columns of `get events` and `events`, as kubectl prints `Event`s.
+
+    LAST SEEN, TYPE, REASON, OBJECT, MESSAGE; `wide` adds SUBOBJECT, SOURCE,
+    FIRST SEEN, COUNT and NAME; `namespaces` and `events` as `Table`.
+    """
+
+    def __init__(self, *, wide: bool = False, namespaces: bool = False, events: bool = False):
+        self.wide = wide
+        self.namespaces = namespaces
+        self.events = events
+
+    def header(self) -> list[str]:
+        cols = ["LAST SEEN", "TYPE", "REASON", "OBJECT"]
+        if self.wide:
+            cols += ["SUBOBJECT", "SOURCE"]
+        cols.append("MESSAGE")
+        if self.wide:
+            cols += ["FIRST SEEN", "COUNT", "NAME"]
+        if self.namespaces:
+            cols.insert(0, "NAMESPACE")
+        if self.events:
+            cols.insert(0, "EVENT")
+        return cols
+
+    def row(self, obj: Object, now: float, event: str = "") -> list[str]:
+        meta = obj.get("metadata") or {}
+        cells = [
+            event_interval(obj, now),
+            str(obj.get("type") or ""),
+            str(obj.get("reason") or ""),
+            event_object(obj),
+        ]
+        if self.wide:
+            cells += [
+                str((obj.get("involvedObject") or {}).get("fieldPath") or ""),
+                event_source(obj),
+            ]
+        cells.append(" ".join(str(obj.get("message") or "").split()))
+        if self.wide:
+            cells += [
+                _since(event_first_seen(obj), now),
+                str(obj.get("count") or 1),
+                _name(obj),
+            ]
+        if self.namespaces:
+            cells.insert(0, str(meta.get("namespace") or "-"))
+        if self.events:
+            cells.insert(0, event)
+        return cells
+
+
+def table_for(
+    kind: Kind, *, wide: bool = False, namespaces: bool = False, events: bool = False
+) -> Table | EventTable:
+    """The columns `get` prints for `kind`: kubectl's event columns for `Event`, else `Table`'s."""
+    if (kind.api_version, kind.kind) == (EVENT.api_version, EVENT.kind):
+        return EventTable(wide=wide, namespaces=namespaces, events=events)
+    return Table(wide=wide, namespaces=namespaces, events=events)
 
 
 def column_widths(rows: Sequence[Sequence[str]]) -> list[int]:

@@ -1,0 +1,226 @@
+"""`setpoint describe KIND [NAME...]` (or KIND/NAME...): an object and its events, for people.
+
+`describe_object` does the drawing and is pure (the time is an argument), so
+every kind gets the same sections: the metadata fields (Name, Namespace, Kind,
+API Version, Labels, Annotations, Created, Generation, Observed Generation,
+Finalizers, Owner References, Deletion Timestamp if set); one section per
+declared top-level field (`Spec` as YAML); `Status` with its conditions as a
+table and its other fields as YAML; and `Events`, oldest first. A kind may add
+header fields of its own through `SUMMARIES`. Without NAMEs every object of
+the kind in the namespace is described.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from setpoint.cli import render
+from setpoint.cli.context import Context, kind_and_names
+from setpoint.cli.events import Involved
+from setpoint.errors import Invalid, NotFound
+from setpoint.model import Kind, Object
+from setpoint.runtime import EVENT
+
+Summary = Callable[[Object, float], list[tuple[str, str]]]
+"""Kind-specific header fields of an object at a time `now`, as (label, value) pairs."""
+
+SUMMARIES: dict[tuple[str, str], Summary] = {}
+"""Extra header fields by (apiVersion, kind), printed after Observed Generation
+(e.g. a Process's pid and restarts). Kinds not here get the generic fields only."""
+
+NONE = "<none>"
+_ENVELOPE = ("apiVersion", "kind", "metadata", "status")
+_INDENT = "  "
+
+
+def describe_object(obj: Object, events: Sequence[Object], now: float) -> str:
+    """The text `describe` prints for `obj` and its `events` (any order), at time `now`."""
+    meta = obj.get("metadata") or {}
+    status = obj.get("status")
+    fields: list[tuple[str, str]] = [("Name", str(meta.get("name", "")))]
+    if meta.get("namespace"):
+        fields.append(("Namespace", str(meta["namespace"])))
+    fields += [
+        ("Kind", str(obj.get("kind", ""))),
+        ("API Version", str(obj.get("apiVersion", ""))),
+        ("Labels", _pairs(meta.get("labels"), "=")),
+        ("Annotations", _pairs(meta.get("annotations"), ": ")),
+        ("Created", _when(meta.get("creationTimestamp"), now)),
+        ("Generation", str(meta.get("generation", NONE))),
+        ("Observed Generation", str((status or {}).get("observedGeneration", NONE))),
+    ]
+    summary = SUMMARIES.get((str(obj.get("apiVersion")), str(obj.get("kind"))))
+    if summary is not None:
+        fields += summary(obj, now)
+    fields += [
+        ("Finalizers", "\n".join(str(f) for f in meta.get("finalizers") or []) or NONE),
+        ("Owner References", _owners(meta.get("ownerReferences"))),
+    ]
+    if meta.get("deletionTimestamp"):
+        fields.append(("Deletion Timestamp", _when(meta["deletionTimestamp"], now)))
+    lines = _fields(fields)
+    for key, value in obj.items():
+        if key not in _ENVELOPE:
+            lines += _section(_title(key), value)
+    lines += _status(status, now)
+    lines += _events(events, now)
+    return "\n".join(lines)
+
+
+def _fields(fields: Sequence[tuple[str, str]], indent: str = "") -> list[str]:
+    """`Label:  value` lines, values aligned; a value's further lines are aligned under it."""
+    width = max(len(label) for label, _ in fields) + 3
+    lines: list[str] = []
+    for label, value in fields:
+        first, *rest = value.split("\n")
+        lines.append((indent + f"{label}:".ljust(width) + first).rstrip())
+        lines += [indent + " " * width + line for line in rest]
+    return lines
+
+
+def _pairs(mapping: Any, sep: str) -> str:
+    if not isinstance(mapping, dict) or not mapping:
+        return NONE
+    return "\n".join(f"{k}{sep}{v}" for k, v in sorted(mapping.items()))
+
+
+def _when(timestamp: Any, now: float) -> str:
+    """`2026-11-29T22:00:00Z (5m ago)`."""
+    if not isinstance(timestamp, str) or not timestamp:
+        return NONE
+    return f"{timestamp} ({render.timestamp_age(timestamp, now)} ago)"
+
+
+def _owners(refs: Any) -> str:
+    if not isinstance(refs, list) or not refs:
+        return NONE
+    lines = []
+    for ref in refs:
+        line = f"{ref.get('kind')}/{ref.get('name')}"
+        lines.append(line + " (controller)" if ref.get("controller") else line)
+    return "\n".join(lines)
+
+
+def _title(key: str) -> str:
+    """`involvedObject` -> `Involved Object`."""
+    words = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", key)
+    return words[:1].upper() + words[1:]
+
+
+def _section(title: str, value: Any, indent: str = "") -> list[str]:
+    """`Title:` and `value` below it as YAML, indented; a scalar or nothing on the same line."""
+    if value is None or value == {} or value == []:
+        return [f"{indent}{title}:  {NONE}"]
+    if not isinstance(value, dict | list):
+        return [f"{indent}{title}:  {value}"]
+    body = render.to_yaml(value).rstrip("\n").split("\n")
+    return [f"{indent}{title}:"] + [indent + _INDENT + line for line in body]
+
+
+def _status(status: Any, now: float) -> list[str]:
+    if not isinstance(status, dict) or not status:
+        return _section("Status", status)
+    lines = ["Status:"]
+    conditions = status.get("conditions") or []
+    if conditions:
+        rows = [["Type", "Status", "Reason", "Age", "Message"]]
+        rows.append(["-" * len(cell) for cell in rows[0]])
+        for cond in conditions:
+            rows.append(
+                [
+                    str(cond.get("type", "")),
+                    str(cond.get("status", "")),
+                    str(cond.get("reason") or ""),
+                    render.timestamp_age(cond.get("lastTransitionTime"), now),
+                    _one_line(cond.get("message")),
+                ]
+            )
+        lines.append(_INDENT + "Conditions:")
+        lines += [_INDENT * 2 + line for line in render.format_table(rows)]
+    else:
+        lines.append(f"{_INDENT}Conditions:  {NONE}")
+    rest = {k: v for k, v in status.items() if k not in ("conditions", "observedGeneration")}
+    if rest:
+        lines += [_INDENT + line for line in render.to_yaml(rest).rstrip("\n").split("\n")]
+    return lines
+
+
+def _events(events: Sequence[Object], now: float) -> list[str]:
+    if not events:
+        return [f"Events:  {NONE}"]
+    rows = [["Type", "Reason", "Age", "From", "Message"]]
+    rows.append(["-" * len(cell) for cell in rows[0]])
+    for event in sorted(events, key=render.event_sort_key):
+        rows.append(
+            [
+                str(event.get("type") or ""),
+                str(event.get("reason") or ""),
+                render.event_interval(event, now),
+                render.event_source(event),
+                _one_line(event.get("message")),
+            ]
+        )
+    return ["Events:"] + [_INDENT + line for line in render.format_table(rows)]
+
+
+def _one_line(text: Any) -> str:
+    return " ".join(str(text or "").split())
+
+
+def add_parser(
+    verbs: argparse._SubParsersAction[argparse.ArgumentParser],
+    parents: list[argparse.ArgumentParser],
+) -> None:
+    p = verbs.add_parser(
+        "describe",
+        parents=parents,
+        help="show objects in detail, with their conditions and events",
+        description="Show objects in detail: metadata, spec, status and conditions, and the "
+        "events about them. Without NAMEs, every object of the kind in the namespace.",
+    )
+    p.add_argument("kind", nargs="?", metavar="KIND", help="e.g. greeting, or greeting/hello")
+    p.add_argument("names", nargs="*", metavar="NAME")
+    p.set_defaults(run=run)
+
+
+async def run(ctx: Context, args: argparse.Namespace) -> int:
+    if not args.kind:
+        raise Invalid("say what to describe: KIND NAME, KIND/NAME, or KIND for all of them")
+    kind, names = kind_and_names(ctx.registry, args.kind, args.names)
+    namespace = ctx.namespace_of(kind)
+    found: list[Object] = []
+    missing: list[str] = []
+    async with ctx.open_store() as store:
+        if names:
+            for name in names:
+                try:
+                    found.append(await store.get(kind.api_version, kind.kind, name, namespace))
+                except NotFound as exc:
+                    missing.append(str(exc))
+        else:
+            found, _ = await store.list(kind.api_version, kind.kind, namespace=namespace)
+            found.sort(key=render.sort_key)
+            if not found:
+                where = f" in {namespace} namespace" if namespace else ""
+                print(f"No resources found{where}.", file=sys.stderr)
+                return 0
+        events: list[Object] = []
+        if found:  # a cluster-scoped object's events may be in any namespace
+            events, _ = await store.list(EVENT.api_version, EVENT.kind, namespace=namespace)
+    now = time.time()
+    texts = [_describe(kind, obj, events, now) for obj in found]
+    if texts:
+        print("\n\n".join(texts), flush=True)
+    for message in missing:
+        print(f"error: {message}", file=sys.stderr)
+    return 1 if missing else 0
+
+
+def _describe(kind: Kind, obj: Object, events: Sequence[Object], now: float) -> str:
+    involved = Involved.of(kind, obj)
+    return describe_object(obj, [e for e in events if involved.matches(e)], now)
