@@ -1,0 +1,107 @@
+"""Helpers for the Process controller tests: manifests, child scripts, and waiting for a
+Process's stored state through the store's watch (never by sleeping)."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import sys
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from setpoint.errors import NotFound
+from setpoint.model import Object, get_condition
+from setpoint.store import Store
+from setpoint.workloads.process import PROCESS
+
+TIMEOUT = 10.0
+
+SLEEP_FOREVER = "import time\nwhile True: time.sleep(3600)"
+
+
+def python(code: str, *extra: str) -> list[str]:
+    """argv running `code` in this interpreter (`extra` become sys.argv[1:])."""
+    return [sys.executable, "-c", textwrap.dedent(code), *extra]
+
+
+def serve_after(fifo: Path, port: int) -> list[str]:
+    """argv of a child that waits for a line on `fifo`, then accepts TCP on `port`."""
+    code = f"""
+        import socket, time
+        with open({str(fifo)!r}) as f:
+            f.readline()
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", {port}))
+        s.listen()
+        while True:
+            c, _ = s.accept()
+            c.close()
+    """
+    return python(code)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def process(name: str, args: list[str], **spec: Any) -> Object:
+    return {
+        "apiVersion": PROCESS.api_version,
+        "kind": PROCESS.kind,
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"args": args, **spec},
+    }
+
+
+def condition(obj: Object | None, type_: str) -> dict[str, Any]:
+    found = get_condition((obj or {}).get("status"), type_)
+    return found or {}
+
+
+async def wait_for(
+    store: Store,
+    name: str,
+    predicate: Callable[[Object | None], bool],
+    *,
+    within: float = TIMEOUT,
+) -> Object | None:
+    """Return the Process `name` (None once deleted) as soon as `predicate` holds for it."""
+    last: Object | None = None
+    try:
+        async with asyncio.timeout(within):
+            revision = await store.revision()
+            try:
+                last = await store.get(PROCESS.api_version, PROCESS.kind, name, "default")
+            except NotFound:
+                last = None
+            if predicate(last):
+                return last
+            async for event in store.watch(
+                PROCESS.api_version, PROCESS.kind, "default", since=revision
+            ):
+                if event.object["metadata"]["name"] != name:
+                    continue
+                last = None if event.type == "DELETED" else event.object
+                if predicate(last):
+                    return last
+    except TimeoutError:
+        status = None if last is None else last.get("status")
+        raise TimeoutError(f"{name}: not there within {within}s; last status: {status}") from None
+    raise AssertionError("the watch ended")
+
+
+def open_gate(fifo: Path) -> None:
+    """Write the line a `serve_after` child waits for."""
+    with open(fifo, "w") as f:
+        f.write("go\n")
+
+
+def argv_of(pid: int) -> list[str]:
+    """The command line of `pid`, from /proc."""
+    return Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")[:-1]
