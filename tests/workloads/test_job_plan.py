@@ -1,0 +1,269 @@
+"""The Job plan, pure: completion, retries under back-off, the back-off limit, the
+deadline, spec changes, deletion and dependencies, by example and by property
+(hypothesis). Also the kind's schema and `desired_of`."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from setpoint.errors import Invalid
+from setpoint.model import Object
+from setpoint.workloads.job import (
+    JOB,
+    Action,
+    AttemptExit,
+    JobDesired,
+    JobObserved,
+    RetryBackoff,
+    desired_of,
+    plan,
+    retry_delay,
+)
+
+NOW = 1_000.0
+
+
+def failed_exit(code: int | None = 1, *, at: float = NOW) -> AttemptExit:
+    return AttemptExit(code, f"exited with code {code}", at)
+
+
+def test_first_start_is_a_fresh_run() -> None:
+    step = plan(JobDesired(1), JobObserved(), NOW)
+    assert step.action is Action.START
+    assert step.fresh
+    assert step.phase == "Running"
+    assert step.wait_seconds == 0
+    # With a deadline, the controller looks again when it falls due.
+    assert plan(JobDesired(1, active_deadline=30), JobObserved(), NOW).wait_seconds == 30
+
+
+def test_waits_for_dependencies_before_the_first_attempt() -> None:
+    step = plan(JobDesired(1), JobObserved(unmet="waiting for Process/db to be Ready"), NOW)
+    assert step.action is Action.WAIT
+    assert step.phase == "Waiting"
+    assert "Process/db" in step.reason
+
+
+def test_success_completes_and_is_not_rerun() -> None:
+    observed = JobObserved(generation=1, attempts=1, last_exit=AttemptExit(0, "exited", NOW))
+    step = plan(JobDesired(1), observed, NOW)
+    assert (step.action, step.phase, step.outcome) == (Action.NOTHING, "Succeeded", "Complete")
+    recorded = JobObserved(generation=1, attempts=1, finished="Complete")
+    assert plan(JobDesired(1), recorded, NOW + 1e6).action is Action.NOTHING
+
+
+def test_a_failure_backs_off_then_retries() -> None:
+    desired = JobDesired(1, backoff=RetryBackoff(10, 300))
+    observed = JobObserved(generation=1, attempts=1, failed=1, last_exit=failed_exit())
+    step = plan(desired, observed, NOW + 4)
+    assert step.action is Action.WAIT
+    assert step.phase == "Pending"
+    assert step.wait_seconds == pytest.approx(6)
+    step = plan(desired, observed, NOW + 10)
+    assert step.action is Action.START
+    assert not step.fresh
+
+
+def test_retry_delay_doubles_to_the_cap() -> None:
+    backoff = RetryBackoff(10, 300)
+    assert [retry_delay(n, backoff) for n in range(8)] == [0, 10, 20, 40, 80, 160, 300, 300]
+
+
+def test_failing_more_than_the_backoff_limit_fails() -> None:
+    observed = JobObserved(generation=1, attempts=3, failed=3, last_exit=failed_exit())
+    step = plan(JobDesired(1, backoff_limit=2), observed, NOW)
+    assert (step.action, step.phase, step.outcome) == (
+        Action.NOTHING,
+        "Failed",
+        "BackoffLimitExceeded",
+    )
+    assert "backoffLimit (2)" in step.reason
+
+
+def test_the_deadline_stops_a_running_attempt() -> None:
+    desired = JobDesired(1, active_deadline=30)
+    observed = JobObserved(running=True, generation=1, started_at=NOW, attempts=1)
+    step = plan(desired, observed, NOW + 10)
+    assert step.action is Action.NOTHING
+    assert step.wait_seconds == pytest.approx(20)  # look again at the deadline
+    step = plan(desired, observed, NOW + 30)
+    assert (step.action, step.phase, step.outcome) == (Action.STOP, "Failed", "DeadlineExceeded")
+
+
+def test_the_deadline_cuts_a_back_off_short() -> None:
+    desired = JobDesired(1, active_deadline=30, backoff=RetryBackoff(100, 300))
+    observed = JobObserved(
+        generation=1, started_at=NOW, attempts=1, failed=1, last_exit=failed_exit(at=NOW + 5)
+    )
+    step = plan(desired, observed, NOW + 5)
+    assert step.action is Action.WAIT
+    assert step.wait_seconds == pytest.approx(25)
+    step = plan(desired, observed, NOW + 30)
+    assert step.outcome == "DeadlineExceeded"
+    assert step.action is Action.NOTHING
+
+
+def test_a_spec_change_restarts_a_running_attempt_from_scratch() -> None:
+    step = plan(JobDesired(2), JobObserved(running=True, generation=1, attempts=3), NOW)
+    assert step.action is Action.RESTART
+    assert step.fresh
+    assert "generation 1 -> 2" in step.reason
+
+
+@pytest.mark.parametrize("finished", ["Complete", "BackoffLimitExceeded", "DeadlineExceeded"])
+def test_a_spec_change_reruns_a_finished_job(finished: str) -> None:
+    observed = JobObserved(generation=1, attempts=7, failed=7, finished=finished)  # type: ignore[arg-type]
+    step = plan(JobDesired(2), observed, NOW)
+    assert step.action is Action.START
+    assert step.fresh
+
+
+def test_deletion_stops_a_running_attempt() -> None:
+    step = plan(JobDesired(1, deleting=True), JobObserved(running=True, generation=1), NOW)
+    assert step.action is Action.STOP
+    step = plan(JobDesired(1, deleting=True), JobObserved(generation=1), NOW)
+    assert step.action is Action.NOTHING
+
+
+def test_desired_of_reads_the_wire_form_with_defaults() -> None:
+    obj: Object = {
+        "apiVersion": JOB.api_version,
+        "kind": "Job",
+        "metadata": {"name": "m", "namespace": "default", "generation": 3},
+        "spec": {"args": ["true"], "activeDeadlineSeconds": 60, "backoff": {"initialSeconds": 1}},
+    }
+    desired = desired_of(obj)
+    assert desired == JobDesired(3, 6, 60.0, RetryBackoff(1.0, 300.0), False)
+
+
+def test_the_schema_refuses_a_negative_backoff_limit() -> None:
+    obj: Object = {
+        "apiVersion": JOB.api_version,
+        "kind": "Job",
+        "metadata": {"name": "m", "namespace": "default"},
+        "spec": {"args": ["true"], "backoffLimit": -1},
+    }
+    with pytest.raises(Invalid, match="backoffLimit"):
+        JOB.validate(obj)
+
+
+# -- properties ------------------------------------------------------------------------
+
+outcomes = st.sampled_from([None, "Complete", "BackoffLimitExceeded", "DeadlineExceeded"])
+exits = st.builds(
+    AttemptExit,
+    st.one_of(st.none(), st.integers(0, 3)),
+    st.just("exited"),
+    st.floats(NOW - 1000, NOW + 1000),
+)
+desireds = st.builds(
+    JobDesired,
+    generation=st.integers(1, 3),
+    backoff_limit=st.integers(0, 8),
+    active_deadline=st.one_of(st.none(), st.floats(0.5, 1000)),
+    backoff=st.builds(RetryBackoff, st.floats(0.01, 50), st.floats(0.01, 500)),
+    deleting=st.booleans(),
+)
+observeds = st.builds(
+    JobObserved,
+    running=st.booleans(),
+    generation=st.one_of(st.none(), st.integers(1, 3)),
+    started_at=st.one_of(st.none(), st.floats(NOW - 2000, NOW)),
+    attempts=st.integers(0, 10),
+    failed=st.integers(0, 10),
+    last_exit=st.one_of(st.none(), exits),
+    finished=outcomes,
+    unmet=st.one_of(st.none(), st.just("waiting for Process/db to be Ready")),
+)
+
+
+@given(desireds, observeds, st.floats(NOW - 100, NOW + 5000))
+def test_plans_are_sane(desired: JobDesired, observed: JobObserved, now: float) -> None:
+    step = plan(desired, observed, now)
+    assert step.wait_seconds >= 0
+    if observed.running:
+        assert step.action is not Action.START  # never two attempts at once
+        if step.action is Action.RESTART:
+            assert observed.generation != desired.generation
+    if desired.deleting:
+        assert step.action in (Action.STOP, Action.NOTHING)
+    if step.action in (Action.START, Action.RESTART) and not step.fresh:
+        assert observed.unmet is None
+    same_run = observed.generation == desired.generation
+    succeeded = observed.finished == "Complete" or (
+        observed.last_exit is not None and observed.last_exit.succeeded
+    )
+    if same_run and not observed.running and succeeded and observed.finished in (None, "Complete"):
+        assert step.action is Action.NOTHING  # a success is never run again
+    if same_run and not observed.running and observed.finished is not None:
+        assert step.action is Action.NOTHING
+
+
+@given(
+    st.integers(0, 6),
+    st.lists(st.one_of(st.none(), st.integers(0, 2)), min_size=1, max_size=20),
+    st.one_of(st.none(), st.floats(1, 500)),
+    st.lists(st.floats(0, 100), min_size=20, max_size=20),
+)
+def test_a_run_never_exceeds_backoff_limit_plus_one_attempts(
+    backoff_limit: int,
+    codes: list[int | None],
+    deadline: float | None,
+    durations: list[float],
+) -> None:
+    """Drive the plan as the controller would, each attempt ending with the next code
+    (None: killed) after the next duration; the run ends, within the limits."""
+    desired = JobDesired(1, backoff_limit, deadline, RetryBackoff(10, 300))
+    observed = JobObserved()
+    now = NOW
+    outcome = None
+    for i in range(200):
+        step = plan(desired, observed, now)
+        assert step.wait_seconds >= 0
+        if step.action is Action.START:
+            assert not observed.running
+            attempts = 1 if step.fresh else observed.attempts + 1
+            started = now if step.fresh else observed.started_at
+            observed = JobObserved(
+                running=True, generation=1, started_at=started, attempts=attempts,
+                failed=0 if step.fresh else observed.failed,
+            )  # fmt: skip
+            assert observed.attempts <= backoff_limit + 1
+            now += durations[i % len(durations)]
+            code = codes[(observed.attempts - 1) % len(codes)]
+            if deadline is not None and now >= observed.started_at + deadline:  # type: ignore[operator]
+                now = observed.started_at + deadline  # type: ignore[operator]
+                continue  # the deadline comes first: the next look stops it
+            failed = observed.failed + (0 if code == 0 else 1)
+            observed = JobObserved(
+                generation=1, started_at=observed.started_at, attempts=observed.attempts,
+                failed=failed, last_exit=AttemptExit(code, "exited", now),
+            )  # fmt: skip
+        elif step.action is Action.STOP:
+            assert step.outcome == "DeadlineExceeded"
+            observed = JobObserved(
+                generation=1, started_at=observed.started_at, attempts=observed.attempts,
+                failed=observed.failed + 1, last_exit=AttemptExit(None, "killed", now),
+                finished="DeadlineExceeded",
+            )  # fmt: skip
+        elif step.action is Action.WAIT:
+            assert step.wait_seconds > 0
+            now += step.wait_seconds
+        else:
+            assert step.action is Action.NOTHING
+            assert step.outcome is not None
+            outcome = step.outcome
+            break
+        assert observed.failed <= backoff_limit + 1
+    assert outcome is not None, "the run never ended"
+    assert observed.attempts <= backoff_limit + 1
+    if outcome == "BackoffLimitExceeded":
+        assert observed.failed == backoff_limit + 1
+    # Once ended, it stays ended however much time passes.
+    ended = JobObserved(
+        generation=1, started_at=observed.started_at, attempts=observed.attempts,
+        failed=observed.failed, last_exit=observed.last_exit, finished=outcome,
+    )  # fmt: skip
+    assert plan(desired, ended, now + 1e6).action is Action.NOTHING
