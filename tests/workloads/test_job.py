@@ -8,6 +8,7 @@ deadline timing runs on a `ManualClock`. Every child is stopped at the end of it
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -375,3 +376,25 @@ async def test_a_new_engine_adopts_the_running_attempt(tmp_path: Path) -> None:
     finally:
         if pid is not None and is_alive(pid):
             kill_group(pid)
+
+
+async def test_a_process_waits_for_a_job_to_complete(world: World, tmp_path: Path) -> None:
+    """`web dependsOn migrate Complete`: the Process starts only once the Job completed, woken
+    by the Job's change (no resync)."""
+    store = world.harness.store
+    marker = tmp_path / "migrated"
+    gate = tmp_path / "gate"
+    os.mkfifo(gate)
+    migrate = python(f"open({str(gate)!r}).readline(); open({str(marker)!r}, 'w').close()")
+    await store.create(job("migrate", migrate))
+    web = process("web", python(SLEEP_FOREVER))
+    web["spec"]["dependsOn"] = [{"kind": "Job", "name": "migrate", "condition": "Complete"}]
+    await store.create(web)
+    waiting = await wait_for(store, "web", lambda o: condition(o, "Ready").get("reason")
+                             == "WaitingForDependency")  # fmt: skip
+    assert "Job/migrate" in condition(waiting, "Ready")["message"]
+    await wait_for_job(store, "migrate", running)
+    open_gate(gate)
+    started = await wait_for(store, "web", running)
+    assert marker.exists()
+    assert started is not None

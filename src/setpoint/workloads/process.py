@@ -59,7 +59,7 @@ from pydantic import Field, model_validator
 from pydantic_core import PydanticCustomError
 
 from setpoint.clock import SYSTEM_CLOCK, Clock, parse_rfc3339
-from setpoint.errors import Error, Invalid, NotFound, TerminalError
+from setpoint.errors import Error, Invalid, NotFound, TerminalError, UnknownKind
 from setpoint.model import READY, Object, Schema, register_kind, set_condition
 from setpoint.runtime.controller import Controller
 from setpoint.runtime.events import EventRecorder
@@ -851,13 +851,16 @@ class ProcessController:
         `dependsOn` index and watch, and the orphan collector; return the controller."""
         cache = manager.cache(PROCESS)
         cache.add_index(DEPENDS_ON_INDEX, dependency_keys)
-        controller = (
+        builder = (
             manager.controller("process")
             .for_(PROCESS, predicates=[generation_changed])
             .watches(PROCESS, dependents_of(cache))
             .max_concurrent(MAX_CONCURRENT)  # one child's slow stop must not hold up the rest
-            .complete(self)
         )
+        with contextlib.suppress(UnknownKind):  # a Process may wait on a Job, when Jobs exist
+            job = manager.store.registry.get(PROCESS.api_version, "Job")
+            builder.watches(job, dependents_of(cache))
+        controller = builder.complete(self)
         self.controller = controller
         manager.add_runnable(self.collect_orphans)
         return controller
