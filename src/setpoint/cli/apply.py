@@ -4,6 +4,10 @@
 today): it owns what the user declares (everything but `metadata` and
 `status`, plus labels and annotations) and leaves the rest of the stored
 object (status, finalizers, owner references) as it is.
+
+`refuse_dependency_cycles` is checked by every writer of manifests (`apply`,
+`up`) before anything is written: a `spec.dependsOn` cycle among the objects
+being applied and those already stored is refused as `Invalid`, naming it.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import argparse
 import copy
 import sys
+from collections.abc import Sequence
 from typing import Literal
 
 from setpoint.cli.context import Context
@@ -19,6 +24,7 @@ from setpoint.cli.render import object_ref
 from setpoint.errors import AlreadyExists, Conflict, Error, Invalid, NotFound, UnknownKind
 from setpoint.model import Kind, Object, Registry
 from setpoint.store.base import Store
+from setpoint.workloads.dependencies import find_cycle
 
 ApplyResult = Literal["created", "configured", "unchanged"]
 
@@ -119,6 +125,72 @@ def check_manifests(
     return ok, problems
 
 
+WORKLOAD_KINDS = ("Process", "Job", "Deployment")
+"""Kinds whose stored objects' `spec.dependsOn` count towards cycles (those registered)."""
+
+
+async def refuse_dependency_cycles(store: Store, objects: Sequence[Object]) -> None:
+    """Raise `Invalid` (`dependsOn cycle: Process/a -> Process/b -> Process/a`) if applying
+    `objects` would close a `spec.dependsOn` cycle with them and the stored workloads.
+
+    Reads only. An object being applied replaces the stored one of the same name.
+    """
+    edges: dict[_Node, list[_Node]] = {}
+    for kind_name in WORKLOAD_KINDS:
+        try:
+            kind = store.registry.resolve(kind_name)
+        except (UnknownKind, Invalid):
+            continue
+        items, _ = await store.list(kind.api_version, kind.kind)
+        for item in items:
+            _add_edges(store.registry, item, edges)
+    for obj in objects:
+        _add_edges(store.registry, obj, edges)
+    keyed = {_key(n): [_key(t) for t in targets] for n, targets in edges.items()}
+    names = {_key(n): n for n in edges} | {_key(t): t for ts in edges.values() for t in ts}
+    cycle = find_cycle(keyed)
+    if cycle is None:
+        return
+    nodes = [names[k] for k in cycle]
+    one_namespace = len({namespace for _, namespace, _ in nodes}) == 1
+    path = " -> ".join(
+        f"{kind}/{name}" if one_namespace else f"{kind}/{namespace}/{name}"
+        for kind, namespace, name in nodes
+    )
+    raise Invalid(f"dependsOn cycle: {path}; remove one of these dependencies; nothing was applied")
+
+
+_Node = tuple[str, str, str]
+"""(kind, namespace, name) of a workload in the dependency graph."""
+
+
+def _key(node: _Node) -> str:
+    return "/".join(node)
+
+
+def _add_edges(registry: Registry, obj: Object, edges: dict[_Node, list[_Node]]) -> None:
+    spec = obj.get("spec")
+    meta = obj.get("metadata") or {}
+    entries = spec.get("dependsOn") if isinstance(spec, dict) else None
+    kind = _kind_name(registry, str(obj.get("kind", "")))
+    node = (kind, str(meta.get("namespace") or "default"), str(meta.get("name", "")))
+    targets: list[_Node] = []
+    for entry in entries if isinstance(entries, list) else []:
+        if isinstance(entry, dict) and entry.get("kind") and entry.get("name"):
+            namespace = str(entry.get("namespace") or node[1])
+            kind_name = _kind_name(registry, str(entry["kind"]))
+            targets.append((kind_name, namespace, str(entry["name"])))
+    edges[node] = targets  # an applied object's edges replace the stored ones
+
+
+def _kind_name(registry: Registry, name: str) -> str:
+    """`Process` for `Process`, `process`, `proc` ...; a name no kind answers to stays as is."""
+    try:
+        return registry.resolve(name).kind
+    except (UnknownKind, Invalid):
+        return name
+
+
 def add_parser(
     verbs: argparse._SubParsersAction[argparse.ArgumentParser],
     parents: list[argparse.ArgumentParser],
@@ -155,6 +227,7 @@ async def run(ctx: Context, args: argparse.Namespace) -> int:
         return 1
     status = 0
     async with ctx.open_store() as store:
+        await refuse_dependency_cycles(store, [obj for _, _, obj in checked])
         for manifest, kind, obj in checked:
             ref = object_ref(kind, obj["metadata"]["name"])
             try:

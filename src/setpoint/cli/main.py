@@ -14,12 +14,15 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from setpoint.cli import apply, delete, describe, events, get
+from setpoint.cli import apply, delete, describe, events, get, logs, up
 from setpoint.cli.context import DEFAULT_STORE, Context
 from setpoint.cli.load import KINDS_HINT, load_kinds
 from setpoint.errors import Error, UnknownKind
 from setpoint.model import REGISTRY
 from setpoint.runtime import EVENT, LEASE  # noqa: F401  registers the built-in kinds
+from setpoint.workloads import process  # noqa: F401  registers Process
+
+up.import_job_module()  # registers Job, when that kind exists
 
 
 class _Parser(argparse.ArgumentParser):
@@ -66,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
         title="verbs", metavar="VERB", required=True, parser_class=_Parser
     )
     parents = [_global_options("_after")]
-    for verb in (apply, get, describe, events, delete):
+    for verb in (apply, get, describe, events, delete, logs, up):
         verb.add_parser(verbs, parents)
     return parser
 

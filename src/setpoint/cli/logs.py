@@ -1,0 +1,165 @@
+"""`setpoint logs NAME [-f] [--tail N]`: print a Process's (or Job's) output from its log file.
+
+The file is `<log_dir>/<namespace>_<name>.log`, `log_dir` being where `setpoint up`
+on the same store puts logs (`setpoint.cli.up.workspace_of`). Without `--tail` the
+rotated files (`.log.3`, `.log.2`, `.log.1`) come first, oldest first; `--tail N`
+prints the last N lines of them all. `-f` then follows the file, reading it every
+0.2 s and reopening it when it is rotated, until Ctrl-C or SIGTERM (exit 0). Reads
+files only: no store, no processes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from pathlib import Path
+from typing import BinaryIO
+
+from setpoint.cli.context import Context, until_signalled
+from setpoint.cli.up import workspace_of
+from setpoint.errors import Invalid, NotFound
+
+FOLLOW_SECONDS = 0.2
+"""How often `-f` reads the log file again."""
+
+
+def add_parser(
+    verbs: argparse._SubParsersAction[argparse.ArgumentParser],
+    parents: list[argparse.ArgumentParser],
+) -> None:
+    p = verbs.add_parser(
+        "logs",
+        parents=parents,
+        help="print the output of a Process or Job",
+        description="Print the output of a Process or Job run by `setpoint up` on this "
+        "store: its log file, rotated files first; -f follows it.",
+    )
+    p.add_argument("name", metavar="NAME", help="the Process or Job (also KIND/NAME)")
+    p.add_argument("-f", "--follow", action="store_true", help="keep printing new output")
+    p.add_argument("--tail", type=int, metavar="N", help="only the last N lines")
+    p.set_defaults(run=run)
+
+
+def log_files(log_dir: Path, namespace: str, name: str) -> list[Path]:
+    """The existing files of one log, oldest first (`.log.N` ... `.log.1`, `.log`)."""
+    current = log_dir / f"{namespace}_{name}.log"
+    rotated: list[tuple[int, Path]] = []
+    for path in log_dir.glob(f"{current.name}.*"):
+        suffix = path.name[len(current.name) + 1 :]
+        if suffix.isdigit():
+            rotated.append((int(suffix), path))
+    files = [p for _, p in sorted(rotated, reverse=True)]
+    return [*files, current] if current.is_file() else files
+
+
+def last_lines(chunks: list[bytes], count: int) -> bytes:
+    """The last `count` lines of the concatenation of `chunks` (pure)."""
+    if count <= 0:
+        return b""
+    data = b"".join(chunks)
+    lines = data.splitlines(keepends=True)
+    return b"".join(lines[-count:])
+
+
+async def run(ctx: Context, args: argparse.Namespace) -> int:
+    name = args.name.rpartition("/")[2]
+    if not name:
+        raise Invalid(f"{args.name!r}: want NAME or KIND/NAME")
+    if args.tail is not None and args.tail < 0:
+        raise Invalid("--tail: want a number of lines, 0 or more")
+    log_dir = workspace_of(ctx.store_url).log_dir
+    files = log_files(log_dir, ctx.namespace, name)
+    current = log_dir / f"{ctx.namespace}_{name}.log"
+    if not files:
+        raise NotFound(
+            f'no log for "{name}" in namespace "{ctx.namespace}" ({current} does not exist; '
+            "logs exist once `setpoint up` has started it)"
+        )
+    out = sys.stdout.buffer
+    if not args.follow:
+        _print(files, args.tail, out)
+        return 0
+    # The signal handlers go in first: a signal right after the first lines still ends it cleanly.
+    return await until_signalled(_print_and_follow(files, args.tail, current, out))
+
+
+def _print(files: list[Path], tail: int | None, out: BinaryIO) -> None:
+    if tail is not None:
+        out.write(last_lines(_tail_chunks(files, tail), tail))
+    else:
+        for path in files:
+            out.write(path.read_bytes())
+    out.flush()
+
+
+async def _print_and_follow(
+    files: list[Path], tail: int | None, current: Path, out: BinaryIO
+) -> int:
+    _print(files, tail, out)
+    return await _follow(current, out)
+
+
+def _tail_chunks(files: list[Path], count: int) -> list[bytes]:
+    """Enough of `files` (newest last) to hold their last `count` lines."""
+    chunks: list[bytes] = []
+    lines = 0
+    for path in reversed(files):
+        data = path.read_bytes()
+        chunks.insert(0, data)
+        lines += data.count(b"\n")
+        if lines > count:
+            break
+    return chunks
+
+
+async def _follow(path: Path, out: BinaryIO) -> int:
+    """Print what is appended to `path` until cancelled, across rotations."""
+    f: BinaryIO | None = _open_at_end(path)
+    try:
+        while True:
+            await asyncio.sleep(FOLLOW_SECONDS)
+            if f is not None:
+                _copy(f, out)
+                if _replaced(f, path):
+                    f.close()
+                    f = None
+            if f is None:
+                f = _open(path)
+                if f is not None:
+                    _copy(f, out)
+    finally:
+        if f is not None:
+            f.close()
+
+
+def _open(path: Path) -> BinaryIO | None:
+    try:
+        return open(path, "rb")  # closed by _follow
+    except FileNotFoundError:
+        return None
+
+
+def _open_at_end(path: Path) -> BinaryIO | None:
+    f = _open(path)
+    if f is not None:
+        f.seek(0, os.SEEK_END)
+    return f
+
+
+def _copy(f: BinaryIO, out: BinaryIO) -> None:
+    if os.fstat(f.fileno()).st_size < f.tell():
+        f.seek(0)  # truncated: start again
+    data = f.read()
+    if data:
+        out.write(data)
+        out.flush()
+
+
+def _replaced(f: BinaryIO, path: Path) -> bool:
+    """Whether `path` is no longer the file `f` reads (rotated away)."""
+    try:
+        return os.stat(path).st_ino != os.fstat(f.fileno()).st_ino
+    except FileNotFoundError:
+        return True
