@@ -412,3 +412,45 @@ async def test_a_dependency_failing_later_keeps_the_dependent_running(world: Wor
     assert obj["status"]["pid"] == pid_b
     assert obj["status"]["phase"] == "Running"
     assert is_alive(pid_b)
+
+
+async def test_a_clean_engine_stop_starts_afresh_next_time(tmp_path: Path) -> None:
+    """After `stop_all` (a graceful engine stop) the status says so, and the next engine
+    starts the process again without counting a restart or backing off."""
+    url = f"sqlite:///{tmp_path / 'state.db'}"
+    state_dir, log_dir = tmp_path / "state", tmp_path / "logs"
+    async with Harness(url=url) as harness:
+        first = ProcessController(
+            harness.store,
+            harness.manager.event_recorder("process-controller"),
+            ProcessSettings(state_dir, log_dir),
+        )
+        first.attach(harness.manager)
+        await harness.start()
+        await harness.store.create(process("web", python(SLEEP_FOREVER)))
+        obj = await wait_for(harness.store, "web", running)
+        assert obj is not None
+        pid = obj["status"]["pid"]
+        await harness.stop()
+        await first.stop_all(grace=1.0)
+        await wait_pid_gone(pid)
+        stopped = await harness.store.get(PROCESS.api_version, PROCESS.kind, "web", "default")
+        assert "pid" not in stopped["status"]
+        assert condition(stopped, "Ready")["reason"] == "EngineStopped"
+
+    async with Harness(url=url) as harness:
+        second = ProcessController(
+            harness.store,
+            harness.manager.event_recorder("process-controller"),
+            ProcessSettings(state_dir, log_dir),
+        )
+        second.attach(harness.manager)
+        await harness.start()
+        try:
+            again = await wait_for(harness.store, "web", running)
+            assert again is not None
+            assert again["status"]["pid"] != pid
+            assert again["status"]["restarts"] == 0
+        finally:
+            await harness.stop()
+            await second.stop_all(grace=1.0)

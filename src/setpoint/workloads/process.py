@@ -59,7 +59,7 @@ from pydantic import Field, model_validator
 from pydantic_core import PydanticCustomError
 
 from setpoint.clock import SYSTEM_CLOCK, Clock, parse_rfc3339
-from setpoint.errors import Error, Invalid, NotFound, TerminalError, UnknownKind
+from setpoint.errors import Conflict, Error, Invalid, NotFound, TerminalError, UnknownKind
 from setpoint.model import READY, Object, Schema, register_kind, set_condition
 from setpoint.runtime.controller import Controller
 from setpoint.runtime.events import EventRecorder
@@ -866,10 +866,34 @@ class ProcessController:
         return controller
 
     async def stop_all(self, grace: float = 10.0) -> None:
-        """Stop every child this controller supervises (for a full shutdown)."""
-        children = list(self._table.values())
+        """Stop every child this controller supervises (for a full shutdown), and record in
+        each status that it was stopped with the engine, so the next engine starts it afresh
+        (no restart counted, no back-off) rather than as a child that died unseen."""
+        children = list(self._table.items())
         self._table.clear()
-        await asyncio.gather(*(self._stop(c, grace) for c in children), return_exceptions=True)
+        await asyncio.gather(*(self._stop(c, grace) for _, c in children), return_exceptions=True)
+        for (namespace, name), _ in children:
+            with contextlib.suppress(Error):
+                await self._mark_stopped(namespace, name)
+
+    async def _mark_stopped(self, namespace: str, name: str) -> None:
+        for _ in range(3):
+            obj = await self.store.get(PROCESS.api_version, PROCESS.kind, name, namespace)
+            status = dict(obj.get("status") or {})
+            for field_ in ("pid", "startTime", "startedGeneration", "lastExit", "nextStartAt"):
+                status.pop(field_, None)
+            status["phase"] = "Pending"
+            status["recentRestarts"] = 0
+            now = self.clock.now()
+            for type_ in (STARTED, READY):
+                set_condition(status, type_, False, reason="EngineStopped",
+                              message="stopped with the engine", now=now)  # fmt: skip
+            obj["status"] = status
+            try:
+                await self.store.update_status(obj)
+                return
+            except Conflict:
+                continue
 
     async def detach(self) -> None:
         """Stop watching every child but leave them running (as an engine that dies would);
