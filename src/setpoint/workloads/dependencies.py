@@ -11,7 +11,10 @@
   `Kind/namespace/name` for each dependency of `obj`; `dependents_of(cache)` maps a
   changed object to requests for the objects (in `cache`) that depend on it.
 
-Pure: no I/O, no clock. `lookup` and the cache are read, never written.
+* `unmet_in_store(store, obj)` is `unmet` over the objects as the store has them now.
+
+Pure but for `unmet_in_store` (store reads): no other I/O, no clock. `lookup` and
+the cache are read, never written.
 """
 
 from __future__ import annotations
@@ -21,9 +24,11 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from setpoint.errors import Invalid, NotFound
 from setpoint.model import Object, Schema, get_condition
 from setpoint.runtime.cache import Cache
 from setpoint.runtime.reconciler import Request
+from setpoint.store import Store
 
 __all__ = [
     "DEPENDS_ON_INDEX",
@@ -142,3 +147,24 @@ def dependents_of(cache: Cache) -> Callable[[Object], Iterable[Request]]:
             yield Request(dmeta["name"], dmeta.get("namespace") or "")
 
     return mapper
+
+
+async def unmet_in_store(store: Store, obj: Object) -> str | None:
+    """`unmet` for `obj`'s `spec.dependsOn`, reading each dependency from `store` as it is
+    now (an unknown kind or a missing object counts as unmet)."""
+    entries = (obj.get("spec") or {}).get("dependsOn") or []
+    if not entries:
+        return None
+    deps = [Dependency.model_validate(e) for e in entries]
+    own = obj["metadata"].get("namespace") or "default"
+    found: dict[tuple[str, str, str], Object | None] = {}
+    for dep in deps:
+        namespace = dep.namespace or own
+        try:
+            kind = store.registry.resolve(dep.kind)
+            found[(dep.kind, dep.name, namespace)] = await store.get(
+                kind.api_version, kind.kind, dep.name, namespace if kind.namespaced else None
+            )
+        except (NotFound, Invalid):
+            found[(dep.kind, dep.name, namespace)] = None
+    return unmet(deps, lambda k, n, ns: found.get((k, n, ns)), namespace=own)

@@ -74,7 +74,7 @@ from setpoint.workloads.dependencies import (
     Dependency,
     dependency_keys,
     dependents_of,
-    unmet,
+    unmet_in_store,
 )
 from setpoint.workloads.probes import (
     Probe,
@@ -564,7 +564,7 @@ class ProcessController:
     ) -> Observed:
         """Fold what the table knows into `status` (a finished child's exit), then
         describe the world for `plan`."""
-        unmet_message = await self._unmet(obj)
+        unmet_message = await unmet_in_store(self.store, obj)
         recent = int(status.get("recentRestarts", 0))
         if child is not None and child.exit is None:
             return Observed(
@@ -621,24 +621,6 @@ class ProcessController:
             last["signal"] = exit_.signal
         status["lastExit"] = last
         status.pop("pid", None)
-
-    async def _unmet(self, obj: Object) -> str | None:
-        entries = obj["spec"].get("dependsOn") or []
-        if not entries:
-            return None
-        deps = [Dependency.model_validate(e) for e in entries]
-        own = obj["metadata"].get("namespace") or "default"
-        found: dict[tuple[str, str, str], Object | None] = {}
-        for dep in deps:
-            namespace = dep.namespace or own
-            try:
-                kind = self.store.registry.resolve(dep.kind)
-                found[(dep.kind, dep.name, namespace)] = await self.store.get(
-                    kind.api_version, kind.kind, dep.name, namespace if kind.namespaced else None
-                )
-            except (NotFound, Invalid):
-                found[(dep.kind, dep.name, namespace)] = None
-        return unmet(deps, lambda k, n, ns: found.get((k, n, ns)), namespace=own)
 
     # -- apply -----------------------------------------------------------------------
 
