@@ -17,7 +17,9 @@ from setpoint.errors import Invalid
 def encode(obj: Any) -> bytes:
     """`obj` as compact JSON; `Invalid` if it holds something JSON cannot (a set, NaN...)."""
     try:
-        return orjson.dumps(obj)
+        # A copy: orjson's own bytes keep an 8 KiB allocation for a 1 KiB object, which
+        # caches and the memory store would hold for as long as the object lives.
+        return bytes(memoryview(orjson.dumps(obj)))
     except orjson.JSONEncodeError as exc:
         raise Invalid(f"not representable as JSON: {exc}") from None
 
