@@ -20,9 +20,7 @@ from setpoint.cli.load import KINDS_HINT, load_kinds
 from setpoint.errors import Error, UnknownKind
 from setpoint.model import REGISTRY
 from setpoint.runtime import EVENT, LEASE  # noqa: F401  registers the built-in kinds
-from setpoint.workloads import process  # noqa: F401  registers Process
-
-up.import_job_module()  # registers Job, when that kind exists
+from setpoint.workloads import job, process  # noqa: F401  registers Process and Job
 
 
 class _Parser(argparse.ArgumentParser):

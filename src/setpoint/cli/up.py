@@ -13,8 +13,7 @@ every child (SIGTERM, then SIGKILL after the longest `terminationGracePeriodSeco
 and exits 0. A further signal while stopping is ignored. If `up` dies without stopping
 (SIGKILL, a crash) the children keep running and the next `up` re-adopts them.
 
-The Job controller (`setpoint.workloads.job`) is run when that module exists; its
-attempts are stopped along with the Processes.
+Job attempts are stopped along with the Processes.
 """
 
 from __future__ import annotations
@@ -22,14 +21,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import importlib
-import importlib.util
 import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
-from typing import Any
 from urllib.parse import urlsplit
 
 from setpoint.cli.apply import apply_object, check_manifests, refuse_dependency_cycles
@@ -41,9 +36,9 @@ from setpoint.errors import Invalid
 from setpoint.model import Kind, Object
 from setpoint.runtime.manager import Manager, ManagerOptions
 from setpoint.store.base import Store
+from setpoint.workloads.job import JOB, JobController, JobSettings
 from setpoint.workloads.process import PROCESS, ProcessController, ProcessSettings
 
-JOB_MODULE = "setpoint.workloads.job"
 WORKSPACE = Path(".setpoint")
 DEFAULT_GRACE = 30.0
 """Seconds a child gets between SIGTERM and SIGKILL when no Process says otherwise."""
@@ -66,13 +61,6 @@ def workspace_of(store_url: str) -> Workspace:
         path = store_url.split("://", 1)[1].split("?", 1)[0][1:]
         base = Path(path).parent
     return Workspace(base / "run", base / "run" / "jobs", base / "logs")
-
-
-def import_job_module() -> ModuleType | None:
-    """`setpoint.workloads.job` (registering the Job kind) if it exists, else None."""
-    if importlib.util.find_spec(JOB_MODULE) is None:
-        return None
-    return importlib.import_module(JOB_MODULE)
 
 
 def add_parser(
@@ -117,11 +105,14 @@ async def _run_engine(store: Store, objects: list[tuple[Kind, Object]], ws: Work
         clock=manager.clock,
     )
     processes.attach(manager)
-    shown = [PROCESS]
-    jobs = _attach_jobs(manager, ws)
-    if jobs is not None:
-        with contextlib.suppress(Invalid):
-            shown.append(store.registry.resolve("Job"))
+    jobs = JobController(
+        store,
+        manager.event_recorder("job-controller"),
+        JobSettings(ws.job_state_dir, ws.log_dir),
+        clock=manager.clock,
+    )
+    jobs.attach(manager)
+    shown = [PROCESS, JOB]
     board = StatusBoard()
     for kind in shown:
         manager.informer(kind).add_handler(board.on_change)
@@ -137,8 +128,7 @@ async def _run_engine(store: Store, objects: list[tuple[Kind, Object]], ws: Work
         except BaseException:
             # Not a graceful stop: leave the children running for the next `up` to adopt.
             await processes.detach()
-            if jobs is not None:
-                await jobs.detach()
+            await jobs.detach()
             raise
         finally:
             view.cancel()
@@ -147,32 +137,13 @@ async def _run_engine(store: Store, objects: list[tuple[Kind, Object]], ws: Work
         grace = _grace(manager, shown)
         if processes.pids():
             print(f"stopping {len(processes.pids())} processes ...", file=sys.stderr, flush=True)
-        stopping = [processes.stop_all(grace)]
-        if jobs is not None:
-            stopping.append(jobs.stop_all(grace))
-        await asyncio.gather(*stopping)
+        await asyncio.gather(processes.stop_all(grace), jobs.stop_all(grace))
     finally:
         _restore_signals()
     if not signalled.is_set():
         print("error: the engine stopped by itself; see the messages above", file=sys.stderr)
         return 1
     return 0
-
-
-def _attach_jobs(manager: Manager, ws: Workspace) -> Any:
-    """The Job controller (a `JobController`: it has `stop_all` and `detach`) attached to
-    `manager`, or None when there is no Job kind."""
-    module = import_job_module()
-    if module is None:
-        return None
-    jobs = module.JobController(
-        manager.store,
-        manager.event_recorder("job-controller"),
-        module.JobSettings(ws.job_state_dir, ws.log_dir),
-        clock=manager.clock,
-    )
-    jobs.attach(manager)
-    return jobs
 
 
 def _grace(manager: Manager, kinds: list[Kind]) -> float:
