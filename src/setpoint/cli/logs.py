@@ -97,8 +97,19 @@ def _print(files: list[Path], tail: int | None, out: BinaryIO) -> None:
 async def _print_and_follow(
     files: list[Path], tail: int | None, current: Path, out: BinaryIO
 ) -> int:
-    _print(files, tail, out)
-    return await _follow(current, out)
+    """Print, then follow from exactly where the printing stopped: the current file is
+    opened first and read through that handle, so a line appended meanwhile is not lost."""
+    f = _open(current)
+    head = f.read() if f is not None else b""
+    older = [path for path in files if path != current]
+    if tail is None:
+        for path in older:
+            out.write(path.read_bytes())
+        out.write(head)
+    else:
+        out.write(last_lines([*_tail_chunks(older, tail), head], tail))
+    out.flush()
+    return await _follow(current, out, f)
 
 
 def _tail_chunks(files: list[Path], count: int) -> list[bytes]:
@@ -114,9 +125,9 @@ def _tail_chunks(files: list[Path], count: int) -> list[bytes]:
     return chunks
 
 
-async def _follow(path: Path, out: BinaryIO) -> int:
-    """Print what is appended to `path` until cancelled, across rotations."""
-    f: BinaryIO | None = _open_at_end(path)
+async def _follow(path: Path, out: BinaryIO, f: BinaryIO | None) -> int:
+    """Print what is appended to `path` (read through `f`, if open) until cancelled, across
+    rotations."""
     try:
         while True:
             await asyncio.sleep(FOLLOW_SECONDS)
@@ -139,13 +150,6 @@ def _open(path: Path) -> BinaryIO | None:
         return open(path, "rb")  # closed by _follow
     except FileNotFoundError:
         return None
-
-
-def _open_at_end(path: Path) -> BinaryIO | None:
-    f = _open(path)
-    if f is not None:
-        f.seek(0, os.SEEK_END)
-    return f
 
 
 def _copy(f: BinaryIO, out: BinaryIO) -> None:
