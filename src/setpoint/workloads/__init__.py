@@ -3,8 +3,8 @@
 `probes` (Kubernetes exec/httpGet/tcpSocket probes: schemas, a pure threshold
 state machine, runners), `supervisor` (child processes in their own process
 groups: start, exit notification, graceful stop, logs, re-adoption),
-`dependencies` (`dependsOn`: pure evaluation and cycle detection) and
-`process` (the `Process` kind and its controller). Each controller keeps
-observe -> plan -> apply apart; plan functions are pure. Job and Deployment
-come next.
+`dependencies` (`dependsOn`: pure evaluation and cycle detection), `children`
+(the table of supervised children both controllers keep), `process` and `job`
+(the `Process` and `Job` kinds and their controllers). Each controller keeps
+observe -> plan -> apply apart; plan functions are pure. Deployment comes next.
 """

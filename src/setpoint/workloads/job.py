@@ -58,14 +58,13 @@ import contextlib
 import copy
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field
 
-from setpoint.clock import SYSTEM_CLOCK, Clock, parse_rfc3339
+from setpoint.clock import SYSTEM_CLOCK, Clock
 from setpoint.errors import Error, Invalid, NotFound, TerminalError
 from setpoint.model import (
     READY,
@@ -84,6 +83,14 @@ from setpoint.runtime.predicates import generation_changed
 from setpoint.runtime.reconciler import Request, Result
 from setpoint.store import Store
 from setpoint.workloads import supervisor
+from setpoint.workloads.children import (
+    ChildTable,
+    Key,
+    Supervised,
+    parse_time,
+    record_exit,
+    timestamp,
+)
 from setpoint.workloads.dependencies import (
     DEPENDS_ON_INDEX,
     Dependency,
@@ -397,21 +404,6 @@ def _conditions(step: JobPlan) -> tuple[bool, str, str]:
 # -- the controller -------------------------------------------------------------------
 
 
-def _timestamp(ts: float) -> str:
-    """RFC 3339 with milliseconds (back-off needs better than whole seconds)."""
-    text = datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds")
-    return text.replace("+00:00", "Z")
-
-
-def _parse_time(value: Any) -> float | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return parse_rfc3339(value)
-    except ValueError:
-        return None
-
-
 @dataclass(frozen=True, slots=True)
 class JobSettings:
     """Where attempts' state files (`state_dir`, not shared with the Process controller)
@@ -421,31 +413,14 @@ class JobSettings:
     log_dir: Path
 
 
-@dataclass(eq=False)
-class _Attempt:
-    """One running (or just ended) attempt, in the controller's table."""
-
-    handle: supervisor.Running | supervisor.Adopted
-    generation: int
-    exit: supervisor.Exit | None = None
-    finished_at: float | None = None
-    cleaned: bool = False
-    tasks: list[asyncio.Task[None]] = field(default_factory=list)
-
-    def cancel_tasks(self) -> None:
-        for task in self.tasks:
-            task.cancel()
-
-
-Key = tuple[str, str]
-
-
-class JobController:
+class JobController(ChildTable[Supervised]):
     """Runs each Job to completion as its spec says (see the module docstring).
 
     `reconcile(request)` is the one entry point. `controller` must be set (by `attach`)
     before the manager runs, so that exits enqueue the object.
     """
+
+    kind_label = "Job"
 
     def __init__(
         self,
@@ -455,13 +430,10 @@ class JobController:
         *,
         clock: Clock = SYSTEM_CLOCK,
     ) -> None:
+        super().__init__(settings.state_dir, clock)
         self.store = store
         self.events = events
         self.settings = settings
-        self.clock = clock
-        self.controller: Controller | None = None
-        self._table: dict[Key, _Attempt] = {}
-        self._orphans_collected = asyncio.Event()
 
     # -- the reconciler --------------------------------------------------------------
 
@@ -499,7 +471,7 @@ class JobController:
             self._table.pop(key, None)
             grace = float(obj["spec"].get("terminationGracePeriodSeconds", 30))
             await self._stop(attempt, grace)
-            self._record_exit(status, attempt, because=step.reason)
+            record_exit(status, attempt, self.clock.now(), because=step.reason)
             if step.outcome == "DeadlineExceeded":
                 status["failed"] = int(status.get("failed", 0)) + 1
         if desired.deleting:
@@ -533,7 +505,7 @@ class JobController:
             or before.get("startedGeneration") != status.get("startedGeneration")
         ):
             if step.outcome == "Complete":
-                status["completionTime"] = _timestamp(now)
+                status["completionTime"] = timestamp(now)
                 await self.events.normal(obj, "Completed", f"completed after {_attempts(status)}")
             else:
                 await self.events.warning(obj, "Failed", f"{step.outcome}: {step.reason}")
@@ -559,7 +531,7 @@ class JobController:
     # -- observe ---------------------------------------------------------------------
 
     async def _observe(
-        self, key: Key, obj: Object, attempt: _Attempt | None, status: dict[str, Any]
+        self, key: Key, obj: Object, attempt: Supervised | None, status: dict[str, Any]
     ) -> JobObserved:
         """Fold what the table knows into `status` (an ended attempt's exit, counted as
         failed unless it exited 0), then describe the world for `plan`."""
@@ -570,7 +542,7 @@ class JobController:
             generation = attempt.generation
         if attempt is not None and attempt.exit is not None:
             await self._cleanup(attempt)
-            self._record_exit(status, attempt)
+            record_exit(status, attempt, self.clock.now())
             code = attempt.exit.code
             if code != 0:
                 status["failed"] = int(status.get("failed", 0)) + 1
@@ -581,19 +553,19 @@ class JobController:
             # while no engine watched it. Its exit code cannot be known: a failure.
             status["lastExit"] = {
                 "reason": "ended while the engine was not running (exit code unknown)",
-                "finishedAt": _timestamp(self.clock.now()),
+                "finishedAt": timestamp(self.clock.now()),
             }
             status.pop("pid", None)
             status["failed"] = int(status.get("failed", 0)) + 1
         last = status.get("lastExit")
         last_exit = None
         if not running and isinstance(last, Mapping):
-            finished = _parse_time(last.get("finishedAt")) or self.clock.now()
+            finished = parse_time(last.get("finishedAt")) or self.clock.now()
             last_exit = AttemptExit(last.get("code"), str(last.get("reason", "exited")), finished)
         return JobObserved(
             running=running,
             generation=None if generation is None else int(generation),
-            started_at=_parse_time(status.get("startTime")),
+            started_at=parse_time(status.get("startTime")),
             attempts=int(status.get("attempts", 0)),
             failed=int(status.get("failed", 0)),
             last_exit=last_exit,
@@ -601,22 +573,9 @@ class JobController:
             unmet=unmet_message,
         )
 
-    def _record_exit(self, status: dict[str, Any], attempt: _Attempt, because: str = "") -> None:
-        """Write how `attempt` ended (and, if it was stopped, `because` of what) into `status`."""
-        exit_ = attempt.exit or supervisor.Exit(None, None, "stopped")
-        finished = attempt.finished_at if attempt.finished_at is not None else self.clock.now()
-        reason = f"{exit_.reason} (stopped: {because})" if because else exit_.reason
-        last: dict[str, Any] = {"reason": reason, "finishedAt": _timestamp(finished)}
-        if exit_.code is not None:
-            last["code"] = exit_.code
-        if exit_.signal is not None:
-            last["signal"] = exit_.signal
-        status["lastExit"] = last
-        status.pop("pid", None)
-
     # -- apply -----------------------------------------------------------------------
 
-    def _adopt(self, key: Key, obj: Object, status: dict[str, Any]) -> _Attempt | None:
+    def _adopt(self, key: Key, obj: Object, status: dict[str, Any]) -> Supervised | None:
         """The attempt an earlier engine left running for this Job, if provably ours."""
         name = supervisor_name(*key)
         state_dir = self.settings.state_dir
@@ -625,7 +584,7 @@ class JobController:
             supervisor.stray(name, state_dir)
             return None
         generation = int(status.get("startedGeneration") or obj["metadata"].get("generation", 1))
-        attempt = _Attempt(handle, generation)
+        attempt = Supervised(handle, generation)
         self._table[key] = attempt
         attempt.tasks.append(asyncio.create_task(self._wait_exit(key, attempt)))
         log.info("job %s/%s: adopted pid %d", key[0], key[1], handle.pid)
@@ -657,10 +616,10 @@ class JobController:
             with contextlib.suppress(Error):
                 await self.store.update_status(obj)
             raise TerminalError(message, reason="StartFailed") from None
-        attempt = _Attempt(handle, generation)
+        attempt = Supervised(handle, generation)
         self._table[key] = attempt
         attempt.tasks.append(asyncio.create_task(self._wait_exit(key, attempt)))
-        status.setdefault("startTime", _timestamp(handle.started_at))
+        status.setdefault("startTime", timestamp(handle.started_at))
         status.update(
             pid=handle.pid,
             startedGeneration=generation,
@@ -671,27 +630,12 @@ class JobController:
             obj, "Started", f"attempt {status['attempts']}: started pid {handle.pid}"
         )
 
-    async def _wait_exit(self, key: Key, attempt: _Attempt) -> None:
+    async def _wait_exit(self, key: Key, attempt: Supervised) -> None:
         exit_ = await attempt.handle.wait()
         attempt.exit = exit_
         attempt.finished_at = self.clock.now()
-        if self._table.get(key) is attempt and self.controller is not None:
-            self.controller.enqueue(Request(key[1], key[0]))
-
-    async def _stop(self, attempt: _Attempt, grace: float) -> None:
-        attempt.cancel_tasks()
-        exit_ = await supervisor.stop(attempt.handle, grace)
-        attempt.cleaned = True
-        if attempt.exit is None:
-            attempt.exit = exit_
-            attempt.finished_at = self.clock.now()
-
-    async def _cleanup(self, attempt: _Attempt) -> None:
-        """Clear up after an attempt that exited by itself (its group, state file, logs)."""
-        attempt.cancel_tasks()
-        if not attempt.cleaned:
-            attempt.cleaned = True
-            await supervisor.stop(attempt.handle, 0.0)
+        if self._table.get(key) is attempt:
+            self._wake(key)
 
     async def _write_status(
         self,
@@ -739,36 +683,6 @@ class JobController:
 
     # -- whole-table operations ----------------------------------------------------------
 
-    async def collect_orphans(self) -> None:
-        """Stop attempts whose Job objects are gone, and remove stray state files.
-
-        A runnable: it runs once, after the caches have synced."""
-        try:
-            await self._collect_orphans()
-        finally:
-            self._orphans_collected.set()
-
-    async def wait_orphans_collected(self) -> None:
-        """Return once `collect_orphans` has run."""
-        await self._orphans_collected.wait()
-
-    async def _collect_orphans(self) -> None:
-        state_dir = self.settings.state_dir
-        if not state_dir.is_dir() or self.controller is None:
-            return
-        cache = self.controller.informer.cache
-        for path in sorted(state_dir.glob("*.json")):
-            name = path.stem
-            namespace, _, obj_name = name.partition("_")
-            if not obj_name or cache.get(obj_name, namespace) is not None:
-                continue
-            handle = supervisor.find_adoptable(name, state_dir)
-            if handle is None:
-                supervisor.stray(name, state_dir)
-                continue
-            log.info("stopping pid %d: its Job %s/%s is gone", handle.pid, namespace, obj_name)
-            await supervisor.stop(handle, 0.0)
-
     def attach(self, manager: Manager) -> Controller:
         """Wire this reconciler into `manager` (what `setup` does): its controller, the
         `dependsOn` index and the watches of Processes and Jobs it may depend on, and the
@@ -789,22 +703,7 @@ class JobController:
 
     async def stop_all(self, grace: float = 10.0) -> None:
         """Stop every attempt this controller supervises (for a full shutdown)."""
-        attempts = list(self._table.values())
-        self._table.clear()
-        await asyncio.gather(*(self._stop(a, grace) for a in attempts), return_exceptions=True)
-
-    async def detach(self) -> None:
-        """Stop watching every attempt but leave them running (as an engine that dies
-        would); a later controller on the same `state_dir` adopts them."""
-        attempts = list(self._table.values())
-        self._table.clear()
-        for attempt in attempts:
-            attempt.cancel_tasks()
-            await asyncio.gather(*attempt.tasks, return_exceptions=True)
-
-    def pids(self) -> dict[Key, int]:
-        """(namespace, name) -> pid of every running attempt."""
-        return {k: a.handle.pid for k, a in self._table.items() if a.exit is None}
+        await self._stop_children(grace)
 
 
 def _finished(status: Mapping[str, Any]) -> Outcome | None:

@@ -50,7 +50,6 @@ import functools
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal
@@ -58,7 +57,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 from pydantic_core import PydanticCustomError
 
-from setpoint.clock import SYSTEM_CLOCK, Clock, parse_rfc3339
+from setpoint.clock import SYSTEM_CLOCK, Clock
 from setpoint.errors import Conflict, Error, Invalid, NotFound, TerminalError, UnknownKind
 from setpoint.model import READY, Object, Schema, register_kind, set_condition
 from setpoint.runtime.controller import Controller
@@ -69,6 +68,14 @@ from setpoint.runtime.predicates import generation_changed
 from setpoint.runtime.reconciler import Request, Result
 from setpoint.store import Store
 from setpoint.workloads import supervisor
+from setpoint.workloads.children import (
+    ChildTable,
+    Key,
+    Supervised,
+    parse_time,
+    record_exit,
+    timestamp,
+)
 from setpoint.workloads.dependencies import (
     DEPENDS_ON_INDEX,
     Dependency,
@@ -405,21 +412,6 @@ def _conditions(
 # -- the controller -------------------------------------------------------------------
 
 
-def _timestamp(ts: float) -> str:
-    """RFC 3339 with milliseconds (back-off needs better than whole seconds)."""
-    text = datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds")
-    return text.replace("+00:00", "Z")
-
-
-def _parse_time(value: Any) -> float | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return parse_rfc3339(value)
-    except ValueError:
-        return None
-
-
 def supervisor_name(namespace: str, name: str) -> str:
     """The name a Process's child goes by in the supervisor's state and log directories
     (`_` cannot occur in a namespace or name, so the pair is unambiguous)."""
@@ -443,38 +435,27 @@ class ProcessSettings:
     log_dir: Path
 
 
-@dataclass(eq=False)
-class _Child:
-    """One supervised child, in the controller's table."""
+@dataclass(eq=False, kw_only=True)
+class _Child(Supervised):
+    """One supervised child, in the controller's table, with its probe state."""
 
-    handle: supervisor.Running | supervisor.Adopted
-    generation: int
     started_at: float
     ref: Object
-    exit: supervisor.Exit | None = None
-    finished_at: float | None = None
-    cleaned: bool = False
     started: bool = True
     readiness: ProbeResult | None = None
     probe_message: str = ""
     unhealthy: str | None = None
     spec: Mapping[str, Any] = field(default_factory=dict)
-    tasks: list[asyncio.Task[None]] = field(default_factory=list)
-
-    def cancel_tasks(self) -> None:
-        for task in self.tasks:
-            task.cancel()
 
 
-Key = tuple[str, str]
-
-
-class ProcessController:
+class ProcessController(ChildTable[_Child]):
     """Keeps each Process's child running as its spec says (see the module docstring).
 
     `reconcile(request)` is the one entry point. `controller` must be set (by `setup`)
     before the manager runs, so that exits and probe results enqueue the object.
     """
+
+    kind_label = "Process"
 
     def __init__(
         self,
@@ -484,13 +465,10 @@ class ProcessController:
         *,
         clock: Clock = SYSTEM_CLOCK,
     ) -> None:
+        super().__init__(settings.state_dir, clock)
         self.store = store
         self.events = events
         self.settings = settings
-        self.clock = clock
-        self.controller: Controller | None = None
-        self._table: dict[Key, _Child] = {}
-        self._orphans_collected = asyncio.Event()
 
     # -- the reconciler --------------------------------------------------------------
 
@@ -522,7 +500,7 @@ class ProcessController:
             await self.events.normal(obj, "Killing", f"stopping: {step.reason}")
             self._table.pop(key, None)
             await self._stop(child, float(obj["spec"].get("terminationGracePeriodSeconds", 30)))
-            self._record_exit(status, child, because=step.reason)
+            record_exit(status, child, self.clock.now(), because=step.reason)
             running = False
             if step.action is Action.STOP and not desired.deleting:
                 self._wake(key)  # an unhealthy child: the next look restarts it (or not)
@@ -576,7 +554,7 @@ class ProcessController:
             )
         if child is not None:
             await self._cleanup(child)
-            self._record_exit(status, child)
+            record_exit(status, child, self.clock.now())
             code = child.exit.code if child.exit else None
             level = self.events.normal if code == 0 else self.events.warning
             await level(obj, "Exited", f"pid {child.handle.pid} {status['lastExit']['reason']}")
@@ -585,15 +563,15 @@ class ProcessController:
             # while no engine watched it.
             status["lastExit"] = {
                 "reason": "ended while the engine was not running (exit code unknown)",
-                "finishedAt": _timestamp(self.clock.now()),
+                "finishedAt": timestamp(self.clock.now()),
             }
             status.pop("pid", None)
         generation = status.get("startedGeneration")
         last = status.get("lastExit")
         last_exit = None
         if isinstance(last, Mapping):
-            finished = _parse_time(last.get("finishedAt")) or self.clock.now()
-            started = _parse_time(status.get("startTime"))
+            finished = parse_time(last.get("finishedAt")) or self.clock.now()
+            started = parse_time(status.get("startTime"))
             last_exit = LastExit(
                 last.get("code"),
                 last.get("signal"),
@@ -609,19 +587,6 @@ class ProcessController:
             unmet=unmet_message,
         )
 
-    def _record_exit(self, status: dict[str, Any], child: _Child, because: str = "") -> None:
-        """Write how `child` ended (and, if it was stopped, `because` of what) into `status`."""
-        exit_ = child.exit or supervisor.Exit(None, None, "stopped")
-        finished = child.finished_at if child.finished_at is not None else self.clock.now()
-        reason = f"{exit_.reason} (stopped: {because})" if because else exit_.reason
-        last: dict[str, Any] = {"reason": reason, "finishedAt": _timestamp(finished)}
-        if exit_.code is not None:
-            last["code"] = exit_.code
-        if exit_.signal is not None:
-            last["signal"] = exit_.signal
-        status["lastExit"] = last
-        status.pop("pid", None)
-
     # -- apply -----------------------------------------------------------------------
 
     def _adopt(self, key: Key, obj: Object, status: dict[str, Any]) -> _Child | None:
@@ -633,7 +598,9 @@ class ProcessController:
             supervisor.stray(name, state_dir)
             return None
         generation = int(status.get("startedGeneration") or obj["metadata"].get("generation", 1))
-        child = _Child(handle, generation, handle.started_at, _reference(obj))
+        child = _Child(
+            handle=handle, generation=generation, started_at=handle.started_at, ref=_reference(obj)
+        )
         self._table[key] = child
         self._follow(key, child, obj["spec"])
         log.info("process %s/%s: adopted pid %d", key[0], key[1], handle.pid)
@@ -664,12 +631,14 @@ class ProcessController:
                 await self.store.update_status(obj)
             raise TerminalError(message, reason="StartFailed") from None
         generation = int(obj["metadata"].get("generation", 1))
-        child = _Child(handle, generation, handle.started_at, _reference(obj))
+        child = _Child(
+            handle=handle, generation=generation, started_at=handle.started_at, ref=_reference(obj)
+        )
         self._table[key] = child
         self._follow(key, child, spec)
         status.update(
             pid=handle.pid,
-            startTime=_timestamp(handle.started_at),
+            startTime=timestamp(handle.started_at),
             startedGeneration=generation,
         )
         await self.events.normal(obj, "Started", f"started pid {handle.pid}: {spec['args'][0]}")
@@ -728,25 +697,6 @@ class ProcessController:
         if self._table.get(key) is child:
             self._wake(key)
 
-    def _wake(self, key: Key) -> None:
-        if self.controller is not None:
-            self.controller.enqueue(Request(key[1], key[0]))
-
-    async def _stop(self, child: _Child, grace: float) -> None:
-        child.cancel_tasks()
-        exit_ = await supervisor.stop(child.handle, grace)
-        child.cleaned = True
-        if child.exit is None:
-            child.exit = exit_
-            child.finished_at = self.clock.now()
-
-    async def _cleanup(self, child: _Child) -> None:
-        """Clear up after a child that exited by itself (its group, state file, logs)."""
-        child.cancel_tasks()
-        if not child.cleaned:
-            child.cleaned = True
-            await supervisor.stop(child.handle, 0.0)
-
     async def _write_status(
         self,
         obj: Object,
@@ -766,7 +716,7 @@ class ProcessController:
         status["recentRestarts"] = step.recent_restarts
         status.setdefault("restarts", 0)
         if step.phase == "CrashLoopBackOff":
-            status["nextStartAt"] = _timestamp(self.clock.now() + step.wait_seconds)
+            status["nextStartAt"] = timestamp(self.clock.now() + step.wait_seconds)
         else:
             status.pop("nextStartAt", None)
         conditions = _conditions(
@@ -798,36 +748,6 @@ class ProcessController:
 
     # -- whole-table operations ----------------------------------------------------------
 
-    async def collect_orphans(self) -> None:
-        """Stop children whose Process objects are gone, and remove stray state files.
-
-        A runnable: it runs once, after the caches have synced."""
-        try:
-            await self._collect_orphans()
-        finally:
-            self._orphans_collected.set()
-
-    async def wait_orphans_collected(self) -> None:
-        """Return once `collect_orphans` has run."""
-        await self._orphans_collected.wait()
-
-    async def _collect_orphans(self) -> None:
-        state_dir = self.settings.state_dir
-        if not state_dir.is_dir() or self.controller is None:
-            return
-        cache = self.controller.informer.cache
-        for path in sorted(state_dir.glob("*.json")):
-            name = path.stem
-            namespace, _, obj_name = name.partition("_")
-            if not obj_name or cache.get(obj_name, namespace) is not None:
-                continue
-            handle = supervisor.find_adoptable(name, state_dir)
-            if handle is None:
-                supervisor.stray(name, state_dir)
-                continue
-            log.info("stopping pid %d: its Process %s/%s is gone", handle.pid, namespace, obj_name)
-            await supervisor.stop(handle, 0.0)
-
     def attach(self, manager: Manager) -> Controller:
         """Wire this reconciler into `manager` (what `setup` does): its controller, the
         `dependsOn` index and watch, and the orphan collector; return the controller."""
@@ -851,10 +771,7 @@ class ProcessController:
         """Stop every child this controller supervises (for a full shutdown), and record in
         each status that it was stopped with the engine, so the next engine starts it afresh
         (no restart counted, no back-off) rather than as a child that died unseen."""
-        children = list(self._table.items())
-        self._table.clear()
-        await asyncio.gather(*(self._stop(c, grace) for _, c in children), return_exceptions=True)
-        for (namespace, name), _ in children:
+        for namespace, name in await self._stop_children(grace):
             with contextlib.suppress(Error):
                 await self._mark_stopped(namespace, name)
 
@@ -876,19 +793,6 @@ class ProcessController:
                 return
             except Conflict:
                 continue
-
-    async def detach(self) -> None:
-        """Stop watching every child but leave them running (as an engine that dies would);
-        a later controller on the same `state_dir` adopts them."""
-        children = list(self._table.values())
-        self._table.clear()
-        for child in children:
-            child.cancel_tasks()
-            await asyncio.gather(*child.tasks, return_exceptions=True)
-
-    def pids(self) -> dict[Key, int]:
-        """(namespace, name) -> pid of every running child."""
-        return {k: c.handle.pid for k, c in self._table.items() if c.exit is None}
 
 
 def setup(manager: Manager, *, state_dir: Path, log_dir: Path) -> Controller:
