@@ -15,7 +15,7 @@ from setpoint.model.conditions import (
     set_condition,
     set_ready_summary,
 )
-from setpoint.model.kinds import REGISTRY, Kind, Registry, Schema, register_kind
+from setpoint.model.kinds import REGISTRY, Kind, Registry, ScaleSubresource, Schema, register_kind
 from setpoint.model.meta import Object, object_key
 from setpoint.model.patch import apply_patch, merge_patch
 from setpoint.model.selectors import Requirement, Selector, parse_selector
@@ -29,6 +29,7 @@ __all__ = [
     "Object",
     "Registry",
     "Requirement",
+    "ScaleSubresource",
     "Schema",
     "Selector",
     "apply_patch",

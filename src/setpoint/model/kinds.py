@@ -35,6 +35,17 @@ class Schema(BaseModel):
 
 
 @dataclass(frozen=True)
+class ScaleSubresource:
+    """Where a kind keeps what its scale subresource reads and writes (as a CRD's
+    `subresources.scale`): dotted paths to the desired replicas in the spec, the observed
+    replicas in the status, and the label selector (a string) in the status."""
+
+    spec_replicas_path: str = "spec.replicas"
+    status_replicas_path: str = "status.replicas"
+    label_selector_path: str | None = "status.selector"
+
+
+@dataclass(frozen=True)
 class Kind:
     """One registered kind: its names, scope and schemas."""
 
@@ -48,6 +59,8 @@ class Kind:
     body: type[BaseModel] | None = None
     """Schema of the top-level fields of a kind with no spec (like Event): every field but
     apiVersion, kind, metadata and status."""
+    scale: ScaleSubresource | None = None
+    """The scale subresource (`setpoint scale`, autoscalers), if the kind has one."""
 
     @property
     def group(self) -> str:
@@ -167,6 +180,7 @@ def register_kind(
     plural: str | None = None,
     short_names: tuple[str, ...] = (),
     body: type[BaseModel] | None = None,
+    scale: ScaleSubresource | None = None,
 ) -> Kind:
     """Register a kind with its spec and status schemas; return it.
 
@@ -187,5 +201,6 @@ def register_kind(
             status=status,
             short_names=tuple(short_names),
             body=body,
+            scale=scale,
         )
     )
