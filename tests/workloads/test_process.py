@@ -32,6 +32,7 @@ from process_support import (
 from supervisor_support import Notifications, is_alive, kill_group, wait_pid_gone
 
 from setpoint.clock import SYSTEM_CLOCK, Clock
+from setpoint.errors import Invalid
 from setpoint.model import Object
 from setpoint.testing import Harness, ManualClock, capture_events, reconcile_until_stable
 from setpoint.workloads.process import (
@@ -231,6 +232,41 @@ async def test_a_spec_change_restarts_with_the_new_args(world: World) -> None:
     assert argv_of(pid)[-1] == "new"
     assert obj["status"]["restarts"] == 0
     await wait_pid_gone(first)
+
+
+async def test_a_stop_signal_is_sent_instead_of_sigterm(world: World, tmp_path: Path) -> None:
+    """PostgreSQL's fast shutdown is SIGINT: a child that ignores SIGTERM and exits 7 on
+    SIGINT is stopped by `stopSignal: SIGINT` well within its long grace period."""
+    store = world.harness.store
+    armed = tmp_path / "armed"
+    code = f"""
+        import pathlib, signal, sys, time
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, lambda *_: sys.exit(7))
+        pathlib.Path({str(armed)!r}).touch()
+        while True: time.sleep(3600)
+    """
+    probe = {"exec": {"command": ["test", "-e", str(armed)]}, "periodSeconds": 1}
+    obj = await store.create(
+        process(
+            "pg", python(code), stopSignal="SIGINT", terminationGracePeriodSeconds=60,
+            readinessProbe=probe,
+        )
+    )  # fmt: skip
+    obj = await wait_for(store, "pg", lambda o: condition(o, "Ready").get("status") == "True")
+    assert obj is not None
+    obj["spec"]["env"] = {"CHANGED": "1"}
+    await store.update(obj)
+    obj = await wait_for(
+        store, "pg", lambda o: o is not None and o["status"].get("lastExit", {}).get("code") == 7
+    )
+    assert obj is not None
+    assert obj["status"]["lastExit"].get("signal") is None
+
+
+async def test_an_unknown_stop_signal_is_refused(world: World) -> None:
+    with pytest.raises(Invalid, match="stopSignal"):
+        await world.harness.store.create(process("x", python(SLEEP_FOREVER), stopSignal="TERM"))
 
 
 async def test_delete_stops_the_process_and_the_object_goes(world: World) -> None:

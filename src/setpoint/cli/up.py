@@ -9,7 +9,8 @@ stores): see `workspace_of`; the Job controller keeps its state files apart, in
 `run/jobs/` (each controller takes every state file in its directory for its own).
 
 Stopping: SIGINT or SIGTERM stops the manager (in-flight reconciles finish), then
-every child (SIGTERM, then SIGKILL after the longest `terminationGracePeriodSeconds`),
+every child (its `stopSignal`, SIGTERM by default, then SIGKILL after its own
+`terminationGracePeriodSeconds`),
 and exits 0. A further signal while stopping is ignored. If `up` dies without stopping
 (SIGKILL, a crash) the children keep running and the next `up` re-adopts them.
 
@@ -40,8 +41,6 @@ from setpoint.workloads.job import JOB, JobController, JobSettings
 from setpoint.workloads.process import PROCESS, ProcessController, ProcessSettings
 
 WORKSPACE = Path(".setpoint")
-DEFAULT_GRACE = 30.0
-"""Seconds a child gets between SIGTERM and SIGKILL when no Process says otherwise."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,26 +133,15 @@ async def _run_engine(store: Store, objects: list[tuple[Kind, Object]], ws: Work
             view.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await view
-        grace = _grace(manager, shown)
         if processes.pids():
             print(f"stopping {len(processes.pids())} processes ...", file=sys.stderr, flush=True)
-        await asyncio.gather(processes.stop_all(grace), jobs.stop_all(grace))
+        await asyncio.gather(processes.stop_all(), jobs.stop_all())
     finally:
         _restore_signals()
     if not signalled.is_set():
         print("error: the engine stopped by itself; see the messages above", file=sys.stderr)
         return 1
     return 0
-
-
-def _grace(manager: Manager, kinds: list[Kind]) -> float:
-    """The longest `terminationGracePeriodSeconds` of the objects of `kinds` known."""
-    periods = [
-        float((obj.get("spec") or {}).get("terminationGracePeriodSeconds", DEFAULT_GRACE))
-        for kind in kinds
-        for obj in manager.cache(kind).list()
-    ]
-    return max(periods, default=DEFAULT_GRACE)
 
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import signal
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 from setpoint.clock import Clock, parse_rfc3339
 from setpoint.runtime.controller import Controller
@@ -23,6 +25,9 @@ from setpoint.runtime.reconciler import Request
 from setpoint.workloads import supervisor
 
 log = logging.getLogger("setpoint.workloads")
+
+StopSignal = Literal["SIGTERM", "SIGINT", "SIGQUIT", "SIGHUP", "SIGUSR1", "SIGUSR2", "SIGKILL"]
+"""The signals a spec's `stopSignal` may name (docker compose's `stop_signal`)."""
 
 Key = tuple[str, str]
 """(namespace, name) of the object a child belongs to."""
@@ -51,6 +56,9 @@ class Supervised:
 
     handle: supervisor.Running | supervisor.Adopted
     generation: int
+    grace: float = 30.0
+    """Seconds between the stop signal and SIGKILL (`terminationGracePeriodSeconds`)."""
+    stop_signal: int = signal.SIGTERM
     exit: supervisor.Exit | None = None
     finished_at: float | None = None
     cleaned: bool = False
@@ -59,6 +67,14 @@ class Supervised:
     def cancel_tasks(self) -> None:
         for task in self.tasks:
             task.cancel()
+
+
+def stop_settings(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """`grace` and `stop_signal` of a `Supervised` from a Process or Job spec."""
+    return {
+        "grace": float(spec.get("terminationGracePeriodSeconds", 30)),
+        "stop_signal": signal.Signals[spec.get("stopSignal") or "SIGTERM"],
+    }
 
 
 def record_exit(status: dict[str, Any], child: Supervised, now: float, because: str = "") -> None:
@@ -95,9 +111,11 @@ class ChildTable(Generic[C]):
         if self.controller is not None:
             self.controller.enqueue(Request(key[1], key[0]))
 
-    async def _stop(self, child: C, grace: float) -> None:
+    async def _stop(self, child: C, grace: float | None = None) -> None:
+        """Stop `child` with its stop signal, SIGKILL after `grace` (default: its own)."""
         child.cancel_tasks()
-        exit_ = await supervisor.stop(child.handle, grace)
+        grace = child.grace if grace is None else grace
+        exit_ = await supervisor.stop(child.handle, grace, child.stop_signal)
         child.cleaned = True
         if child.exit is None:
             child.exit = exit_
@@ -142,8 +160,9 @@ class ChildTable(Generic[C]):
             )  # fmt: skip
             await supervisor.stop(handle, 0.0)
 
-    async def _stop_children(self, grace: float) -> list[Key]:
-        """Stop every child in the table (emptying it); return whose they were."""
+    async def _stop_children(self, grace: float | None = None) -> list[Key]:
+        """Stop every child in the table (emptying it), each with its own grace period
+        unless `grace` is given; return whose they were."""
         children = list(self._table.items())
         self._table.clear()
         await asyncio.gather(*(self._stop(c, grace) for _, c in children), return_exceptions=True)

@@ -86,9 +86,11 @@ from setpoint.workloads import supervisor
 from setpoint.workloads.children import (
     ChildTable,
     Key,
+    StopSignal,
     Supervised,
     parse_time,
     record_exit,
+    stop_settings,
     timestamp,
 )
 from setpoint.workloads.dependencies import (
@@ -155,6 +157,7 @@ class JobSpecSchema(Schema):
     active_deadline_seconds: float | None = Field(default=None, gt=0)
     backoff: JobBackoffSchema = Field(default_factory=JobBackoffSchema)
     termination_grace_period_seconds: float = Field(default=30.0, ge=0)
+    stop_signal: StopSignal = "SIGTERM"
     depends_on: list[Dependency] = Field(default_factory=list)
 
 
@@ -584,7 +587,7 @@ class JobController(ChildTable[Supervised]):
             supervisor.stray(name, state_dir)
             return None
         generation = int(status.get("startedGeneration") or obj["metadata"].get("generation", 1))
-        attempt = Supervised(handle, generation)
+        attempt = Supervised(handle, generation, **stop_settings(obj["spec"]))
         self._table[key] = attempt
         attempt.tasks.append(asyncio.create_task(self._wait_exit(key, attempt)))
         log.info("job %s/%s: adopted pid %d", key[0], key[1], handle.pid)
@@ -616,7 +619,7 @@ class JobController(ChildTable[Supervised]):
             with contextlib.suppress(Error):
                 await self.store.update_status(obj)
             raise TerminalError(message, reason="StartFailed") from None
-        attempt = Supervised(handle, generation)
+        attempt = Supervised(handle, generation, **stop_settings(obj["spec"]))
         self._table[key] = attempt
         attempt.tasks.append(asyncio.create_task(self._wait_exit(key, attempt)))
         status.setdefault("startTime", timestamp(handle.started_at))
@@ -701,7 +704,7 @@ class JobController(ChildTable[Supervised]):
         manager.add_runnable(self.collect_orphans)
         return controller
 
-    async def stop_all(self, grace: float = 10.0) -> None:
+    async def stop_all(self, grace: float | None = None) -> None:
         """Stop every attempt this controller supervises (for a full shutdown)."""
         await self._stop_children(grace)
 

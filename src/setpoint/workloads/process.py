@@ -3,7 +3,8 @@ one supervised local command, kept running as its spec says.
 
 `spec`: `args` (argv, required), `env`, `cwd`, `user`, `ports` (informational),
 `restartPolicy` (Always | OnFailure | Never), `backoff` (`initialSeconds` 10,
-`maxSeconds` 300, `resetAfterSeconds` 600), `terminationGracePeriodSeconds` 30,
+`maxSeconds` 300, `resetAfterSeconds` 600), `terminationGracePeriodSeconds` 30, `stopSignal`
+(SIGTERM; e.g. SIGINT for PostgreSQL's fast shutdown),
 `startupProbe` / `readinessProbe` / `livenessProbe` (see `setpoint.workloads.probes`)
 and `dependsOn` (see `setpoint.workloads.dependencies`).
 
@@ -71,9 +72,11 @@ from setpoint.workloads import supervisor
 from setpoint.workloads.children import (
     ChildTable,
     Key,
+    StopSignal,
     Supervised,
     parse_time,
     record_exit,
+    stop_settings,
     timestamp,
 )
 from setpoint.workloads.dependencies import (
@@ -150,6 +153,7 @@ class ProcessSpecSchema(Schema):
     restart_policy: RestartPolicy = "Always"
     backoff: BackoffSchema = Field(default_factory=BackoffSchema)
     termination_grace_period_seconds: float = Field(default=30.0, ge=0)
+    stop_signal: StopSignal = "SIGTERM"
     startup_probe: Probe | None = None
     readiness_probe: Probe | None = None
     liveness_probe: Probe | None = None
@@ -646,6 +650,8 @@ class ProcessController(ChildTable[_Child]):
     def _follow(self, key: Key, child: _Child, spec: Mapping[str, Any]) -> None:
         """Watch `child`'s exit, and run its probes."""
         child.spec = spec
+        for setting, value in stop_settings(spec).items():
+            setattr(child, setting, value)
         child.tasks.append(asyncio.create_task(self._wait_exit(key, child)))
         startup = spec.get("startupProbe")
         child.started = startup is None
@@ -767,7 +773,7 @@ class ProcessController(ChildTable[_Child]):
         manager.add_runnable(self.collect_orphans)
         return controller
 
-    async def stop_all(self, grace: float = 10.0) -> None:
+    async def stop_all(self, grace: float | None = None) -> None:
         """Stop every child this controller supervises (for a full shutdown), and record in
         each status that it was stopped with the engine, so the next engine starts it afresh
         (no restart counted, no back-off) rather than as a child that died unseen."""

@@ -500,15 +500,16 @@ def _signal_group(pgid: int, signum: int) -> None:
         os.killpg(pgid, signum)
 
 
-async def stop(child: Running | Adopted, grace: float) -> Exit:
-    """SIGTERM the child's group, SIGKILL it after `grace` seconds; leave nothing behind.
+async def stop(child: Running | Adopted, grace: float, stop_signal: int = signal.SIGTERM) -> Exit:
+    """Send `stop_signal` (SIGTERM) to the child's group, SIGKILL it after `grace` seconds;
+    leave nothing behind.
 
     Returns how the group leader ended. Safe to call after it already exited:
     it still kills what is left of its group and removes its state file.
     """
     exit_task = asyncio.ensure_future(child.wait())
     try:
-        _signal_group(child.pgid, signal.SIGTERM)
+        _signal_group(child.pgid, stop_signal)
         try:
             await asyncio.wait_for(asyncio.shield(exit_task), max(0.0, grace))
         except TimeoutError:
