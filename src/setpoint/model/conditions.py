@@ -8,7 +8,7 @@ has been what it is. Time is an argument; nothing here reads a clock.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from setpoint.clock import rfc3339
@@ -20,7 +20,7 @@ RECONCILING = "Reconciling"
 STALLED = "Stalled"
 
 
-def get_condition(status: dict[str, Any] | None, type_: str) -> dict[str, Any] | None:
+def get_condition(status: Mapping[str, Any] | None, type_: str) -> dict[str, Any] | None:
     """The condition of this type in `status`, or None."""
     for cond in (status or {}).get("conditions") or []:
         if cond.get("type") == type_:
