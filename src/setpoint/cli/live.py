@@ -65,12 +65,20 @@ def status_row(obj: Object) -> StatusRow:
     return StatusRow(
         ref=f"{obj.get('kind', '?')}/{where}{meta.get('name', '?')}",
         ready=str(ready["status"]) if ready else "-",
-        phase=str(status.get("phase") or "-"),
+        phase=str(status.get("phase") or _replicas(obj) or "-"),
         reason=reason or "-",
         restarts=str(status.get("restarts", 0)),
         pid=str(status.get("pid") or "-"),
         created=meta.get("creationTimestamp"),
     )
+
+
+def _replicas(obj: Object) -> str | None:
+    """`2/3 available` for an object with replicas (a Deployment)."""
+    status = obj.get("status") or {}
+    if "availableReplicas" not in status:
+        return None
+    return f"{status['availableReplicas']}/{(obj.get('spec') or {}).get('replicas', 0)} available"
 
 
 def plain_line(row: StatusRow) -> str:

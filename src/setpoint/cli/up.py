@@ -37,6 +37,8 @@ from setpoint.errors import Invalid
 from setpoint.model import Kind, Object
 from setpoint.runtime.manager import Manager, ManagerOptions
 from setpoint.store.base import Store
+from setpoint.workloads import deployment
+from setpoint.workloads.deployment import DEPLOYMENT
 from setpoint.workloads.job import JOB, JobController, JobSettings
 from setpoint.workloads.process import PROCESS, ProcessController, ProcessSettings
 
@@ -111,7 +113,8 @@ async def _run_engine(store: Store, objects: list[tuple[Kind, Object]], ws: Work
         clock=manager.clock,
     )
     jobs.attach(manager)
-    shown = [PROCESS, JOB]
+    deployment.setup(manager, clock=manager.clock)
+    shown = [DEPLOYMENT, PROCESS, JOB]
     board = StatusBoard()
     for kind in shown:
         manager.informer(kind).add_handler(board.on_change)
