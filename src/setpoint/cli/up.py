@@ -37,10 +37,11 @@ from setpoint.errors import Invalid
 from setpoint.model import Kind, Object
 from setpoint.runtime.manager import Manager, ManagerOptions
 from setpoint.store.base import Store
-from setpoint.workloads import deployment
+from setpoint.workloads import deployment, service
 from setpoint.workloads.deployment import DEPLOYMENT
 from setpoint.workloads.job import JOB, JobController, JobSettings
 from setpoint.workloads.process import PROCESS, ProcessController, ProcessSettings
+from setpoint.workloads.service import SERVICE
 
 WORKSPACE = Path(".setpoint")
 
@@ -114,7 +115,8 @@ async def _run_engine(store: Store, objects: list[tuple[Kind, Object]], ws: Work
     )
     jobs.attach(manager)
     deployment.setup(manager, clock=manager.clock)
-    shown = [DEPLOYMENT, PROCESS, JOB]
+    service.setup(manager)
+    shown = [DEPLOYMENT, PROCESS, JOB, SERVICE]
     board = StatusBoard()
     for kind in shown:
         manager.informer(kind).add_handler(board.on_change)
