@@ -1,0 +1,115 @@
+"""examples/webapp end to end under `setpoint up`, with a real PostgreSQL: the chain comes
+up (db-init -> db -> migrate -> web behind its Service), a rolling update under a steady
+request loop fails no request, stopping `db` turns `web` NotReady naming `db`, starting it
+again heals the chain, and SIGTERM leaves no process behind."""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import os
+import signal
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import pytest
+from webapp_engine import Engine, Staged, ready_line, stage_webapp
+from webapp_support import postgres_scratch_dir, require_postgresql
+
+pytestmark = pytest.mark.timeout(600)
+
+
+def setpoint(base: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """The CLI, in the engine's directory (so it reaches its store with no flags)."""
+    return subprocess.run(
+        [sys.executable, "-m", "setpoint", *args],
+        cwd=base, capture_output=True, text=True, timeout=180, check=False,
+    )  # fmt: skip
+
+
+def get(url: str) -> tuple[int, str]:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return response.status, response.read().decode()
+
+
+def processes_under(base: Path) -> list[int]:
+    """Live processes whose working directory is in `base` (what the engine started)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cwd = os.readlink(entry / "cwd")
+            state = (entry / "stat").read_bytes().rpartition(b")")[2].split()[0]
+        except OSError:
+            continue
+        if cwd.startswith(str(base)) and state not in (b"Z", b"X"):
+            found.append(int(entry.name))
+    return found
+
+
+def with_version(staged: Staged, version: str) -> list[dict[str, object]]:
+    objects = copy.deepcopy(staged.objects)
+    for obj in objects:
+        if obj["kind"] == "Deployment":
+            obj["spec"]["template"]["spec"]["env"]["APP_VERSION"] = version  # type: ignore[index]
+    return objects
+
+
+def test_webapp_up_rolls_without_failures_and_heals_after_db_stops() -> None:
+    require_postgresql()
+    with postgres_scratch_dir() as base:
+        staged = stage_webapp(base)
+        engine = Engine(base, staged.manifest)
+        try:
+            engine.expect(ready_line("Deployment/web"), "web Ready", within=180)
+            url = f"http://127.0.0.1:{staged.service_port}/"
+            status, body = get(url)
+            assert status == 200
+            assert "(version 1)" in body
+
+            # a rolling update under a steady request loop
+            stop = base / "stop-load"
+            load = subprocess.Popen(
+                [sys.executable, str(base / "examples/webapp/load.py"), "--url", url,
+                 "--until", str(stop), "--seconds", "240"],
+                stdout=subprocess.PIPE, text=True,
+            )  # fmt: skip
+            staged.write(with_version(staged, "2"))
+            applied = setpoint(base, "apply", "-f", str(staged.manifest))
+            assert applied.returncode == 0, applied.stderr
+            assert "deployment.setpoint.dev/web configured" in applied.stdout
+            rolled = setpoint(base, "rollout", "status", "deployment/web", "--timeout", "150s")
+            assert rolled.returncode == 0, rolled.stdout + rolled.stderr
+            stop.touch()
+            out, _ = load.communicate(timeout=60)
+            summary = json.loads(out.splitlines()[-1])
+            assert summary["failures"] == 0, summary
+            assert summary["requests"] > 20, summary
+            assert summary["versions"].get("2", 0) > 0, summary
+            assert "(version 2)" in get(url)[1]
+
+            # stopping db: web is NotReady and says why; starting it again heals it
+            deleted = setpoint(base, "delete", "process", "db")
+            assert deleted.returncode == 0, deleted.stderr
+            line = engine.expect(
+                lambda line: line.startswith("Deployment/web ready=False ") and "db" in line,
+                "web NotReady naming db",
+            )
+            assert "Process/db" in line
+            healed = setpoint(base, "apply", "-f", str(staged.manifest))
+            assert healed.returncode == 0, healed.stderr
+            engine.expect(ready_line("Deployment/web"), "web Ready again", within=180)
+            assert get(url)[0] == 200
+
+            code, err = engine.stop()
+            assert code == 0, err
+            assert processes_under(base) == []
+        finally:
+            engine.kill()
+            for pid in processes_under(base):
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
