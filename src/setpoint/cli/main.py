@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from setpoint.cli import apply, delete, describe, events, get, logs, rollout, up
+from setpoint.cli import apply, delete, describe, events, get, logs, rca, rollout, up
 from setpoint.cli.context import DEFAULT_STORE, Context
 from setpoint.cli.load import KINDS_HINT, load_kinds
 from setpoint.errors import Error, UnknownKind
@@ -67,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
         title="verbs", metavar="VERB", required=True, parser_class=_Parser
     )
     parents = [_global_options("_after")]
-    for verb in (apply, get, describe, events, delete, logs, rollout, up):
+    for verb in (apply, get, describe, events, delete, logs, rollout, up, rca):
         verb.add_parser(verbs, parents)
     return parser
 

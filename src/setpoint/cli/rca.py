@@ -1,0 +1,111 @@
+"""`setpoint rca --graph G.csv --abnormal A.csv [--normal N.csv ...] --target NODE --metric M
+[--statistic S] [--at TS] [-o json]`: rank the likely root causes of a metric anomaly.
+
+The files are in the PetShop dataset's format (`setpoint.insight.petshop`). The
+baseline is every `--normal` file (`FILE@TIME` or a FILE with a `target.json` beside it
+counts only its rows before that time), plus the rows of `--abnormal` before `--at`;
+without `--normal` those rows alone are the baseline. `-o json` prints
+`[{"node", "metric", "score"}, ...]` best first, every node of the graph; the default
+is a table of the best ten. Reads files and prints; the ranking is
+`setpoint.insight.rca`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from setpoint.cli import render
+from setpoint.cli.context import Context
+from setpoint.errors import Invalid
+from setpoint.insight import petshop
+from setpoint.insight.rca import RankedNode, rank_root_causes
+
+TABLE_ROWS = 10
+
+
+def add_parser(
+    verbs: argparse._SubParsersAction[argparse.ArgumentParser],
+    parents: list[argparse.ArgumentParser],
+) -> None:
+    p = verbs.add_parser(
+        "rca",
+        parents=parents,
+        help="rank the likely root causes of a metric anomaly over a call graph",
+        description="Rank the nodes of a call graph most likely to have caused TARGET's "
+        "anomaly in METRIC, from per-node metric series (the PetShop dataset's CSV format).",
+    )
+    p.add_argument("--graph", required=True, type=Path, metavar="G.csv", help="call graph")
+    p.add_argument(
+        "--abnormal", required=True, type=Path, metavar="A.csv", help="metrics around the anomaly"
+    )
+    p.add_argument(
+        "--normal",
+        action="append",
+        default=[],
+        type=Path,
+        metavar="N.csv[@TIME]",
+        help="metrics of normal operation (repeatable; with @TIME, or a target.json beside "
+        "the file, only its rows before that time)",
+    )
+    p.add_argument("--target", required=True, metavar="NODE", help="the anomalous node")
+    p.add_argument("--metric", required=True, metavar="METRIC", help="e.g. latency")
+    p.add_argument(
+        "--statistic",
+        default="Average",
+        metavar="STAT",
+        help="the target's statistic (default Average); every statistic of METRIC is weighed",
+    )
+    p.add_argument("--at", type=float, metavar="TS", help="the anomaly's time (unix seconds)")
+    p.add_argument("-o", "--output", choices=["table", "json"], default="table")
+    p.set_defaults(run=run)
+
+
+def rank_files(args: argparse.Namespace) -> list[RankedNode]:
+    """Read the files the arguments name and rank (what `run` prints)."""
+    graph = petshop.read_graph(args.graph)
+    abnormal = petshop.read_metrics(args.abnormal)
+    normal = (
+        petshop.pool_normal(petshop.normal_part(p) for p in args.normal) if args.normal else None
+    )
+    if args.target not in graph.nodes:
+        raise Invalid(f"node {args.target!r} is not in {args.graph}", field="--target")
+    if not any(k.metric == args.metric for k in abnormal.columns):
+        known = ", ".join(sorted({k.metric for k in abnormal.columns}))
+        message = f"no series of {args.metric!r} in {args.abnormal} (known: {known})"
+        raise Invalid(message, field="--metric")
+    if not any(
+        k.node == args.target and k.metric == args.metric and k.statistic == args.statistic
+        for k in abnormal.columns
+    ):
+        series = f"{args.target}/{args.metric}/{args.statistic}"
+        raise Invalid(f"{args.abnormal} has no series {series}", field="--statistic")
+    try:
+        return rank_root_causes(
+            graph, abnormal, target=args.target, metric=args.metric, at=args.at, normal=normal
+        )
+    except Invalid as exc:
+        if exc.field != "at" or args.normal:
+            raise
+        if args.at is None:
+            raise Invalid("give --at or --normal", field="--at") from None
+        message = f"no rows of {args.abnormal} before {args.at:g}: give --normal"
+        raise Invalid(message, field="--at") from None
+
+
+async def run(ctx: Context, args: argparse.Namespace) -> int:
+    ranked = rank_files(args)
+    if args.output == "json":
+        print(json.dumps([{"node": r.node, "metric": r.metric, "score": r.score} for r in ranked]))
+        return 0
+    rows = [("RANK", "NODE", "METRIC", "SCORE")] + [
+        (str(i), r.node, r.metric or "-", f"{r.score:.3g}")
+        for i, r in enumerate(ranked[:TABLE_ROWS], start=1)
+    ]
+    for line in render.format_table(rows):
+        print(line)
+    if len(ranked) > TABLE_ROWS:
+        print(f"({len(ranked) - TABLE_ROWS} more; -o json lists every node)", file=sys.stderr)
+    return 0

@@ -1,0 +1,306 @@
+"""Metric root-cause analysis: rank the nodes of a call graph most likely to have caused an
+anomaly in one node's metric (`setpoint rca`).
+
+Pure: numpy over in-memory data, no I/O, no clock. Time is the `at` argument (the
+anomaly's time, in the same unit as the table's timestamps). Readers of particular
+formats (the PetShop dataset's CSV files, live scrapes) build a `CallGraph` and a
+`MetricTable` and call `rank_root_causes`.
+
+The method, in three steps:
+
+1. **How anomalous is each series** after `at`. Every row stands for the period up to
+   the next timestamp; a row counts as *after* `at` when more than half of its period
+   is, and as *before* otherwise. A series' deviation is measured against two
+   references, and the smaller of the two counts: the median of the normal baseline
+   (the `normal` table, plus the rows before `at`) and the median of this window's own
+   rows before `at` (so a level that had already shifted before the anomaly, as when the
+   normal data is weeks old, is not news). The unit of deviation is a robust spread of
+   the baseline: the largest of 1.4826 x MAD, 1.2533 x mean absolute deviation (which
+   stays positive for series that are constant but for rare spikes), `relative_floor`
+   x the reference level, and `absolute_floor`. Latency-like metrics count only upward
+   deviations, availability-like ones (percentages where 100 is perfect) only
+   downward, any other metric both ways. A node's anomaly `z` is its largest deviation,
+   over every statistic of the target's metric and every row after `at`.
+2. **Blame**: with `g = log(1 + z)`, a node keeps the part of its anomaly its callees do
+   not explain: `own = g x (1 - callee_discount x e)`, where `e` is the largest
+   `g(callee) / g(node)` (capped at 1) over its anomalous callees. A node whose callee is
+   as anomalous as itself is probably only passing the trouble on.
+3. **Explanation**: anomalies travel from callee to caller. The anomalous callers of a
+   node, their anomalous callers and so on, are what the node would explain if it were
+   the cause; a cause explains more when more, and more anomalous, nodes depend on
+   it. `score = own x (1 + coverage_weight x sum of g over them)`. A node counts as
+   connected when the target is among them (or is the node); a node that is not
+   anomalous (`z < threshold`) or not connected keeps `disconnected_penalty` of its
+   score, and one the target does not call, directly or not, its square.
+
+Every node of the graph (and of the table) is returned, best first (ties by anomaly,
+then name).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from setpoint.errors import Invalid
+
+FloatArray = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True, order=True)
+class SeriesKey:
+    """Which series: the node, the metric (`latency`), and the statistic (`Average`, `p99`)."""
+
+    node: str
+    metric: str
+    statistic: str
+
+
+@dataclass(frozen=True)
+class CallGraph:
+    """Who calls whom: `calls` holds (caller, callee) pairs between `nodes`."""
+
+    nodes: tuple[str, ...]
+    calls: frozenset[tuple[str, str]]
+
+    def callees(self) -> dict[str, set[str]]:
+        out: dict[str, set[str]] = {n: set() for n in self.nodes}
+        for caller, callee in self.calls:
+            out.setdefault(caller, set()).add(callee)
+            out.setdefault(callee, set())
+        return out
+
+    def callers(self) -> dict[str, set[str]]:
+        out: dict[str, set[str]] = {n: set() for n in self.nodes}
+        for caller, callee in self.calls:
+            out.setdefault(callee, set()).add(caller)
+            out.setdefault(caller, set())
+        return out
+
+
+@dataclass(frozen=True)
+class MetricTable:
+    """Series sampled at shared `timestamps` (ascending); `nan` marks a missing value."""
+
+    timestamps: tuple[float, ...]
+    columns: Mapping[SeriesKey, Sequence[float]]
+
+    def __post_init__(self) -> None:
+        for key, values in self.columns.items():
+            if len(values) != len(self.timestamps):
+                raise Invalid(
+                    f"{len(values)} values for {len(self.timestamps)} timestamps",
+                    field=f"{key.node}/{key.metric}/{key.statistic}",
+                )
+        if any(b < a for a, b in zip(self.timestamps, self.timestamps[1:], strict=False)):
+            raise Invalid("timestamps must be in ascending order", field="timestamps")
+
+    def nodes(self) -> set[str]:
+        return {k.node for k in self.columns}
+
+    def rows(self, keys: Sequence[SeriesKey], mask: Sequence[bool] | None = None) -> FloatArray:
+        """The values of `keys` as a (rows x keys) array; a key the table lacks is all `nan`."""
+        n = len(self.timestamps)
+        data = np.full((n, len(keys)), np.nan)
+        for j, key in enumerate(keys):
+            values = self.columns.get(key)
+            if values is not None:
+                data[:, j] = np.asarray(values, dtype=np.float64)
+        if mask is not None:
+            data = data[np.asarray(mask, dtype=bool)]
+        return data
+
+
+@dataclass(frozen=True)
+class RankedNode:
+    """One candidate cause: the node, the metric it is anomalous in (`None`: not
+    anomalous), and a score (higher is likelier; only the order means something)."""
+
+    node: str
+    metric: str | None
+    score: float
+
+
+@dataclass(frozen=True)
+class RcaSettings:
+    """The method's few global constants (see the module docstring for their roles)."""
+
+    threshold: float = 5.0
+    """Robust z from which a node counts as anomalous (the PetShop authors' MAD cut, too)."""
+    relative_floor: float = 0.05
+    """No change smaller than this fraction of the reference level is anomalous."""
+    absolute_floor: float = 1e-3
+    """Smallest unit of deviation, in the metric's own unit (for series that are always 0)."""
+    coverage_weight: float = 0.1
+    callee_discount: float = 1.0
+    disconnected_penalty: float = 0.1
+    worse_when_higher: frozenset[str] = field(
+        default_factory=lambda: frozenset({"latency", "errors", "error_rate", "duration"})
+    )
+    """Metrics for which only an increase is an anomaly."""
+    percent_good: frozenset[str] = field(default_factory=lambda: frozenset({"availability"}))
+    """Percentages where 100 is perfect: only a decrease is an anomaly (scored as 100 - x)."""
+
+
+def split_at(timestamps: Sequence[float], at: float) -> list[bool]:
+    """For each row, whether it counts as after `at`: more than half of its period (up to
+    the next timestamp; the median spacing for the last row) is at or after `at`."""
+    ts = np.asarray(timestamps, dtype=np.float64)
+    if len(ts) < 2:
+        return [bool(t >= at) for t in ts]
+    period = float(np.median(np.diff(ts)))
+    return [bool(t + period / 2 > at) for t in ts]
+
+
+def series_anomaly(
+    normal: FloatArray,
+    before: FloatArray,
+    after: FloatArray,
+    keys: Sequence[SeriesKey],
+    settings: RcaSettings = RcaSettings(),
+) -> FloatArray:
+    """The anomaly (robust z, >= 0 in the bad direction) of each column of `after`, the
+    largest over its rows; `normal` and `before` are the baseline rows of the same columns."""
+    width = len(keys)
+    if after.shape[0] == 0:
+        return np.zeros(width)
+    percent = np.array([k.metric in settings.percent_good for k in keys])
+    one_sided = np.array(
+        [k.metric in settings.worse_when_higher or k.metric in settings.percent_good for k in keys]
+    )
+    normal, before, after = (np.where(percent, 100.0 - a, a) for a in (normal, before, after))
+    baseline = np.vstack([normal, before])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-nan columns: nan, handled below
+        centre = np.nanmedian(baseline, axis=0) if baseline.shape[0] else np.full(width, np.nan)
+        mad = np.nanmedian(np.abs(baseline - centre), axis=0) * 1.4826
+        mean_ad = np.nanmean(np.abs(baseline - centre), axis=0) * 1.2533
+        normal_level = np.nanmedian(normal, axis=0) if normal.shape[0] else np.full(width, np.nan)
+        recent_level = np.nanmedian(before, axis=0) if before.shape[0] else np.full(width, np.nan)
+    recent_level = np.where(np.isnan(recent_level), normal_level, recent_level)
+    normal_level = np.where(np.isnan(normal_level), recent_level, normal_level)
+    scale = np.maximum(np.nan_to_num(mad), np.nan_to_num(mean_ad))
+    scale = np.maximum(scale, settings.relative_floor * np.abs(np.nan_to_num(recent_level)))
+    scale = np.maximum(scale, settings.absolute_floor)
+    from_recent = (after - recent_level) / scale
+    from_normal = (after - normal_level) / scale
+    same_side = np.sign(from_recent) == np.sign(from_normal)
+    smaller = np.minimum(np.abs(from_recent), np.abs(from_normal))
+    deviation = np.where(same_side, np.sign(from_recent) * smaller, 0.0)
+    deviation = np.where(one_sided, deviation, np.abs(deviation))
+    deviation = np.nan_to_num(deviation, nan=0.0, posinf=0.0, neginf=0.0)
+    return np.asarray(np.maximum(deviation.max(axis=0), 0.0), dtype=np.float64)
+
+
+def node_anomaly(
+    graph: CallGraph,
+    abnormal: MetricTable,
+    *,
+    metric: str,
+    at: float | None,
+    normal: MetricTable | None = None,
+    settings: RcaSettings = RcaSettings(),
+) -> dict[str, float]:
+    """Each node's anomaly `z` in `metric` (the largest over its statistics) after `at`
+    (`None`: the whole `abnormal` window is after, and `normal` is the whole baseline)."""
+    keys = sorted(k for k in abnormal.columns if k.metric == metric)
+    after_mask = split_at(abnormal.timestamps, at) if at is not None else None
+    if after_mask is None:
+        after = abnormal.rows(keys)
+        before = np.empty((0, len(keys)))
+    else:
+        after = abnormal.rows(keys, after_mask)
+        before = abnormal.rows(keys, [not m for m in after_mask])
+    base = normal.rows(keys) if normal is not None else np.empty((0, len(keys)))
+    z = series_anomaly(base, before, after, keys, settings)
+    out = {n: 0.0 for n in graph.nodes}
+    for key, value in zip(keys, z, strict=True):
+        out[key.node] = max(out.get(key.node, 0.0), float(value))
+    return out
+
+
+def rank_by_anomaly(
+    graph: CallGraph,
+    anomaly: Mapping[str, float],
+    *,
+    target: str,
+    metric: str,
+    settings: RcaSettings = RcaSettings(),
+) -> list[RankedNode]:
+    """Steps 2 and 3 of the method: blame and explanation over the call graph, given each
+    node's anomaly `z` (missing nodes: 0)."""
+    nodes = sorted(set(graph.nodes) | set(anomaly) | {target})
+    callees, callers = graph.callees(), graph.callers()
+    g = {n: math.log1p(max(anomaly.get(n, 0.0), 0.0)) for n in nodes}
+    anomalous = {n for n in nodes if anomaly.get(n, 0.0) >= settings.threshold}
+    called = _closure(target, callees, lambda _: True)  # the target and all it calls
+    ranked: list[tuple[float, float, str, RankedNode]] = []
+    for node in nodes:
+        explained = 0.0
+        if g[node] > 0:
+            explained = max(
+                (min(1.0, g[k] / g[node]) for k in callees.get(node, ()) if k in anomalous),
+                default=0.0,
+            )
+        own = g[node] * max(0.0, 1.0 - settings.callee_discount * explained)
+        dependents = _closure(node, callers, lambda n: n in anomalous) - {node}
+        score = own * (1.0 + settings.coverage_weight * sum(g[v] for v in dependents))
+        connected = node == target or target in dependents
+        if node not in anomalous or not connected:
+            score *= settings.disconnected_penalty
+        if node not in called:
+            score *= settings.disconnected_penalty
+        label = metric if node in anomalous else None
+        ranked.append((-score, -g[node], node, RankedNode(node, label, float(score))))
+    ranked.sort(key=lambda r: r[:3])
+    return [r[3] for r in ranked]
+
+
+def rank_root_causes(
+    graph: CallGraph,
+    abnormal: MetricTable,
+    *,
+    target: str,
+    metric: str,
+    at: float | None,
+    normal: MetricTable | None = None,
+    settings: RcaSettings = RcaSettings(),
+) -> list[RankedNode]:
+    """The nodes of `graph` best first as causes of `target`'s anomaly in `metric` after `at`.
+
+    `normal` is a baseline of the same series in normal operation (optional when the
+    window has rows before `at`). Raises `Invalid` when the target or the metric is unknown
+    or there is no baseline at all.
+    """
+    if target not in graph.nodes and target not in abnormal.nodes():
+        raise Invalid(f"unknown target node {target!r}", field="target")
+    if not any(k.metric == metric for k in abnormal.columns):
+        known = sorted({k.metric for k in abnormal.columns})
+        raise Invalid(f"no series of metric {metric!r} (known: {', '.join(known)})", field="metric")
+    if at is None and normal is None:
+        raise Invalid("give the anomaly's time or a normal baseline", field="at")
+    own_before = 0 if at is None else split_at(abnormal.timestamps, at).count(False)
+    if own_before + (len(normal.timestamps) if normal is not None else 0) == 0:
+        when = "" if at is None else f" and no rows before {at:g}"
+        raise Invalid(f"no baseline: no normal rows{when}", field="at")
+    anomaly = node_anomaly(graph, abnormal, metric=metric, at=at, normal=normal, settings=settings)
+    return rank_by_anomaly(graph, anomaly, target=target, metric=metric, settings=settings)
+
+
+def _closure(
+    start: str, edges: Mapping[str, Iterable[str]], keep: Callable[[str], bool]
+) -> set[str]:
+    """`start` and every node reachable from it along `edges` through nodes `keep` accepts."""
+    seen = {start}
+    stack = [start]
+    while stack:
+        for nxt in edges.get(stack.pop(), ()):
+            if nxt not in seen and keep(nxt):
+                seen.add(nxt)
+                stack.append(nxt)
+    return seen
