@@ -13,6 +13,25 @@ def test_table_lists_every_object_sorted_by_name(applied: CLI) -> None:
     assert lines[0].index("READY") == lines[1].index("-")  # aligned columns
 
 
+def test_kinds_separated_by_commas_print_one_table_each(applied: CLI) -> None:
+    applied.ok("apply", "-f", str(applied.write("proc.yaml", PROC)))
+    lines = applied.ok("get", "greetings,proc,gr").lines
+    assert [(columns(line) or [""])[0] for line in lines] == [
+        "NAME", "bonjour", "hello", "", "NAME", "p",
+    ]  # fmt: skip
+    refused = applied("get", "greetings,proc", "-o", "yaml")
+    assert refused.code == 1
+    assert "no NAME, -w or -o" in refused.err
+
+
+PROC = {
+    "apiVersion": "setpoint.dev/v1alpha1",
+    "kind": "Process",
+    "metadata": {"name": "p"},
+    "spec": {"args": ["true"]},
+}
+
+
 @pytest.mark.parametrize(
     "name", ["greetings", "greeting", "Greeting", "gr", "greetings.example.com"]
 )

@@ -1,4 +1,5 @@
 """`setpoint get KIND [NAME...]`: print objects as a table, YAML, JSON or names; `-w` follows.
+`get KIND,KIND...` prints one table per kind.
 
 With `-w` the current list is printed first (as ADDED events), then every
 change from the list's revision on, one row or document per event, until
@@ -66,6 +67,8 @@ def add_parser(
 async def run(ctx: Context, args: argparse.Namespace) -> int:
     if not args.kind:
         raise Invalid("say which KIND to get, e.g. setpoint get greetings")
+    if "," in args.kind:
+        return await _get_kinds(ctx, args)
     kind, names = kind_and_names(ctx.registry, args.kind, args.names)
     selector = parse_selector(args.selector)
     if names and selector.requirements:
@@ -88,6 +91,23 @@ async def run(ctx: Context, args: argparse.Namespace) -> int:
             print(f"No resources found{where}.", file=sys.stderr)
             return 0
         view.print_all(items, revision)
+    return 0
+
+
+async def _get_kinds(ctx: Context, args: argparse.Namespace) -> int:
+    """`get deploy,proc`: one table after another (kubectl's form), each kind once."""
+    if args.names or args.watch or args.output not in ("table", "wide"):
+        raise Invalid("KIND,KIND... lists every object of each kind as tables: no NAME, -w or -o")
+    kinds = [ctx.registry.resolve(part) for part in args.kind.split(",") if part]
+    printed = False
+    for kind in dict.fromkeys(kinds):
+        one = argparse.Namespace(**{**vars(args), "kind": kind.plural})
+        if printed:
+            print()
+        status = await run(ctx, one)
+        if status:
+            return status
+        printed = True
     return 0
 
 
