@@ -264,6 +264,21 @@ async def test_a_stop_signal_is_sent_instead_of_sigterm(world: World, tmp_path: 
     assert obj["status"]["lastExit"].get("signal") is None
 
 
+async def test_an_exec_probe_runs_with_the_childs_env_and_cwd(world: World, tmp_path: Path) -> None:
+    (tmp_path / "here").touch()
+    check = ["sh", "-c", 'test "$MARK" = x && test -e here']
+    await world.harness.store.create(
+        process(
+            "p", python(SLEEP_FOREVER), env={"MARK": "x"}, cwd=str(tmp_path),
+            readinessProbe={"exec": {"command": check}, "periodSeconds": 1},
+        )
+    )  # fmt: skip
+    obj = await wait_for(
+        world.harness.store, "p", lambda o: condition(o, "Ready").get("status") == "True"
+    )
+    assert obj is not None
+
+
 async def test_an_unknown_stop_signal_is_refused(world: World) -> None:
     with pytest.raises(Invalid, match="stopSignal"):
         await world.harness.store.create(process("x", python(SLEEP_FOREVER), stopSignal="TERM"))

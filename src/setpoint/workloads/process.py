@@ -49,6 +49,7 @@ import contextlib
 import copy
 import functools
 import logging
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -93,6 +94,7 @@ from setpoint.workloads.probes import (
     ProbeRole,
     check_probe_role,
     load_probe,
+    run_probe,
 )
 
 __all__ = [
@@ -670,7 +672,10 @@ class ProcessController(ChildTable[_Child]):
     def _probe(self, key: Key, child: _Child, role: ProbeRole, wire: Any) -> None:
         probe = load_probe(wire, f"spec.{role}Probe")
         on_change = functools.partial(self._on_probe, key, child, role)
-        prober = Prober(probe, self.clock, on_change)
+        # An exec probe runs as the child does: with its environment and working directory.
+        env = {**os.environ, **(child.spec.get("env") or {})}
+        runner = functools.partial(run_probe, env=env, cwd=child.spec.get("cwd"))
+        prober = Prober(probe, self.clock, on_change, runner=runner)
         child.tasks.append(asyncio.create_task(prober.run(), name=f"{role} probe of {key}"))
 
     async def _on_probe(
