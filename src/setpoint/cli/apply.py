@@ -5,6 +5,11 @@ today): it owns what the user declares (everything but `metadata` and
 `status`, plus labels and annotations) and leaves the rest of the stored
 object (status, finalizers, owner references) as it is.
 
+Who changed a spec is noted for the timeline: given `notes` (the verb passes the
+timeline of its store, `setpoint.insight.timeline`), `apply_object` notes
+`user@host` against the spec it is about to write, and the recorder names that
+actor on the change it then sees. The stored object carries no trace of it.
+
 `refuse_dependency_cycles` is checked by every writer of manifests (`apply`,
 `up`) before anything is written: a `spec.dependsOn` cycle among the objects
 being applied and those already stored is refused as `Invalid`, naming it.
@@ -14,7 +19,10 @@ from __future__ import annotations
 
 import argparse
 import copy
+import getpass
+import socket
 import sys
+import time
 from collections.abc import Sequence
 from typing import Literal
 
@@ -22,6 +30,7 @@ from setpoint.cli.context import Context
 from setpoint.cli.load import KINDS_HINT, Manifest, identify, read_manifests
 from setpoint.cli.render import object_ref
 from setpoint.errors import AlreadyExists, Conflict, Error, Invalid, NotFound, UnknownKind
+from setpoint.insight.timeline import ActorNotes, Timeline, timeline_path_for
 from setpoint.model import Kind, Object, Registry
 from setpoint.store.base import Store
 from setpoint.workloads.dependencies import find_cycle
@@ -35,7 +44,9 @@ _USER_METADATA = ("labels", "annotations")
 _NOT_DECLARED = ("apiVersion", "kind", "metadata", "status")
 
 
-async def apply_object(store: Store, obj: Object) -> ApplyResult:
+async def apply_object(
+    store: Store, obj: Object, *, notes: ActorNotes | None = None, actor: str | None = None
+) -> ApplyResult:
     """Make the stored object say what `obj` declares; return what that took.
 
     Absent: created (status and server-set metadata in `obj` are ignored).
@@ -43,18 +54,21 @@ async def apply_object(store: Store, obj: Object) -> ApplyResult:
     and the result is written with compare-and-swap on the stored
     `resourceVersion`; on `Conflict` it re-reads and tries again. Nothing to
     change: `unchanged`, and nothing is written. Raises `Invalid` (naming the
-    field) before writing when `obj` does not validate.
+    field) before writing when `obj` does not validate. Before writing a new spec,
+    `actor` (default: `local_actor()`) is noted in `notes`, if given.
     """
     kind = store.registry.for_object(obj)
     desired = copy.deepcopy(obj)
     kind.validate(desired)  # normalised as the store stores it, so "unchanged" is exact
     meta = desired["metadata"]
+    noted = False  # one note per spec written, however many attempts that takes
     for _ in range(ATTEMPTS):
         try:
             current = await store.get(
                 kind.api_version, kind.kind, meta["name"], namespace=meta.get("namespace")
             )
         except NotFound:
+            noted = noted or _note(notes, actor, desired)
             try:
                 await store.create(_for_create(desired))
             except AlreadyExists:
@@ -63,6 +77,8 @@ async def apply_object(store: Store, obj: Object) -> ApplyResult:
         updated = _declared_onto(current, desired)
         if updated == current:
             return "unchanged"
+        if updated.get("spec") != current.get("spec"):
+            noted = noted or _note(notes, actor, updated)
         try:
             await store.update(updated)
         except (Conflict, NotFound):
@@ -72,6 +88,23 @@ async def apply_object(store: Store, obj: Object) -> ApplyResult:
         f"{object_ref(kind, meta['name'])} kept changing while being applied "
         f"({ATTEMPTS} attempts); try again"
     )
+
+
+def local_actor() -> str:
+    """`user@host`: who runs this command, as the timeline names the author of a change."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = "unknown"
+    return f"{user}@{socket.gethostname()}"
+
+
+def _note(notes: ActorNotes | None, actor: str | None, obj: Object) -> bool:
+    """Note who writes `obj`'s spec; whether a note was made."""
+    if notes is None or "spec" not in obj:
+        return False
+    notes.note_actor(obj, actor or local_actor(), time.time())
+    return True
 
 
 def _for_create(desired: Object) -> Object:
@@ -226,18 +259,24 @@ async def run(ctx: Context, args: argparse.Namespace) -> int:
     if problems:
         return 1
     status = 0
+    timeline_path = timeline_path_for(ctx.store_url)
     async with ctx.open_store() as store:
         await refuse_dependency_cycles(store, [obj for _, _, obj in checked])
-        for manifest, kind, obj in checked:
-            ref = object_ref(kind, obj["metadata"]["name"])
-            try:
-                result = await apply_object(store, obj)
-            except Error as exc:
-                print(
-                    f"error: {manifest.where(getattr(exc, 'field', None))}: {ref}: {exc}",
-                    file=sys.stderr,
-                )
-                status = 1
-                continue
-            print(f"{ref} {result}", flush=True)
+        notes = Timeline.open(timeline_path) if timeline_path is not None else None
+        try:
+            for manifest, kind, obj in checked:
+                ref = object_ref(kind, obj["metadata"]["name"])
+                try:
+                    result = await apply_object(store, obj, notes=notes)
+                except Error as exc:
+                    print(
+                        f"error: {manifest.where(getattr(exc, 'field', None))}: {ref}: {exc}",
+                        file=sys.stderr,
+                    )
+                    status = 1
+                    continue
+                print(f"{ref} {result}", flush=True)
+        finally:
+            if notes is not None:
+                notes.close()
     return status

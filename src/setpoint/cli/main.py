@@ -14,13 +14,28 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from setpoint.cli import apply, delete, describe, events, get, logs, rca, rollout, up
+from setpoint.cli import (
+    apply,
+    delete,
+    describe,
+    events,
+    explain,
+    get,
+    logs,
+    rca,
+    rollout,
+    timeline,
+    up,
+)
 from setpoint.cli.context import DEFAULT_STORE, Context
 from setpoint.cli.load import KINDS_HINT, load_kinds
 from setpoint.errors import Error, UnknownKind
 from setpoint.model import REGISTRY
 from setpoint.runtime import EVENT, LEASE  # noqa: F401  registers the built-in kinds
 from setpoint.workloads import deployment, job, process, service  # noqa: F401  registers kinds
+
+VERBS = (apply, get, describe, events, delete, logs, rollout, up, timeline, explain, rca)
+"""Every verb module, in the order `--help` lists them."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -67,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
         title="verbs", metavar="VERB", required=True, parser_class=_Parser
     )
     parents = [_global_options("_after")]
-    for verb in (apply, get, describe, events, delete, logs, rollout, up, rca):
+    for verb in VERBS:
         verb.add_parser(verbs, parents)
     return parser
 

@@ -1,5 +1,6 @@
 """`setpoint up DIR|FILE`: the main job. One process runs the built-in workload controllers
-on the local store, applies the manifests and shows them converging until stopped.
+on the local store, applies the manifests and shows them converging until stopped, and
+records the timeline (`setpoint.insight.recorder`) that `timeline` and `explain` read.
 
 The store is the CLI's (by default `sqlite:///.setpoint/state.db`), so `get`,
 `describe`, `events`, `logs`, `delete` and `apply` run from the same directory reach
@@ -34,6 +35,7 @@ from setpoint.cli.live import StatusBoard, view_for
 from setpoint.cli.load import read_manifests
 from setpoint.cli.render import object_ref
 from setpoint.errors import Invalid
+from setpoint.insight.recorder import setup as record_timeline
 from setpoint.model import Kind, Object
 from setpoint.runtime.manager import Manager, ManagerOptions
 from setpoint.store.base import Store
@@ -95,11 +97,15 @@ async def run(ctx: Context, args: argparse.Namespace) -> int:
     workspace = workspace_of(ctx.store_url)
     async with ctx.open_store() as store:
         await refuse_dependency_cycles(store, [obj for _, _, obj in checked])
-        return await _run_engine(store, [(kind, obj) for _, kind, obj in checked], workspace)
+        objects = [(kind, obj) for _, kind, obj in checked]
+        return await _run_engine(store, objects, workspace, ctx.store_url)
 
 
-async def _run_engine(store: Store, objects: list[tuple[Kind, Object]], ws: Workspace) -> int:
+async def _run_engine(
+    store: Store, objects: list[tuple[Kind, Object]], ws: Workspace, store_url: str
+) -> int:
     manager = Manager(store, options=ManagerOptions())
+    recorder = record_timeline(manager, store_url=store_url, log_dir=ws.log_dir)
     processes = ProcessController(
         store,
         manager.event_recorder("process-controller"),
@@ -124,7 +130,7 @@ async def _run_engine(store: Store, objects: list[tuple[Kind, Object]], ws: Work
     signalled = _on_signals(manager)
     try:
         for kind, obj in objects:
-            result = await apply_object(store, obj)
+            result = await apply_object(store, obj, notes=recorder.timeline)
             print(f"{object_ref(kind, obj['metadata']['name'])} {result}", flush=True)
         view = asyncio.create_task(view_for(board).run())
         try:

@@ -1,0 +1,173 @@
+"""`setpoint explain KIND/NAME [--at TIME] [--timeline FILE.jsonl] [-o table|json]`: the probable
+causes of an object's failure, best first, each with its score and a one-line reason.
+
+Without `--timeline` the entries come from the timeline `setpoint up` records beside the
+store (`setpoint.insight.timeline`); with it, from a JSONL file (one entry per line, as
+`setpoint timeline -o jsonl` writes). KIND is matched as kubectl does (`deployment`,
+`Deployment`, `deploy`); a kind no module registered still matches the timeline's kinds by
+name, case-insensitively. The failure is the object's latest transition, at or before
+`--at` when given, to Ready=False, Stalled=True or a crash loop. `-o json` prints a JSON list,
+best first, of {"entry": <timeline entry>, "score": float, "reason": str}. The ranking
+itself is `setpoint.insight.ranking` (pure).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+
+from setpoint.cli import render
+from setpoint.cli.context import Context
+from setpoint.errors import Invalid
+from setpoint.insight.entries import (
+    ObjectRef,
+    pick_target,
+    read_timeline,
+    resolve_kind,
+    split_object_arg,
+)
+from setpoint.insight.ranking import (
+    Candidate,
+    RankingSettings,
+    TimelineIndex,
+    find_failure,
+    rank,
+)
+
+LIVE_WINDOW_S = 7 * 86400.0
+"""How far back the live form reads the recorded timeline (edges: all of them)."""
+LIVE_MAX_ENTRIES = 1_000_000
+
+
+def add_parser(
+    verbs: argparse._SubParsersAction[argparse.ArgumentParser],
+    parents: list[argparse.ArgumentParser],
+) -> None:
+    p = verbs.add_parser(
+        "explain",
+        parents=parents,
+        help="rank the probable causes of an object's failure (what changed before it broke)",
+        description="Rank what most probably caused an object's failure (a condition going "
+        "False, Stalled, a crash loop): changes and symptoms before it, scored by time, "
+        "dependency/ownership distance, past co-occurrence and novelty, each with a reason.",
+    )
+    p.add_argument("object", metavar="KIND/NAME", help="e.g. deployment/web")
+    p.add_argument(
+        "--at",
+        metavar="TIME",
+        help="explain the failure at or before TIME (seconds since the epoch, or ISO 8601 "
+        "such as 2026-11-30T10:00:05Z, UTC unless it says); default: the latest one",
+    )
+    p.add_argument(
+        "--timeline",
+        metavar="FILE",
+        help="read entries from this JSONL file instead of the recorded timeline",
+    )
+    p.add_argument(
+        "--limit", type=int, default=20, metavar="N", help="show the N best (0: all; default 20)"
+    )
+    p.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    p.set_defaults(run=run)
+
+
+def parse_time(text: str) -> float:
+    """`1700000000.5` or an ISO 8601 time (naive means UTC) -> seconds since the epoch."""
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        parsed = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise Invalid(
+            f"{text!r}: want seconds since the epoch or an ISO 8601 time", field="--at"
+        ) from None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed.timestamp()
+
+
+async def run(ctx: Context, args: argparse.Namespace) -> int:
+    if args.limit < 0:
+        raise Invalid("want 0 (all) or more", field="--limit")
+    at = parse_time(args.at) if args.at is not None else None
+    typed_kind, name = split_object_arg(args.object)
+    entries = read_timeline(args.timeline) if args.timeline else _recorded(ctx, at)
+    index = TimelineIndex.build(entries)
+    kind = resolve_kind(typed_kind, ctx.registry, index.kinds)
+    namespace = ctx.namespace if ctx.namespace_explicit else None
+    target = pick_target(kind, name, namespace, index.objects)
+    failure = find_failure(index, target, at)
+    candidates = rank(index, failure, RankingSettings(limit=args.limit or None))
+    if args.output == "json":
+        doc = [{"entry": c.entry, "score": c.score, "reason": c.reason} for c in candidates]
+        sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
+        return 0
+    _print_table(target, failure.ts, failure.failure, candidates)
+    return 0
+
+
+def _recorded(ctx: Context, at: float | None) -> list[dict[str, Any]]:
+    """The entries of the timeline recorded beside the store, up to `at` (edges: all)."""
+    from setpoint.insight.timeline import Timeline, timeline_path_for
+
+    path = timeline_path_for(ctx.store_url)
+    if path is None or not path.exists():
+        raise Invalid(
+            f"no recorded timeline for {ctx.store_url} (it is kept by `setpoint up` beside a "
+            "sqlite store); give one with --timeline FILE.jsonl"
+        )
+    timeline = Timeline.open(path)
+    try:
+        until = at + 1.0 if at is not None else None
+        since = until - LIVE_WINDOW_S if until is not None else None
+        window = timeline.query(since=since, until=until, limit=LIVE_MAX_ENTRIES)
+        if window:
+            since = float(window[0]["ts"])
+        edges = timeline.query(until=since, types=["edge"]) if since is not None else []
+    finally:
+        timeline.close()
+    entries = [dict(e) for e in (*edges, *window)]
+    entries.sort(key=lambda e: e["ts"])
+    return entries
+
+
+def _print_table(
+    target: ObjectRef, failed_at: float, failure: str, candidates: Sequence[Candidate]
+) -> None:
+    when = datetime.fromtimestamp(failed_at, UTC).isoformat(timespec="seconds")
+    when = when.replace("+00:00", "Z")
+    print(f"{target} {failure} at {when}; probable causes, best first:")
+    if not candidates:
+        print("(no change or symptom found before the failure)")
+        return
+    rows = [["RANK", "SCORE", "WHEN", "ENTRY", "REASON"]]
+    for i, c in enumerate(candidates, 1):
+        before = failed_at - float(c.entry["ts"])
+        rows.append(
+            [
+                str(i),
+                f"{c.score:.3f}",
+                f"-{render.human_duration(before)}" if before >= 0.5 else "0s",
+                summarize(c.entry),
+                c.reason,
+            ]
+        )
+    for line in render.format_table(rows):
+        print(line)
+
+
+def summarize(entry: Mapping[str, Any]) -> str:
+    """A short column for one entry: its type and object (and the path of a one-path change)."""
+    obj = ObjectRef.of(entry.get("object"))
+    what = str(entry.get("type"))
+    if what == "change":
+        diff = entry.get("diff") or {}
+        if len(diff) == 1:
+            what += " " + next(iter(diff))
+    return f"{what} {obj}" if obj else what

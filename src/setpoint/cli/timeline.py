@@ -1,0 +1,169 @@
+"""`setpoint timeline [KIND/NAME] [--since 10m] [--type TYPE ...] [-o table|json|jsonl]`: what
+happened, oldest first, from the timeline `setpoint up` records beside its store.
+
+The timeline is read from the store's SQLite file (`setpoint.insight.timeline`);
+a `memory://` store has none outside its process. `-o jsonl` writes the file
+`setpoint explain --timeline FILE` reads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+
+from setpoint.cli import render
+from setpoint.cli.context import Context
+from setpoint.errors import Invalid, UnknownKind
+from setpoint.insight.timeline import Entry, Timeline, dump_jsonl, object_of, timeline_path_for
+
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h|d)?$")
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_DETAIL_WIDTH = 120
+
+
+def parse_duration(text: str, field: str = "--since") -> float:
+    """`90`, `30s`, `10m`, `2h`, `1d` -> seconds; `Invalid` naming `field` otherwise."""
+    match = _DURATION.match(text.strip())
+    if match is None:
+        raise Invalid(f"{text!r}: want a duration like 30s, 10m, 2h or 1d", field=field)
+    return float(match.group(1)) * _UNITS[match.group(2) or "s"]
+
+
+def add_parser(
+    verbs: argparse._SubParsersAction[argparse.ArgumentParser],
+    parents: list[argparse.ArgumentParser],
+) -> None:
+    p = verbs.add_parser(
+        "timeline",
+        parents=parents,
+        help="show what happened (changes, conditions, events, exits, log lines), oldest first",
+        description="Show the timeline `setpoint up` records: spec changes and who made them, "
+        "condition transitions, events, process exits, sampled log lines and dependency "
+        "edges, oldest first; of everything, or of one object (KIND/NAME).",
+    )
+    p.add_argument("object", nargs="?", metavar="KIND/NAME", help="e.g. process/db")
+    p.add_argument(
+        "--since", metavar="DURATION", help="only the last DURATION (e.g. 30s, 10m, 2h, 1d)"
+    )
+    p.add_argument(
+        "--type",
+        dest="types",
+        action="append",
+        metavar="TYPE",
+        help="only entries of this type: change, condition, event, exit, log, edge "
+        "(repeatable, or comma-separated)",
+    )
+    p.add_argument("--limit", type=int, metavar="N", help="only the newest N entries")
+    p.add_argument(
+        "-o", "--output", choices=("table", "json", "jsonl"), default="table", help="format"
+    )
+    p.set_defaults(run=run)
+
+
+def _object(ctx: Context, arg: str | None) -> dict[str, Any] | None:
+    if not arg:
+        return None
+    kind_name, _, name = arg.partition("/")
+    if not kind_name or not name or "/" in name:
+        raise Invalid(f"{arg!r}: want KIND/NAME, e.g. process/db")
+    try:
+        kind = ctx.registry.resolve(kind_name)
+    except UnknownKind:
+        return {"kind": kind_name, "name": name}  # a kind this command has not loaded
+    return {"kind": kind.kind, "name": name, "namespace": ctx.namespace_of(kind) or ""}
+
+
+async def run(ctx: Context, args: argparse.Namespace) -> int:
+    about = _object(ctx, args.object)
+    since = time.time() - parse_duration(args.since) if args.since else None
+    types = [t.strip() for arg in args.types or [] for t in arg.split(",") if t.strip()] or None
+    if args.limit is not None and args.limit < 0:
+        raise Invalid("must be >= 0", field="--limit")
+    path = timeline_path_for(ctx.store_url)
+    if path is None:
+        raise Invalid(
+            f"{ctx.store_url}: this store keeps no timeline on disk (only `setpoint up` "
+            "on a sqlite:/// store does)",
+            field="store",
+        )
+    entries: list[Entry] = []
+    if path.exists():
+        with Timeline.open(path) as timeline:
+            entries = timeline.query(object=about, since=since, types=types, limit=args.limit)
+    if args.output == "jsonl":
+        dump_jsonl(entries, sys.stdout.buffer)
+        sys.stdout.flush()
+        return 0
+    if args.output == "json":
+        sys.stdout.buffer.write(orjson.dumps(entries, option=orjson.OPT_INDENT_2) + b"\n")
+        sys.stdout.flush()
+        return 0
+    if not entries:
+        print("No timeline entries found.", file=sys.stderr)
+        return 0
+    rows = [["TIME", "TYPE", "OBJECT", "DETAIL"]] + [_row(e) for e in entries]
+    widths = render.column_widths(rows)
+    for row in rows:
+        print(render.format_row(row, widths), flush=True)
+    return 0
+
+
+def _row(entry: Entry) -> list[str]:
+    ts = float(entry.get("ts") or 0.0)
+    when = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ts)) + f".{int(ts % 1 * 1000):03d}Z"
+    about = object_of(entry)
+    ref = f"{about.get('kind')}/{about.get('name')}" if about else "-"
+    detail = " ".join(describe_entry(entry).split())
+    if len(detail) > _DETAIL_WIDTH:
+        detail = detail[: _DETAIL_WIDTH - 3] + "..."
+    return [when, str(entry.get("type")), ref, detail]
+
+
+def describe_entry(entry: Entry) -> str:
+    """One line saying what an entry records."""
+    kind = entry.get("type")
+    if kind == "change":
+        diff = entry.get("diff") or {}
+        parts = [f"{path}: {_short(v[0])} -> {_short(v[1])}" for path, v in _pairs(diff)]
+        return f"{entry.get('action', 'updated')} by {entry.get('actor', 'unknown')}: " + "; ".join(
+            parts
+        )
+    if kind == "condition":
+        c = entry.get("condition") or {}
+        text = f"{c.get('type')}={c.get('status')}"
+        if c.get("reason"):
+            text += f" {c.get('reason')}"
+        return text + (f": {c.get('message')}" if c.get("message") else "")
+    if kind == "event":
+        return f"{entry.get('eventType')} {entry.get('reason')}: {entry.get('message')}"
+    if kind == "exit":
+        how = (
+            f"signal {entry.get('signal')}"
+            if entry.get("signal") is not None
+            else f"code {entry.get('exitCode')}"
+        )
+        lines = entry.get("lines") or []
+        last = f" | {lines[-1]}" if lines else ""
+        return f"exited, {how}" + last
+    if kind == "log":
+        return str(entry.get("line"))
+    if kind == "edge":
+        to = entry.get("to") or {}
+        return f"{entry.get('relation')} -> {to.get('kind')}/{to.get('name')}"
+    rest = {k: v for k, v in entry.items() if k not in ("ts", "type", "object")}
+    return orjson.dumps(rest).decode()
+
+
+def _pairs(diff: Mapping[str, Any]) -> list[tuple[str, list[Any]]]:
+    return [(p, v) for p, v in diff.items() if isinstance(v, list) and len(v) == 2]
+
+
+def _short(value: Any) -> str:
+    text = orjson.dumps(value).decode()
+    return text if len(text) <= 40 else text[:37] + "..."

@@ -1,0 +1,792 @@
+"""Rank the probable causes of one object's failure among timeline entries ("what changed
+before this broke"). Pure: no I/O, no clock, no asyncio; time is the entries' own `ts`.
+
+`TimelineIndex.build(entries)` reads the entries once (they must be ordered by `ts`) and keeps
+what every explanation needs: timestamps to bisect, the dependency/ownership edges, each
+object's entries, failure onsets, and which config values and log lines were never seen
+before. `explain(index, target, at=...)` then ranks, touching only the entries near the
+failure, so one explanation on a million-entry timeline takes milliseconds.
+
+The failure is the latest transition of the target, at or before `at` (default: any time),
+to Ready=False, Stalled=True or a crash loop; if it has none, `at` itself. Candidates are the
+changes within `RankingSettings.horizon_s` before it, and the first symptoms (below) within
+`symptom_horizon_s` of other objects connected to the target. Each candidate's score is a
+product of factors, each a reason to believe it:
+
+    score = prior x time_factor ** w_time x graph_factor ** w_graph
+            x (1 + w_history * cooccurrence) x (1 + w_novelty * novelty)
+            x (1 + w_evidence * 4 * evidence) x (precedence_penalty if it came too late)
+
+* prior: what the entry is. A spec change can change what runs (1.0); a `spec.replicas`
+  change only the load (0.5); a labels/annotations-only change nothing that runs (0.2); a
+  symptom of another object says where, not what, and is not something one can revert (0.3).
+  A change a controller made (actor `controller...`) counts half: it mostly carries out
+  another change (a rollout's new replica) rather than causing anything by itself.
+* time_factor = 1 / (1 + dt / tau), dt the seconds from the entry to the failure: heavy
+  tailed, because a change shows only after probes fail a few times and back-offs run (tens
+  of seconds), yet an hour-old change can still be the cause. tau = 60 s.
+* graph_factor = 0.5 ** hops from the target along dependency and ownership edges (toward
+  what the target depends on and both ways along ownership; against a dependency counts two
+  hops): each hop halves the belief. Unconnected objects count as 4 hops (edges may be
+  missing from a timeline, so not zero).
+* cooccurrence: in the history before the candidate window, the share of changes of this kind
+  (object kind and path, list indices dropped) that a failure of this kind (the target's kind
+  and failure class) followed within `follow_s`, add-one smoothed: 0 without history.
+* novelty: a change sets a value the path never had before; a log line's template never
+  appeared for that object before.
+* evidence: the changed object (or one it owns) showed a new symptom after the change and
+  before the target failed, and nothing it depends on showed one first (that would explain
+  it better): 1 / (1 + gap / tau), gap the seconds from the change to that symptom. Its gain
+  is 4 (`evidence_gain`): a change followed at once by trouble of its own is far likelier
+  the cause (a likelihood ratio of about five) than one after which nothing of its own broke.
+* precedence: a failure propagates from its first symptom; a change made after something the
+  target depends on, or owns, already showed a symptom (in the `tau_s` before the failure)
+  or was already failing (and still was) is unlikely to have started it: x 0.5.
+
+The weights are 1 (w_novelty 0.5: a first-seen value is common for harmless changes too);
+`bench/insight.py` reports the accuracy with each halved and doubled.
+
+A symptom is an exit other than a stop on request (SIGTERM, code 0 or 143), a Warning
+event, a failure onset, or an error line (ERROR, FATAL, Traceback, ...Error) whose template
+its object did not log in the hour before. A log line's template is the line with numbers,
+addresses, ids and quoted strings masked (`line_shape`: each word with a digit in it).
+"""
+
+from __future__ import annotations
+
+import heapq
+import re
+from bisect import bisect_left, bisect_right
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from setpoint.errors import Invalid
+from setpoint.insight.entries import Entry, ObjectRef
+
+# -- what entries mean ---------------------------------------------------------------
+
+CRASH_LOOP_REASONS = frozenset({"BackOff", "CrashLoopBackOff"})
+STOP_SIGNALS = (None, 0, 15)
+STOP_CODES = (None, 0, 143)
+STOPPED_MARK = "(stopped:"
+"""In an exit's `reason`: the workload controller stopped it (`setpoint.workloads.children`)."""
+ERROR_LINE = re.compile(
+    r"\b(?:ERROR|FATAL|PANIC|CRITICAL|SEVERE|Traceback|Exception|panic|refused|denied|"
+    r"timed out|timeout|killed|OOM|[A-Z][A-Za-z]*Error)\b|\berror:"
+)
+"""A log line that reports a problem: a symptom if its object did not log its template in the
+`QUIET_S` before (recurring warnings are not news)."""
+QUIET_S = 3600.0
+
+
+def failure_class(entry: Entry) -> str | None:
+    """The failure an entry reports: "NotReady", "Stalled", "CrashLoop", "Failed" or None."""
+    kind = entry.get("type")
+    if kind == "condition":
+        cond = entry.get("condition") or {}
+        ctype, status, reason = cond.get("type"), cond.get("status"), cond.get("reason")
+        if reason in CRASH_LOOP_REASONS and status == ("False" if ctype == "Ready" else "True"):
+            return "CrashLoop"
+        if ctype == "Ready" and status == "False":
+            return "NotReady"
+        if ctype == "Stalled" and status == "True":
+            return "Stalled"
+        if ctype == "Failed" and status == "True":
+            return "Failed"
+    elif kind == "event" and entry.get("reason") in CRASH_LOOP_REASONS:
+        return "CrashLoop"
+    return None
+
+
+def recovered_from(entry: Entry) -> frozenset[str]:
+    """The failure classes an entry ends: Ready=True ends them all, Stalled=False a stall,
+    Failed=False a failure."""
+    if entry.get("type") != "condition":
+        return frozenset()
+    cond = entry.get("condition") or {}
+    ctype, status = cond.get("type"), cond.get("status")
+    if ctype == "Ready" and status == "True":
+        return ALL_FAILURES
+    if ctype in ("Stalled", "Failed") and status == "False":
+        return frozenset({ctype})
+    return frozenset()
+
+
+ALL_FAILURES = frozenset({"NotReady", "Stalled", "CrashLoop", "Failed"})
+
+
+def symptom_of(entry: Entry) -> str | None:
+    """What makes an entry (other than a log line) a symptom, as a key; None if it is not.
+
+    A non-zero exit or a signal other than a stop on request, a Warning event, a failure."""
+    kind = entry.get("type")
+    if kind == "exit":
+        code, signal = entry.get("exitCode"), entry.get("signal")
+        if (signal in STOP_SIGNALS and code in STOP_CODES) or STOPPED_MARK in str(
+            entry.get("reason") or ""
+        ):
+            return None  # stopped on request (a restart, a rollout): not a failure
+        return f"exit {code if code is not None else ''}/{signal or ''}"
+    if kind == "event" and entry.get("eventType") == "Warning":
+        return f"event {entry.get('reason')}"
+    cls = failure_class(entry)
+    return f"condition {cls}" if cls else None
+
+
+_VARIABLE = re.compile(r"""'[^']*'|"[^"]*"|`[^`]*`|[^\s'"`]*\d[^\s'"`]*""")
+
+
+def line_shape(line: str) -> str:
+    """A log line with what varies replaced by `<*>`: quoted strings, and every word with a
+    digit in it (numbers, addresses, ids, times, sizes). One regex pass, a few microseconds."""
+    return _VARIABLE.sub("<*>", line.strip())
+
+
+def template_of(entry: Entry) -> str:
+    """What a log entry's line is an instance of: the line's shape (`line_shape`). Not the
+    recorder's `template`: a streaming miner's templates generalise as it learns, so one
+    statement would look new again each time its template widened."""
+    line = entry.get("line")
+    if isinstance(line, str):
+        return line_shape(line)
+    template = entry.get("template")
+    return template if isinstance(template, str) else ""
+
+
+_INDEX = re.compile(r"\[\d+\]")
+
+
+def change_paths(entry: Entry) -> list[str]:
+    """The paths a change entry touched, as written (`spec.args[2]`)."""
+    diff = entry.get("diff")
+    return [str(p) for p in diff] if isinstance(diff, Mapping) else []
+
+
+def path_kind(path: str) -> str:
+    """A path with its list indices dropped: what kind of setting it is (`spec.args`)."""
+    return _INDEX.sub("", path)
+
+
+METADATA_ONLY = ("metadata.labels", "metadata.annotations")
+
+
+def by_controller(entry: Entry) -> bool:
+    """Whether a controller made the change (the recorder's actor `controller` or
+    `controller/<name>`): mostly the consequence of another change, such as a rollout's new
+    replica, rather than a cause of its own."""
+    actor = entry.get("actor")
+    return isinstance(actor, str) and (actor == "controller" or actor.startswith("controller/"))
+
+
+def change_prior(paths: Sequence[str], settings: RankingSettings) -> float:
+    """How able a change to these paths is to break something (see the module docstring)."""
+    if not paths:
+        return settings.prior_metadata
+    if all(p.startswith(METADATA_ONLY) for p in paths):
+        return settings.prior_metadata
+    if all(path_kind(p).endswith("replicas") or p.startswith(METADATA_ONLY) for p in paths):
+        return settings.prior_scale
+    return settings.prior_spec
+
+
+def _value_key(value: Any) -> bytes:
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    except TypeError:
+        return repr(value).encode()
+
+
+# -- the index ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Edge:
+    ts: float
+    source: ObjectRef
+    target: ObjectRef
+    relation: str
+
+
+@dataclass(frozen=True)
+class Onset:
+    """An object started failing: `position` is the entry's index in the timeline."""
+
+    ts: float
+    position: int
+    obj: ObjectRef
+    failure: str
+
+
+@dataclass
+class TimelineIndex:
+    """What `explain` needs from a timeline, gathered in one pass (see `build`)."""
+
+    entries: Sequence[Entry]
+    ts: list[float]
+    edges: list[Edge]
+    edge_ts: list[float]
+    objects: dict[ObjectRef, list[int]]
+    """Positions of each object's entries (not edges), oldest first."""
+    changes: list[int]
+    change_ts: list[float]
+    symptoms: list[int]
+    """Positions of symptoms: error lines not logged in the hour before, and the entries
+    `symptom_of` names."""
+    symptom_ts: list[float]
+    symptoms_by_object: dict[ObjectRef, list[float]]
+    symptom_keys: dict[ObjectRef, list[str]]
+    """What each of an object's symptoms is (parallel to `symptoms_by_object`)."""
+    onsets: dict[ObjectRef, list[Onset]]
+    recoveries: dict[ObjectRef, list[float]]
+    onsets_by_failure: dict[tuple[str, str], list[float]]
+    """(object kind, failure class) -> when objects of that kind started failing that way."""
+    novel_paths: dict[int, tuple[str, ...]] = field(default_factory=dict)
+    """Change position -> its paths whose new value the object never had before."""
+    novel_logs: set[int] = field(default_factory=set)
+    """Positions of log lines whose template the object never logged before."""
+    refs: dict[int, ObjectRef] = field(default_factory=dict)
+    """Position -> object, for changes and symptoms."""
+
+    @property
+    def kinds(self) -> set[str]:
+        return {o.kind for o in self.objects}
+
+    @classmethod
+    def build(cls, entries: Sequence[Entry]) -> TimelineIndex:
+        """Index `entries` (ordered by `ts`; an entry out of order raises `Invalid`)."""
+        index = cls(entries, [], [], [], {}, [], [], [], [], {}, {}, {}, {}, {})
+        interned: dict[tuple[str, str, str], ObjectRef] = {}
+        seen_values: dict[tuple[ObjectRef, str], set[bytes]] = {}
+        template_seen: dict[tuple[ObjectRef, str], float] = {}
+        failing: dict[ObjectRef, set[str]] = defaultdict(set)  # its failure classes now
+        objects = index.objects
+        ts_list = index.ts
+        last = float("-inf")
+
+        def ref_of(raw: Any) -> ObjectRef | None:
+            if not isinstance(raw, Mapping):
+                return None
+            ns = raw.get("namespace")
+            key = (raw.get("kind"), raw.get("name"), ns if isinstance(ns, str) else "default")
+            ref = interned.get(key)  # type: ignore[arg-type]
+            if ref is None:
+                ref = ObjectRef.of(raw)
+                if ref is None:
+                    return None
+                interned[key] = ref  # type: ignore[index]
+            return ref
+
+        for position, entry in enumerate(entries):
+            ts = entry["ts"]
+            if ts < last:
+                raise Invalid(f"timeline entry {position + 1} is older than the one before it")
+            last = ts
+            ts_list.append(ts)
+            kind = entry.get("type")
+            if kind == "edge":
+                source, target = ref_of(entry.get("from")), ref_of(entry.get("to"))
+                if source is not None and target is not None:
+                    index.edges.append(Edge(ts, source, target, str(entry.get("relation"))))
+                    index.edge_ts.append(ts)
+                continue
+            ref = ref_of(entry.get("object"))
+            if ref is None:
+                continue
+            mine = objects.get(ref)
+            if mine is None:
+                mine = objects[ref] = []
+            mine.append(position)
+            if kind == "log":
+                key = (ref, template_of(entry))
+                last_seen = template_seen.get(key)
+                template_seen[key] = ts
+                if last_seen is None:
+                    index.novel_logs.add(position)
+                if (last_seen is None or ts - last_seen > QUIET_S) and ERROR_LINE.search(
+                    str(entry.get("line", ""))
+                ):
+                    index._add_symptom(position, ts, ref, "log " + key[1])
+                continue
+            if kind == "change":
+                index.changes.append(position)
+                index.change_ts.append(ts)
+                index.refs[position] = ref
+                novel = index._novel_paths(entry, ref, seen_values)
+                if novel:
+                    index.novel_paths[position] = novel
+                continue
+            cls_ = failure_class(entry)
+            if cls_ is not None:
+                if not failing[ref]:  # it was healthy: a failure begins
+                    onset = Onset(ts, position, ref, cls_)
+                    index.onsets.setdefault(ref, []).append(onset)
+                    index.onsets_by_failure.setdefault((ref.kind, cls_), []).append(ts)
+                failing[ref].add(cls_)
+            else:
+                ended = recovered_from(entry)
+                if ended and failing[ref]:
+                    failing[ref] -= ended
+                    if not failing[ref]:
+                        index.recoveries.setdefault(ref, []).append(ts)
+            symptom = symptom_of(entry)
+            if symptom is not None:
+                index._add_symptom(position, ts, ref, symptom)
+        return index
+
+    def _add_symptom(self, position: int, ts: float, ref: ObjectRef, key: str) -> None:
+        self.symptoms.append(position)
+        self.symptom_ts.append(ts)
+        self.refs[position] = ref
+        self.symptoms_by_object.setdefault(ref, []).append(ts)
+        self.symptom_keys.setdefault(ref, []).append(key)
+
+    @staticmethod
+    def _novel_paths(
+        entry: Entry, ref: ObjectRef, seen: dict[tuple[ObjectRef, str], set[bytes]]
+    ) -> tuple[str, ...]:
+        """The paths whose new value was never seen at that path of that object (a path seen
+        for the first time is not novel: a created object's every value would be)."""
+        novel = []
+        for path, values in (entry.get("diff") or {}).items():
+            if not isinstance(values, list | tuple) or len(values) != 2:
+                continue
+            old, new = values
+            known = seen.get((ref, path))
+            if known is None:
+                known = seen[(ref, path)] = set()
+            if old is not None:
+                known.add(_value_key(old))
+            new_key = _value_key(new)
+            if old is not None and new is not None and new_key not in known:
+                novel.append(path)
+            known.add(new_key)
+        return tuple(novel)
+
+    # -- queries ---------------------------------------------------------------------
+
+    def failure_of(self, target: ObjectRef, at: float | None) -> Onset | None:
+        """The start of the target's latest failure at or before `at`."""
+        onsets = self.onsets.get(target, [])
+        if at is not None:
+            onsets = onsets[: bisect_right([o.ts for o in onsets], at)]
+        return onsets[-1] if onsets else None
+
+    def failing_at(self, obj: ObjectRef, ts: float, since: float) -> float | None:
+        """When `obj`'s failure that is still going on at `ts` began, if it began after `since`."""
+        onsets = self.onsets.get(obj)
+        if not onsets:
+            return None
+        i = bisect_right([o.ts for o in onsets], ts) - 1
+        if i < 0 or onsets[i].ts < since:
+            return None
+        recoveries = self.recoveries.get(obj, [])
+        j = bisect_right(recoveries, onsets[i].ts)
+        if j < len(recoveries) and recoveries[j] <= ts:
+            return None
+        return onsets[i].ts
+
+    def graph_at(self, ts: float) -> dict[ObjectRef, list[tuple[ObjectRef, int, str]]]:
+        """Adjacency as of `ts`, toward possible causes: (neighbour, hops, relation)."""
+        graph: dict[ObjectRef, list[tuple[ObjectRef, int, str]]] = defaultdict(list)
+        for edge in self.edges[: bisect_right(self.edge_ts, ts)]:
+            if edge.relation == "dependsOn":
+                graph[edge.source].append((edge.target, 1, "dependsOn"))
+                graph[edge.target].append((edge.source, 2, "is depended on by"))
+            else:
+                graph[edge.source].append((edge.target, 1, "ownedBy"))
+                graph[edge.target].append((edge.source, 1, "owns"))
+        return graph
+
+
+# -- ranking -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RankingSettings:
+    """The constants of the score (their reasons are in the module docstring)."""
+
+    w_time: float = 1.0
+    w_graph: float = 1.0
+    w_history: float = 1.0
+    w_novelty: float = 0.5
+    w_evidence: float = 1.0
+    evidence_gain: float = 4.0
+    """A change followed at once by a new symptom of its own is about five times likelier the
+    cause than one that shows nothing (the factor is 1 + 4 x evidence)."""
+    tau_s: float = 60.0
+    hop_factor: float = 0.5
+    unconnected_hops: int = 4
+    prior_spec: float = 1.0
+    prior_scale: float = 0.5
+    prior_metadata: float = 0.2
+    prior_symptom: float = 0.3
+    prior_controller: float = 0.5
+    precedence_penalty: float = 0.5
+    horizon_s: float = 3600.0
+    """How long before the failure a change may be its cause."""
+    symptom_horizon_s: float = 600.0
+    follow_s: float = 600.0
+    """How soon after a change a failure counts as following it (co-occurrence)."""
+    history_s: float = 30 * 86400.0
+    max_history_changes: int = 20000
+    limit: int | None = 20
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One probable cause: the timeline entry, its score (higher is likelier) and why."""
+
+    entry: Entry
+    score: float
+    reason: str
+
+
+@dataclass(frozen=True)
+class Failure:
+    """What is explained: the object, when it started failing, and how."""
+
+    obj: ObjectRef
+    ts: float
+    failure: str
+    entry: Entry | None
+
+
+Graph = Mapping[ObjectRef, list[tuple[ObjectRef, int, str]]]
+
+
+@dataclass
+class _Context:
+    index: TimelineIndex
+    failure: Failure
+    settings: RankingSettings
+    graph: Graph
+    hops: dict[ObjectRef, tuple[int, list[str]]]
+    first_path_symptom: tuple[float, ObjectRef] | None
+    cooccurrence: dict[str, float]
+
+
+def find_failure(index: TimelineIndex, target: ObjectRef, at: float | None = None) -> Failure:
+    """The failure to explain: the target's latest failure onset at or before `at`; with none,
+    `at` itself (no `at` and no failure: `Invalid`)."""
+    onset = index.failure_of(target, at)
+    if onset is not None:
+        return Failure(target, onset.ts, onset.failure, index.entries[onset.position])
+    if at is None:
+        raise Invalid(
+            f"{target} never became NotReady, Stalled or crash-looping in the timeline: "
+            "say when it failed with --at"
+        )
+    return Failure(target, at, "Failure", None)
+
+
+def explain(
+    index: TimelineIndex,
+    target: ObjectRef,
+    *,
+    at: float | None = None,
+    settings: RankingSettings | None = None,
+) -> list[Candidate]:
+    """The probable causes of `target`'s failure (see `find_failure`), best first."""
+    failure = find_failure(index, target, at)
+    return rank(index, failure, settings or RankingSettings())
+
+
+def rank(index: TimelineIndex, failure: Failure, settings: RankingSettings) -> list[Candidate]:
+    """Score every candidate of `failure` and return the best `settings.limit`, best first."""
+    graph = index.graph_at(failure.ts)
+    ctx = _Context(index, failure, settings, graph, _hops(graph, failure.obj), None, {})
+    ctx.first_path_symptom = _first_path_symptom(ctx)
+    start = failure.ts - settings.horizon_s
+    lo, hi = bisect_left(index.change_ts, start), bisect_right(index.change_ts, failure.ts)
+    change_positions = index.changes[lo:hi]
+    ctx.cooccurrence = _cooccurrence(ctx, change_positions, lo)
+    scored = [_score_change(ctx, p) for p in change_positions]
+    scored += _score_symptoms(ctx)
+    scored.sort(key=lambda c: (-c.score, -float(c.entry["ts"])))
+    return scored[: settings.limit] if settings.limit else scored
+
+
+def hops_from(index: TimelineIndex, target: ObjectRef, ts: float) -> dict[ObjectRef, int]:
+    """The objects connected to `target` as of `ts`, with their distance in hops."""
+    return {obj: hops for obj, (hops, _) in _hops(index.graph_at(ts), target).items()}
+
+
+def _hops(graph: Graph, target: ObjectRef) -> dict[ObjectRef, tuple[int, list[str]]]:
+    """Shortest hop counts from `target` toward possible causes, with the path's relations."""
+    best: dict[ObjectRef, tuple[int, list[str]]] = {target: (0, [])}
+    queue: list[tuple[int, ObjectRef]] = [(0, target)]
+    while queue:
+        dist, node = heapq.heappop(queue)
+        if dist > best[node][0]:
+            continue
+        for neighbour, cost, relation in graph.get(node, ()):
+            nd = dist + cost
+            if neighbour not in best or nd < best[neighbour][0]:
+                best[neighbour] = (nd, [*best[node][1], f"{relation} {neighbour}"])
+                heapq.heappush(queue, (nd, neighbour))
+    return best
+
+
+def _first_path_symptom(ctx: _Context) -> tuple[float, ObjectRef] | None:
+    """Where the failure began: the earliest symptom, in the `tau_s` before the failure, of
+    what the target depends on (directly or not) or of what it owns; or the start of a
+    failure of those still going on when the target failed. (An isolated symptom minutes
+    earlier is not the start of this failure; a condition still failing is.)"""
+    first: tuple[float, ObjectRef] | None = None
+    index, failure = ctx.index, ctx.failure
+    children = [n for n, _, rel in ctx.graph.get(failure.obj, ()) if rel == "owns"]
+    since = failure.ts - ctx.settings.tau_s
+    for obj in {*_upstream(ctx.graph, failure.obj), *children}:
+        began = index.failing_at(obj, failure.ts, failure.ts - ctx.settings.horizon_s)
+        times = index.symptoms_by_object.get(obj, [])
+        i = bisect_left(times, since)
+        if i < len(times) and times[i] <= failure.ts and (began is None or times[i] < began):
+            began = times[i]
+        if began is not None and (first is None or began < first[0]):
+            first = (began, obj)
+    return first
+
+
+def _change_kind(ref: ObjectRef, path: str) -> str:
+    return f"{ref.kind}:{path_kind(path)}"
+
+
+def _cooccurrence(ctx: _Context, candidates: Sequence[int], window_start: int) -> dict[str, float]:
+    """For each kind of change among the candidates: how often such a change was followed by a
+    failure like this one before the candidate window (add-one smoothed)."""
+    index, settings, failure = ctx.index, ctx.settings, ctx.failure
+    wanted = {
+        _change_kind(index.refs[p], path)
+        for p in candidates
+        for path in change_paths(index.entries[p])
+    }
+    if not wanted:
+        return {}
+    failures = index.onsets_by_failure.get((failure.obj.kind, failure.failure), [])
+    oldest = failure.ts - settings.history_s
+    lo = max(bisect_left(index.change_ts, oldest), window_start - settings.max_history_changes)
+    hi = bisect_left(index.change_ts, failure.ts - settings.follow_s, lo, window_start)
+    seen: dict[str, int] = defaultdict(int)
+    followed: dict[str, int] = defaultdict(int)
+    for i in range(lo, hi):
+        position = index.changes[i]
+        kinds = {
+            _change_kind(index.refs[position], p) for p in change_paths(index.entries[position])
+        } & wanted
+        if not kinds:
+            continue
+        ts = index.change_ts[i]
+        j = bisect_right(failures, ts)
+        hit = j < len(failures) and failures[j] <= ts + settings.follow_s
+        for k in kinds:
+            seen[k] += 1
+            followed[k] += hit
+    return {k: followed[k] / (seen[k] + 1) for k in seen}
+
+
+def _hops_of(ctx: _Context, obj: ObjectRef) -> tuple[int, list[str]]:
+    return ctx.hops.get(obj, (ctx.settings.unconnected_hops, []))
+
+
+def _common(ctx: _Context, ts: float, obj: ObjectRef) -> tuple[float, float, int, list[str]]:
+    s = ctx.settings
+    dt = max(0.0, ctx.failure.ts - ts)
+    time_factor = (1.0 + dt / s.tau_s) ** -s.w_time
+    hops, path = _hops_of(ctx, obj)
+    graph_factor = (s.hop_factor**hops) ** s.w_graph
+    return dt, time_factor * graph_factor, hops, path
+
+
+def _score_change(ctx: _Context, position: int) -> Candidate:
+    index, s, failure = ctx.index, ctx.settings, ctx.failure
+    entry = index.entries[position]
+    obj = index.refs[position]
+    ts = float(entry["ts"])
+    paths = change_paths(entry)
+    dt, closeness, hops, path = _common(ctx, ts, obj)
+    score = change_prior(paths, s) * closeness
+    if by_controller(entry):
+        score *= s.prior_controller
+    history = max((ctx.cooccurrence.get(_change_kind(obj, p), 0.0) for p in paths), default=0.0)
+    novel = index.novel_paths.get(position, ())
+    evidence, symptom = _evidence(ctx, obj, ts)
+    score *= (1 + s.w_history * history) * (1 + s.w_novelty * bool(novel))
+    score *= 1 + s.w_evidence * s.evidence_gain * evidence
+    late = ctx.first_path_symptom is not None and ts > ctx.first_path_symptom[0]
+    if late:
+        score *= s.precedence_penalty
+    parts = [f"{_describe_change(entry, obj)} {_ago(dt)} before {failure.obj} {_failed(failure)}"]
+    parts.append(_relation(failure.obj, obj, hops, path))
+    if novel:
+        parts.append(f"a value {obj} never had before ({', '.join(novel)})")
+    if symptom is not None:
+        parts.append(f"then {symptom}")
+    if history > 0:
+        parts.append(f"such changes were followed by such failures before ({history:.0%})")
+    if late and ctx.first_path_symptom is not None:
+        began, failing = ctx.first_path_symptom
+        parts.append(f"but {failing} already showed trouble {_ago(ts - began)} before it")
+    return Candidate(entry, round(score, 6), "; ".join(p for p in parts if p))
+
+
+def _evidence(ctx: _Context, obj: ObjectRef, ts: float) -> tuple[float, str | None]:
+    """Whether the change showed: the first new symptom of the changed object or of the objects
+    it owns after the change, before the target failed, and not preceded by a symptom of
+    something they depend on (that would explain it better). A symptom is new if neither the
+    object nor what it owns showed it in the `symptom_horizon_s` before the change."""
+    index, s, failure = ctx.index, ctx.settings, ctx.failure
+    unit = [obj, *(n for n, _, rel in ctx.graph.get(obj, ()) if rel == "owns")]
+    before: set[str] = set()  # what the object and those it owns already showed
+    for o in unit:
+        times = index.symptoms_by_object.get(o, [])
+        lo, hi = bisect_left(times, ts - s.symptom_horizon_s), bisect_right(times, ts)
+        before.update(index.symptom_keys[o][lo:hi] if times else ())
+    first: tuple[float, ObjectRef] | None = None
+    for o in unit:
+        times = index.symptoms_by_object.get(o, [])
+        if not times:
+            continue
+        keys = index.symptom_keys[o]
+        i = bisect_right(times, ts)
+        while i < len(times) and times[i] <= failure.ts:
+            if keys[i] not in before and not (o == failure.obj and times[i] >= failure.ts):
+                if first is None or times[i] < first[0]:
+                    first = (times[i], o)
+                break
+            i += 1
+    if first is None:
+        return 0.0, None
+    seen_at, where = first
+    upstream = _upstream(ctx.graph, obj)
+    since = failure.ts - s.symptom_horizon_s
+    for u in upstream:
+        times = index.symptoms_by_object.get(u, [])
+        if times and bisect_left(times, since) < bisect_right(times, seen_at):
+            return 0.0, None  # something it depends on showed trouble first
+    position = _symptom_position(index, where, seen_at)
+    if position is None:
+        what = "a symptom"
+    else:
+        what = _describe_symptom(index.entries[position], position in index.novel_logs)
+    gap = seen_at - ts
+    return 1.0 / (1.0 + gap / s.tau_s), f"{where} {what} {_ago(gap)} later"
+
+
+def _upstream(graph: Graph, obj: ObjectRef) -> set[ObjectRef]:
+    """What `obj` (or its owner) depends on, directly or not, with the objects those own."""
+    starts = [obj, *(n for n, _, rel in graph.get(obj, ()) if rel == "ownedBy")]
+    found: set[ObjectRef] = set()
+    todo = [n for o in starts for n, _, rel in graph.get(o, ()) if rel == "dependsOn"]
+    while todo:
+        node = todo.pop()
+        if node in found or node == obj:
+            continue
+        found.add(node)
+        todo += [n for n, _, rel in graph.get(node, ()) if rel in ("dependsOn", "owns")]
+    return found
+
+
+def _symptom_position(index: TimelineIndex, obj: ObjectRef, ts: float) -> int | None:
+    i = bisect_left(index.symptom_ts, ts)
+    while i < len(index.symptom_ts) and index.symptom_ts[i] == ts:
+        if index.refs[index.symptoms[i]] == obj:
+            return index.symptoms[i]
+        i += 1
+    return None
+
+
+def _score_symptoms(ctx: _Context) -> list[Candidate]:
+    """Symptoms of connected objects other than the target, the earliest of each kind."""
+    index, s, failure = ctx.index, ctx.settings, ctx.failure
+    lo = bisect_left(index.symptom_ts, failure.ts - s.symptom_horizon_s)
+    hi = bisect_right(index.symptom_ts, failure.ts)
+    seen: set[tuple[ObjectRef, str]] = set()
+    out = []
+    for position in index.symptoms[lo:hi]:
+        obj = index.refs[position]
+        if obj == failure.obj or obj not in ctx.hops:
+            continue
+        entry = index.entries[position]
+        is_log = entry.get("type") == "log"
+        novel_log = position in index.novel_logs
+        key = (obj, template_of(entry) if is_log else str(symptom_of(entry)))
+        if key in seen:
+            continue
+        seen.add(key)
+        dt, closeness, hops, path = _common(ctx, float(entry["ts"]), obj)
+        score = s.prior_symptom * closeness * (1 + s.w_novelty * novel_log)
+        what = _describe_symptom(entry, novel_log)
+        reason = f"{obj} {what} {_ago(dt)} before {failure.obj} {_failed(failure)}"
+        parts = [reason, _relation(failure.obj, obj, hops, path)]
+        out.append(Candidate(entry, round(score, 6), "; ".join(p for p in parts if p)))
+    return out
+
+
+# -- words -------------------------------------------------------------------------------
+
+
+def _ago(seconds: float) -> str:
+    seconds = abs(seconds)
+    if seconds < 1:
+        return f"{seconds:.1f} s"
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.0f} h"
+
+
+def _failed(failure: Failure) -> str:
+    return {
+        "NotReady": "went NotReady",
+        "Stalled": "stalled",
+        "CrashLoop": "began crash-looping",
+        "Failed": "failed",
+    }.get(failure.failure, "failed")
+
+
+def _short(value: Any, width: int = 40) -> str:
+    text = value if isinstance(value, str) else orjson.dumps(value).decode()
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def _describe_change(entry: Entry, obj: ObjectRef) -> str:
+    diff = entry.get("diff") or {}
+    actor = entry.get("actor")
+    by = f" by {actor}" if actor else ""
+    items = list(diff.items())
+    if len(items) == 1 and isinstance(items[0][1], list | tuple) and len(items[0][1]) == 2:
+        path, (old, new) = items[0]
+        if old is None:
+            return f"{obj} {path} set to {_short(new)}{by}"
+        if new is None:
+            return f"{obj} {path} removed (was {_short(old)}){by}"
+        return f"{obj} {path} changed from {_short(old)} to {_short(new)}{by}"
+    paths = ", ".join(str(p) for p, _ in items[:3]) + (", ..." if len(items) > 3 else "")
+    return f"{obj} changed ({paths}){by}"
+
+
+def _describe_symptom(entry: Entry, novel: bool = False) -> str:
+    kind = entry.get("type")
+    if kind == "log":
+        news = "a never-seen line" if novel else "a line not seen for an hour"
+        return f"logged {news} {_short(entry.get('line', ''), 60)!r}"
+    if kind == "exit":
+        sig = entry.get("signal")
+        return f"exited with signal {sig}" if sig else f"exited with code {entry.get('exitCode')}"
+    if kind == "event":
+        return f"had a Warning event {entry.get('reason')}: {_short(entry.get('message', ''), 60)}"
+    cond = entry.get("condition") or {}
+    return f"became {cond.get('type')}={cond.get('status')} ({cond.get('reason')})"
+
+
+def _relation(target: ObjectRef, obj: ObjectRef, hops: int, path: list[str]) -> str:
+    if obj == target:
+        return ""
+    if not path:
+        return f"{obj} is not connected to {target} in the timeline"
+    return f"{target} {', '.join(path)}"

@@ -1,0 +1,831 @@
+"""The recorder: turns what happens in the store and in managed processes' logs into
+timeline entries (`setpoint.insight.timeline`).
+
+What it records, per object of every registered kind (but `Lease`, whose renewals
+are no news), each entry stamped with the time the recorder saw it:
+
+* `change`: spec, labels, annotations or deletion mark changed (`diff` of dotted
+  paths, `[old, new]`), with `action` `created` / `updated` / `deleted` and the
+  `actor`: the `setpoint.dev/changed-by` annotation when the write set it (a
+  controller naming itself, e.g. `controller/deployment`), else the person that
+  `setpoint apply` noted in the timeline for that very spec (`Timeline.note_actor`),
+  else `controller` or `unknown` (`actor_of`);
+* `condition`: a condition's status or reason changed (probe results show here:
+  `Ready` with reason `ReadinessProbeFailed` ...);
+* `exit`: `status.lastExit` changed (code, signal, reason, and the last lines of
+  the child's log);
+* `edge`: a `spec.dependsOn` entry or an owner reference appeared;
+* `event`: an `Event` was created or repeated, filed under its involved object;
+* `log`: a line of a managed child's log (`<log_dir>/<namespace>_<name>.log`), when
+  its template (`setpoint.insight.templates.TemplateMiner`) is new, when it reads as
+  an error (ERROR, FATAL, panic, Traceback ...; rate-limited), and a few samples per
+  template per minute.
+
+How: one watch of every kind from the store, after a list of each (and again after
+`Gone`); the last view of each object (a small projection, `project`) is kept in
+memory and, with the last revision recorded, saved in the timeline as its
+checkpoint, so a restarted recorder diffs what it finds against what it last saw
+and misses no change it could observe (it sees the state a change left, not
+every intermediate write it slept through). Entries are written in batches (every
+`flush_interval` or `batch_size` entries, one transaction) from a worker thread.
+
+The decisions (`project`, `entries_for`, `diff_paths`, `actor_of`, `LogSampler`)
+are pure functions of their arguments; `Recorder` and `LogTailer` do the I/O.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+import threading
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from setpoint.clock import SYSTEM_CLOCK, Clock
+from setpoint.errors import Gone, StoreClosed
+from setpoint.insight.templates import TemplateMiner
+from setpoint.insight.timeline import (
+    ACTOR_DIGEST,
+    Checkpoint,
+    Entry,
+    Timeline,
+    spec_digest,
+    timeline_path_for,
+)
+from setpoint.model import Object
+from setpoint.runtime.manager import Manager
+from setpoint.store.base import Store
+
+log = logging.getLogger("setpoint.insight.recorder")
+
+CHANGED_BY = "setpoint.dev/changed-by"
+"""Annotation naming who wrote a spec change (`alice@host`, `controller/deployment`)."""
+CHANGED_AT = "setpoint.dev/changed-at"
+"""Annotation making each stamped write distinct (when `CHANGED_BY` stays the same)."""
+STAMPS = (CHANGED_BY, CHANGED_AT)
+
+IGNORED_KINDS = frozenset({"Lease"})
+"""Kinds whose writes are not recorded: a Lease is renewed every few seconds."""
+
+EVENT_KIND = "Event"
+
+_ERROR_WORDS = re.compile(r"\b(error|fatal|panic|critical|traceback|exception)\b", re.IGNORECASE)
+_PLAIN_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
+_PATH_PART = re.compile(r'\.([A-Za-z_][A-Za-z0-9_-]*)|\[(\d+)\]|\[("(?:[^"\\]|\\.)*")\]')
+
+_MAX_LINE = 64 * 1024
+"""Bytes of a log line without a newline after which it is taken as one line anyway."""
+
+Snapshot = dict[str, Any]
+"""What the recorder keeps of an object between two sightings (JSON, see `project`)."""
+
+
+# -- pure: diffs ------------------------------------------------------------------
+
+
+def diff_paths(old: Any, new: Any, path: str = "") -> dict[str, list[Any]]:
+    """Where `old` and `new` differ: dotted path -> [old value, new value], down to leaves.
+
+    `spec.args[2]` is an index into a list; a key that is not an identifier is quoted
+    (`metadata.labels["app.kubernetes.io/name"]`). A key or index only one side has
+    is compared with None. Pure.
+    """
+    if old == new:
+        return {}
+    if isinstance(old, Mapping) and isinstance(new, Mapping):
+        out: dict[str, list[Any]] = {}
+        for key in sorted({*old, *new}, key=str):
+            out.update(diff_paths(old.get(key), new.get(key), join_path(path, str(key))))
+        return out
+    if isinstance(old, list) and isinstance(new, list):
+        out = {}
+        for i in range(max(len(old), len(new))):
+            a = old[i] if i < len(old) else None
+            b = new[i] if i < len(new) else None
+            out.update(diff_paths(a, b, f"{path}[{i}]"))
+        return out
+    return {path: [old, new]}
+
+
+def join_path(path: str, key: str) -> str:
+    """`path` + `.key`, or `["key"]` when `key` is not a plain identifier."""
+    if _PLAIN_KEY.match(key):
+        return f"{path}.{key}" if path else key
+    quoted = '"' + key.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return f"{path}[{quoted}]"
+
+
+def path_parts(path: str) -> list[str | int]:
+    """The keys and indexes of a path made by `diff_paths` (inverse of `join_path`)."""
+    parts: list[str | int] = []
+    text = "." + path if path and path[0] != "[" else path
+    pos = 0
+    while pos < len(text):
+        match = _PATH_PART.match(text, pos)
+        if match is None:
+            raise ValueError(f"{path!r}: not a path at {pos}")
+        plain, index, quoted = match.groups()
+        if plain is not None:
+            parts.append(plain)
+        elif index is not None:
+            parts.append(int(index))
+        else:
+            parts.append(quoted[1:-1].replace('\\"', '"').replace("\\\\", "\\"))
+        pos = match.end()
+    return parts
+
+
+# -- pure: what an object's change means ----------------------------------------------
+
+
+def object_ref(kind: str, name: str, namespace: str | None) -> dict[str, Any]:
+    """The `object` of an entry."""
+    return {"kind": kind, "name": name, "namespace": namespace or None}
+
+
+def project(obj: Object, revision: int) -> Snapshot:
+    """The parts of `obj` the recorder compares: identity, declared fields, conditions,
+    last exit, references, and an Event's own fields. Pure."""
+    meta = obj.get("metadata") or {}
+    status = obj.get("status") if isinstance(obj.get("status"), dict) else {}
+    assert isinstance(status, dict)
+    snap: Snapshot = {
+        "kind": obj.get("kind"),
+        "name": meta.get("name"),
+        "namespace": meta.get("namespace"),
+        "uid": meta.get("uid"),
+        "revision": revision,
+    }
+    if obj.get("kind") == EVENT_KIND:
+        for key in ("involvedObject", "type", "reason", "message", "count", "lastTimestamp"):
+            snap[key] = obj.get(key)
+        return snap
+    snap["declared"] = {
+        "spec": obj.get("spec"),
+        "metadata": {
+            "labels": meta.get("labels") or {},
+            "annotations": {
+                k: v for k, v in (meta.get("annotations") or {}).items() if k not in STAMPS
+            },
+            "deletionTimestamp": meta.get("deletionTimestamp"),
+        },
+    }
+    snap["stamps"] = {k: v for k, v in (meta.get("annotations") or {}).items() if k in STAMPS}
+    snap["owners"] = [
+        {"kind": r.get("kind"), "name": r.get("name")}
+        for r in meta.get("ownerReferences") or []
+        if isinstance(r, dict)
+    ]
+    conditions = status.get("conditions")
+    snap["conditions"] = [
+        {k: c.get(k) for k in ("type", "status", "reason", "message")}
+        for c in (conditions if isinstance(conditions, list) else [])
+        if isinstance(c, dict) and c.get("type")
+    ]
+    last_exit = status.get("lastExit")
+    snap["lastExit"] = last_exit if isinstance(last_exit, dict) else None
+    return snap
+
+
+def actor_of(old: Snapshot | None, new: Snapshot) -> str:
+    """Who made the change from `old` to `new`: the `setpoint.dev/changed-by` stamp when this
+    write set it (`setpoint apply`, or a controller naming itself); otherwise `controller`
+    for an object that was stamped before or is owned by another (a controller wrote it),
+    else `unknown` (a writer that does not stamp, e.g. a plain API client). Pure."""
+    stamps = new.get("stamps") or {}
+    before = (old or {}).get("stamps") or {}
+    if stamps.get(CHANGED_BY) and stamps != before:
+        return str(stamps[CHANGED_BY])
+    if before or new.get("owners"):
+        return "controller"
+    return "unknown"
+
+
+def entries_for(old: Snapshot | None, new: Snapshot | None, *, now: float) -> list[Entry]:
+    """The timeline entries that the move from `old` to `new` (None: absent) means. Pure.
+
+    An object whose uid changed was deleted and created again.
+    """
+    if old is not None and new is not None and old.get("uid") != new.get("uid"):
+        return entries_for(old, None, now=now) + entries_for(None, new, now=now)
+    about = new or old
+    if about is None:
+        return []
+    if about.get("kind") == EVENT_KIND:
+        return _event_entries(old, new, now=now)
+    ref = object_ref(str(about["kind"]), str(about["name"]), about.get("namespace"))
+    if new is None:
+        assert old is not None
+        spec = old["declared"]["spec"]
+        return [_change(now, ref, {"spec": [spec, None]}, "deleted", "unknown")]
+    out: list[Entry] = []
+    if old is None:
+        out.append(
+            _change(
+                now, ref, {"spec": [None, new["declared"]["spec"]]}, "created", actor_of(None, new)
+            )
+        )
+    else:
+        diff = diff_paths(old["declared"], new["declared"])
+        if diff:
+            out.append(_change(now, ref, diff, "updated", actor_of(old, new)))
+    out += _condition_entries(ref, old, new, now)
+    if old is not None and new.get("lastExit") and new["lastExit"] != old.get("lastExit"):
+        out.append(_exit_entry(ref, new["lastExit"], now))
+    out += _edge_entries(ref, old, new, now)
+    return out
+
+
+def _change(
+    now: float, ref: dict[str, Any], diff: dict[str, Any], action: str, actor: str
+) -> Entry:
+    return {
+        "ts": now,
+        "type": "change",
+        "object": ref,
+        "diff": diff,
+        "action": action,
+        "actor": actor,
+    }
+
+
+def _condition_entries(
+    ref: dict[str, Any], old: Snapshot | None, new: Snapshot, now: float
+) -> list[Entry]:
+    before = {c["type"]: c for c in (old or {}).get("conditions") or []}
+    out: list[Entry] = []
+    for cond in new.get("conditions") or []:
+        prev = before.get(cond["type"])
+        if prev is None or (prev.get("status"), prev.get("reason")) != (
+            cond.get("status"),
+            cond.get("reason"),
+        ):
+            condition = {k: cond.get(k) for k in ("type", "status", "reason", "message")}
+            out.append({"ts": now, "type": "condition", "object": ref, "condition": condition})
+    return out
+
+
+def _exit_entry(ref: dict[str, Any], last_exit: Mapping[str, Any], now: float) -> Entry:
+    return {
+        "ts": now,
+        "type": "exit",
+        "object": ref,
+        "exitCode": last_exit.get("code"),
+        "signal": last_exit.get("signal"),
+        "reason": last_exit.get("reason"),
+        "finishedAt": last_exit.get("finishedAt"),
+    }
+
+
+def _edge_entries(
+    ref: dict[str, Any], old: Snapshot | None, new: Snapshot, now: float
+) -> list[Entry]:
+    def edges(snap: Snapshot | None) -> list[tuple[str, dict[str, Any]]]:
+        if snap is None:
+            return []
+        namespace = snap.get("namespace")
+        found = [
+            ("ownerReference", object_ref(str(o["kind"]), str(o["name"]), namespace))
+            for o in snap.get("owners") or []
+        ]
+        spec = snap["declared"].get("spec")
+        depends = spec.get("dependsOn") if isinstance(spec, dict) else None
+        for dep in depends if isinstance(depends, list) else []:
+            if isinstance(dep, dict) and dep.get("kind") and dep.get("name"):
+                to = object_ref(
+                    str(dep["kind"]), str(dep["name"]), dep.get("namespace") or namespace
+                )
+                found.append(("dependsOn", to))
+        return found
+
+    before = edges(old)
+    return [
+        {"ts": now, "type": "edge", "from": ref, "to": to, "relation": relation}
+        for relation, to in edges(new)
+        if (relation, to) not in before
+    ]
+
+
+def _event_entries(old: Snapshot | None, new: Snapshot | None, *, now: float) -> list[Entry]:
+    if new is None:
+        return []  # an Event expiring is no news
+    keys = ("count", "lastTimestamp", "message", "reason")
+    if old is not None and all(old.get(k) == new.get(k) for k in keys):
+        return []
+    involved = new.get("involvedObject") or {}
+    ref = object_ref(
+        str(involved.get("kind") or ""), str(involved.get("name") or ""), involved.get("namespace")
+    )
+    entry: Entry = {
+        "ts": now,
+        "type": "event",
+        "object": ref,
+        "eventType": new.get("type"),
+        "reason": new.get("reason"),
+        "message": new.get("message"),
+    }
+    if new.get("count") is not None:
+        entry["count"] = new.get("count")
+    return [entry]
+
+
+# -- pure: which log lines to keep -------------------------------------------------
+
+
+def is_error_line(line: str) -> bool:
+    """Whether a log line reads as an error (error, fatal, panic, Traceback ...)."""
+    return _ERROR_WORDS.search(line) is not None
+
+
+@dataclass
+class LogSampler:
+    """Which log lines go into the timeline: the first of each template, error lines up
+    to `errors_per_minute` per source, and up to `samples_per_minute` per template per
+    source. Pure: time is an argument."""
+
+    samples_per_minute: int = 3
+    errors_per_minute: int = 60
+    _samples: dict[tuple[str, int], tuple[float, int]] = field(default_factory=dict)
+    _errors: dict[str, tuple[float, int]] = field(default_factory=dict)
+
+    def keep(
+        self, source: str, template_id: int, first_seen: bool, error: bool, now: float
+    ) -> str | None:
+        """Why to keep the line (`new`, `error`, `sample`), or None to drop it."""
+        if first_seen:
+            self._count(self._samples, (source, template_id), now)
+            return "new"
+        if error and self._count(self._errors, source, now) <= self.errors_per_minute:
+            return "error"
+        if self._count(self._samples, (source, template_id), now) <= self.samples_per_minute:
+            return "sample"
+        return None
+
+    @staticmethod
+    def _count(counts: dict[Any, tuple[float, int]], key: Any, now: float) -> int:
+        start, n = counts.get(key, (now, 0))
+        if now - start >= 60.0:
+            start, n = now, 0
+        counts[key] = (start, n + 1)
+        return n + 1
+
+
+# -- I/O: following log files -----------------------------------------------------
+
+
+@dataclass
+class _Followed:
+    inode: int
+    offset: int
+    handle: Any
+    partial: bytes = b""
+    recent: deque[str] = field(default_factory=lambda: deque(maxlen=20))
+
+
+class LogTailer:
+    """Follows every `*.log` in a directory as `tail -F` does: through rotation (the old
+    file is read to its end first) and truncation. Files present when it is made are
+    followed from their end; files that appear later, from their start."""
+
+    def __init__(self, log_dir: Path, *, max_read: int = 1 << 20) -> None:
+        self.log_dir = Path(log_dir)
+        self.max_read = max_read
+        self._files: dict[str, _Followed] = {}
+        self._skip: dict[str, tuple[int, int]] = {}
+        self._lock = threading.Lock()
+        for path in self._paths():
+            with contextlib.suppress(OSError):
+                st = path.stat()
+                self._skip[path.stem] = (st.st_ino, st.st_size)
+
+    def _paths(self) -> list[Path]:
+        try:
+            return sorted(p for p in self.log_dir.iterdir() if p.suffix == ".log")
+        except OSError:
+            return []
+
+    def poll(self) -> list[tuple[str, str]]:
+        """New complete lines of every file: (file stem, line), in file order."""
+        out: list[tuple[str, str]] = []
+        for path in self._paths():
+            out += self.poll_one(path.stem)
+        return out
+
+    def poll_one(self, stem: str) -> list[tuple[str, str]]:
+        """New complete lines of `<stem>.log` (thread-safe: the recorder reads a file at
+        once when its process exits, while its worker thread polls them all)."""
+        with self._lock:
+            return self._poll_one(stem)
+
+    def _poll_one(self, stem: str) -> list[tuple[str, str]]:
+        path = self.log_dir / f"{stem}.log"
+        try:
+            st = path.stat()
+        except OSError:
+            return []
+        followed = self._files.get(stem)
+        lines: list[tuple[str, str]] = []
+        if followed is not None and followed.inode != st.st_ino:
+            lines += self._read(stem, followed)  # rotated: finish the old file first
+            followed.handle.close()
+            recent = followed.recent
+            followed = None
+        else:
+            recent = None
+        if followed is None:
+            try:
+                handle = open(path, "rb")  # noqa: SIM115 - closed by close()
+            except OSError:
+                return lines
+            start = 0
+            skip = self._skip.pop(stem, None)
+            if skip is not None and skip[0] == st.st_ino:
+                start = min(skip[1], st.st_size)
+            handle.seek(start)
+            followed = _Followed(st.st_ino, start, handle)
+            if recent is not None:
+                followed.recent = recent
+            self._files[stem] = followed
+        elif st.st_size < followed.offset:  # truncated
+            followed.handle.seek(0)
+            followed.offset = 0
+            followed.partial = b""
+        lines += self._read(stem, followed)
+        return lines
+
+    def _read(self, stem: str, followed: _Followed) -> list[tuple[str, str]]:
+        data = followed.handle.read(self.max_read)
+        if not data:
+            return []
+        followed.offset += len(data)
+        chunks = (followed.partial + data).split(b"\n")
+        followed.partial = chunks.pop()
+        if len(followed.partial) > _MAX_LINE:  # no end in sight: a line of its own
+            chunks.append(followed.partial)
+            followed.partial = b""
+        lines = [c.decode("utf-8", "replace").rstrip("\r") for c in chunks]
+        followed.recent.extend(lines)
+        return [(stem, line) for line in lines]
+
+    def recent(self, stem: str, count: int) -> list[str]:
+        """The last `count` lines read from `stem`'s log."""
+        with self._lock:
+            followed = self._files.get(stem)
+            return list(followed.recent)[-count:] if followed is not None else []
+
+    def close(self) -> None:
+        with self._lock:
+            for followed in self._files.values():
+                followed.handle.close()
+            self._files.clear()
+
+
+# -- I/O: the recorder ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RecorderSettings:
+    """How often and how much the recorder writes, and what it keeps."""
+
+    flush_interval: float = 0.1
+    batch_size: int = 500
+    log_poll_interval: float = 0.25
+    max_age_s: float | None = 7 * 24 * 3600.0
+    max_entries: int | None = 1_000_000
+    prune_interval: float = 300.0
+    samples_per_minute: int = 3
+    errors_per_minute: int = 60
+    exit_lines: int = 10
+    """Lines of a child's log attached to its `exit` entry."""
+
+
+_Key = tuple[str, str, str, str]
+"""(apiVersion, kind, namespace, name)."""
+
+_LOG_WRITERS = ("Process", "Job")
+"""Kinds whose children write `<log_dir>/<namespace>_<name>.log`, first the likelier."""
+
+
+class Recorder:
+    """Watches the store (and the log directory) and appends to a timeline; see the module
+    docstring. `run()` once per instance; cancelling it writes what is pending."""
+
+    def __init__(
+        self,
+        store: Store,
+        timeline: Timeline,
+        *,
+        log_dir: Path | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+        settings: RecorderSettings = RecorderSettings(),
+        close_timeline: bool = False,
+    ) -> None:
+        self.store = store
+        self.timeline = timeline
+        self.clock = clock
+        self.settings = settings
+        self.tailer = LogTailer(log_dir) if log_dir is not None else None
+        self._miners: dict[str, TemplateMiner] = {}  # one per log file
+        self._close_timeline = close_timeline
+        self._seen: dict[_Key, Snapshot] = {}
+        self._workloads: dict[tuple[str, str], set[str]] = {}  # (namespace, name) -> kinds
+        self._dirty: set[_Key] = set()
+        self._pending: list[Entry] = []
+        self._revision = 0
+        self._listed_at: dict[tuple[str, str], int] = {}
+        self._wake = asyncio.Event()
+        self._watching = asyncio.Event()
+        self._sampler = LogSampler(settings.samples_per_minute, settings.errors_per_minute)
+        self.recorded = 0
+        """Entries written so far."""
+
+    async def run(self) -> None:
+        checkpoint = await asyncio.to_thread(self.timeline.checkpoint)
+        if checkpoint is not None:
+            self._revision = checkpoint.revision
+            for text, snap in checkpoint.seen.items():
+                self._remember(_parse_key(text), snap, dirty=False)
+        try:
+            async with asyncio.TaskGroup() as tasks:
+                tasks.create_task(self._follow_store())
+                tasks.create_task(self._flush_loop())
+                if self.tailer is not None:
+                    tasks.create_task(self._follow_logs())
+                if self.settings.max_age_s is not None or self.settings.max_entries is not None:
+                    tasks.create_task(self._prune_loop())
+        finally:
+            try:
+                self._flush_now()
+            finally:
+                if self.tailer is not None:
+                    self.tailer.close()
+                if self._close_timeline:
+                    self.timeline.close()
+
+    async def wait_watching(self) -> None:
+        """Return once the first list is recorded and every later change will be seen."""
+        await self._watching.wait()
+
+    # -- the store ----------------------------------------------------------------
+
+    async def _follow_store(self) -> None:
+        while True:
+            try:
+                since = await self._resync()
+                self._watching.set()
+                async for change in self.store.watch(None, None, since=since):
+                    self._observe(change.object, change.revision, deleted=change.type == "DELETED")
+                return
+            except Gone:
+                log.info("timeline recorder: watch history expired; relisting")
+            except StoreClosed:
+                return
+            except Exception:
+                # A recording problem must not stop the engine: note it, relist, go on.
+                log.exception("timeline recorder: list/watch failed; relisting in 1s")
+                await self.clock.sleep(1.0)
+
+    async def _resync(self) -> int:
+        """List every kind; record the difference from what was seen; return the revision to
+        watch from (the smallest of the lists)."""
+        revisions: list[int] = []
+        listed: set[tuple[str, str]] = set()
+        present: set[_Key] = set()
+        for kind in list(self.store.registry):
+            if kind.kind in IGNORED_KINDS:
+                continue
+            items, revision = await self.store.list(kind.api_version, kind.kind)
+            revisions.append(revision)
+            listed.add((kind.api_version, kind.kind))
+            self._listed_at[(kind.api_version, kind.kind)] = revision
+            for item in items:
+                present.add(_key_of(item))
+                rv = int((item.get("metadata") or {}).get("resourceVersion") or 0)
+                self._observe(item, rv, deleted=False, listing=True)
+            self._revision = max(self._revision, revision)
+        for key in [k for k in self._seen if (k[0], k[1]) in listed and k not in present]:
+            old = self._seen[key]
+            self._remember(key, None)
+            self._add(entries_for(old, None, now=self.clock.now()))
+        self._wake.set()
+        return min(revisions, default=await self.store.revision())
+
+    def _observe(self, obj: Object, revision: int, *, deleted: bool, listing: bool = False) -> None:
+        api_version, kind = str(obj.get("apiVersion")), str(obj.get("kind"))
+        if kind in IGNORED_KINDS:
+            return
+        if not listing and revision <= self._listed_at.get((api_version, kind), 0):
+            return  # the list already showed this
+        key = _key_of(obj)
+        old = self._seen.get(key)
+        if old is not None and revision <= int(old.get("revision") or 0) and not listing:
+            return
+        new = None if deleted else project(obj, revision)
+        if old is not None and new is not None and revision <= int(old.get("revision") or 0):
+            return  # listing an object already seen at this revision
+        exited = new is not None and new.get("lastExit") not in (None, (old or {}).get("lastExit"))
+        if exited:
+            self._read_log_of(key)  # its last lines go first, and onto the exit entry
+        entries = entries_for(old, new, now=self.clock.now())
+        for entry in entries:
+            if entry["type"] == "exit":
+                entry["lines"] = self._recent_lines(key)
+            elif (
+                entry["type"] == "change"
+                and entry["actor"] in ("controller", "unknown")
+                and new is not None
+                and any(path.startswith("spec") for path in entry["diff"])
+            ):
+                entry[ACTOR_DIGEST] = spec_digest(new["declared"]["spec"])
+        self._remember(key, new)
+        self._revision = max(self._revision, revision)
+        self._add(entries)
+
+    def _read_log_of(self, key: _Key) -> None:
+        if self.tailer is not None:
+            for source, line in self.tailer.poll_one(_log_stem(key)):
+                self._log_line(source, line)
+
+    def _recent_lines(self, key: _Key) -> list[str]:
+        if self.tailer is None:
+            return []
+        return self.tailer.recent(_log_stem(key), self.settings.exit_lines)
+
+    # -- logs -----------------------------------------------------------------------
+
+    async def _follow_logs(self) -> None:
+        assert self.tailer is not None
+        while True:
+            try:
+                for source, line in await asyncio.to_thread(self.tailer.poll):
+                    self._log_line(source, line)
+            except Exception:
+                log.exception("timeline recorder: could not read the logs")
+            await self.clock.sleep(self.settings.log_poll_interval)
+
+    def _log_line(self, source: str, line: str) -> None:
+        if not line.strip():
+            return
+        miner = self._miners.get(source)
+        if miner is None:
+            miner = self._miners[source] = TemplateMiner()
+        mined = miner.add(line)
+        now = self.clock.now()
+        why = self._sampler.keep(
+            source, mined.template_id, mined.first_seen, is_error_line(line), now
+        )
+        if why is None:
+            return
+        self._add(
+            [
+                {
+                    "ts": now,
+                    "type": "log",
+                    "object": self._log_owner(source),
+                    "line": line,
+                    "template": mined.template,
+                    "kept": why,
+                }
+            ]
+        )
+
+    def _remember(self, key: _Key, snap: Snapshot | None, *, dirty: bool = True) -> None:
+        """Keep `snap` as the last view of `key` (None: gone), to save with the next batch."""
+        kinds = self._workloads.setdefault((key[2], key[3]), set())
+        if snap is None:
+            self._seen.pop(key, None)
+            kinds.discard(key[1])
+        else:
+            self._seen[key] = snap
+            if key[1] in _LOG_WRITERS:
+                kinds.add(key[1])
+        if not kinds:
+            del self._workloads[(key[2], key[3])]
+        if dirty:
+            self._dirty.add(key)
+
+    def _log_owner(self, source: str) -> dict[str, Any]:
+        """The object whose child writes `<namespace>_<name>.log` (a Process, else a Job)."""
+        namespace, _, name = source.partition("_")
+        if not name:
+            namespace, name = "default", source
+        kinds = self._workloads.get((namespace, name), set())
+        kind = next((k for k in _LOG_WRITERS if k in kinds), _LOG_WRITERS[0])
+        return object_ref(kind, name, namespace)
+
+    # -- writing ----------------------------------------------------------------------
+
+    def _add(self, entries: list[Entry]) -> None:
+        if entries:
+            self._pending += entries
+            if len(self._pending) >= self.settings.batch_size:
+                self._wake.set()
+
+    def _take(self) -> tuple[list[Entry], Checkpoint]:
+        batch, self._pending = self._pending, []
+        dirty, self._dirty = self._dirty, set()
+        seen = {_format_key(k): self._seen.get(k) for k in dirty}
+        return batch, Checkpoint(self._revision, seen)
+
+    async def _flush_loop(self) -> None:
+        while True:
+            await self._wait_flush()
+            if not self._pending and not self._dirty:
+                continue
+            batch, checkpoint = self._take()
+            try:
+                self.recorded += await asyncio.to_thread(
+                    self.timeline.append_many, batch, checkpoint
+                )
+            except Exception as exc:
+                log.warning("timeline recorder: could not write %d entries (%s)", len(batch), exc)
+                self._pending[:0] = batch  # try again with the next batch
+                self._dirty |= {_parse_key(k) for k in checkpoint.seen}
+
+    async def _wait_flush(self) -> None:
+        """Until `flush_interval` has passed (on the clock) or a full batch is waiting."""
+        waits = [
+            asyncio.ensure_future(self.clock.sleep(self.settings.flush_interval)),
+            asyncio.ensure_future(self._wake.wait()),
+        ]
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for wait in waits:
+                wait.cancel()
+        self._wake.clear()
+
+    def _flush_now(self) -> None:
+        if self._pending or self._dirty:
+            batch, checkpoint = self._take()
+            try:
+                self.recorded += self.timeline.append_many(batch, checkpoint)
+            except Exception as exc:
+                log.warning(
+                    "timeline recorder: lost %d entries on the way out (%s)", len(batch), exc
+                )
+
+    async def _prune_loop(self) -> None:
+        while True:
+            await self.clock.sleep(self.settings.prune_interval)
+            try:
+                await asyncio.to_thread(
+                    self.timeline.prune, self.settings.max_age_s, self.settings.max_entries
+                )
+            except Exception as exc:
+                log.warning("timeline recorder: could not prune (%s)", exc)
+
+
+def _key_of(obj: Object) -> _Key:
+    meta = obj.get("metadata") or {}
+    return (
+        str(obj.get("apiVersion")),
+        str(obj.get("kind")),
+        str(meta.get("namespace") or ""),
+        str(meta.get("name")),
+    )
+
+
+def _log_stem(key: _Key) -> str:
+    """`<namespace>_<name>`: the log file of a Process's or Job's child (`supervisor_name`)."""
+    return f"{key[2] or 'default'}_{key[3]}"
+
+
+def _format_key(key: _Key) -> str:
+    return " ".join(key)
+
+
+def _parse_key(text: str) -> _Key:
+    api_version, kind, namespace, name = text.split(" ")
+    return (api_version, kind, namespace, name)
+
+
+def setup(
+    manager: Manager,
+    *,
+    store_url: str,
+    log_dir: Path | None,
+    settings: RecorderSettings = RecorderSettings(),
+) -> Recorder:
+    """Record the timeline of `manager`'s store while it runs: the timeline of `store_url`
+    (`timeline_path_for`; in memory for other stores), children's logs from `log_dir`."""
+    path = timeline_path_for(store_url)
+    if path is None:
+        timeline = Timeline.memory(clock=manager.clock)
+    else:
+        timeline = Timeline.open(path, clock=manager.clock)
+    recorder = Recorder(
+        manager.store,
+        timeline,
+        log_dir=log_dir,
+        clock=manager.clock,
+        settings=settings,
+        close_timeline=True,
+    )
+    manager.add_runnable(recorder.run)
+    return recorder

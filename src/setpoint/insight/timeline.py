@@ -1,0 +1,391 @@
+"""The timeline's storage: an append-only, indexed record of what happened, in SQLite.
+
+Each entry is one JSON object (the format `setpoint explain` reads):
+
+    {"ts": 1700000000.5, "type": "change", "object": {"kind", "name", "namespace"}, ...}
+
+with `type` one of `change`, `condition`, `event`, `exit`, `log`, `edge` (an edge
+names its `from` and `to` objects instead of `object`); readers ignore types and
+fields they do not know. Rows live in the table
+
+    timeline(id INTEGER PRIMARY KEY, ts REAL, type TEXT, kind TEXT, namespace TEXT,
+             name TEXT, body BLOB)
+
+indexed on `ts` and on `(kind, namespace, name, ts)`, so a time window and one
+object's history are both range scans. `setpoint up` keeps the table in the
+store's own SQLite file (`timeline_path_for`), opened with a connection of its own
+(WAL, `busy_timeout`, one short transaction per batch), so the store's writer is
+never held up for long. `Timeline.memory()` is the same in memory.
+
+The recorder's resume point (`checkpoint`: the last store revision it recorded
+and what it last saw of each object) is kept in two side tables and written in
+the same transaction as the entries it explains.
+
+JSON Lines (`dump_jsonl` / `load_jsonl`): one entry per line, exactly as
+`query` returns them; `setpoint timeline -o jsonl` writes it and
+`setpoint explain --timeline FILE` reads it.
+
+This module does I/O (SQLite, files); what goes into entries is decided by
+`setpoint.insight.recorder`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import threading
+from collections.abc import Collection, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any, Protocol
+from urllib.parse import urlsplit
+
+import orjson
+
+from setpoint.clock import SYSTEM_CLOCK, Clock
+from setpoint.errors import Invalid
+
+Entry = dict[str, Any]
+"""One timeline entry (see the module docstring)."""
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS timeline (
+    id INTEGER PRIMARY KEY, ts REAL NOT NULL, type TEXT NOT NULL, kind TEXT NOT NULL,
+    namespace TEXT NOT NULL, name TEXT NOT NULL, body BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS timeline_ts ON timeline (ts);
+CREATE INDEX IF NOT EXISTS timeline_object ON timeline (kind, namespace, name, ts);
+CREATE TABLE IF NOT EXISTS timeline_seen (key TEXT PRIMARY KEY, body BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS timeline_meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS timeline_actors (
+    kind TEXT NOT NULL, namespace TEXT NOT NULL, name TEXT NOT NULL, digest TEXT NOT NULL,
+    actor TEXT NOT NULL, ts REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS timeline_actors_object
+    ON timeline_actors (kind, namespace, name, digest);
+"""
+
+ACTOR_DIGEST = "_actorDigest"
+"""A field the recorder puts on a `change` entry whose actor it does not know: the
+`spec_digest` of the new spec. `append_many` looks for an actor noted against it
+(`note_actor`), takes it (a note names one write), and drops the field."""
+
+_INSERT = "INSERT INTO timeline (ts, type, kind, namespace, name, body) VALUES (?, ?, ?, ?, ?, ?)"
+_PRUNE_CHUNK = 20_000
+
+TYPES = ("change", "condition", "event", "exit", "log", "edge")
+"""The entry types the recorder writes (readers must accept others too)."""
+
+
+class ActorNotes(Protocol):
+    """Where a writer of desired state (`setpoint apply`) says who is about to change a spec."""
+
+    def note_actor(self, obj: Mapping[str, Any], actor: str, ts: float) -> None: ...
+
+
+def spec_digest(spec: Any) -> str:
+    """A short digest of a spec, the same for equal specs whatever their key order."""
+    return hashlib.sha256(orjson.dumps(spec, option=orjson.OPT_SORT_KEYS)).hexdigest()[:32]
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """Where the recorder stands: the store `revision` it recorded up to, and its last view
+    of each object by key (`None` in an update: the object is gone)."""
+
+    revision: int
+    seen: Mapping[str, Any]
+
+
+def timeline_path_for(store_url: str) -> Path | None:
+    """The database file holding `setpoint up`'s timeline for the store at `store_url`: the
+    SQLite store's own file; None for other stores (the timeline then lives only in the
+    memory of the `up` process)."""
+    parts = urlsplit(store_url)
+    if parts.scheme != "sqlite":
+        return None
+    path = store_url.split("://", 1)[1].split("?", 1)[0]
+    if not path.startswith("/") or path == "/":
+        raise Invalid(f"{store_url!r}: want sqlite:///relative/path.db", field="store")
+    return Path(path[1:])
+
+
+def object_of(entry: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The object an entry is about (an edge's `from`)."""
+    found = entry.get("object") or entry.get("from") or {}
+    return found if isinstance(found, Mapping) else {}
+
+
+class Timeline:
+    """An append-only timeline in one SQLite database (a file, or memory).
+
+    Thread-safe: one connection guarded by a lock, so the recorder may write from a
+    worker thread while the event loop stays free. Open with `open` or `memory`.
+    """
+
+    def __init__(self, conn: sqlite3.Connection, *, clock: Clock = SYSTEM_CLOCK) -> None:
+        self._conn = conn
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._conn.executescript(_SCHEMA)
+
+    @classmethod
+    def open(cls, url_or_path: str | Path, *, clock: Clock = SYSTEM_CLOCK) -> Timeline:
+        """The timeline of a store URL (`sqlite:///x.db`: in that file; `memory://`: a fresh
+        one in memory) or in the SQLite file at a path (created if missing)."""
+        text = str(url_or_path)
+        if "://" in text:
+            if urlsplit(text).scheme == "memory":
+                return cls.memory(clock=clock)
+            path = timeline_path_for(text)
+            if path is None:
+                raise Invalid(f"{text!r}: no timeline for this store", field="store")
+        else:
+            path = Path(text)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30.0)
+        conn.execute("PRAGMA busy_timeout=30000")
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA cache_size=-32768")  # 32 MiB: the indexes' hot pages stay put
+        return cls(conn, clock=clock)
+
+    @classmethod
+    def memory(cls, *, clock: Clock = SYSTEM_CLOCK) -> Timeline:
+        """A timeline in memory, gone when closed."""
+        conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+        return cls(conn, clock=clock)
+
+    # -- writing ------------------------------------------------------------------
+
+    def append(self, entry: Entry) -> None:
+        self.append_many([entry])
+
+    def append_many(self, entries: Iterable[Entry], checkpoint: Checkpoint | None = None) -> int:
+        """Append `entries` (and record `checkpoint`) in one transaction; return how many."""
+        entries = list(entries)
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                rows = [_row(self._with_actor(e)) for e in entries]
+                self._conn.executemany(_INSERT, rows)
+                if checkpoint is not None:
+                    self._save_checkpoint(checkpoint)
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+        return len(rows)
+
+    def note_actor(self, obj: Mapping[str, Any], actor: str, ts: float) -> None:
+        """Note that `actor` is about to write `obj`'s spec (see `ACTOR_DIGEST`)."""
+        meta = obj.get("metadata") or {}
+        row = (
+            str(obj.get("kind") or ""),
+            str(meta.get("namespace") or ""),
+            str(meta.get("name") or ""),
+            spec_digest(obj.get("spec")),
+            actor,
+            ts,
+        )
+        with self._lock:
+            self._conn.execute("INSERT INTO timeline_actors VALUES (?, ?, ?, ?, ?, ?)", row)
+
+    def _with_actor(self, entry: Entry) -> Entry:
+        """`entry` without `ACTOR_DIGEST`, naming the actor noted for it (the note is taken)."""
+        digest = entry.get(ACTOR_DIGEST)
+        if digest is None:
+            return entry
+        entry = {k: v for k, v in entry.items() if k != ACTOR_DIGEST}
+        about = object_of(entry)
+        key = (
+            str(about.get("kind") or ""),
+            str(about.get("namespace") or ""),
+            str(about.get("name") or ""),
+            str(digest),
+        )
+        row = self._conn.execute(
+            "SELECT rowid, actor FROM timeline_actors WHERE kind = ? AND namespace = ? "
+            "AND name = ? AND digest = ? ORDER BY ts DESC LIMIT 1",
+            key,
+        ).fetchone()
+        if row is not None:
+            self._conn.execute("DELETE FROM timeline_actors WHERE rowid = ?", (row[0],))
+            entry["actor"] = row[1]
+        return entry
+
+    def _save_checkpoint(self, checkpoint: Checkpoint) -> None:
+        gone = [(k,) for k, v in checkpoint.seen.items() if v is None]
+        kept = [(k, orjson.dumps(v)) for k, v in checkpoint.seen.items() if v is not None]
+        self._conn.executemany("DELETE FROM timeline_seen WHERE key = ?", gone)
+        self._conn.executemany("INSERT OR REPLACE INTO timeline_seen VALUES (?, ?)", kept)
+        self._conn.execute(
+            "INSERT OR REPLACE INTO timeline_meta VALUES ('revision', ?)", (checkpoint.revision,)
+        )
+
+    def checkpoint(self) -> Checkpoint | None:
+        """The last checkpoint saved with `append_many`, or None if there is none."""
+        with self._lock:
+            row = self._conn.execute(
+                "SELECT value FROM timeline_meta WHERE key = 'revision'"
+            ).fetchone()
+            if row is None:
+                return None
+            seen = {
+                key: orjson.loads(body)
+                for key, body in self._conn.execute("SELECT key, body FROM timeline_seen")
+            }
+        return Checkpoint(int(row[0]), seen)
+
+    def prune(self, max_age_s: float | None, max_entries: int | None) -> int:
+        """Delete entries older than `max_age_s` seconds (by the clock) and all but the newest
+        `max_entries`; return how many went. Deletes in short transactions."""
+        if max_age_s is not None and max_age_s < 0:
+            raise Invalid("must be >= 0", field="max_age_s")
+        if max_entries is not None and max_entries < 0:
+            raise Invalid("must be >= 0", field="max_entries")
+        deleted = 0
+        if max_age_s is not None:
+            cutoff = self._clock.now() - max_age_s
+            with self._lock:
+                self._conn.execute("DELETE FROM timeline_actors WHERE ts < ?", (cutoff,))
+            deleted += self._delete_chunks(
+                "DELETE FROM timeline WHERE id IN (SELECT id FROM timeline WHERE ts < ? LIMIT ?)",
+                (cutoff,),
+            )
+        if max_entries is not None:
+            with self._lock:
+                row = self._conn.execute(
+                    "SELECT id FROM timeline ORDER BY id DESC LIMIT 1 OFFSET ?", (max_entries,)
+                ).fetchone()
+            if row is not None:
+                deleted += self._delete_chunks(
+                    "DELETE FROM timeline WHERE id IN "
+                    "(SELECT id FROM timeline WHERE id <= ? ORDER BY id LIMIT ?)",
+                    (row[0],),
+                )
+        return deleted
+
+    def _delete_chunks(self, sql: str, args: tuple[Any, ...]) -> int:
+        total = 0
+        while True:
+            with self._lock:
+                count = self._conn.execute(sql, (*args, _PRUNE_CHUNK)).rowcount
+            total += count
+            if count < _PRUNE_CHUNK:
+                return total
+
+    # -- reading ------------------------------------------------------------------
+
+    def query(
+        self,
+        *,
+        object: Mapping[str, Any] | None = None,
+        since: float | None = None,
+        until: float | None = None,
+        types: Collection[str] | None = None,
+        limit: int | None = None,
+    ) -> list[Entry]:
+        """Entries oldest first, optionally only about `object` ({"kind", "name", and
+        "namespace" unless any}), at `since` <= ts < `until`, of `types`; with `limit`, the
+        newest `limit` of those."""
+        where: list[str] = []
+        args: list[Any] = []
+        if object is not None:
+            where += ["kind = ?", "name = ?"]
+            args += [object.get("kind"), object.get("name")]
+            if object.get("namespace") is not None:
+                where.append("namespace = ?")
+                args.append(object.get("namespace") or "")
+        if since is not None:
+            where.append("ts >= ?")
+            args.append(since)
+        if until is not None:
+            where.append("ts < ?")
+            args.append(until)
+        if types is not None:
+            kinds = list(types)
+            where.append(f"type IN ({', '.join('?' * len(kinds))})")
+            args += kinds
+        sql = "SELECT body FROM timeline"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        if limit is not None:
+            sql += " ORDER BY ts DESC, id DESC LIMIT ?"
+            args.append(max(0, limit))
+        else:
+            sql += " ORDER BY ts, id"
+        with self._lock:
+            bodies = [row[0] for row in self._conn.execute(sql, args)]
+        if limit is not None:
+            bodies.reverse()
+        return [orjson.loads(body) for body in bodies]
+
+    def count(self) -> int:
+        with self._lock:
+            row = self._conn.execute("SELECT count(*) FROM timeline").fetchone()
+        return int(row[0])
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    def __enter__(self) -> Timeline:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _row(entry: Mapping[str, Any]) -> tuple[float, str, str, str, str, bytes]:
+    ts = entry.get("ts")
+    if not isinstance(ts, int | float) or isinstance(ts, bool):
+        raise Invalid("want seconds since the epoch", field="ts")
+    type_ = entry.get("type")
+    if not isinstance(type_, str) or not type_:
+        raise Invalid("required", field="type")
+    about = object_of(entry)
+    return (
+        float(ts),
+        type_,
+        str(about.get("kind") or ""),
+        str(about.get("namespace") or ""),
+        str(about.get("name") or ""),
+        orjson.dumps(entry),
+    )
+
+
+# -- JSON Lines -----------------------------------------------------------------------
+
+
+def dump_jsonl(entries: Iterable[Mapping[str, Any]], out: IO[bytes]) -> int:
+    """Write `entries` one JSON object per line; return how many."""
+    count = 0
+    for entry in entries:
+        out.write(orjson.dumps(entry) + b"\n")
+        count += 1
+    return count
+
+
+def load_jsonl(lines: Iterable[bytes | str], *, source: str = "timeline") -> Iterator[Entry]:
+    """The entries of JSON Lines (blank lines skipped); `Invalid` names the line of a bad one."""
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            entry = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            raise Invalid(f"{source}:{number}: not JSON ({exc})") from None
+        if not isinstance(entry, dict):
+            raise Invalid(f"{source}:{number}: want one JSON object per line")
+        try:
+            _row(entry)
+        except Invalid as exc:
+            raise Invalid(f"{source}:{number}: {exc}") from None
+        yield entry
+
+
+def read_jsonl(path: str | Path) -> list[Entry]:
+    """The entries of a JSON Lines file written by `dump_jsonl` (`setpoint timeline -o jsonl`)."""
+    with open(path, "rb") as f:
+        return list(load_jsonl(f, source=str(path)))

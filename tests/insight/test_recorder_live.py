@@ -1,0 +1,212 @@
+"""The recorder against a real SQLite store (the timeline in the same file), real log files
+and a real supervised child: what it records, and what a restarted recorder catches up on."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import os
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from timeline_support import of_type, wait_for_entries
+
+from setpoint.cli.apply import apply_object
+from setpoint.insight.recorder import LogTailer, Recorder, setup
+from setpoint.insight.timeline import Timeline
+from setpoint.model import Object
+from setpoint.runtime import EVENT, EventRecorder
+from setpoint.runtime.manager import Manager, ManagerOptions
+from setpoint.store import Store, open_store
+from setpoint.workloads.process import PROCESS, ProcessController, ProcessSettings
+
+REF = {"kind": "Process", "name": "db", "namespace": "default"}
+
+
+def process(name: str, args: list[str], **spec: Any) -> Object:
+    return {
+        "apiVersion": PROCESS.api_version,
+        "kind": PROCESS.kind,
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"args": args, **spec},
+    }
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[Store]:
+    opened = await open_store(f"sqlite:///{tmp_path / 'state.db'}")
+    opened.registry.register(EVENT)
+    try:
+        yield opened
+    finally:
+        await opened.close()
+
+
+@contextlib.asynccontextmanager
+async def recording(store: Store, timeline: Timeline, **kwargs: Any) -> AsyncIterator[Recorder]:
+    recorder = Recorder(store, timeline, **kwargs)
+    task = asyncio.create_task(recorder.run())
+    try:
+        async with asyncio.timeout(10):
+            await recorder.wait_watching()
+        yield recorder
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def test_records_changes_with_actors_conditions_events_and_deletion(
+    store: Store, tmp_path: Path
+) -> None:
+    timeline = Timeline.open(tmp_path / "state.db")
+    async with recording(store, timeline):
+        await apply_object(
+            store, process("db", ["db", "--max-conn=100"]), notes=timeline, actor="alice@h"
+        )
+        await apply_object(
+            store, process("db", ["db", "--max-conn=5"]), notes=timeline, actor="bob@h"
+        )
+        current = await store.get(PROCESS.api_version, PROCESS.kind, "db")
+        status = {"conditions": [{"type": "Ready", "status": "False", "reason": "ProbeFailed"}]}
+        await store.update_status({**current, "status": status})
+        await EventRecorder(store, "test").warning(current, "BackOff", "restarting db")
+        current = await store.get(PROCESS.api_version, PROCESS.kind, "db")
+        by_nobody = copy.deepcopy(current)
+        by_nobody["spec"]["args"].append("--verbose")
+        await store.update(by_nobody)
+        await store.delete(PROCESS.api_version, PROCESS.kind, "db")
+        entries = await wait_for_entries(
+            timeline,
+            lambda es: any(e.get("action") == "deleted" for e in es),
+            object=REF,
+        )
+    changes = of_type(entries, "change")
+    assert [(c["action"], c["actor"]) for c in changes] == [
+        ("created", "alice@h"),
+        ("updated", "bob@h"),
+        ("updated", "unknown"),
+        ("deleted", "unknown"),
+    ]
+    assert changes[1]["diff"] == {"spec.args[1]": ["--max-conn=100", "--max-conn=5"]}
+    assert changes[2]["diff"] == {"spec.args[2]": [None, "--verbose"]}
+    [condition] = of_type(entries, "condition")
+    assert condition["condition"]["reason"] == "ProbeFailed"
+    [event] = of_type(entries, "event")
+    assert (event["eventType"], event["reason"], event["object"]) == ("Warning", "BackOff", REF)
+    assert [e["ts"] for e in entries] == sorted(e["ts"] for e in entries)
+
+
+async def test_a_restarted_recorder_records_what_changed_while_it_was_stopped(
+    store: Store, tmp_path: Path
+) -> None:
+    timeline = Timeline.open(tmp_path / "state.db")
+    async with recording(store, timeline):
+        await store.create(process("db", ["db", "-c", "1"]))
+        await store.create(process("cache", ["cache"]))
+        await wait_for_entries(timeline, lambda es: len(of_type(es, "change")) == 2)
+    # while nobody records:
+    db = await store.get(PROCESS.api_version, PROCESS.kind, "db")
+    db["spec"]["args"][2] = "2"
+    await store.update(db)
+    await store.delete(PROCESS.api_version, PROCESS.kind, "cache")
+    await store.create(process("web", ["web"], dependsOn=[{"kind": "Process", "name": "db"}]))
+
+    async with recording(store, Timeline.open(tmp_path / "state.db")):
+        entries = await wait_for_entries(timeline, lambda es: len(of_type(es, "change")) >= 5)
+    changes = of_type(entries, "change")
+    summary = sorted((e["object"]["name"], e["action"]) for e in changes)
+    assert summary == [
+        ("cache", "created"),
+        ("cache", "deleted"),
+        ("db", "created"),
+        ("db", "updated"),
+        ("web", "created"),
+    ]
+    [update] = [e for e in changes if e["action"] == "updated"]
+    assert update["diff"] == {"spec.args[2]": ["1", "2"]}
+    [gone] = [e for e in changes if e["action"] == "deleted"]
+    assert gone["diff"]["spec"][0]["args"] == ["cache"]
+    [web] = [e for e in changes if e["object"]["name"] == "web"]
+    assert web["diff"] == {"spec": [None, await web_spec(store)]}
+    [edge] = of_type(entries, "edge")
+    assert (edge["from"]["name"], edge["to"], edge["relation"]) == ("web", REF, "dependsOn")
+
+
+async def web_spec(store: Store) -> Any:
+    return (await store.get(PROCESS.api_version, PROCESS.kind, "web"))["spec"]
+
+
+def test_log_tailer_follows_appends_rotation_and_truncation(tmp_path: Path) -> None:
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    old = logs / "default_db.log"
+    old.write_text("written before we looked\n")
+    tailer = LogTailer(logs)
+    assert tailer.poll() == []  # a file already there is followed from its end
+    with open(old, "a") as f:
+        f.write("one\ntw")
+    assert tailer.poll() == [("default_db", "one")]
+    with open(old, "a") as f:
+        f.write("o\nlast before rotation\n")
+    os.replace(old, logs / "default_db.log.1")  # as the supervisor rotates
+    (logs / "default_db.log").write_text("after rotation\n")
+    (logs / "default_web.log").write_text("a new file from its start\n")
+    assert tailer.poll() == [
+        ("default_db", "two"),
+        ("default_db", "last before rotation"),
+        ("default_db", "after rotation"),
+        ("default_web", "a new file from its start"),
+    ]
+    (logs / "default_web.log").write_text("")  # truncated
+    with open(logs / "default_web.log", "a") as f:
+        f.write("again\n")
+    assert tailer.poll() == [("default_web", "again")]
+    assert tailer.recent("default_db", 2) == ["last before rotation", "after rotation"]
+    tailer.close()
+
+
+async def test_a_crashing_child_leaves_its_exit_last_lines_and_error_lines(
+    store: Store, tmp_path: Path
+) -> None:
+    url = f"sqlite:///{tmp_path / 'state.db'}"
+    manager = Manager(store, options=ManagerOptions(grace_period=1.0))
+    processes = ProcessController(
+        store,
+        manager.event_recorder("process-controller"),
+        ProcessSettings(tmp_path / "run", tmp_path / "logs"),
+        clock=manager.clock,
+    )
+    processes.attach(manager)
+    setup(manager, store_url=url, log_dir=tmp_path / "logs")
+    code = (
+        "import sys\nprint('starting db', flush=True)\n"
+        "print('FATAL: too many connections')\nsys.exit(3)"
+    )
+    running = asyncio.create_task(manager.run())
+    try:
+        await manager.wait_started()
+        await store.create(process("db", [sys.executable, "-c", code], restartPolicy="Never"))
+        with Timeline.open(tmp_path / "state.db") as timeline:
+            entries = await wait_for_entries(
+                timeline,
+                lambda es: (
+                    bool(of_type(es, "exit"))
+                    and any("FATAL" in e["line"] for e in of_type(es, "log"))
+                ),
+                object=REF,
+            )
+    finally:
+        manager.stop()
+        await running
+        await processes.stop_all(grace=0)
+    [exit_] = of_type(entries, "exit")
+    assert (exit_["exitCode"], exit_["signal"]) == (3, None)
+    assert exit_["lines"] == ["starting db", "FATAL: too many connections"]
+    fatal = [e for e in of_type(entries, "log") if "FATAL" in e["line"]]
+    assert fatal[0]["kept"] in ("new", "error")
+    assert "template" in fatal[0]

@@ -1,0 +1,177 @@
+"""The timeline's storage: appending, querying by object, time and type, retention,
+checkpoints, actor notes, JSON Lines, and where `setpoint up` keeps it."""
+
+from __future__ import annotations
+
+import io
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from setpoint.errors import Invalid
+from setpoint.insight.entries import read_timeline
+from setpoint.insight.timeline import (
+    ACTOR_DIGEST,
+    Checkpoint,
+    Timeline,
+    dump_jsonl,
+    load_jsonl,
+    read_jsonl,
+    spec_digest,
+    timeline_path_for,
+)
+from setpoint.testing import ManualClock
+
+T0 = 1_700_000_000.0
+
+
+def ref(name: str, kind: str = "Process", namespace: str | None = "default") -> dict[str, Any]:
+    return {"kind": kind, "name": name, "namespace": namespace}
+
+
+def sample() -> list[dict[str, Any]]:
+    return [
+        {
+            "ts": T0 + 1,
+            "type": "change",
+            "object": ref("db"),
+            "diff": {"spec.args[2]": ["--max-conn=100", "--max-conn=5"]},
+            "actor": "alice",
+        },
+        {
+            "ts": T0 + 2,
+            "type": "condition",
+            "object": ref("db"),
+            "condition": {"type": "Ready", "status": "False", "reason": "ProbeFailed"},
+        },
+        {"ts": T0 + 3, "type": "log", "object": ref("web"), "line": "FATAL: too many connections"},
+        {"ts": T0 + 4, "type": "exit", "object": ref("db"), "exitCode": 1, "signal": None},
+        {
+            "ts": T0 + 5,
+            "type": "edge",
+            "from": ref("web"),
+            "to": ref("db"),
+            "relation": "dependsOn",
+        },
+        {"ts": T0 + 6, "type": "probe", "object": ref("db"), "role": "readiness", "result": "x"},
+    ]
+
+
+@pytest.fixture(params=["memory", "file"])
+def timeline(request: pytest.FixtureRequest, tmp_path: Path) -> Timeline:
+    if request.param == "memory":
+        return Timeline.memory()
+    return Timeline.open(tmp_path / "state.db")
+
+
+def test_query_by_object_time_and_type_oldest_first(timeline: Timeline) -> None:
+    timeline.append_many(reversed(sample()))  # stored in any order, read by time
+    entries = sample()
+    assert timeline.query() == entries
+    assert timeline.query(object=ref("db")) == [entries[i] for i in (0, 1, 3, 5)]
+    assert timeline.query(object={"kind": "Process", "name": "web"}) == [entries[2], entries[4]]
+    assert timeline.query(object=ref("db", namespace="other")) == []
+    assert timeline.query(since=T0 + 2, until=T0 + 4) == entries[1:3]
+    assert timeline.query(types=["exit", "edge"]) == entries[3:5]
+    assert timeline.query(limit=2) == entries[4:]  # the newest two, oldest first
+    assert timeline.count() == 6
+
+
+def test_unknown_types_and_fields_are_kept_as_they_are(timeline: Timeline) -> None:
+    entry = {"ts": T0, "type": "novel", "object": ref("db"), "extra": {"x": [1, 2]}}
+    timeline.append(entry)
+    assert timeline.query(types=["novel"]) == [entry]
+
+
+def test_bad_entries_are_refused_naming_the_field(timeline: Timeline) -> None:
+    with pytest.raises(Invalid, match="ts"):
+        timeline.append({"type": "log", "object": ref("db")})
+    with pytest.raises(Invalid, match="type"):
+        timeline.append({"ts": T0, "object": ref("db")})
+    assert timeline.count() == 0  # nothing half-written
+
+
+def test_prune_by_age_and_by_count_keeps_the_newest() -> None:
+    clock = ManualClock(T0 + 100)
+    timeline = Timeline.memory(clock=clock)
+    timeline.append_many({"ts": T0 + i, "type": "log", "object": ref("db")} for i in range(100))
+    assert timeline.prune(max_age_s=60, max_entries=None) == 40  # ts < T0 + 40 go
+    assert timeline.query()[0]["ts"] == T0 + 40
+    assert timeline.prune(max_age_s=None, max_entries=10) == 50
+    assert [e["ts"] for e in timeline.query()] == [T0 + i for i in range(90, 100)]
+    with pytest.raises(Invalid, match="max_entries"):
+        timeline.prune(None, -1)
+
+
+def test_prune_deletes_in_chunks_across_many_rows() -> None:
+    timeline = Timeline.memory(clock=ManualClock(T0 + 50_000))
+    timeline.append_many({"ts": T0 + i, "type": "log", "object": ref("db")} for i in range(45_000))
+    assert timeline.prune(max_age_s=None, max_entries=1_000) == 44_000
+    assert timeline.count() == 1_000
+
+
+def test_checkpoint_is_saved_with_entries_and_updates_by_key(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    with Timeline.open(path) as timeline:
+        assert timeline.checkpoint() is None
+        timeline.append_many(sample()[:1], Checkpoint(7, {"a": {"x": 1}, "b": {"y": 2}}))
+        timeline.append_many([], Checkpoint(9, {"a": None, "c": {"z": 3}}))
+    with Timeline.open(path) as reopened:
+        assert reopened.checkpoint() == Checkpoint(9, {"b": {"y": 2}, "c": {"z": 3}})
+        assert reopened.count() == 1
+
+
+def test_an_actor_noted_for_a_spec_names_the_change_that_writes_it_once(
+    timeline: Timeline,
+) -> None:
+    obj = {"kind": "Process", "metadata": {"name": "db", "namespace": "default"}, "spec": {"a": 1}}
+    timeline.note_actor(obj, "alice@host", T0)
+    change = {"ts": T0, "type": "change", "object": ref("db"), "actor": "unknown"}
+    same_spec = spec_digest({"a": 1})
+    timeline.append_many(
+        [
+            {**change, ACTOR_DIGEST: spec_digest({"a": 2})},  # another spec: not alice's
+            {**change, ACTOR_DIGEST: same_spec},
+            {**change, ACTOR_DIGEST: same_spec},  # the note was used up
+        ]
+    )
+    assert [e["actor"] for e in timeline.query()] == ["unknown", "alice@host", "unknown"]
+    assert all(ACTOR_DIGEST not in e for e in timeline.query())
+
+
+def test_queries_use_the_indexes(tmp_path: Path) -> None:
+    Timeline.open(tmp_path / "state.db").close()
+    conn = sqlite3.connect(tmp_path / "state.db")
+    window = conn.execute(
+        "EXPLAIN QUERY PLAN SELECT body FROM timeline WHERE ts >= ? AND ts < ? ORDER BY ts, id",
+        (0, 1),
+    ).fetchall()
+    one = conn.execute(
+        "EXPLAIN QUERY PLAN SELECT body FROM timeline WHERE kind = ? AND name = ? "
+        "AND namespace = ? AND ts >= ? ORDER BY ts, id",
+        ("Process", "db", "default", 0),
+    ).fetchall()
+    assert "timeline_ts" in str(window)
+    assert "timeline_object" in str(one)
+
+
+def test_jsonl_round_trip_is_what_explain_reads(tmp_path: Path, timeline: Timeline) -> None:
+    timeline.append_many(sample())
+    out = io.BytesIO()
+    assert dump_jsonl(timeline.query(), out) == 6
+    path = tmp_path / "timeline.jsonl"
+    path.write_bytes(out.getvalue())
+    assert read_jsonl(path) == sample()
+    assert read_timeline(path) == sample()  # the explain side's reader
+    with pytest.raises(Invalid, match="timeline:2: not JSON"):
+        list(load_jsonl([b'{"ts": 1, "type": "log"}', b"{oops"]))
+
+
+def test_timeline_path_for_store_urls() -> None:
+    assert timeline_path_for("sqlite:///.setpoint/state.db") == Path(".setpoint/state.db")
+    assert timeline_path_for("sqlite:////abs/state.db?sync=normal") == Path("/abs/state.db")
+    assert timeline_path_for("memory://") is None
+    with Timeline.open("memory://") as in_memory:
+        assert in_memory.count() == 0
