@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -61,12 +62,11 @@ def web(token: str, start: int, version: str, replicas: int = 2) -> dict[str, An
 
 
 def free_range(count: int) -> int:
-    """The first of `count` consecutive ports that are free now."""
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            start: int = s.getsockname()[1]
-        if start + count <= 65535 and all(_free(p) for p in range(start, start + count)):
+    """The first of `count` consecutive ports that are free now, below the ephemeral range
+    (where outgoing connections could take one meanwhile)."""
+    for _ in range(200):
+        start = random.randrange(20000, 32000 - count)
+        if all(_free(p) for p in range(start, start + count)):
             return start
     raise RuntimeError("no free port range")
 

@@ -1,7 +1,8 @@
 """examples/webapp end to end under `setpoint up`, with a real PostgreSQL: the chain comes
 up (db-init -> db -> migrate -> web behind its Service), a rolling update under a steady
 request loop fails no request, stopping `db` turns `web` NotReady naming `db`, starting it
-again heals the chain, and SIGTERM leaves no process behind."""
+again heals the chain, a bad change to `db` is what `setpoint explain deployment/web`
+ranks first, and SIGTERM leaves no process behind."""
 
 from __future__ import annotations
 
@@ -12,12 +13,14 @@ import os
 import signal
 import subprocess
 import sys
+import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 from webapp_engine import Engine, Staged, ready_line, stage_webapp
-from webapp_support import postgres_scratch_dir, require_postgresql
+from webapp_support import postgres_scratch_dir, require_postgresql, wait_until
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -51,11 +54,32 @@ def processes_under(base: Path) -> list[int]:
     return found
 
 
-def with_version(staged: Staged, version: str) -> list[dict[str, object]]:
+def with_version(staged: Staged, version: str) -> list[dict[str, Any]]:
     objects = copy.deepcopy(staged.objects)
     for obj in objects:
         if obj["kind"] == "Deployment":
-            obj["spec"]["template"]["spec"]["env"]["APP_VERSION"] = version  # type: ignore[index]
+            obj["spec"]["template"]["spec"]["env"]["APP_VERSION"] = version
+    return objects
+
+
+def recorded_not_ready(base: Path, *, after: float) -> bool:
+    """Whether the engine's timeline has web's Ready turning False after `after`."""
+    out = setpoint(base, "timeline", "deployment/web", "--type", "condition", "-o", "jsonl")
+    assert out.returncode == 0, out.stderr
+    entries = [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
+    return any(
+        e["ts"] > after
+        and e["condition"]["type"] == "Ready"
+        and e["condition"]["status"] == "False"
+        for e in entries
+    )
+
+
+def with_db_args(objects: list[dict[str, Any]], *extra: str) -> list[dict[str, Any]]:
+    objects = copy.deepcopy(objects)
+    for obj in objects:
+        if obj["kind"] == "Process" and obj["metadata"]["name"] == "db":
+            obj["spec"]["args"] = [*obj["spec"]["args"], *extra]
     return objects
 
 
@@ -78,7 +102,8 @@ def test_webapp_up_rolls_without_failures_and_heals_after_db_stops() -> None:
                  "--until", str(stop), "--seconds", "240"],
                 stdout=subprocess.PIPE, text=True,
             )  # fmt: skip
-            staged.write(with_version(staged, "2"))
+            version_2 = with_version(staged, "2")
+            staged.write(version_2)
             applied = setpoint(base, "apply", "-f", str(staged.manifest))
             assert applied.returncode == 0, applied.stderr
             assert "deployment.setpoint.dev/web configured" in applied.stdout
@@ -104,6 +129,27 @@ def test_webapp_up_rolls_without_failures_and_heals_after_db_stops() -> None:
             assert healed.returncode == 0, healed.stderr
             engine.expect(ready_line("Deployment/web"), "web Ready again", within=180)
             assert get(url)[0] == 200
+
+            # a bad change to db (it stops listening on TCP): explain names it first
+            staged.write(with_db_args(version_2, "-c", "listen_addresses="))
+            changed_at = time.time()
+            broken = setpoint(base, "apply", "-f", str(staged.manifest))
+            assert "process.setpoint.dev/db configured" in broken.stdout, broken.stderr
+            engine.expect(
+                lambda line: line.startswith("Deployment/web ready=False "), "web NotReady"
+            )
+            wait_until(
+                lambda: recorded_not_ready(base, after=changed_at),
+                30,
+                "the timeline records web going NotReady",
+            )
+            explained = setpoint(base, "explain", "deployment/web", "-o", "json")
+            assert explained.returncode == 0, explained.stderr
+            first = json.loads(explained.stdout)[0]
+            assert first["entry"]["type"] == "change", first
+            assert first["entry"]["object"]["name"] == "db", first
+            assert "listen_addresses" in json.dumps(first["entry"]["diff"]), first
+            assert "db" in first["reason"], first
 
             code, err = engine.stop()
             assert code == 0, err

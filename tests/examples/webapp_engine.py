@@ -10,6 +10,7 @@ next status line that matches, or fails after a deadline.
 from __future__ import annotations
 
 import queue
+import random
 import shutil
 import signal
 import socket
@@ -26,22 +27,22 @@ from webapp_support import WEBAPP, free_port
 
 
 def free_range(count: int) -> int:
-    """The first of `count` consecutive loopback ports that are free now."""
-    for _ in range(100):
-        start = free_port()
-        if start + count > 65535:
-            continue
-        ok = True
-        for port in range(start, start + count):
-            with socket.socket() as s:
-                try:
-                    s.bind(("127.0.0.1", port))
-                except OSError:
-                    ok = False
-                    break
-        if ok:
+    """The first of `count` consecutive loopback ports that are free now, below the
+    ephemeral range (where outgoing connections could take one meanwhile)."""
+    for _ in range(200):
+        start = random.randrange(20000, 32000 - count)
+        if all(_bindable(port) for port in range(start, start + count)):
             return start
     raise RuntimeError("no range of free ports")
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import random
 import socket
 import urllib.request
 from collections.abc import AsyncIterator, Callable
@@ -14,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from process_support import argv_of, condition, free_port, python
+from process_support import argv_of, condition, python
 from supervisor_support import wait_pid_gone
 
 from setpoint.errors import NotFound
@@ -53,22 +54,22 @@ class World:
 
 
 def ports_free(count: int) -> tuple[int, int]:
-    """A range of `count` ports, free now (best effort: probe each)."""
-    for _ in range(50):
-        start = free_port()
-        if start + count > 65535:
-            continue
-        ok = True
-        for port in range(start, start + count):
-            with socket.socket() as s:
-                try:
-                    s.bind(("127.0.0.1", port))
-                except OSError:
-                    ok = False
-                    break
-        if ok:
+    """A range of `count` ports, free now, below the ephemeral range (where outgoing
+    connections could take one meanwhile)."""
+    for _ in range(200):
+        start = random.randrange(20000, 32000 - count)
+        if all(_bindable(port) for port in range(start, start + count)):
             return start, start + count - 1
     raise RuntimeError("no free port range")
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
 
 
 @pytest.fixture

@@ -135,6 +135,15 @@ def test_scaling_reaches_the_count_with_unique_ports(start: int, target: int, se
     assert len(world.live()) == target
 
 
+def test_ports_another_program_holds_are_skipped() -> None:
+    out = plan(desired(ports=(100, 103)), Observed(busy_ports=frozenset({100, 102})), 0.0)
+    assert [c.port for c in out.create] == [101, 103]
+    assert (
+        "no free port in portRange 100-103 for 1 replica(s)"
+        in (cond(out.status, "ReplicaFailure")["message"])
+    )
+
+
 def test_a_missed_deadline_stalls_without_remediation() -> None:
     stuck = [Replica("web-new-0", "new"), *(Replica(f"o{i}", "old", ready=True) for i in range(3))]
     d = desired(progress_deadline_seconds=600)

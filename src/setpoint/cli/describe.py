@@ -22,6 +22,8 @@ from typing import Any
 from setpoint.cli import render
 from setpoint.cli.context import Context, kind_and_names
 from setpoint.cli.events import Involved
+from setpoint.control import thermostat
+from setpoint.control.thermostat import THERMOSTAT
 from setpoint.errors import Invalid, NotFound
 from setpoint.model import Kind, Object
 from setpoint.runtime import EVENT
@@ -32,6 +34,7 @@ Summary = Callable[[Object, float], list[tuple[str, str]]]
 SUMMARIES: dict[tuple[str, str], Summary] = {}
 """Extra header fields by (apiVersion, kind), printed after Observed Generation
 (e.g. a Process's pid and restarts). Kinds not here get the generic fields only."""
+SUMMARIES[(THERMOSTAT.api_version, THERMOSTAT.kind)] = thermostat.step_summary
 
 NONE = "<none>"
 _ENVELOPE = ("apiVersion", "kind", "metadata", "status")
@@ -185,6 +188,12 @@ def add_parser(
     )
     p.add_argument("kind", nargs="?", metavar="KIND", help="e.g. greeting, or greeting/hello")
     p.add_argument("names", nargs="*", metavar="NAME")
+    p.add_argument(
+        "--plot",
+        metavar="FILE",
+        help="for one Thermostat: also draw setpoint, temperature and output since its last "
+        "step to a PNG (needs matplotlib: pip install 'setpoint[plot]')",
+    )
     p.set_defaults(run=run)
 
 
@@ -218,6 +227,11 @@ async def run(ctx: Context, args: argparse.Namespace) -> int:
         print("\n\n".join(texts), flush=True)
     for message in missing:
         print(f"error: {message}", file=sys.stderr)
+    if getattr(args, "plot", None) and found:
+        if kind is not THERMOSTAT or len(found) != 1:
+            raise Invalid("--plot draws one Thermostat: describe thermostat/NAME --plot FILE")
+        thermostat.write_plot(found[0], args.plot)
+        print(f"plot written to {args.plot}", file=sys.stderr)
     return 1 if missing else 0
 
 

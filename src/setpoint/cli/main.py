@@ -25,6 +25,7 @@ from setpoint.cli import (
     rca,
     rollout,
     timeline,
+    tune,
     up,
 )
 from setpoint.cli.context import DEFAULT_STORE, Context
@@ -34,7 +35,7 @@ from setpoint.model import REGISTRY
 from setpoint.runtime import EVENT, LEASE  # noqa: F401  registers the built-in kinds
 from setpoint.workloads import deployment, job, process, service  # noqa: F401  registers kinds
 
-VERBS = (apply, get, describe, events, delete, logs, rollout, up, timeline, explain, rca)
+VERBS = (apply, get, describe, events, delete, logs, rollout, up, timeline, explain, rca, tune)
 """Every verb module, in the order `--help` lists them."""
 
 

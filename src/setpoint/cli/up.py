@@ -34,6 +34,9 @@ from setpoint.cli.context import Context
 from setpoint.cli.live import StatusBoard, view_for
 from setpoint.cli.load import read_manifests
 from setpoint.cli.render import object_ref
+from setpoint.control import autoscaler, thermostat
+from setpoint.control.autoscaler import AUTOSCALER
+from setpoint.control.thermostat import THERMOSTAT
 from setpoint.errors import Invalid
 from setpoint.insight.recorder import setup as record_timeline
 from setpoint.model import Kind, Object
@@ -122,7 +125,9 @@ async def _run_engine(
     jobs.attach(manager)
     deployment.setup(manager, clock=manager.clock)
     service.setup(manager)
-    shown = [DEPLOYMENT, PROCESS, JOB, SERVICE]
+    thermostat.setup(manager)
+    autoscaler.setup(manager)
+    shown = [DEPLOYMENT, PROCESS, JOB, SERVICE, THERMOSTAT, AUTOSCALER]
     board = StatusBoard()
     for kind in shown:
         manager.informer(kind).add_handler(board.on_change)

@@ -41,7 +41,16 @@ product of factors, each a reason to believe it:
   the cause (a likelihood ratio of about five) than one after which nothing of its own broke.
 * precedence: a failure propagates from its first symptom; a change made after something the
   target depends on, or owns, already showed a symptom (in the `tau_s` before the failure)
-  or was already failing (and still was) is unlikely to have started it: x 0.5.
+  or was already failing (and still was) is unlikely to have started it: x 0.5. A symptom
+  that its object recovered from (Ready=True again) before the failure does not count, here
+  or for evidence (where a symptom healed before the change is new again after it): objects
+  fail while they start (a Job is not Ready until it completes). A log line stamped within
+  `LOG_LAG_S` after a recovery counts as before it: lines are stamped when read.
+
+* healed: the target turned Ready again after the change and before this failure began: the
+  change was followed by a whole failure and its end (an earlier episode), so it is an
+  unlikely start of this one: x 0.2 (`healed_penalty`). A target that stayed Ready after a
+  change (a slow leak) makes no such entry and is not discounted.
 
 The weights are 1 (w_novelty 0.5: a first-seen value is common for harmless changes too);
 `bench/insight.py` reports the accuracy with each halved and doubled.
@@ -81,6 +90,8 @@ ERROR_LINE = re.compile(
 """A log line that reports a problem: a symptom if its object did not log its template in the
 `QUIET_S` before (recurring warnings are not news)."""
 QUIET_S = 3600.0
+LOG_LAG_S = 1.0
+"""How late the recorder may stamp a log line: it reads the log files at intervals."""
 
 
 def failure_class(entry: Entry) -> str | None:
@@ -389,6 +400,28 @@ class TimelineIndex:
             return None
         return onsets[i].ts
 
+    def lasting_symptom(self, obj: ObjectRef, lo: float, hi: float) -> float | None:
+        """The earliest symptom of `obj` in [`lo`, `hi`] that `obj` had not recovered from
+        (a Ready=True) by `hi`: a dependency that failed while starting and then became
+        Ready is not where a later failure began. A log line is stamped when it was read,
+        up to `LOG_LAG_S` after it was written: one read that long after a recovery may
+        have been written before it."""
+        times = self.symptoms_by_object.get(obj, [])
+        keys = self.symptom_keys.get(obj, [])
+        i = bisect_left(times, lo)
+        while i < len(times) and times[i] <= hi:
+            since = times[i] - (LOG_LAG_S if keys[i].startswith("log ") else 0.0)
+            if not self.recovered(obj, since, hi):
+                return times[i]
+            i += 1
+        return None
+
+    def recovered(self, obj: ObjectRef, since: float, until: float) -> float | None:
+        """When `obj` first turned Ready again after `since`, if it did by `until`."""
+        recoveries = self.recoveries.get(obj, [])
+        j = bisect_right(recoveries, since)
+        return recoveries[j] if j < len(recoveries) and recoveries[j] <= until else None
+
     def graph_at(self, ts: float) -> dict[ObjectRef, list[tuple[ObjectRef, int, str]]]:
         """Adjacency as of `ts`, toward possible causes: (neighbour, hops, relation)."""
         graph: dict[ObjectRef, list[tuple[ObjectRef, int, str]]] = defaultdict(list)
@@ -426,6 +459,7 @@ class RankingSettings:
     prior_symptom: float = 0.3
     prior_controller: float = 0.5
     precedence_penalty: float = 0.5
+    healed_penalty: float = 0.2
     horizon_s: float = 3600.0
     """How long before the failure a change may be its cause."""
     symptom_horizon_s: float = 600.0
@@ -542,10 +576,9 @@ def _first_path_symptom(ctx: _Context) -> tuple[float, ObjectRef] | None:
     since = failure.ts - ctx.settings.tau_s
     for obj in {*_upstream(ctx.graph, failure.obj), *children}:
         began = index.failing_at(obj, failure.ts, failure.ts - ctx.settings.horizon_s)
-        times = index.symptoms_by_object.get(obj, [])
-        i = bisect_left(times, since)
-        if i < len(times) and times[i] <= failure.ts and (began is None or times[i] < began):
-            began = times[i]
+        symptom = index.lasting_symptom(obj, since, failure.ts)
+        if symptom is not None and (began is None or symptom < began):
+            began = symptom
         if began is not None and (first is None or began < first[0]):
             first = (began, obj)
     return first
@@ -619,6 +652,9 @@ def _score_change(ctx: _Context, position: int) -> Candidate:
     late = ctx.first_path_symptom is not None and ts > ctx.first_path_symptom[0]
     if late:
         score *= s.precedence_penalty
+    healed = index.recovered(failure.obj, ts, failure.ts)
+    if healed is not None:
+        score *= s.healed_penalty
     parts = [f"{_describe_change(entry, obj)} {_ago(dt)} before {failure.obj} {_failed(failure)}"]
     parts.append(_relation(failure.obj, obj, hops, path))
     if novel:
@@ -630,6 +666,8 @@ def _score_change(ctx: _Context, position: int) -> Candidate:
     if late and ctx.first_path_symptom is not None:
         began, failing = ctx.first_path_symptom
         parts.append(f"but {failing} already showed trouble {_ago(ts - began)} before it")
+    if healed is not None:
+        parts.append(f"but {failure.obj} was Ready again {_ago(healed - ts)} after it")
     return Candidate(entry, round(score, 6), "; ".join(p for p in parts if p))
 
 
@@ -640,11 +678,12 @@ def _evidence(ctx: _Context, obj: ObjectRef, ts: float) -> tuple[float, str | No
     object nor what it owns showed it in the `symptom_horizon_s` before the change."""
     index, s, failure = ctx.index, ctx.settings, ctx.failure
     unit = [obj, *(n for n, _, rel in ctx.graph.get(obj, ()) if rel == "owns")]
-    before: set[str] = set()  # what the object and those it owns already showed
+    before: set[str] = set()  # what the object and those it owns already showed, unhealed
     for o in unit:
         times = index.symptoms_by_object.get(o, [])
         lo, hi = bisect_left(times, ts - s.symptom_horizon_s), bisect_right(times, ts)
-        before.update(index.symptom_keys[o][lo:hi] if times else ())
+        keys = index.symptom_keys.get(o, [])
+        before.update(keys[k] for k in range(lo, hi) if not index.recovered(o, times[k], ts))
     first: tuple[float, ObjectRef] | None = None
     for o in unit:
         times = index.symptoms_by_object.get(o, [])
@@ -664,8 +703,7 @@ def _evidence(ctx: _Context, obj: ObjectRef, ts: float) -> tuple[float, str | No
     upstream = _upstream(ctx.graph, obj)
     since = failure.ts - s.symptom_horizon_s
     for u in upstream:
-        times = index.symptoms_by_object.get(u, [])
-        if times and bisect_left(times, since) < bisect_right(times, seen_at):
+        if index.lasting_symptom(u, since, seen_at) is not None:
             return 0.0, None  # something it depends on showed trouble first
     position = _symptom_position(index, where, seen_at)
     if position is None:

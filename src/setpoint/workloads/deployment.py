@@ -45,6 +45,7 @@ import hashlib
 import logging
 import math
 import re
+import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -358,6 +359,8 @@ class Observed:
     revisions: tuple[Revision, ...] = ()
     status: Mapping[str, Any] = field(default_factory=dict)
     unmet: str | None = None
+    busy_ports: frozenset[int] = frozenset()
+    """Ports of `portRange` that something other than a replica holds on this machine."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -443,10 +446,12 @@ def _free_names(desired: Desired, taken: set[str], count: int) -> list[str]:
     return names
 
 
-def _free_ports(desired: Desired, replicas: Sequence[Replica], count: int) -> list[int | None]:
+def _free_ports(
+    desired: Desired, replicas: Sequence[Replica], busy: frozenset[int], count: int
+) -> list[int | None]:
     if desired.ports is None:
         return [None] * count
-    used = {r.port for r in replicas}
+    used = {r.port for r in replicas} | busy
     start, end = desired.ports
     free: list[int | None] = [p for p in range(start, end + 1) if p not in used]
     return free[:count]
@@ -488,7 +493,7 @@ def plan(desired: Desired, observed: Observed, now: float) -> Plan:
         else:
             _roll(desired, new, old, now, out)
         if len(out.create) and desired.ports is not None:
-            ports = _free_ports(desired, observed.replicas, len(out.create))
+            ports = _free_ports(desired, observed.replicas, observed.busy_ports, len(out.create))
             if len(ports) < len(out.create):
                 failures.append(
                     f"no free port in portRange {desired.ports[0]}-{desired.ports[1]} "
@@ -804,6 +809,7 @@ class DeploymentController:
             revisions=revisions,
             status=obj.get("status") or {},
             unmet=await unmet_in_store(self.store, obj),
+            busy_ports=_busy_ports(desired, replicas),
         )
         step = plan(desired, observed, self.clock.now())
         await self._apply(obj, desired, step)
@@ -924,6 +930,24 @@ class DeploymentController:
             pass
         self.controller = builder.complete(self)
         return self.controller
+
+
+def _busy_ports(desired: Desired, replicas: Sequence[Replica]) -> frozenset[int]:
+    """The ports of `desired`'s range, not held by a replica, that cannot be bound now:
+    another program has them, and a replica given one would only crash-loop."""
+    if desired.ports is None or len(replicas) >= desired.replicas + desired.max_surge:
+        return frozenset()
+    held = {r.port for r in replicas}
+    busy = set()
+    for port in range(desired.ports[0], desired.ports[1] + 1):
+        if port in held:
+            continue
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                busy.add(port)
+    return frozenset(busy)
 
 
 def _selector(obj: Object) -> dict[str, str]:
