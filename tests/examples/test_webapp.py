@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -159,3 +160,66 @@ def test_webapp_up_rolls_without_failures_and_heals_after_db_stops() -> None:
             for pid in processes_under(base):
                 with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGKILL)
+
+
+def test_an_autoscaler_scales_web_on_requests_in_flight() -> None:
+    """The Autoscaler reads `webapp_requests_in_flight` from the app's /metrics (through the
+    Service, so from one replica at a time: a per-replica value) and scales `web` up while
+    slow requests pile up."""
+    require_postgresql()
+    with postgres_scratch_dir() as base:
+        staged = stage_webapp(base)
+        engine = Engine(base, staged.manifest)
+        stop = threading.Event()
+        try:
+            engine.expect(ready_line("Deployment/web"), "web Ready", within=180)
+            url = f"http://127.0.0.1:{staged.service_port}"
+            scaler = {
+                "apiVersion": "setpoint.dev/v1alpha1",
+                "kind": "Autoscaler",
+                "metadata": {"name": "web"},
+                "spec": {
+                    "scaleTargetRef": {"kind": "Deployment", "name": "web"},
+                    "minReplicas": 3,
+                    "maxReplicas": 6,
+                    "periodSeconds": 1,
+                    "metric": {
+                        "prometheus": {
+                            "url": f"{url}/metrics",
+                            "name": "webapp_requests_in_flight",
+                        },
+                        "target": 1,
+                    },
+                },
+            }
+            (base / "scaler.yaml").write_text(json.dumps(scaler))
+            applied = setpoint(base, "apply", "-f", str(base / "scaler.yaml"))
+            assert applied.returncode == 0, applied.stderr
+
+            def slow_requests() -> None:  # bounded: until the test is done, a minute at most
+                deadline = time.monotonic() + 60
+                while not stop.is_set() and time.monotonic() < deadline:
+                    with contextlib.suppress(OSError):
+                        get(f"{url}/?sleep=2")
+
+            for _ in range(12):
+                threading.Thread(target=slow_requests, daemon=True).start()
+            wait_until(lambda: desired_replicas(base) > 3, 60, "web scaled above 3 replicas")
+            stop.set()
+            got = setpoint(base, "get", "autoscaler", "web", "-o", "json")
+            status = json.loads(got.stdout)["status"]
+            assert status["decisions"], status
+            assert status["decisions"][-1]["final"] > 3, status
+            assert status["currentMetric"] > 1, status
+        finally:
+            stop.set()
+            engine.kill()
+            for pid in processes_under(base):
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+
+
+def desired_replicas(base: Path) -> int:
+    got = setpoint(base, "get", "deployment", "web", "-o", "json")
+    assert got.returncode == 0, got.stderr
+    return int(json.loads(got.stdout)["spec"]["replicas"])
