@@ -16,12 +16,14 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from setpoint.cli import render
 from setpoint.cli.context import Context
 from setpoint.errors import Invalid
-from setpoint.insight import petshop
-from setpoint.insight.rca import RankedNode, rank_root_causes
+
+if TYPE_CHECKING:
+    from setpoint.insight.rca import RankedNode
 
 TABLE_ROWS = 10
 
@@ -65,6 +67,10 @@ def add_parser(
 
 def rank_files(args: argparse.Namespace) -> list[RankedNode]:
     """Read the files the arguments name and rank (what `run` prints)."""
+    # numpy is imported here, not with the CLI: every other verb starts faster.
+    from setpoint.insight import petshop
+    from setpoint.insight.rca import rank_root_causes
+
     graph = petshop.read_graph(args.graph)
     abnormal = petshop.read_metrics(args.abnormal)
     normal = (
