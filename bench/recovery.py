@@ -68,7 +68,6 @@ import asyncio
 import contextlib
 import json
 import os
-import random
 import shutil
 import signal
 import socket
@@ -88,6 +87,7 @@ from setpoint.model import READY, is_true
 from setpoint.runtime.informer import InformerEvent
 from setpoint.runtime.manager import Manager
 from setpoint.store import open_store
+from setpoint.testing import free_port_range
 from setpoint.workloads.process import PROCESS, ProcessController, ProcessSettings
 
 KILLS = 20
@@ -484,7 +484,7 @@ def stage_webapp(base: Path) -> tuple[Path, int, list[dict[str, Any]]]:
     (manifest, service port, objects)."""
     target = base / "examples" / "webapp"
     shutil.copytree(WEBAPP, target, ignore=shutil.ignore_patterns("__pycache__"))
-    db_port, service_port, first = free_port(), free_port(), free_range(19)
+    db_port, service_port, first = free_port(), free_port(), free_port_range(19)
     text = (target / "webapp.yaml").read_text()
     text = text.replace("15433", str(db_port)).replace("python3", sys.executable)
     objects = list(yaml.safe_load_all(text))
@@ -496,24 +496,6 @@ def stage_webapp(base: Path) -> tuple[Path, int, list[dict[str, Any]]]:
     manifest = target / "webapp.yaml"
     manifest.write_text(yaml.safe_dump_all(objects, sort_keys=False))
     return manifest, service_port, objects
-
-
-def free_range(count: int) -> int:
-    """The first of `count` consecutive free ports below the ephemeral range."""
-    for _ in range(200):
-        start = random.randrange(20000, 32000 - count)
-        if all(bindable(port) for port in range(start, start + count)):
-            return start
-    raise RuntimeError("no range of free ports")
-
-
-def bindable(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
 
 
 def answers(url: str) -> bool:

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-import random
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -23,6 +21,8 @@ from typing import Any
 
 import pytest
 from cli_kit import CLI, Running
+
+from setpoint.testing import free_port_range
 
 SERVER = """
     import http.server, os, sys
@@ -59,25 +59,6 @@ def web(token: str, start: int, version: str, replicas: int = 2) -> dict[str, An
             },
         },
     }
-
-
-def free_range(count: int) -> int:
-    """The first of `count` consecutive ports that are free now, below the ephemeral range
-    (where outgoing connections could take one meanwhile)."""
-    for _ in range(200):
-        start = random.randrange(20000, 32000 - count)
-        if all(_free(p) for p in range(start, start + count)):
-            return start
-    raise RuntimeError("no free port range")
-
-
-def _free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
 
 
 def replicas(token: str) -> dict[str, int]:
@@ -144,7 +125,7 @@ def rollout(cli: CLI, *args: str) -> list[str]:
 
 
 def test_rollout_status_history_undo_and_scale(cli: CLI, token: str) -> None:
-    start = free_range(10)
+    start = free_port_range(10)
     manifest = cli.write("web.yaml", web(token, start, "v1"))
     up = start_up(cli, manifest)
     ready(up)
@@ -189,7 +170,7 @@ def test_rollout_status_history_undo_and_scale(cli: CLI, token: str) -> None:
 def test_up_killed_mid_rollout_converges_without_duplicates_or_orphans(
     cli: CLI, token: str
 ) -> None:
-    start = free_range(10)
+    start = free_port_range(10)
     manifest = cli.write("web.yaml", web(token, start, "v1", replicas=3))
     up = start_up(cli, manifest)
     ready(up)

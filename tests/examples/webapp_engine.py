@@ -10,10 +10,8 @@ next status line that matches, or fails after a deadline.
 from __future__ import annotations
 
 import queue
-import random
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -25,24 +23,7 @@ from typing import IO, Any
 import yaml
 from webapp_support import WEBAPP, free_port
 
-
-def free_range(count: int) -> int:
-    """The first of `count` consecutive loopback ports that are free now, below the
-    ephemeral range (where outgoing connections could take one meanwhile)."""
-    for _ in range(200):
-        start = random.randrange(20000, 32000 - count)
-        if all(_bindable(port) for port in range(start, start + count)):
-            return start
-    raise RuntimeError("no range of free ports")
-
-
-def _bindable(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
+from setpoint.testing import free_port_range
 
 
 @dataclass(frozen=True)
@@ -60,7 +41,7 @@ class Staged:
 def stage_webapp(base: Path) -> Staged:
     target = base / "examples" / "webapp"
     shutil.copytree(WEBAPP, target, ignore=shutil.ignore_patterns("__pycache__", ".setpoint"))
-    db_port, service_port, first = free_port(), free_port(), free_range(19)
+    db_port, service_port, first = free_port(), free_port(), free_port_range(19)
     text = (target / "webapp.yaml").read_text()
     text = text.replace("15433", str(db_port)).replace("python3", sys.executable)
     objects = list(yaml.safe_load_all(text))

@@ -58,7 +58,7 @@ def test_exports_are_pinned() -> None:
     assert setpoint.testing.__all__ == sorted(setpoint.testing.__all__)
     assert set(setpoint.testing.__all__) == {
         "CapturedEvent", "EventCapture", "Harness", "ManualClock", "capture_events",
-        "reconcile_until_stable",
+        "free_port_range", "reconcile_until_stable", "wait_for",
     }  # fmt: skip
 
 

@@ -3,7 +3,6 @@ Process's stored state through the store's watch (never by sleeping)."""
 
 from __future__ import annotations
 
-import asyncio
 import socket
 import sys
 import textwrap
@@ -11,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from setpoint.errors import NotFound
+from setpoint import testing
 from setpoint.model import Object, get_condition
 from setpoint.store import Store
 from setpoint.workloads.process import PROCESS
@@ -72,28 +71,7 @@ async def wait_for(
     within: float = TIMEOUT,
 ) -> Object | None:
     """Return the Process `name` (None once deleted) as soon as `predicate` holds for it."""
-    last: Object | None = None
-    try:
-        async with asyncio.timeout(within):
-            revision = await store.revision()
-            try:
-                last = await store.get(PROCESS.api_version, PROCESS.kind, name, "default")
-            except NotFound:
-                last = None
-            if predicate(last):
-                return last
-            async for event in store.watch(
-                PROCESS.api_version, PROCESS.kind, "default", since=revision
-            ):
-                if event.object["metadata"]["name"] != name:
-                    continue
-                last = None if event.type == "DELETED" else event.object
-                if predicate(last):
-                    return last
-    except TimeoutError:
-        status = None if last is None else last.get("status")
-        raise TimeoutError(f"{name}: not there within {within}s; last status: {status}") from None
-    raise AssertionError("the watch ended")
+    return await testing.wait_for(store, PROCESS, name, predicate, within=within)
 
 
 def open_gate(fifo: Path) -> None:

@@ -11,12 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from process_support import TIMEOUT, condition, process, python
+from process_support import condition, process, python
 
-from setpoint.errors import NotFound
-from setpoint.model import Kind, Object
+from setpoint.model import Object
 from setpoint.store import Store
-from setpoint.testing import Harness
+from setpoint.testing import Harness, wait_for
 from setpoint.workloads.process import PROCESS, ProcessController, ProcessSettings
 from setpoint.workloads.service import SERVICE, ServiceController
 
@@ -140,41 +139,10 @@ async def http_get(port: int) -> tuple[int, str]:
     return int(head.split()[1]), body.decode()
 
 
-async def wait_for_object(
-    store: Store,
-    kind: Kind,
-    name: str,
-    predicate: Callable[[Object | None], bool],
-    *,
-    within: float = TIMEOUT,
-) -> Object | None:
-    """Return the object (None once deleted) as soon as `predicate` holds for it."""
-    last: Object | None = None
-    try:
-        async with asyncio.timeout(within):
-            revision = await store.revision()
-            try:
-                last = await store.get(kind.api_version, kind.kind, name, "default")
-            except NotFound:
-                last = None
-            if predicate(last):
-                return last
-            async for event in store.watch(kind.api_version, kind.kind, "default", since=revision):
-                if event.object["metadata"]["name"] != name:
-                    continue
-                last = None if event.type == "DELETED" else event.object
-                if predicate(last):
-                    return last
-    except TimeoutError:
-        status = None if last is None else last.get("status")
-        raise TimeoutError(f"{name}: not there within {within}s; last status: {status}") from None
-    raise AssertionError("the watch ended")
-
-
 async def wait_for_service(
     store: Store, name: str, predicate: Callable[[Object | None], bool]
 ) -> Object:
-    obj = await wait_for_object(store, SERVICE, name, predicate)
+    obj = await wait_for(store, SERVICE, name, predicate)
     assert obj is not None
     return obj
 
@@ -182,7 +150,7 @@ async def wait_for_service(
 async def wait_for_process(
     store: Store, name: str, predicate: Callable[[Object | None], bool]
 ) -> Object | None:
-    return await wait_for_object(store, PROCESS, name, predicate)
+    return await wait_for(store, PROCESS, name, predicate)
 
 
 @dataclass

@@ -4,10 +4,7 @@ the stored state through the store's watch, under timeouts, never on the wall cl
 
 from __future__ import annotations
 
-import asyncio
 import copy
-import random
-import socket
 import urllib.request
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -18,11 +15,10 @@ import pytest
 from process_support import argv_of, condition, python
 from supervisor_support import wait_pid_gone
 
-from setpoint.errors import NotFound
 from setpoint.model import Object
 from setpoint.runtime.scale import read_scale, write_scale
 from setpoint.store import Store
-from setpoint.testing import Harness
+from setpoint.testing import Harness, free_port_range, wait_for
 from setpoint.workloads import deployment
 from setpoint.workloads.deployment import CONTROLLER_REVISION, DEPLOYMENT, HASH_LABEL
 from setpoint.workloads.process import PROCESS, ProcessController, ProcessSettings
@@ -53,25 +49,6 @@ class World:
         return self.harness.store
 
 
-def ports_free(count: int) -> tuple[int, int]:
-    """A range of `count` ports, free now, below the ephemeral range (where outgoing
-    connections could take one meanwhile)."""
-    for _ in range(200):
-        start = random.randrange(20000, 32000 - count)
-        if all(_bindable(port) for port in range(start, start + count)):
-            return start, start + count - 1
-    raise RuntimeError("no free port range")
-
-
-def _bindable(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
-
-
 @pytest.fixture
 async def world(tmp_path: Path) -> AsyncIterator[World]:
     async with Harness() as harness:
@@ -85,7 +62,8 @@ async def world(tmp_path: Path) -> AsyncIterator[World]:
         deployment.setup(harness.manager, clock=harness.clock)
         await harness.start()
         try:
-            yield World(harness, processes, ports_free(8))
+            start = free_port_range(8)
+            yield World(harness, processes, (start, start + 7))
         finally:
             await harness.stop()
             await processes.stop_all(grace=0)
@@ -118,38 +96,13 @@ def manifest(world: World, replicas: int = 3, **spec: Any) -> Object:
     }
 
 
-async def wait_deployment(
-    store: Store,
-    predicate: Callable[[Object], bool],
-    *,
-    within: float = TIMEOUT,
-    gone: bool = False,
-) -> Object:
-    """The Deployment `web` as soon as `predicate` holds for it (or, with `gone`, once it
-    no longer exists)."""
-    last: Object | None = None
-    try:
-        async with asyncio.timeout(within):
-            revision = await store.revision()
-            try:
-                last = await store.get(DEPLOYMENT.api_version, DEPLOYMENT.kind, "web", "default")
-                if predicate(last):
-                    return last
-            except NotFound:
-                if gone:
-                    return {}
-            async for event in store.watch(
-                DEPLOYMENT.api_version, DEPLOYMENT.kind, "default", since=revision
-            ):
-                if event.type == "DELETED" and gone:
-                    return event.object
-                if event.type != "DELETED" and predicate(event.object):
-                    return event.object
-                last = event.object
-    except TimeoutError:
-        status = None if last is None else last.get("status")
-        raise TimeoutError(f"web: not there within {within}s; last status: {status}") from None
-    raise AssertionError("the watch ended")
+async def wait_deployment(store: Store, predicate: Callable[[Object], bool]) -> Object:
+    """The Deployment `web` as soon as `predicate` holds for it."""
+    obj = await wait_for(
+        store, DEPLOYMENT, "web", lambda o: o is not None and predicate(o), within=TIMEOUT
+    )
+    assert obj is not None
+    return obj
 
 
 def rolled_out(generation: int) -> Callable[[Object], bool]:
@@ -275,7 +228,7 @@ async def test_deleting_the_deployment_stops_its_replicas(world: World) -> None:
     await world.store.delete(
         DEPLOYMENT.api_version, DEPLOYMENT.kind, "web", "default", propagation_policy="Foreground"
     )
-    await wait_deployment(world.store, lambda o: False, gone=True)
+    await wait_for(world.store, DEPLOYMENT, "web", lambda o: o is None, within=TIMEOUT)
     assert await replicas_of(world.store) == []
     for pid in pids:
         await wait_pid_gone(pid)

@@ -4,7 +4,8 @@
 time moves only when the test advances it. `Harness` gives a test an in-memory
 store and a manager to register its controllers on; `reconcile_until_stable`
 waits until those controllers have nothing left to do; `capture_events`
-collects the `Event`s recorded meanwhile. Nothing here is used by setpoint
+collects the `Event`s recorded meanwhile; `wait_for` waits for a stored object to
+reach a state, and `free_port_range` finds ports for test servers. Nothing here is used by setpoint
 itself outside tests.
 """
 
@@ -16,6 +17,7 @@ from setpoint.testing.harness import (
     capture_events,
     reconcile_until_stable,
 )
+from setpoint.testing.waiting import free_port_range, wait_for
 
 __all__ = [
     "CapturedEvent",
@@ -23,5 +25,7 @@ __all__ = [
     "Harness",
     "ManualClock",
     "capture_events",
+    "free_port_range",
     "reconcile_until_stable",
+    "wait_for",
 ]
