@@ -20,9 +20,9 @@ PINNED = {
         "Invalid", "NotFound", "Store", "StoreClosed", "UnknownKind", "WatchEvent", "open_store",
     },
     setpoint.model: {
-        "READY", "RECONCILING", "REGISTRY", "STALLED", "Kind", "Object", "Registry",
-        "ScaleSubresource", "Requirement", "Schema", "Selector", "apply_patch", "codec",
-        "get_condition", "is_true",
+        "READY", "RECONCILING", "REGISTRY", "STALLED", "Kind", "Object", "PrinterColumn",
+        "Registry", "ScaleSubresource", "Requirement", "Schema", "Selector", "apply_patch",
+        "codec", "get_condition", "is_true",
         "merge_patch", "object_key", "parse_selector", "register_kind", "remove_condition",
         "set_condition", "set_ready_summary",
     },

@@ -6,9 +6,10 @@ import pytest
 
 from setpoint.cli.apply import apply_object
 from setpoint.cli.load import parse_manifests
-from setpoint.cli.render import format_table, human_duration
+from setpoint.cli.render import format_table, human_duration, table_for
+from setpoint.clock import parse_rfc3339
 from setpoint.errors import Conflict, Invalid
-from setpoint.model import Kind, Object, Registry, Schema
+from setpoint.model import Kind, Object, PrinterColumn, Registry, Schema
 from setpoint.store import Store, open_store
 
 
@@ -148,3 +149,18 @@ async def test_apply_object_retries_on_conflict_and_gives_up_eventually() -> Non
             await apply_object(Racing(store, 100), thing(size=4))  # type: ignore[arg-type]
     finally:
         await store.close()
+
+
+def test_a_kinds_printer_columns_come_between_ready_and_age() -> None:
+    kind = Kind(
+        "test.setpoint.dev/v1", "Oven", "ovens",
+        columns=(PrinterColumn("TEMP", "status.temp", ".1f"), PrinterColumn("MODE", "spec.mode")),
+    )  # fmt: skip
+    table = table_for(kind)
+    obj: Object = {
+        "metadata": {"name": "o", "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": {},
+        "status": {"temp": 180.04, "conditions": [{"type": "Ready", "status": "True"}]},
+    }
+    assert table.header() == ["NAME", "READY", "TEMP", "MODE", "AGE"]
+    assert table.row(obj, parse_rfc3339("2026-01-01T00:01:00Z"))[:4] == ["o", "True", "180.0", "-"]

@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 
 from setpoint.clock import parse_rfc3339
-from setpoint.model import READY, Kind, Object, get_condition
+from setpoint.model import READY, Kind, Object, PrinterColumn, get_condition
 from setpoint.runtime import EVENT
 
 GAP = "   "
@@ -86,18 +86,27 @@ def _labels(obj: Object) -> str:
 class Table:
     """The columns `get` prints for objects of one kind.
 
-    NAME, READY (the `Ready` condition's status, `-` when there is none), AGE;
-    `wide` adds the Ready reason, generation, resourceVersion and labels;
+    NAME, READY (the `Ready` condition's status, `-` when there is none), the kind's own
+    columns (`Kind.columns`), AGE; `wide` adds the Ready reason, generation,
+    resourceVersion and labels;
     `namespaces` puts NAMESPACE first; `events` puts the watch EVENT type first.
     """
 
-    def __init__(self, *, wide: bool = False, namespaces: bool = False, events: bool = False):
+    def __init__(
+        self,
+        *,
+        wide: bool = False,
+        namespaces: bool = False,
+        events: bool = False,
+        columns: Sequence[PrinterColumn] = (),
+    ):
         self.wide = wide
         self.namespaces = namespaces
         self.events = events
+        self.columns = tuple(columns)
 
     def header(self) -> list[str]:
-        cols = ["NAME", "READY", "AGE"]
+        cols = ["NAME", "READY", *(c.name for c in self.columns), "AGE"]
         if self.wide:
             cols += ["REASON", "GENERATION", "RESOURCEVERSION", "LABELS"]
         if self.namespaces:
@@ -109,7 +118,12 @@ class Table:
     def row(self, obj: Object, now: float, event: str = "") -> list[str]:
         meta = obj.get("metadata") or {}
         ready = get_condition(obj.get("status"), READY)
-        cells = [_name(obj), str(ready["status"]) if ready else "-", age(obj, now)]
+        cells = [
+            _name(obj),
+            str(ready["status"]) if ready else "-",
+            *(c.value(obj) for c in self.columns),
+            age(obj, now),
+        ]
         if self.wide:
             cells += [
                 str(ready.get("reason") or "-") if ready else "-",
@@ -251,7 +265,7 @@ def table_for(
     """The columns `get` prints for `kind`: kubectl's event columns for `Event`, else `Table`'s."""
     if (kind.api_version, kind.kind) == (EVENT.api_version, EVENT.kind):
         return EventTable(wide=wide, namespaces=namespaces, events=events)
-    return Table(wide=wide, namespaces=namespaces, events=events)
+    return Table(wide=wide, namespaces=namespaces, events=events, columns=kind.columns)
 
 
 def column_widths(rows: Sequence[Sequence[str]]) -> list[int]:

@@ -73,7 +73,7 @@ from setpoint.control.scaling import (
     value_replicas,
 )
 from setpoint.errors import Conflict, Invalid, NotFound
-from setpoint.model import Object, Schema, register_kind, set_condition
+from setpoint.model import Object, PrinterColumn, Schema, register_kind, set_condition
 from setpoint.runtime.controller import Controller
 from setpoint.runtime.events import EventRecorder
 from setpoint.runtime.manager import Manager
@@ -244,6 +244,12 @@ AUTOSCALER = register_kind(
     namespaced=True,
     plural="autoscalers",
     short_names=("as",),
+    columns=(
+        PrinterColumn("TARGET", "spec.scaleTargetRef.name"),
+        PrinterColumn("METRIC", "status.currentMetric", ".3g"),
+        PrinterColumn("REPLICAS", "status.currentReplicas"),
+        PrinterColumn("DESIRED", "status.desiredReplicas"),
+    ),
 )
 """The `Autoscaler` kind."""
 

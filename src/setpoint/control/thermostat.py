@@ -41,7 +41,7 @@ from setpoint.control.pid import PID
 from setpoint.control.plant import RoomPlant, RoomSettings
 from setpoint.control.tuning import step_response
 from setpoint.errors import Invalid, NotFound
-from setpoint.model import READY, Object, Schema, register_kind, set_condition
+from setpoint.model import READY, Object, PrinterColumn, Schema, register_kind, set_condition
 from setpoint.runtime.controller import Controller
 from setpoint.runtime.manager import Manager
 from setpoint.runtime.predicates import generation_changed
@@ -141,6 +141,11 @@ THERMOSTAT = register_kind(
     namespaced=True,
     plural="thermostats",
     short_names=("thermo",),
+    columns=(
+        PrinterColumn("TARGET", "spec.target"),
+        PrinterColumn("TEMPERATURE", "status.temperature", ".2f"),
+        PrinterColumn("OUTPUT", "status.output", ".0f"),
+    ),
 )
 """The `Thermostat` kind."""
 

@@ -15,7 +15,15 @@ from setpoint.model.conditions import (
     set_condition,
     set_ready_summary,
 )
-from setpoint.model.kinds import REGISTRY, Kind, Registry, ScaleSubresource, Schema, register_kind
+from setpoint.model.kinds import (
+    REGISTRY,
+    Kind,
+    PrinterColumn,
+    Registry,
+    ScaleSubresource,
+    Schema,
+    register_kind,
+)
 from setpoint.model.meta import Object, object_key
 from setpoint.model.patch import apply_patch, merge_patch
 from setpoint.model.selectors import Requirement, Selector, parse_selector
@@ -27,6 +35,7 @@ __all__ = [
     "STALLED",
     "Kind",
     "Object",
+    "PrinterColumn",
     "Registry",
     "Requirement",
     "ScaleSubresource",

@@ -46,6 +46,30 @@ class ScaleSubresource:
 
 
 @dataclass(frozen=True)
+class PrinterColumn:
+    """A column `setpoint get` shows for a kind, after READY (as a CRD's
+    `additionalPrinterColumns`): its header, the dotted path of the value, and a format
+    spec for numbers (e.g. `.1f`)."""
+
+    name: str
+    path: str
+    number_format: str = ""
+
+    def value(self, obj: Object) -> str:
+        """The cell: the value at `path`, or `-` when there is none."""
+        node: Any = obj
+        for part in self.path.split("."):
+            if not isinstance(node, dict):
+                return "-"
+            node = node.get(part)
+        if node is None or node == "":
+            return "-"
+        if self.number_format and isinstance(node, int | float) and not isinstance(node, bool):
+            return format(node, self.number_format)
+        return str(node)
+
+
+@dataclass(frozen=True)
 class Kind:
     """One registered kind: its names, scope and schemas."""
 
@@ -61,6 +85,8 @@ class Kind:
     apiVersion, kind, metadata and status."""
     scale: ScaleSubresource | None = None
     """The scale subresource (`setpoint scale`, autoscalers), if the kind has one."""
+    columns: tuple[PrinterColumn, ...] = ()
+    """Extra columns of `setpoint get`."""
 
     @property
     def group(self) -> str:
@@ -181,6 +207,7 @@ def register_kind(
     short_names: tuple[str, ...] = (),
     body: type[BaseModel] | None = None,
     scale: ScaleSubresource | None = None,
+    columns: tuple[PrinterColumn, ...] = (),
 ) -> Kind:
     """Register a kind with its spec and status schemas; return it.
 
@@ -202,5 +229,6 @@ def register_kind(
             short_names=tuple(short_names),
             body=body,
             scale=scale,
+            columns=tuple(columns),
         )
     )

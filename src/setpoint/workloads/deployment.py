@@ -60,6 +60,7 @@ from setpoint.model import (
     READY,
     STALLED,
     Object,
+    PrinterColumn,
     ScaleSubresource,
     Schema,
     get_condition,
@@ -259,6 +260,12 @@ DEPLOYMENT = register_kind(
     status=DeploymentStatusSchema,
     short_names=("deploy",),
     scale=ScaleSubresource(),
+    columns=(
+        PrinterColumn("REPLICAS", "spec.replicas"),
+        PrinterColumn("UP-TO-DATE", "status.updatedReplicas"),
+        PrinterColumn("AVAILABLE", "status.availableReplicas"),
+        PrinterColumn("REVISION", "status.currentRevision"),
+    ),
 )
 CONTROLLER_REVISION = register_kind(
     "setpoint.dev/v1alpha1", "ControllerRevision", body=RevisionBody, short_names=("rev",)

@@ -69,6 +69,7 @@ from setpoint.errors import Error, Invalid, NotFound, TerminalError
 from setpoint.model import (
     READY,
     Object,
+    PrinterColumn,
     Schema,
     get_condition,
     register_kind,
@@ -192,6 +193,10 @@ JOB = register_kind(
     status=JobStatusSchema,
     namespaced=True,
     plural="jobs",
+    columns=(
+        PrinterColumn("PHASE", "status.phase"),
+        PrinterColumn("ATTEMPTS", "status.attempts"),
+    ),
 )
 """The `Job` kind."""
 

@@ -61,7 +61,7 @@ from pydantic_core import PydanticCustomError
 
 from setpoint.clock import SYSTEM_CLOCK, Clock
 from setpoint.errors import Conflict, Error, Invalid, NotFound, TerminalError, UnknownKind
-from setpoint.model import READY, Object, Schema, register_kind, set_condition
+from setpoint.model import READY, Object, PrinterColumn, Schema, register_kind, set_condition
 from setpoint.runtime.controller import Controller
 from setpoint.runtime.events import EventRecorder
 from setpoint.runtime.lifecycle import add_finalizer, is_deleting, remove_finalizer
@@ -211,6 +211,11 @@ PROCESS = register_kind(
     namespaced=True,
     plural="processes",
     short_names=("proc",),
+    columns=(
+        PrinterColumn("PHASE", "status.phase"),
+        PrinterColumn("RESTARTS", "status.restarts"),
+        PrinterColumn("PID", "status.pid"),
+    ),
 )
 """The `Process` kind."""
 

@@ -59,6 +59,7 @@ from setpoint.model import (
     READY,
     STALLED,
     Object,
+    PrinterColumn,
     Schema,
     get_condition,
     register_kind,
@@ -171,6 +172,10 @@ SERVICE = register_kind(
     namespaced=True,
     plural="services",
     short_names=("svc",),
+    columns=(
+        PrinterColumn("PORT", "spec.port"),
+        PrinterColumn("ENDPOINTS", "status.readyEndpoints"),
+    ),
 )
 """The `Service` kind."""
 
