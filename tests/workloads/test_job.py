@@ -7,7 +7,6 @@ deadline timing runs on a `ManualClock`. Every child is stopped at the end of it
 
 from __future__ import annotations
 
-import asyncio
 import os
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -28,8 +27,8 @@ from process_support import (
 )
 from supervisor_support import Notifications, is_alive, kill_group, wait_pid_gone
 
+from setpoint import testing
 from setpoint.clock import SYSTEM_CLOCK, Clock
-from setpoint.errors import NotFound
 from setpoint.model import Object
 from setpoint.store import Store
 from setpoint.testing import Harness, ManualClock, capture_events, reconcile_until_stable
@@ -56,26 +55,7 @@ async def wait_for_job(
     store: Store, name: str, predicate: Callable[[Object | None], bool], *, within: float = TIMEOUT
 ) -> Object | None:
     """Return the Job `name` (None once deleted) as soon as `predicate` holds for it."""
-    last: Object | None = None
-    try:
-        async with asyncio.timeout(within):
-            revision = await store.revision()
-            try:
-                last = await get_job(store, name)
-            except NotFound:
-                last = None
-            if predicate(last):
-                return last
-            async for event in store.watch(JOB.api_version, JOB.kind, "default", since=revision):
-                if event.object["metadata"]["name"] != name:
-                    continue
-                last = None if event.type == "DELETED" else event.object
-                if predicate(last):
-                    return last
-    except TimeoutError:
-        status = None if last is None else last.get("status")
-        raise TimeoutError(f"{name}: not there within {within}s; last status: {status}") from None
-    raise AssertionError("the watch ended")
+    return await testing.wait_for(store, JOB, name, predicate, within=within)
 
 
 def phase(value: str) -> Callable[[Object | None], bool]:
@@ -98,8 +78,8 @@ class World:
     state_dir: Path
 
 
-async def _world(tmp_path: Path, clock: Clock) -> AsyncIterator[World]:
-    async with Harness(clock=clock) as harness:
+async def _world(tmp_path: Path, clock: Clock, url: str = "memory://") -> AsyncIterator[World]:
+    async with Harness(clock=clock, url=url) as harness:
         jobs = JobController(
             harness.store,
             harness.manager.event_recorder("job-controller"),
@@ -126,6 +106,14 @@ async def _world(tmp_path: Path, clock: Clock) -> AsyncIterator[World]:
 @pytest.fixture
 async def world(tmp_path: Path) -> AsyncIterator[World]:
     async for w in _world(tmp_path, SYSTEM_CLOCK):
+        yield w
+
+
+@pytest.fixture
+async def durable(tmp_path: Path) -> AsyncIterator[World]:
+    """On a SQLite store: every status write waits for the disk, long enough for a quick
+    child to end meanwhile."""
+    async for w in _world(tmp_path, SYSTEM_CLOCK, f"sqlite:///{tmp_path / 'state.db'}"):
         yield w
 
 
@@ -215,6 +203,20 @@ async def test_exceeding_the_backoff_limit_fails_and_stalls(world: World) -> Non
     obj = await get_job(store, "migrate")
     assert obj["status"]["attempts"] == 2  # not run again
     assert stalled(obj)
+
+
+async def test_an_attempt_that_ends_at_once_is_recorded_with_its_exit_code(
+    durable: World,
+) -> None:
+    """A shell that exits at once may end before the reconcile that started it has
+    finished: its exit is still recorded as its own, never as an unknown one."""
+    store = durable.harness.store
+    await store.create(job("quick", ["sh", "-c", "exit 3"], backoffLimit=3, backoff=TINY_BACKOFF))
+    obj = await wait_for_job(store, "quick", phase("Failed"))
+    assert obj is not None
+    assert obj["status"]["attempts"] == 4
+    assert obj["status"]["lastExit"]["code"] == 3
+    assert "unknown" not in condition(obj, "Failed")["message"]
 
 
 async def test_the_deadline_stops_the_attempt_and_fails(

@@ -526,8 +526,10 @@ class JobController(ChildTable[Supervised]):
                 failure = _failure_message(obj, step)
         await self._write_status(obj, status, before, step, failure)
         attempt = self._table.get(key)
-        if attempt is not None and attempt.exit is not None:
-            # The exit is now in the stored status; the table need not remember it.
+        started = step.action in (Action.START, Action.RESTART)
+        if not started and attempt is not None and attempt.exit is not None:
+            # The exit is now in the stored status; the table need not remember it. (An
+            # attempt started just now may have ended already: the next look records it.)
             self._table.pop(key, None)
             await self._cleanup(attempt)
         if failure is not None:
