@@ -209,13 +209,17 @@ async def test_an_attempt_that_ends_at_once_is_recorded_with_its_exit_code(
     durable: World,
 ) -> None:
     """A shell that exits at once may end before the reconcile that started it has
-    finished: its exit is still recorded as its own, never as an unknown one."""
+    finished: its exit is still recorded as its own (never as an unknown one), with the
+    last line it wrote."""
     store = durable.harness.store
-    await store.create(job("quick", ["sh", "-c", "exit 3"], backoffLimit=3, backoff=TINY_BACKOFF))
+    script = "echo starting; echo 'initdb: not found' >&2; exit 3"
+    await store.create(job("quick", ["sh", "-c", script], backoffLimit=3, backoff=TINY_BACKOFF))
     obj = await wait_for_job(store, "quick", phase("Failed"))
     assert obj is not None
     assert obj["status"]["attempts"] == 4
     assert obj["status"]["lastExit"]["code"] == 3
+    # the last line it wrote says why, as Kubernetes' FallbackToLogsOnError does
+    assert obj["status"]["lastExit"]["reason"] == "exited with code 3: initdb: not found"
     assert "unknown" not in condition(obj, "Failed")["message"]
 
 

@@ -77,11 +77,31 @@ def stop_settings(spec: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def record_exit(status: dict[str, Any], child: Supervised, now: float, because: str = "") -> None:
-    """Write how `child` ended (and, if it was stopped, `because` of what) into `status`."""
+LAST_LINE_CHARS = 200
+"""How much of a failed child's last output line its exit reason quotes."""
+
+
+def record_exit(
+    status: dict[str, Any],
+    child: Supervised,
+    now: float,
+    because: str = "",
+    log_dir: Path | None = None,
+) -> None:
+    """Write how `child` ended (and, if it was stopped, `because` of what) into `status`.
+
+    A child that failed by itself (a non-zero code, or a signal nobody sent) has the last
+    line of its output, from its log file in `log_dir`, added to the reason, as
+    Kubernetes' `FallbackToLogsOnError` termination message: `exited with code 2: initdb:
+    not found` says at once what `exited with code 2` makes one go and look for."""
     exit_ = child.exit or supervisor.Exit(None, None, "stopped")
     finished = child.finished_at if child.finished_at is not None else now
     reason = f"{exit_.reason} (stopped: {because})" if because else exit_.reason
+    failed = exit_.code not in (0, None) or exit_.signal is not None
+    if failed and not because and log_dir is not None:
+        line = supervisor.last_line(log_dir / f"{child.handle.name}.log")
+        if line:
+            reason = f"{reason}: {line[:LAST_LINE_CHARS]}"
     last: dict[str, Any] = {"reason": reason, "finishedAt": timestamp(finished)}
     if exit_.code is not None:
         last["code"] = exit_.code

@@ -552,7 +552,7 @@ class JobController(ChildTable[Supervised]):
             generation = attempt.generation
         if attempt is not None and attempt.exit is not None:
             await self._cleanup(attempt)
-            record_exit(status, attempt, self.clock.now())
+            record_exit(status, attempt, self.clock.now(), log_dir=self.settings.log_dir)
             code = attempt.exit.code
             if code != 0:
                 status["failed"] = int(status.get("failed", 0)) + 1

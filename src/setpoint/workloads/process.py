@@ -565,7 +565,7 @@ class ProcessController(ChildTable[_Child]):
             )
         if child is not None:
             await self._cleanup(child)
-            record_exit(status, child, self.clock.now())
+            record_exit(status, child, self.clock.now(), log_dir=self.settings.log_dir)
             code = child.exit.code if child.exit else None
             level = self.events.normal if code == 0 else self.events.warning
             await level(obj, "Exited", f"pid {child.handle.pid} {status['lastExit']['reason']}")
