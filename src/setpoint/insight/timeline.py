@@ -21,9 +21,9 @@ The recorder's resume point (`checkpoint`: the last store revision it recorded
 and what it last saw of each object) is kept in two side tables and written in
 the same transaction as the entries it explains.
 
-JSON Lines (`dump_jsonl` / `load_jsonl`): one entry per line, exactly as
-`query` returns them; `setpoint timeline -o jsonl` writes it and
-`setpoint explain --timeline FILE` reads it.
+JSON Lines (`dump_jsonl`): one entry per line, exactly as `query` returns them;
+`setpoint timeline -o jsonl` writes it and `setpoint explain --timeline FILE` reads it
+(`setpoint.insight.entries.read_timeline`).
 
 This module does I/O (SQLite, files); what goes into entries is decided by
 `setpoint.insight.recorder`.
@@ -34,7 +34,7 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 import threading
-from collections.abc import Collection, Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Protocol
@@ -365,27 +365,3 @@ def dump_jsonl(entries: Iterable[Mapping[str, Any]], out: IO[bytes]) -> int:
         out.write(orjson.dumps(entry) + b"\n")
         count += 1
     return count
-
-
-def load_jsonl(lines: Iterable[bytes | str], *, source: str = "timeline") -> Iterator[Entry]:
-    """The entries of JSON Lines (blank lines skipped); `Invalid` names the line of a bad one."""
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            entry = orjson.loads(line)
-        except orjson.JSONDecodeError as exc:
-            raise Invalid(f"{source}:{number}: not JSON ({exc})") from None
-        if not isinstance(entry, dict):
-            raise Invalid(f"{source}:{number}: want one JSON object per line")
-        try:
-            _row(entry)
-        except Invalid as exc:
-            raise Invalid(f"{source}:{number}: {exc}") from None
-        yield entry
-
-
-def read_jsonl(path: str | Path) -> list[Entry]:
-    """The entries of a JSON Lines file written by `dump_jsonl` (`setpoint timeline -o jsonl`)."""
-    with open(path, "rb") as f:
-        return list(load_jsonl(f, source=str(path)))
