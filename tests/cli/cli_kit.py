@@ -179,3 +179,35 @@ class Running:
 
 def columns(line: str) -> list[str]:
     return line.split()
+
+
+def marked_processes(token: str) -> list[tuple[int, list[bytes], list[bytes]]]:
+    """(pid, argv, environment) of every live process with `token` in its argv: the
+    children a test started, found in /proc."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            environ = (entry / "environ").read_bytes().split(b"\0")
+            state = (entry / "stat").read_bytes().rpartition(b")")[2].split()[0]
+        except OSError:
+            continue
+        if token.encode() in argv and state not in (b"Z", b"X"):
+            found.append((int(entry.name), argv, environ))
+    return found
+
+
+def start_up(cli: CLI, path: Path) -> Running:
+    """`setpoint up PATH` with no flags, in the test's directory."""
+    return Running(
+        subprocess.Popen(
+            [sys.executable, "-m", "setpoint", "up", str(path)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=cli.directory,
+            env=cli.env,
+        )
+    )

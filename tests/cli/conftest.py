@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cli_kit import CLI, GREETINGS, Running
+from cli_kit import CLI, GREETINGS, Running, marked_processes
 
 
 @pytest.fixture
@@ -31,3 +34,14 @@ def applied(cli: CLI) -> CLI:
     """`cli` with examples/hello/greeting.yaml applied (hello: lang=en, bonjour: lang=fr)."""
     cli.ok("apply", "-f", str(GREETINGS))
     return cli
+
+
+@pytest.fixture
+def token(tmp_path: Path) -> Iterator[str]:
+    """A marker for the argv of every child a test starts; whatever carries it is killed
+    (its whole group) after the test."""
+    mark = f"setpoint-test-{os.getpid()}-{tmp_path.name}"
+    yield mark
+    for pid, _, _ in marked_processes(mark):
+        with contextlib.suppress(OSError):
+            os.killpg(pid, signal.SIGKILL)

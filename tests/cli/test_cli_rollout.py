@@ -8,19 +8,13 @@ commands' own output) under timeouts and never sleep.
 
 from __future__ import annotations
 
-import contextlib
-import os
 import signal
-import subprocess
 import sys
 import textwrap
 import urllib.request
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-import pytest
-from cli_kit import CLI, Running
+from cli_kit import CLI, Running, marked_processes, start_up
 
 from setpoint.testing import free_port_range
 
@@ -64,42 +58,11 @@ def web(token: str, start: int, version: str, replicas: int = 2) -> dict[str, An
 def replicas(token: str) -> dict[str, int]:
     """REPLICA name -> pid of every live replica process of this test."""
     found: dict[str, int] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-            environ = (entry / "environ").read_bytes().split(b"\0")
-            state = (entry / "stat").read_bytes().rpartition(b")")[2].split()[0]
-        except OSError:
-            continue
-        if token.encode() in argv and state not in (b"Z", b"X"):
-            name = next(e[8:].decode() for e in environ if e.startswith(b"REPLICA="))
-            assert name not in found, f"two processes for replica {name}"
-            found[name] = int(entry.name)
+    for pid, _, environ in marked_processes(token):
+        name = next(e[8:].decode() for e in environ if e.startswith(b"REPLICA="))
+        assert name not in found, f"two processes for replica {name}"
+        found[name] = pid
     return found
-
-
-@pytest.fixture
-def token(tmp_path: Path) -> Iterator[str]:
-    mark = f"setpoint-rollout-test-{os.getpid()}-{tmp_path.name}"
-    yield mark
-    for pid in replicas(mark).values():
-        with contextlib.suppress(OSError):
-            os.killpg(pid, signal.SIGKILL)
-
-
-def start_up(cli: CLI, manifest: Path) -> Running:
-    return Running(
-        subprocess.Popen(
-            [sys.executable, "-m", "setpoint", "up", str(manifest)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=cli.directory,
-            env=cli.env,
-        )
-    )
 
 
 def ready(running: Running) -> None:

@@ -8,20 +8,16 @@ change; the test reads those lines with a timeout and never sleeps.
 
 from __future__ import annotations
 
-import contextlib
-import os
 import signal
 import socket
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
-from cli_kit import CLI, Running
+from cli_kit import CLI, Running, marked_processes, start_up
 
 SERVE = """
     import socket, sys, time
@@ -66,20 +62,11 @@ def process(name: str, port: int, token: str, **spec: Any) -> dict[str, Any]:
 def children(token: str) -> dict[str, int]:
     """name -> pid of every live child process started for this test (by its marker)."""
     found: dict[str, int] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-            environ = (entry / "environ").read_bytes().split(b"\0")
-            state = (entry / "stat").read_bytes().rpartition(b")")[2].split()[0]
-        except OSError:
-            continue
-        if token.encode() in argv and state not in (b"Z", b"X"):
-            assert any(e.startswith(b"SETPOINT_MARKER=") for e in environ)
-            name = argv[argv.index(token.encode()) - 2].decode()
-            assert name not in found, f"two children for {name}: {found[name]}, {entry.name}"
-            found[name] = int(entry.name)
+    for pid, argv, environ in marked_processes(token):
+        assert any(e.startswith(b"SETPOINT_MARKER=") for e in environ)
+        name = argv[argv.index(token.encode()) - 2].decode()
+        assert name not in found, f"two children for {name}: {found[name]}, {pid}"
+        found[name] = pid
     return found
 
 
@@ -91,29 +78,11 @@ def alive(pid: int) -> bool:
     return state not in (b"Z", b"X")
 
 
-@pytest.fixture
-def token(tmp_path: Path) -> Iterator[str]:
-    """A marker in every child's argv; whatever carries it is killed after the test."""
-    mark = f"setpoint-up-test-{os.getpid()}-{tmp_path.name}"
-    yield mark
-    for pid in children(mark).values():
-        with contextlib.suppress(OSError):
-            os.killpg(pid, signal.SIGKILL)
-
-
 class Up:
     """`setpoint up` with no flags, in the test's directory."""
 
     def __init__(self, cli: CLI, path: Path) -> None:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "setpoint", "up", str(path)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=cli.directory,
-            env=cli.env,
-        )
-        self.running = Running(proc)
+        self.running = start_up(cli, path)
 
     def wait_ready(self, *names: str, not_pids: frozenset[int] = frozenset()) -> dict[str, int]:
         """Read lines until each of `names` has been reported ready with a pid not in
