@@ -19,6 +19,8 @@ def test_kinds_separated_by_commas_print_one_table_each(applied: CLI) -> None:
     assert [(columns(line) or [""])[0] for line in lines] == [
         "NAME", "bonjour", "hello", "", "NAME", "p",
     ]  # fmt: skip
+    only = applied.ok("get", "all").lines  # the workload kinds that have objects
+    assert [(columns(line) or [""])[0] for line in only] == ["NAME", "p"]
     refused = applied("get", "greetings,proc", "-o", "yaml")
     assert refused.code == 1
     assert "no NAME, -w or -o" in refused.err

@@ -1,5 +1,5 @@
 """`setpoint get KIND [NAME...]`: print objects as a table, YAML, JSON or names; `-w` follows.
-`get KIND,KIND...` prints one table per kind.
+`get KIND,KIND...` prints one table per kind; `get all`, one for each workload kind.
 
 With `-w` the current list is printed first (as ADDED events), then every
 change from the list's revision on, one row or document per event, until
@@ -15,11 +15,13 @@ from collections.abc import Sequence
 
 from setpoint.cli import render
 from setpoint.cli.context import Context, kind_and_names, until_signalled
-from setpoint.errors import Invalid, NotFound
+from setpoint.errors import Invalid, NotFound, UnknownKind
 from setpoint.model import Kind, Object, Selector, parse_selector
 from setpoint.store.base import Store
 
 OUTPUTS = ("table", "wide", "yaml", "json", "name")
+ALL = ("deployments", "processes", "jobs", "services", "thermostats", "autoscalers")
+"""What `get all` lists (kubectl's `all` category: the workloads), those registered."""
 
 
 def add_parser(
@@ -67,6 +69,8 @@ def add_parser(
 async def run(ctx: Context, args: argparse.Namespace) -> int:
     if not args.kind:
         raise Invalid("say which KIND to get, e.g. setpoint get greetings")
+    if args.kind == "all":
+        args.kind = ",".join(k for k in ALL if _known(ctx, k))
     if "," in args.kind:
         return await _get_kinds(ctx, args)
     kind, names = kind_and_names(ctx.registry, args.kind, args.names)
@@ -94,20 +98,37 @@ async def run(ctx: Context, args: argparse.Namespace) -> int:
     return 0
 
 
+def _known(ctx: Context, name: str) -> bool:
+    try:
+        ctx.registry.resolve(name)
+    except UnknownKind:
+        return False
+    return True
+
+
 async def _get_kinds(ctx: Context, args: argparse.Namespace) -> int:
-    """`get deploy,proc`: one table after another (kubectl's form), each kind once."""
+    """`get deploy,proc` (and `get all`): a table per kind that has objects, as kubectl."""
     if args.names or args.watch or args.output not in ("table", "wide"):
         raise Invalid("KIND,KIND... lists every object of each kind as tables: no NAME, -w or -o")
-    kinds = [ctx.registry.resolve(part) for part in args.kind.split(",") if part]
+    kinds = dict.fromkeys(ctx.registry.resolve(part) for part in args.kind.split(",") if part)
+    selector = parse_selector(args.selector)
     printed = False
-    for kind in dict.fromkeys(kinds):
-        one = argparse.Namespace(**{**vars(args), "kind": kind.plural})
-        if printed:
-            print()
-        status = await run(ctx, one)
-        if status:
-            return status
-        printed = True
+    async with ctx.open_store() as store:
+        for kind in kinds:
+            namespace = None if args.all_namespaces else ctx.namespace_of(kind)
+            items, revision = await store.list(
+                kind.api_version, kind.kind, namespace=namespace, label_selector=selector
+            )
+            if not items:
+                continue
+            if printed:
+                print()
+            items.sort(key=render.sort_key)
+            _View(kind, args.output, all_namespaces=args.all_namespaces).print_all(items, revision)
+            printed = True
+    if not printed:
+        where = "" if args.all_namespaces else f" in {ctx.namespace} namespace"
+        print(f"No resources found{where}.", file=sys.stderr)
     return 0
 
 
