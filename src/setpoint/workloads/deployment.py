@@ -22,7 +22,8 @@ Replicas are Process objects owned by the Deployment, named
 earlier template gives its revision the next number, as Kubernetes does.
 
 `status`: `replicas`, `updatedReplicas`, `readyReplicas`, `availableReplicas`,
-`unavailableReplicas`, `terminatingReplicas`, `selector` (for the scale subresource),
+`unavailableReplicas`, `terminatingReplicas`, `oldReplicas` (those of earlier templates
+still running: fewer of them is progress), `selector` (for the scale subresource),
 `currentRevision`, `lastCompleteRevision`, `lastProgressTime`, `observedGeneration`,
 and conditions `Available`, `Progressing` (False with reason
 `ProgressDeadlineExceeded` once a rollout has made no progress for
