@@ -21,7 +21,13 @@ controller: hold a metric at a target by scaling any kind with a scale subresour
   [{`type` Pods | Percent, `value`, `periodSeconds`}]; what is left out takes the HPA's
   defaults (up: 0 s, max(4 pods, 100 %) per 15 s; down: 300 s, 100 % per 15 s), except
   that the pid algorithm's scale-down window defaults to 0 s (`PID_SCALE_DOWN`);
-* `periodSeconds` (15): how often the metric is read and a decision made.
+* `periodSeconds` (15): how often the metric is read and a decision made;
+* `mode`: `auto` (the default) or `manual`: the controller still reads the metric every
+  period and records it (`status.currentMetric`, `ScalingActive=False` with reason
+  `ManualMode`) but decides nothing; if `manualReplicas` is set it scales the target to
+  that count (within min/max). This is how `setpoint tune --autoscaler` drives the
+  target. Back in `auto`, the history and the pid state start afresh from the current
+  count (bumpless).
 
 `status`: `currentReplicas`, `desiredReplicas`, `currentMetric` (the last value read),
 `lastScaleTime`, `observedGeneration`, the HPA's conditions `AbleToScale`,
@@ -84,6 +90,7 @@ from setpoint.runtime.scale import Scale, read_scale, write_scale
 __all__ = [
     "ABLE_TO_SCALE",
     "AUTOSCALER",
+    "MANUAL_MODE",
     "MAX_DECISIONS",
     "SCALING_ACTIVE",
     "SCALING_LIMITED",
@@ -100,6 +107,8 @@ log = logging.getLogger("setpoint.autoscaler")
 ABLE_TO_SCALE = "AbleToScale"
 SCALING_ACTIVE = "ScalingActive"
 SCALING_LIMITED = "ScalingLimited"
+MANUAL_MODE = "ManualMode"
+"""The `ScalingActive` reason while `spec.mode` is `manual`."""
 MAX_DECISIONS = 20
 
 # -- the kind ------------------------------------------------------------------------
@@ -212,6 +221,8 @@ class AutoscalerSpecSchema(Schema):
     pid: PidSpecSchema | None = None
     behavior: BehaviorSchema | None = None
     period_seconds: float = Field(default=15.0, gt=0, le=3600)
+    mode: Literal["auto", "manual"] = "auto"
+    manual_replicas: int | None = Field(default=None, ge=0)
 
     @model_validator(mode="after")
     def _bounds(self) -> AutoscalerSpecSchema:
@@ -387,6 +398,10 @@ class AutoscalerController:
             self._condition(status, ABLE_TO_SCALE, False, "FailedGetScale", message, now)
             await self.events.warning(obj, "FailedGetScale", message)
             return
+        if spec.get("mode") == "manual":
+            self._memory.pop(key, None)  # back in auto, history and pid start afresh
+            await self._manual(obj, spec, status, scale, now)
+            return
         memory = self._remember(obj, key, spec, generation)
         current = scale.replicas
         status["currentReplicas"] = current
@@ -438,6 +453,80 @@ class AutoscalerController:
             now=self.clock.monotonic(),
         )
         await self._apply(obj, status, memory, decision, scale, metric_value, now)
+
+    async def _manual(
+        self, obj: Object, spec: dict[str, Any], status: dict[str, Any], scale: Scale, now: float
+    ) -> None:
+        """Manual mode: read and record the metric, decide nothing, and set the target to
+        `spec.manualReplicas` (within min/max) if it is given."""
+        current = scale.replicas
+        status["currentReplicas"] = current
+        metric = spec["metric"]
+        try:
+            value = await read_metric(
+                metric_source_of(metric), within=float(metric.get("timeoutSeconds", 5.0))
+            )
+        except MetricUnavailable as exc:
+            message = f"the metric could not be read: {exc}"
+            self._condition(status, SCALING_ACTIVE, False, "FailedGetMetric", message, now)
+            await self.events.warning(obj, "FailedGetMetric", str(exc))
+        else:
+            status["currentMetric"] = value
+            self._condition(
+                status,
+                SCALING_ACTIVE,
+                False,
+                MANUAL_MODE,
+                f"manual mode: the metric ({value:g}, target {float(metric['target']):g}) is "
+                "recorded, the replicas are spec.manualReplicas",
+                now,
+            )
+        wanted = spec.get("manualReplicas")
+        if wanted is None:
+            status["desiredReplicas"] = current
+            return
+        replicas = min(max(int(wanted), int(spec.get("minReplicas", 1))), int(spec["maxReplicas"]))
+        status["desiredReplicas"] = replicas
+        if replicas == current:
+            return
+        ref = spec["scaleTargetRef"]
+        target_kind = self.store.registry.get(
+            ref.get("apiVersion", AUTOSCALER.api_version), ref["kind"]
+        )
+        try:
+            await write_scale(
+                self.store,
+                target_kind,
+                ref["name"],
+                obj["metadata"].get("namespace"),
+                replicas,
+                resource_version=scale.resource_version,
+            )
+        except (Conflict, NotFound, Invalid) as exc:
+            message = f"New size: {replicas}; reason: manual mode; error: {exc}"
+            await self.events.warning(obj, "FailedRescale", message)
+            self._condition(
+                status,
+                ABLE_TO_SCALE,
+                False,
+                "FailedUpdateScale",
+                f"the controller was unable to update the target scale: {exc}",
+                now,
+            )
+            return
+        status["lastScaleTime"] = rfc3339(now)
+        self._condition(
+            status,
+            ABLE_TO_SCALE,
+            True,
+            "SucceededRescale",
+            f"the controller was able to update the target scale to {replicas} "
+            "(spec.manualReplicas)",
+            now,
+        )
+        await self.events.normal(
+            obj, "SuccessfulRescale", f"New size: {replicas}; reason: manual mode"
+        )
 
     def _remember(
         self, obj: Object, key: tuple[str, str], spec: dict[str, Any], generation: int

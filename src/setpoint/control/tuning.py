@@ -241,24 +241,29 @@ class FirstOrderModel:
     dead_time: float
 
 
-def identify(result: RelayResult, *, output: float, measurement: float) -> FirstOrderModel:
+def identify(
+    result: RelayResult, *, output: float, measurement: float, gain: float | None = None
+) -> FirstOrderModel:
     """The first order plus dead time model that oscillates as the relay saw.
 
     The static gain comes from the average output and measurement against the operating
-    point the plant held before the experiment (`output`, `measurement`). A first guess
+    point the plant held before the experiment (`output`, `measurement`), unless it is
+    known and given as `gain` (an Autoscaler's plant, in logs, has gain 1: the metric per
+    replica falls as the replicas rise, `ln(metric) = ln(load) - ln(replicas)`). A first guess
     of the time constant and dead time comes from Ku and Tu (|G(i w)| = 1 / Ku, phase -pi
     at w = 2 pi / Tu); since that describing-function estimate ignores harmonics, it is
     then refined by replaying the same relay experiment on the model (exactly simulated,
     same sampling) until it gives the observed period and amplitude.
     """
-    if abs(result.mean_measurement - measurement) < result.amplitude:
-        raise Invalid(
-            "the relay oscillated around the point the plant rested at, so its static gain "
-            "cannot be told from it: run the relay around another setpoint, more than "
-            f"{result.amplitude:.3g} away (or use a rule from the table)"
-        )
-    change = result.mean_output - output
-    gain = (result.mean_measurement - measurement) / change
+    if gain is None:
+        if abs(result.mean_measurement - measurement) < result.amplitude:
+            raise Invalid(
+                "the relay oscillated around the point the plant rested at, so its static "
+                "gain cannot be told from it: run the relay around another setpoint, more "
+                f"than {result.amplitude:.3g} away (or use a rule from the table)"
+            )
+        change = result.mean_output - output
+        gain = (result.mean_measurement - measurement) / change
     product = result.ku * gain
     if not product > 1.0:
         raise Invalid(
