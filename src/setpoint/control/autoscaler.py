@@ -421,16 +421,9 @@ class AutoscalerController:
         metric_value: float | None = None
         if min_replicas <= current <= max_replicas:
             metric = spec["metric"]
-            try:
-                metric_value = await read_metric(
-                    metric_source_of(metric), within=float(metric.get("timeoutSeconds", 5.0))
-                )
-            except MetricUnavailable as exc:
-                message = f"the metric could not be read: {exc}"
-                self._condition(status, SCALING_ACTIVE, False, "FailedGetMetric", message, now)
-                await self.events.warning(obj, "FailedGetMetric", str(exc))
+            metric_value = await self._read_metric(obj, metric, status, now)
+            if metric_value is None:
                 return
-            status["currentMetric"] = metric_value
             recommendation = self._recommend(spec, memory, current, metric_value)
             self._condition(
                 status,
@@ -454,14 +447,11 @@ class AutoscalerController:
         )
         await self._apply(obj, status, memory, decision, scale, metric_value, now)
 
-    async def _manual(
-        self, obj: Object, spec: dict[str, Any], status: dict[str, Any], scale: Scale, now: float
-    ) -> None:
-        """Manual mode: read and record the metric, decide nothing, and set the target to
-        `spec.manualReplicas` (within min/max) if it is given."""
-        current = scale.replicas
-        status["currentReplicas"] = current
-        metric = spec["metric"]
+    async def _read_metric(
+        self, obj: Object, metric: dict[str, Any], status: dict[str, Any], now: float
+    ) -> float | None:
+        """The metric's value, recorded in `status.currentMetric`; None (and `ScalingActive`
+        False, a `FailedGetMetric` event) when it cannot be read."""
         try:
             value = await read_metric(
                 metric_source_of(metric), within=float(metric.get("timeoutSeconds", 5.0))
@@ -470,8 +460,20 @@ class AutoscalerController:
             message = f"the metric could not be read: {exc}"
             self._condition(status, SCALING_ACTIVE, False, "FailedGetMetric", message, now)
             await self.events.warning(obj, "FailedGetMetric", str(exc))
-        else:
-            status["currentMetric"] = value
+            return None
+        status["currentMetric"] = value
+        return value
+
+    async def _manual(
+        self, obj: Object, spec: dict[str, Any], status: dict[str, Any], scale: Scale, now: float
+    ) -> None:
+        """Manual mode: read and record the metric, decide nothing, and set the target to
+        `spec.manualReplicas` (within min/max) if it is given."""
+        current = scale.replicas
+        status["currentReplicas"] = current
+        metric = spec["metric"]
+        value = await self._read_metric(obj, metric, status, now)
+        if value is not None:
             self._condition(
                 status,
                 SCALING_ACTIVE,
@@ -489,7 +491,20 @@ class AutoscalerController:
         status["desiredReplicas"] = replicas
         if replicas == current:
             return
-        ref = spec["scaleTargetRef"]
+        await self._rescale(obj, status, scale, replicas, "manual mode", now)
+
+    async def _rescale(
+        self,
+        obj: Object,
+        status: dict[str, Any],
+        scale: Scale,
+        replicas: int,
+        reason: str,
+        now: float,
+    ) -> bool:
+        """Write `replicas` to the target's scale (compare-and-swap on the scale read), with
+        its condition and event; whether it was written."""
+        ref = obj["spec"]["scaleTargetRef"]
         target_kind = self.store.registry.get(
             ref.get("apiVersion", AUTOSCALER.api_version), ref["kind"]
         )
@@ -503,7 +518,7 @@ class AutoscalerController:
                 resource_version=scale.resource_version,
             )
         except (Conflict, NotFound, Invalid) as exc:
-            message = f"New size: {replicas}; reason: manual mode; error: {exc}"
+            message = f"New size: {replicas}; reason: {reason}; error: {exc}"
             await self.events.warning(obj, "FailedRescale", message)
             self._condition(
                 status,
@@ -513,20 +528,20 @@ class AutoscalerController:
                 f"the controller was unable to update the target scale: {exc}",
                 now,
             )
-            return
+            return False
         status["lastScaleTime"] = rfc3339(now)
         self._condition(
             status,
             ABLE_TO_SCALE,
             True,
             "SucceededRescale",
-            f"the controller was able to update the target scale to {replicas} "
-            "(spec.manualReplicas)",
+            f"the controller was able to update the target scale to {replicas}",
             now,
         )
         await self.events.normal(
-            obj, "SuccessfulRescale", f"New size: {replicas}; reason: manual mode"
+            obj, "SuccessfulRescale", f"New size: {replicas}; reason: {reason}"
         )
+        return True
 
     def _remember(
         self, obj: Object, key: tuple[str, str], spec: dict[str, Any], generation: int
@@ -576,44 +591,10 @@ class AutoscalerController:
         ref = spec["scaleTargetRef"]
         reason = _rescale_reason(decision, metric, spec)
         if decision.rescale:
-            target_kind = self.store.registry.get(
-                ref.get("apiVersion", AUTOSCALER.api_version), ref["kind"]
-            )
-            try:
-                await write_scale(
-                    self.store,
-                    target_kind,
-                    ref["name"],
-                    obj["metadata"].get("namespace"),
-                    decision.replicas,
-                    resource_version=scale.resource_version,
-                )
-            except (Conflict, NotFound, Invalid) as exc:
-                message = f"New size: {decision.replicas}; reason: {reason}; error: {exc}"
-                await self.events.warning(obj, "FailedRescale", message)
+            if not await self._rescale(obj, status, scale, decision.replicas, reason, now):
                 memory.history = replace(decision.history, scale_events=memory.history.scale_events)
-                self._condition(
-                    status,
-                    ABLE_TO_SCALE,
-                    False,
-                    "FailedUpdateScale",
-                    f"the controller was unable to update the target scale: {exc}",
-                    now,
-                )
                 return
             memory.history = decision.history
-            status["lastScaleTime"] = rfc3339(now)
-            self._condition(
-                status,
-                ABLE_TO_SCALE,
-                True,
-                "SucceededRescale",
-                f"the controller was able to update the target scale to {decision.replicas}",
-                now,
-            )
-            await self.events.normal(
-                obj, "SuccessfulRescale", f"New size: {decision.replicas}; reason: {reason}"
-            )
             log.info(
                 "autoscaler %s/%s: %s %d -> %d (%s)",
                 obj["metadata"].get("namespace"),
