@@ -38,7 +38,6 @@ from setpoint.control import autoscaler, thermostat
 from setpoint.control.autoscaler import AUTOSCALER
 from setpoint.control.thermostat import THERMOSTAT
 from setpoint.errors import Invalid
-from setpoint.insight.recorder import setup as record_timeline
 from setpoint.model import Kind, Object
 from setpoint.runtime.manager import Manager, ManagerOptions
 from setpoint.store.base import Store
@@ -107,6 +106,9 @@ async def run(ctx: Context, args: argparse.Namespace) -> int:
 async def _run_engine(
     store: Store, objects: list[tuple[Kind, Object]], ws: Workspace, store_url: str
 ) -> int:
+    # The recorder (and drain3 with it) is imported by the engine alone, not by every verb.
+    from setpoint.insight.recorder import setup as record_timeline
+
     manager = Manager(store, options=ManagerOptions())
     recorder = record_timeline(manager, store_url=store_url, log_dir=ws.log_dir)
     processes = ProcessController(
