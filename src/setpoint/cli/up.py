@@ -8,6 +8,7 @@ it with no flags. Children's state files go to `run/` and their logs to `logs/`,
 to the SQLite file (`.setpoint/run/`, `.setpoint/logs/`; `./.setpoint/` for other
 stores): see `workspace_of`; the Job controller keeps its state files apart, in
 `run/jobs/` (each controller takes every state file in its directory for its own).
+These directories, and `.setpoint/` itself, are made (or tightened to) mode 0700.
 
 Stopping: SIGINT or SIGTERM stops the manager (in-flight reconciles finish), then
 every child (its `stopSignal`, SIGTERM by default, then SIGKILL after its own
@@ -38,6 +39,7 @@ from setpoint.control import autoscaler, thermostat
 from setpoint.control.autoscaler import AUTOSCALER
 from setpoint.control.thermostat import THERMOSTAT
 from setpoint.errors import Invalid
+from setpoint.files import ensure_private_dir
 from setpoint.model import Kind, Object
 from setpoint.runtime.manager import Manager, ManagerOptions
 from setpoint.store.base import Store
@@ -106,6 +108,11 @@ async def run(ctx: Context, args: argparse.Namespace) -> int:
 async def _run_engine(
     store: Store, objects: list[tuple[Kind, Object]], ws: Workspace, store_url: str
 ) -> int:
+    # Private (0700); a `.setpoint/` that an earlier version made 0755 is tightened too.
+    base = ws.state_dir.parent
+    for directory in (base, ws.state_dir, ws.job_state_dir, ws.log_dir):
+        if directory is not base or base.name == WORKSPACE.name:
+            ensure_private_dir(directory)
     # The recorder (and drain3 with it) is imported by the engine alone, not by every verb.
     from setpoint.insight.recorder import setup as record_timeline
 

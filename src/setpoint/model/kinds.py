@@ -87,6 +87,10 @@ class Kind:
     """The scale subresource (`setpoint scale`, autoscalers), if the kind has one."""
     columns: tuple[PrinterColumn, ...] = ()
     """Extra columns of `setpoint get`."""
+    secret_fields: tuple[str, ...] = ()
+    """Top-level fields whose values are secret (a Secret's `data`): the timeline records
+    only which keys changed, `describe` shows keys and sizes, and the values are masked
+    wherever a child's output is quoted (`setpoint.model.redaction`)."""
 
     @property
     def group(self) -> str:
@@ -208,6 +212,7 @@ def register_kind(
     body: type[BaseModel] | None = None,
     scale: ScaleSubresource | None = None,
     columns: tuple[PrinterColumn, ...] = (),
+    secret_fields: tuple[str, ...] = (),
 ) -> Kind:
     """Register a kind with its spec and status schemas; return it.
 
@@ -230,5 +235,6 @@ def register_kind(
             body=body,
             scale=scale,
             columns=tuple(columns),
+            secret_fields=tuple(secret_fields),
         )
     )

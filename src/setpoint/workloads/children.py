@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar
 
 from setpoint.clock import Clock, parse_rfc3339
+from setpoint.model.redaction import redact
 from setpoint.runtime.controller import Controller
 from setpoint.runtime.reconciler import Request
 from setpoint.workloads import supervisor
@@ -63,6 +64,8 @@ class Supervised:
     finished_at: float | None = None
     cleaned: bool = False
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    secret_values: frozenset[str] = frozenset()
+    """The values from Secrets in its environment: masked in what is quoted of its output."""
 
     def cancel_tasks(self) -> None:
         for task in self.tasks:
@@ -93,7 +96,8 @@ def record_exit(
     A child that failed by itself (a non-zero code, or a signal nobody sent) has the last
     line of its output, from its log file in `log_dir`, added to the reason, as
     Kubernetes' `FallbackToLogsOnError` termination message: `exited with code 2: initdb:
-    not found` says at once what `exited with code 2` makes one go and look for."""
+    not found` says at once what `exited with code 2` makes one go and look for. The
+    child's `secret_values` are masked in that line."""
     exit_ = child.exit or supervisor.Exit(None, None, "stopped")
     finished = child.finished_at if child.finished_at is not None else now
     reason = f"{exit_.reason} (stopped: {because})" if because else exit_.reason
@@ -101,7 +105,7 @@ def record_exit(
     if failed and not because and log_dir is not None:
         line = supervisor.last_line(log_dir / f"{child.handle.name}.log")
         if line:
-            reason = f"{reason}: {line[:LAST_LINE_CHARS]}"
+            reason = f"{reason}: {redact(line, child.secret_values)[:LAST_LINE_CHARS]}"
     last: dict[str, Any] = {"reason": reason, "finishedAt": timestamp(finished)}
     if exit_.code is not None:
         last["code"] = exit_.code

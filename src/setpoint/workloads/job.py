@@ -1,7 +1,7 @@
 """The `Job` kind (setpoint.dev/v1alpha1, namespaced, plural `jobs`) and its controller:
 run one local command to completion, retrying failures (database migrations, say).
 
-`spec`: `args` (argv, required), `env`, `cwd`, `user` (as for a Process),
+`spec`: `args` (argv, required), `env`, `envFrom`, `cwd`, `user` (as for a Process),
 `backoffLimit` (6: retries after failures), `activeDeadlineSeconds` (optional),
 `backoff` (`initialSeconds` 10, `maxSeconds` 300: the wait before each retry),
 `terminationGracePeriodSeconds` 30 and `dependsOn` (see
@@ -102,6 +102,16 @@ from setpoint.workloads.dependencies import (
     unmet_in_store,
 )
 from setpoint.workloads.process import PROCESS, Action, supervisor_name
+from setpoint.workloads.secret import (
+    SECRET,
+    SECRETS_INDEX,
+    Env,
+    EnvFromSource,
+    SecretUnavailable,
+    referring_to,
+    resolve_env_in_store,
+    secret_keys,
+)
 
 __all__ = [
     "COMPLETE",
@@ -151,7 +161,8 @@ class JobSpecSchema(Schema):
     """What to run, how often to retry it, for how long, and what it waits for."""
 
     args: list[str] = Field(min_length=1)
-    env: dict[str, str] = Field(default_factory=dict)
+    env: Env = Field(default_factory=dict)
+    env_from: list[EnvFromSource] = Field(default_factory=list)
     cwd: str | None = None
     user: str | None = None
     backoff_limit: int = Field(default=6, ge=0)
@@ -463,7 +474,7 @@ class JobController(ChildTable[Supervised]):
             obj = await self.store.update(obj)
         status: dict[str, Any] = copy.deepcopy(obj.get("status") or {})
         before = copy.deepcopy(status)
-        attempt = self._table.get(key) or self._adopt(key, obj, status)
+        attempt = self._table.get(key) or await self._adopt(key, obj, status)
         observed = await self._observe(key, obj, attempt, status)
         desired = desired_of(obj)
         now = self.clock.now()
@@ -585,7 +596,7 @@ class JobController(ChildTable[Supervised]):
 
     # -- apply -----------------------------------------------------------------------
 
-    def _adopt(self, key: Key, obj: Object, status: dict[str, Any]) -> Supervised | None:
+    async def _adopt(self, key: Key, obj: Object, status: dict[str, Any]) -> Supervised | None:
         """The attempt an earlier engine left running for this Job, if provably ours."""
         name = supervisor_name(*key)
         state_dir = self.settings.state_dir
@@ -595,6 +606,8 @@ class JobController(ChildTable[Supervised]):
             return None
         generation = int(status.get("startedGeneration") or obj["metadata"].get("generation", 1))
         attempt = Supervised(handle, generation, **stop_settings(obj["spec"]))
+        resolved = await resolve_env_in_store(self.store, obj, best_effort=True)
+        attempt.secret_values = resolved.secret_values
         self._table[key] = attempt
         attempt.tasks.append(asyncio.create_task(self._wait_exit(key, attempt)))
         log.info("job %s/%s: adopted pid %d", key[0], key[1], handle.pid)
@@ -605,11 +618,12 @@ class JobController(ChildTable[Supervised]):
         name = supervisor_name(*key)
         generation = int(obj["metadata"].get("generation", 1))
         try:
+            resolved = await resolve_env_in_store(self.store, obj)
             process_spec = supervisor.ProcessSpec(
                 args=spec["args"],
                 log_dir=self.settings.log_dir,
                 marker=f"{FINALIZER}:{obj['metadata'].get('uid', '')}",
-                env=spec.get("env") or {},
+                env=resolved.env,
                 cwd=None if spec.get("cwd") is None else Path(spec["cwd"]),
                 user=spec.get("user"),
             )
@@ -619,14 +633,17 @@ class JobController(ChildTable[Supervised]):
         except Invalid as exc:
             message = str(exc)
             await self.events.warning(obj, "FailedStart", message)
-            status["phase"] = "Failed"
+            missing = isinstance(exc, SecretUnavailable)
+            status["phase"] = "Pending" if missing else "Failed"
             status["startedGeneration"] = generation
             status.pop("pid", None)
             obj["status"] = status
             with contextlib.suppress(Error):
                 await self.store.update_status(obj)
-            raise TerminalError(message, reason="StartFailed") from None
+            reason = exc.condition_reason if isinstance(exc, SecretUnavailable) else "StartFailed"
+            raise TerminalError(message, reason=reason) from None
         attempt = Supervised(handle, generation, **stop_settings(obj["spec"]))
+        attempt.secret_values = resolved.secret_values
         self._table[key] = attempt
         attempt.tasks.append(asyncio.create_task(self._wait_exit(key, attempt)))
         status.setdefault("startTime", timestamp(handle.started_at))
@@ -699,11 +716,13 @@ class JobController(ChildTable[Supervised]):
         orphan collector; return the controller."""
         cache = manager.cache(JOB)
         cache.add_index(DEPENDS_ON_INDEX, dependency_keys)
+        cache.add_index(SECRETS_INDEX, secret_keys)
         controller = (
             manager.controller("job")
             .for_(JOB, predicates=[generation_changed])
             .watches(PROCESS, dependents_of(cache))
             .watches(JOB, dependents_of(cache))
+            .watches(SECRET, referring_to(cache))  # a missing Secret appears: start
             .max_concurrent(MAX_CONCURRENT)
             .complete(self)
         )

@@ -1,7 +1,8 @@
 """The `Process` kind (setpoint.dev/v1alpha1, namespaced, short name `proc`) and its controller:
 one supervised local command, kept running as its spec says.
 
-`spec`: `args` (argv, required), `env`, `cwd`, `user`, `ports` (informational),
+`spec`: `args` (argv, required), `env` and `envFrom` (values may come from Secrets: see
+`setpoint.workloads.secret`), `cwd`, `user`, `ports` (informational),
 `restartPolicy` (Always | OnFailure | Never), `backoff` (`initialSeconds` 10,
 `maxSeconds` 300, `resetAfterSeconds` 600), `terminationGracePeriodSeconds` 30, `stopSignal`
 (SIGTERM; e.g. SIGINT for PostgreSQL's fast shutdown),
@@ -12,9 +13,10 @@ and `dependsOn` (see `setpoint.workloads.dependencies`).
 CrashLoopBackOff), `pid`, `startTime`, `restarts`, `lastExit` {code, signal, reason,
 finishedAt}, `nextStartAt` while backing off, `observedGeneration`, conditions
 `Started` and `Ready` (plus `Stalled` when the command cannot be started at all:
-reason `StartFailed`), and two fields the controller keeps for itself:
-`startedGeneration` (the spec generation the child runs) and `recentRestarts`
-(restarts since the child last ran `resetAfterSeconds`; it sets the back-off).
+reason `StartFailed`, or `SecretMissing` while a Secret it needs is missing), and two
+fields the controller keeps for itself: `startedGeneration` (the spec generation the child
+runs) and `recentRestarts` (restarts since the child last ran `resetAfterSeconds`; it sets
+the back-off).
 
 Decisions, made by the pure `plan(desired, observed, now)`:
 
@@ -96,6 +98,16 @@ from setpoint.workloads.probes import (
     load_probe,
     run_probe,
 )
+from setpoint.workloads.secret import (
+    SECRET,
+    SECRETS_INDEX,
+    Env,
+    EnvFromSource,
+    SecretUnavailable,
+    referring_to,
+    resolve_env_in_store,
+    secret_keys,
+)
 
 __all__ = [
     "FINALIZER",
@@ -148,7 +160,8 @@ class ProcessSpecSchema(Schema):
     """What to run, how to restart it, how to tell it is healthy, and what it waits for."""
 
     args: list[str] = Field(min_length=1)
-    env: dict[str, str] = Field(default_factory=dict)
+    env: Env = Field(default_factory=dict)
+    env_from: list[EnvFromSource] = Field(default_factory=list)
     cwd: str | None = None
     user: str | None = None
     ports: list[int] = Field(default_factory=list)
@@ -457,6 +470,8 @@ class _Child(Supervised):
     probe_message: str = ""
     unhealthy: str | None = None
     spec: Mapping[str, Any] = field(default_factory=dict)
+    env: Mapping[str, str] = field(default_factory=dict)
+    """The environment it was started with (`spec.env` with Secrets' values resolved)."""
 
 
 class ProcessController(ChildTable[_Child]):
@@ -499,7 +514,7 @@ class ProcessController(ChildTable[_Child]):
             obj = await self.store.update(obj)
         status: dict[str, Any] = copy.deepcopy(obj.get("status") or {})
         before = copy.deepcopy(status)
-        child = self._table.get(key) or self._adopt(key, obj, status)
+        child = self._table.get(key) or await self._adopt(key, obj, status)
         observed = await self._observe(key, obj, child, status)
         desired = desired_of(obj)
         step = plan(desired, observed, self.clock.now())
@@ -600,7 +615,7 @@ class ProcessController(ChildTable[_Child]):
 
     # -- apply -----------------------------------------------------------------------
 
-    def _adopt(self, key: Key, obj: Object, status: dict[str, Any]) -> _Child | None:
+    async def _adopt(self, key: Key, obj: Object, status: dict[str, Any]) -> _Child | None:
         """The child an earlier engine left running for this object, if provably ours."""
         name = supervisor_name(*key)
         state_dir = self.settings.state_dir
@@ -609,8 +624,14 @@ class ProcessController(ChildTable[_Child]):
             supervisor.stray(name, state_dir)
             return None
         generation = int(status.get("startedGeneration") or obj["metadata"].get("generation", 1))
+        resolved = await resolve_env_in_store(self.store, obj, best_effort=True)
         child = _Child(
-            handle=handle, generation=generation, started_at=handle.started_at, ref=_reference(obj)
+            handle=handle,
+            generation=generation,
+            started_at=handle.started_at,
+            ref=_reference(obj),
+            env=resolved.env,
+            secret_values=resolved.secret_values,
         )
         self._table[key] = child
         self._follow(key, child, obj["spec"])
@@ -621,11 +642,12 @@ class ProcessController(ChildTable[_Child]):
         spec = obj["spec"]
         name = supervisor_name(*key)
         try:
+            resolved = await resolve_env_in_store(self.store, obj)
             process_spec = supervisor.ProcessSpec(
                 args=spec["args"],
                 log_dir=self.settings.log_dir,
                 marker=f"{FINALIZER}:{obj['metadata'].get('uid', '')}",
-                env=spec.get("env") or {},
+                env=resolved.env,
                 cwd=None if spec.get("cwd") is None else Path(spec["cwd"]),
                 user=spec.get("user"),
             )
@@ -634,16 +656,23 @@ class ProcessController(ChildTable[_Child]):
             )
         except Invalid as exc:
             message = str(exc)
+            missing = isinstance(exc, SecretUnavailable)
             await self.events.warning(obj, "FailedStart", message)
-            status["phase"] = "Failed"
+            status["phase"] = "Pending" if missing else "Failed"
             status.pop("pid", None)
             obj["status"] = status
             with contextlib.suppress(Error):
                 await self.store.update_status(obj)
-            raise TerminalError(message, reason="StartFailed") from None
+            reason = exc.condition_reason if isinstance(exc, SecretUnavailable) else "StartFailed"
+            raise TerminalError(message, reason=reason) from None
         generation = int(obj["metadata"].get("generation", 1))
         child = _Child(
-            handle=handle, generation=generation, started_at=handle.started_at, ref=_reference(obj)
+            handle=handle,
+            generation=generation,
+            started_at=handle.started_at,
+            ref=_reference(obj),
+            env=resolved.env,
+            secret_values=resolved.secret_values,
         )
         self._table[key] = child
         self._follow(key, child, spec)
@@ -678,7 +707,7 @@ class ProcessController(ChildTable[_Child]):
         probe = load_probe(wire, f"spec.{role}Probe")
         on_change = functools.partial(self._on_probe, key, child, role)
         # An exec probe runs as the child does: with its environment and working directory.
-        env = {**os.environ, **(child.spec.get("env") or {})}
+        env = {**os.environ, **child.env}
         runner = functools.partial(run_probe, env=env, cwd=child.spec.get("cwd"))
         prober = Prober(probe, self.clock, on_change, runner=runner)
         child.tasks.append(asyncio.create_task(prober.run(), name=f"{role} probe of {key}"))
@@ -769,10 +798,12 @@ class ProcessController(ChildTable[_Child]):
         `dependsOn` index and watch, and the orphan collector; return the controller."""
         cache = manager.cache(PROCESS)
         cache.add_index(DEPENDS_ON_INDEX, dependency_keys)
+        cache.add_index(SECRETS_INDEX, secret_keys)
         builder = (
             manager.controller("process")
             .for_(PROCESS, predicates=[generation_changed])
             .watches(PROCESS, dependents_of(cache))
+            .watches(SECRET, referring_to(cache))  # a missing Secret appears: start
             .max_concurrent(MAX_CONCURRENT)  # one child's slow stop must not hold up the rest
         )
         with contextlib.suppress(UnknownKind):  # a Process may wait on a Job, when Jobs exist

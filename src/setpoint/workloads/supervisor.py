@@ -22,6 +22,10 @@ drives it.
   is learnt through a pidfd. `stray(name, state_dir)` removes a state file
   whose process is gone or belongs to someone else.
 
+Files are private: the state and log directories are mode 0700, state files, log files and
+the FIFO 0600 (`setpoint.files`); a log file an earlier version left wider is tightened
+when it is opened again.
+
 Output goes through a FIFO (`<state_dir>/<name>.out`) that the child holds
 open for reading and writing, so a child outlives its engine without dying
 of SIGPIPE, and a restarted engine resumes forwarding its output. Linux only.
@@ -41,10 +45,11 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from setpoint.clock import SYSTEM_CLOCK, Clock
 from setpoint.errors import AlreadyExists, Invalid
+from setpoint.files import ensure_private_dir, open_private
 
 __all__ = [
     "Adopted",
@@ -162,7 +167,7 @@ def _fifo_path(name: str, state_dir: Path) -> Path:
 
 def _write_atomically(path: Path, data: dict[str, Any]) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
+    with os.fdopen(open_private(tmp, os.O_WRONLY | os.O_TRUNC), "w", encoding="utf-8") as f:
         json.dump(data, f, sort_keys=True)
         f.write("\n")
         f.flush()
@@ -190,6 +195,11 @@ def _check_name(name: str) -> None:
 # Logs
 
 
+def _open_log(path: Path) -> BinaryIO:
+    """`path` opened for appending, mode 0600 (`setpoint.files`)."""
+    return os.fdopen(open_private(path, os.O_WRONLY | os.O_APPEND), "ab")
+
+
 class _LogFile:
     """Appends to `<log_dir>/<name>.log`; past `max_bytes` it becomes `.1` (`.1` -> `.2` ...)."""
 
@@ -197,8 +207,8 @@ class _LogFile:
         self.path = path
         self.max_bytes = max_bytes
         self.backups = backups
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = open(path, "ab")  # noqa: SIM115 - closed by close()
+        ensure_private_dir(path.parent)
+        self._file = _open_log(path)
         self._size = self._file.tell()
 
     def write(self, data: bytes) -> None:
@@ -217,7 +227,7 @@ class _LogFile:
                     os.replace(older, self.path.with_name(f"{self.path.name}.{i + 1}"))
             os.replace(self.path, self.path.with_name(f"{self.path.name}.1"))
         finally:
-            self._file = open(self.path, "ab")  # noqa: SIM115 - closed by close()
+            self._file = _open_log(self.path)
             self._size = self._file.tell()
 
     def close(self) -> None:
@@ -430,7 +440,7 @@ async def start(
         )
     fifo = _fifo_path(name, state_dir)
     try:
-        state_dir.mkdir(parents=True, exist_ok=True)
+        ensure_private_dir(state_dir)
         fifo.unlink(missing_ok=True)
         os.mkfifo(fifo, 0o600)
         log = _LogFile(spec.log_dir / f"{name}.log", spec.max_log_bytes, spec.log_backups)
