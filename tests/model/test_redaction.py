@@ -27,7 +27,8 @@ def test_strings_in_a_value_are_masked_keys_included() -> None:
         "lines": [f"x {MASK}"],
         MASK: {"n": None, "m": MASK},
     }
-    assert not Redactor([]) and Redactor([]).value(entry) is entry
+    assert not Redactor([])
+    assert Redactor([]).value(entry) is entry
 
 
 def test_secret_values_are_the_fields_strings_and_their_base64_decoding() -> None:
