@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from setpoint.files import ensure_private_dir, make_private, open_private
+from setpoint.model import Registry
 from setpoint.store.sqlite import SqliteStore
 from setpoint.workloads import supervisor
 from setpoint.workloads.secret import SECRET
@@ -56,7 +57,9 @@ async def test_the_sqlite_store_files_and_the_directory_it_makes_are_private(
     project = tmp_path / "project"
     project.mkdir(mode=0o755)
     path = project / ".setpoint" / "state.db"
-    store = await SqliteStore(str(path)).open()
+    registry = Registry()
+    registry.register(SECRET)
+    store = await SqliteStore(str(path), registry).open()
     try:
         await store.create({"apiVersion": SECRET.api_version, "kind": SECRET.kind,
                             "metadata": {"name": "s"}, "stringData": {"k": "value"}})  # fmt: skip

@@ -139,6 +139,10 @@ def test_a_deployment_template_and_a_job_take_them_too() -> None:
     )
     with pytest.raises(Invalid, match=r"spec\.env"):
         PROCESS.validate(process("web", ["true"], env={"P": {"valueFrom": {}}}))
+    with pytest.raises(Invalid, match=r"spec\.envFrom\[0\]\.prefix"):
+        PROCESS.validate(
+            process("web", ["true"], envFrom=[{"secretRef": {"name": "db"}, "prefix": "A="}])
+        )
 
 
 # -- resolution (pure) ----------------------------------------------------------------------

@@ -212,7 +212,6 @@ def register_kind(
     body: type[BaseModel] | None = None,
     scale: ScaleSubresource | None = None,
     columns: tuple[PrinterColumn, ...] = (),
-    secret_fields: tuple[str, ...] = (),
 ) -> Kind:
     """Register a kind with its spec and status schemas; return it.
 
@@ -235,6 +234,5 @@ def register_kind(
             body=body,
             scale=scale,
             columns=tuple(columns),
-            secret_fields=tuple(secret_fields),
         )
     )

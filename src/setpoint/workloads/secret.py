@@ -46,7 +46,7 @@ from pydantic import BeforeValidator, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from setpoint.errors import Invalid, NotFound
-from setpoint.model import Object, PrinterColumn, Schema, register_kind
+from setpoint.model import REGISTRY, Kind, Object, PrinterColumn, Schema
 from setpoint.model.redaction import decode_secret
 from setpoint.runtime.cache import Cache
 from setpoint.runtime.reconciler import Request
@@ -123,16 +123,17 @@ class SecretBody(Schema):
         return self
 
 
-SECRET = register_kind(
+SECRET = Kind(
     "v1",
     "Secret",
-    body=SecretBody,
-    namespaced=True,
     plural="secrets",
+    namespaced=True,
+    body=SecretBody,
     columns=(PrinterColumn("TYPE", "type"),),
     secret_fields=("data",),
 )
 """The `Secret` kind (core group, as Kubernetes)."""
+REGISTRY.register(SECRET)
 
 
 # -- references in a Process or Job spec ----------------------------------------------
@@ -170,6 +171,15 @@ class EnvFromSource(Schema):
 
     secret_ref: SecretEnvSource
     prefix: str = ""
+
+    @field_validator("prefix")
+    @classmethod
+    def _prefix(cls, prefix: str) -> str:
+        if "=" in prefix or "\0" in prefix:
+            raise PydanticCustomError(
+                "prefix", "an environment variable name cannot hold '=' or NUL"
+            )
+        return prefix
 
 
 def _env_from_list(value: Any) -> Any:
