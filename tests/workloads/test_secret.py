@@ -302,3 +302,27 @@ async def test_a_job_starts_with_env_from_a_secret_once_it_exists(world: World) 
     )
     assert done is not None
     assert done["status"]["phase"] == "Succeeded"
+
+
+async def test_an_exec_probe_gets_the_secret_and_its_output_is_masked(world: World) -> None:
+    store = world.harness.store
+    await store.create(secret("db", stringData={"password": PASSWORD}))
+    probe = {"exec": {"command": ["sh", "-c", 'echo "refused $PGPASSWORD"; exit 1']},
+             "periodSeconds": 1, "failureThreshold": 1}  # fmt: skip
+    await store.create(
+        process(
+            "web",
+            python(SLEEP_FOREVER),
+            readinessProbe=probe,
+            env={"PGPASSWORD": ref("db", "password")},
+        )
+    )
+
+    def probe_failed(o: Object | None) -> bool:
+        return condition(o, "Ready").get("reason") == "ReadinessProbeFailed"
+
+    obj = await wait_for(store, "web", probe_failed)
+    assert obj is not None
+    assert f"refused {MASK}" in condition(obj, "Ready")["message"]
+    events, _ = await store.list(EVENT.api_version, EVENT.kind)
+    assert PASSWORD not in repr(events) + repr(obj)

@@ -64,6 +64,7 @@ from pydantic_core import PydanticCustomError
 from setpoint.clock import SYSTEM_CLOCK, Clock
 from setpoint.errors import Conflict, Error, Invalid, NotFound, TerminalError, UnknownKind
 from setpoint.model import READY, Object, PrinterColumn, Schema, register_kind, set_condition
+from setpoint.model.redaction import redact
 from setpoint.runtime.controller import Controller
 from setpoint.runtime.events import EventRecorder
 from setpoint.runtime.lifecycle import add_finalizer, is_deleting, remove_finalizer
@@ -717,6 +718,7 @@ class ProcessController(ChildTable[_Child]):
     ) -> None:
         if self._table.get(key) is not child or child.exit is not None:
             return
+        message = redact(message, child.secret_values)  # an exec probe's output, quoted
         if role == "startup":
             if result == "Success":
                 child.started = True
