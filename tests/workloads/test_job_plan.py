@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from setpoint.errors import Invalid
 from setpoint.model import Object
-from setpoint.workloads.children import BackoffSchema, ChildExit, backoff_delay
+from setpoint.workloads.children import BackoffSchema, ChildDesired, ChildExit, backoff_delay
 from setpoint.workloads.job import (
     JOB,
     Action,
@@ -28,7 +28,7 @@ NOW = 1_000.0
 
 def wanted(generation: int, *, deleting: bool = False, **spec: Any) -> JobDesired:
     """A Job's desired state: its spec is the schema's defaults but for `spec`."""
-    return JobDesired(generation, JobSpecSchema(args=["migrate"], **spec), deleting)
+    return ChildDesired(generation, JobSpecSchema(args=["migrate"], **spec), deleting)
 
 
 def retry(initial: float, maximum: float) -> BackoffSchema:

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from setpoint.errors import Invalid
 from setpoint.model import Object
-from setpoint.workloads.children import ChildExit, backoff_delay
+from setpoint.workloads.children import ChildDesired, ChildExit, backoff_delay
 from setpoint.workloads.process import (
     PROCESS,
     Action,
@@ -37,7 +37,7 @@ FAST = backoff(10, 300, 600)
 
 def wanted(generation: int, *, deleting: bool = False, **spec: Any) -> Desired:
     """A Process's desired state: its spec is the schema's defaults but for `spec`."""
-    return Desired(generation, ProcessSpecSchema(args=["server"], **spec), deleting)
+    return ChildDesired(generation, ProcessSpecSchema(args=["server"], **spec), deleting)
 
 
 def started_at(finished: float, ran_for: float | None) -> float | None:

@@ -26,9 +26,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import signal
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -37,24 +38,36 @@ from typing import Any, Generic, Literal, Protocol, TypeVar
 
 from pydantic import Field
 
-from setpoint.clock import Clock, parse_rfc3339
-from setpoint.errors import AlreadyExists, Invalid, NotFound, TerminalError
+from setpoint.clock import SYSTEM_CLOCK, Clock, parse_rfc3339
+from setpoint.errors import AlreadyExists, Invalid, NotFound, TerminalError, UnknownKind
 from setpoint.model import Kind, Object, Schema
 from setpoint.runtime.controller import Controller
 from setpoint.runtime.events import EventRecorder
 from setpoint.runtime.lifecycle import add_finalizer, is_deleting, remove_finalizer
+from setpoint.runtime.manager import Manager
+from setpoint.runtime.predicates import generation_changed
 from setpoint.runtime.reconciler import Request, Result
 from setpoint.store import Store
 from setpoint.workloads import supervisor
+from setpoint.workloads.dependencies import (
+    DEPENDS_ON_INDEX,
+    dependency_keys,
+    dependents_of,
+    unmet_in_store,
+)
 
 __all__ = [
     "ENVIRONMENT_BACKOFF",
     "Action",
     "BackoffSchema",
+    "ChildDesired",
     "ChildExit",
     "ChildFacts",
+    "ChildKind",
     "ChildLifecycle",
+    "ChildObserved",
     "ChildPlan",
+    "ChildSettings",
     "CommandSchema",
     "ExitSchema",
     "PlannedEvent",
@@ -201,6 +214,11 @@ LOST_REASON = "ended while the engine was not running (exit code unknown)"
 # -- what a plan is, to this module -------------------------------------------------------
 
 
+S = TypeVar("S", bound=CommandSchema)
+T = TypeVar("T", bound=CommandSchema)
+SpecT = TypeVar("SpecT")
+
+
 class Action(StrEnum):
     """What to do with the child. RESTART stops it; the next look starts the new one."""
 
@@ -252,6 +270,79 @@ class ChildPlan(Protocol):
     def events(self) -> tuple[PlannedEvent, ...]: ...
     @property
     def stall(self) -> tuple[str, str] | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ChildDesired(Generic[SpecT]):
+    """What an object asks for: its spec generation and spec (defaults filled, as the
+    kind's schema defines them), and whether it is being deleted."""
+
+    generation: int
+    spec: SpecT
+    deleting: bool = False
+
+    @staticmethod
+    def of(obj: Object, schema: type[T]) -> ChildDesired[T]:
+        """The desired state of an object in wire form, its spec read through `schema`."""
+        return ChildDesired(
+            int(obj["metadata"].get("generation", 1)),
+            schema.model_validate(obj["spec"]),
+            is_deleting(obj),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ChildObserved:
+    """What is, as far as a plan cares, of an object's child: whether it runs, the spec
+    `generation` it runs (or the last one ran, when none runs) and its `pid`; `last_exit`
+    how the last child ended (None when none ran, or one runs), `exit_is_new` when the
+    status does not record it yet; `unmet` the message of the first dependency that does
+    not hold; `start_failure` the last start that failed; `status` the status as stored."""
+
+    running: bool = False
+    generation: int | None = None
+    pid: int | None = None
+    last_exit: ChildExit | None = None
+    exit_is_new: bool = False
+    unmet: str | None = None
+    start_failure: StartFailure | None = None
+    status: Mapping[str, Any] = field(default_factory=dict)
+
+    @staticmethod
+    def common(
+        status: Mapping[str, Any], facts: ChildFacts, unmet: str | None, now: float
+    ) -> dict[str, Any]:
+        """The fields of `ChildObserved` from a stored status, what the lifecycle knows of
+        the child, and the first unmet dependency. Pure."""
+        child = facts.child
+        if facts.running and child is not None:
+            return {
+                "running": True, "generation": child.generation, "pid": child.handle.pid,
+                "unmet": unmet, "start_failure": facts.start_failure, "status": status,
+            }  # fmt: skip
+        started_at = parse_time(status.get("startTime"))
+        last = facts.ended
+        if last is not None and last.started_at is None:
+            last = dataclasses.replace(last, started_at=started_at)
+        if last is None:
+            last = ChildExit.from_wire(status.get("lastExit"), started_at=started_at, now=now)
+        generation = status.get("startedGeneration")
+        return {
+            "generation": None if generation is None else int(generation),
+            "last_exit": last, "exit_is_new": facts.ended is not None, "unmet": unmet,
+            "start_failure": facts.start_failure, "status": status,
+        }  # fmt: skip
+
+    def exit_events(self) -> tuple[PlannedEvent, ...]:
+        """`Exited`, when the status does not record the last exit yet."""
+        exit_ = self.last_exit
+        if not self.exit_is_new or exit_ is None:
+            return ()
+        pid = f"pid {exit_.pid} " if exit_.pid is not None else ""
+        return (PlannedEvent("Exited", f"{pid}{exit_.reason}", warning=not exit_.succeeded),)
+
+
+P = TypeVar("P", bound=ChildPlan)
 
 
 # -- the table of children ----------------------------------------------------------------
@@ -309,47 +400,112 @@ class ChildFacts:
         return self.child is not None and self.child.running
 
 
-S = TypeVar("S", bound=CommandSchema)
-P = TypeVar("P", bound=ChildPlan)
+ObservedT = TypeVar("ObservedT", bound=ChildObserved)
+
+
+@dataclass(frozen=True)
+class ChildKind(Generic[S, ObservedT, P]):
+    """What makes a `ChildLifecycle` a Process or a Job controller: the `kind`, its
+    `finalizer`, its `spec_schema`, and its two pure functions: `observe(status, facts,
+    unmet, now)` (the stored status, what the lifecycle knows of the child and the first
+    unmet dependency, as the plan's input) and `plan(desired, observed, now)`."""
+
+    kind: Kind
+    finalizer: str
+    spec_schema: type[S]
+    observe: Callable[[Mapping[str, Any], ChildFacts, str | None, float], ObservedT]
+    plan: Callable[[ChildDesired[S], ObservedT, float], P]
+
+
+@dataclass(frozen=True, slots=True)
+class ChildSettings:
+    """Where children's state files (`state_dir`) and logs (`log_dir`) live."""
+
+    state_dir: Path
+    log_dir: Path
+
+
+MAX_CONCURRENT = 16
+"""Objects of one kind reconciled at once (one key is never reconciled by two workers)."""
+DEPENDABLE_KINDS = ("Process", "Job")
+"""The kinds (of the object's own apiVersion) whose changes wake their dependents."""
 
 
 class ChildLifecycle(Generic[S, P]):
     """The base of the Process and Job controllers: the table of children, and the
     reconcile loop that carries out a kind's plan (see the module docstring).
 
-    Subclasses set `kind`, `finalizer` and `spec_schema`, implement `decide`, and may
-    override `follow` (to run probes on a child). `controller` must be set (by the
-    subclass's `attach`) before the manager runs, so that exits enqueue the object.
+    Subclasses set `child_kind` (the kind, its finalizer, spec schema, and pure `observe`
+    and `plan`), and may override `follow` (to run probes on a child). `controller` must be
+    set (by `attach`) before the manager runs, so that exits enqueue the object.
     """
 
-    kind: Kind
-    finalizer: str
-    spec_schema: type[S]
+    child_kind: ChildKind[S, Any, P]
 
     def __init__(
         self,
         store: Store,
         events: EventRecorder,
+        settings: ChildSettings,
         *,
-        state_dir: Path,
-        log_dir: Path,
-        clock: Clock,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.store = store
         self.events = events
-        self.state_dir = Path(state_dir)
-        self.log_dir = Path(log_dir)
+        self.settings = settings
+        self.state_dir = Path(settings.state_dir)
+        self.log_dir = Path(settings.log_dir)
         self.clock = clock
         self.controller: Controller | None = None
         self._table: dict[Key, Supervised] = {}
         self._failures: dict[Key, StartFailure] = {}
         self._orphans_collected = asyncio.Event()
 
+    @classmethod
+    def setup(cls, manager: Manager, *, state_dir: Path, log_dir: Path) -> Controller:
+        """Add a controller of this kind to `manager`; return the controller.
+
+        `state_dir` keeps one state file per child (for re-adoption after a restart): give
+        each kind a directory of its own, since a controller treats every state file in its
+        directory as one of its own children. `log_dir` takes the children's output. To keep
+        hold of the reconciler (to stop every child on shutdown, say), build one and call
+        its `attach(manager)` instead."""
+        reconciler = cls(
+            manager.store,
+            manager.event_recorder(f"{cls.child_kind.kind.singular}-controller"),
+            ChildSettings(Path(state_dir), Path(log_dir)),
+            clock=manager.clock,
+        )
+        return reconciler.attach(manager)
+
+    def attach(self, manager: Manager) -> Controller:
+        """Wire this reconciler into `manager` (what `setup` does): its controller, the
+        `dependsOn` index, the watches of the Processes and Jobs an object may depend on,
+        and the orphan collector; return the controller."""
+        cache = manager.cache(self.child_kind.kind)
+        cache.add_index(DEPENDS_ON_INDEX, dependency_keys)
+        builder = (
+            manager.controller(self.child_kind.kind.singular)
+            .for_(self.child_kind.kind, predicates=[generation_changed])
+            .max_concurrent(MAX_CONCURRENT)  # one child's slow stop must not hold up the rest
+        )
+        for kind in DEPENDABLE_KINDS:
+            with contextlib.suppress(UnknownKind):  # a kind that is not registered here
+                watched = manager.store.registry.get(self.child_kind.kind.api_version, kind)
+                builder.watches(watched, dependents_of(cache))
+        self.controller = builder.complete(self)
+        manager.add_runnable(self.collect_orphans)
+        return self.controller
+
     # -- what a kind provides ------------------------------------------------------------
 
     async def decide(self, obj: Object, spec: S, facts: ChildFacts) -> P:
-        """Observe what else the kind needs, and return its pure plan."""
-        raise NotImplementedError
+        """Observe the dependencies, then plan (purely)."""
+        unmet = await unmet_in_store(self.store, obj)
+        now = self.clock.now()
+        desired = ChildDesired(int(obj["metadata"].get("generation", 1)), spec, is_deleting(obj))
+        kind = self.child_kind
+        return kind.plan(desired, kind.observe(obj.get("status") or {}, facts, unmet, now), now)
 
     def follow(self, key: Key, child: Supervised, spec: S) -> None:
         """Start watching a child that was just started or adopted (the exit is watched
@@ -363,7 +519,10 @@ class ChildLifecycle(Generic[S, P]):
         key = (request.namespace, request.name)
         try:
             obj = await self.store.get(
-                self.kind.api_version, self.kind.kind, request.name, request.namespace or None
+                self.child_kind.kind.api_version,
+                self.child_kind.kind.kind,
+                request.name,
+                request.namespace or None,
             )
         except NotFound:
             self._failures.pop(key, None)
@@ -371,14 +530,20 @@ class ChildLifecycle(Generic[S, P]):
             if child is not None:  # deleted behind the finalizer's back
                 await self._stop(child, 0.0)
             return None
-        if not is_deleting(obj) and add_finalizer(obj, self.finalizer):
+        if not is_deleting(obj) and add_finalizer(obj, self.child_kind.finalizer):
             obj = await self.store.update(obj)
-        spec = self.spec_schema.model_validate(obj["spec"])
+        spec = self.child_kind.spec_schema.model_validate(obj["spec"])
         for _ in range(4):  # stop, record the exit and start: at most three looks
             facts = self._facts(key, obj)
             step = await self.decide(obj, spec, facts)
             if step.action is not Action.NOTHING:
-                log.info("%s %s: %s (%s)", self.kind.singular, request, step.action, step.reason)
+                log.info(
+                    "%s %s: %s (%s)",
+                    self.child_kind.kind.singular,
+                    request,
+                    step.action,
+                    step.reason,
+                )
             for event in step.events:
                 record = self.events.warning if event.warning else self.events.normal
                 await record(obj, event.reason, event.message)
@@ -389,7 +554,9 @@ class ChildLifecycle(Generic[S, P]):
             if step.action is Action.START and not await self._start(key, obj, spec):
                 continue  # the failure is a fact now: the plan says what it means
             return await self._finish(key, obj, step, facts)
-        raise RuntimeError(f"{self.kind.kind} {request}: no plan settled after three looks")
+        raise RuntimeError(
+            f"{self.child_kind.kind.kind} {request}: no plan settled after three looks"
+        )
 
     async def _finish(self, key: Key, obj: Object, step: P, facts: ChildFacts) -> Result | None:
         """Write the plan's status, forget a child whose end it records, release a deleted
@@ -400,7 +567,9 @@ class ChildLifecycle(Generic[S, P]):
             if child is not None and step.action is Action.START:
                 status["pid"] = child.handle.pid
                 status.setdefault("startTime", timestamp(child.handle.started_at))
-            if self.kind.validate_status(status) != self.kind.validate_status(obj.get("status")):
+            if self.child_kind.kind.validate_status(status) != self.child_kind.kind.validate_status(
+                obj.get("status")
+            ):
                 obj["status"] = status
                 try:
                     obj = await self.store.update_status(obj)
@@ -409,7 +578,11 @@ class ChildLifecycle(Generic[S, P]):
         if child is not None and child is facts.child and facts.ended is not None:
             self._table.pop(key, None)  # its end is in the stored status now
             await self._cleanup(child)
-        if key not in self._table and is_deleting(obj) and remove_finalizer(obj, self.finalizer):
+        if (
+            key not in self._table
+            and is_deleting(obj)
+            and remove_finalizer(obj, self.child_kind.finalizer)
+        ):
             self._failures.pop(key, None)
             with contextlib.suppress(NotFound):
                 await self.store.update(obj)
@@ -492,8 +665,10 @@ class ChildLifecycle(Generic[S, P]):
         if handle is None:
             supervisor.stray(name, self.state_dir)
             return None
-        spec = self.spec_schema.model_validate(obj["spec"])
-        log.info("%s %s/%s: adopted pid %d", self.kind.singular, key[0], key[1], handle.pid)
+        spec = self.child_kind.spec_schema.model_validate(obj["spec"])
+        log.info(
+            "%s %s/%s: adopted pid %d", self.child_kind.kind.singular, key[0], key[1], handle.pid
+        )
         return self._new_child(key, obj, spec, handle)
 
     async def _start(self, key: Key, obj: Object, spec: S) -> bool:
@@ -507,7 +682,7 @@ class ChildLifecycle(Generic[S, P]):
             process_spec = supervisor.ProcessSpec(
                 args=spec.args,
                 log_dir=self.log_dir,
-                marker=f"{self.finalizer}:{obj['metadata'].get('uid', '')}",
+                marker=f"{self.child_kind.finalizer}:{obj['metadata'].get('uid', '')}",
                 env=spec.env,
                 cwd=None if spec.cwd is None else Path(spec.cwd),
                 user=spec.user,
@@ -595,7 +770,7 @@ class ChildLifecycle(Generic[S, P]):
                 continue
             log.info(
                 "stopping pid %d: its %s %s/%s is gone",
-                handle.pid, self.kind.kind, namespace, obj_name,
+                handle.pid, self.child_kind.kind.kind, namespace, obj_name,
             )  # fmt: skip
             await supervisor.stop(handle, 0.0)
 

@@ -56,13 +56,11 @@ from __future__ import annotations
 import copy
 import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any, Literal, TypeAlias
 
 from pydantic import Field
 
-from setpoint.clock import SYSTEM_CLOCK, Clock
 from setpoint.model import (
     READY,
     Object,
@@ -73,35 +71,23 @@ from setpoint.model import (
     remove_condition,
     set_condition,
 )
-from setpoint.runtime.controller import Controller
-from setpoint.runtime.events import EventRecorder
-from setpoint.runtime.lifecycle import is_deleting
-from setpoint.runtime.manager import Manager
-from setpoint.runtime.predicates import generation_changed
-from setpoint.store import Store
+from setpoint.workloads import children
 from setpoint.workloads.children import (
     ENVIRONMENT_BACKOFF,
     Action,
     BackoffSchema,
-    ChildExit,
     ChildFacts,
-    ChildLifecycle,
+    ChildObserved,
     CommandSchema,
     ExitSchema,
     PlannedEvent,
-    StartFailure,
     backoff_delay,
     parse_time,
     timestamp,
 )
 from setpoint.workloads.dependencies import (
-    DEPENDS_ON_INDEX,
     Dependency,
-    dependency_keys,
-    dependents_of,
-    unmet_in_store,
 )
-from setpoint.workloads.process import PROCESS
 
 __all__ = [
     "COMPLETE",
@@ -162,10 +148,10 @@ class JobStatusSchema(Schema):
 JOB = register_kind(
     "setpoint.dev/v1alpha1",
     "Job",
-    spec=JobSpecSchema,
-    status=JobStatusSchema,
     namespaced=True,
     plural="jobs",
+    spec=JobSpecSchema,
+    status=JobStatusSchema,
     columns=(
         PrinterColumn("PHASE", "status.phase"),
         PrinterColumn("ATTEMPTS", "status.attempts"),
@@ -177,41 +163,22 @@ JOB = register_kind(
 # -- plan (pure) ----------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class JobDesired:
-    """What the object asks for: its spec generation and spec (defaults filled), and
-    whether it is being deleted."""
-
-    generation: int
-    spec: JobSpecSchema
-    deleting: bool = False
+JobDesired: TypeAlias = children.ChildDesired[JobSpecSchema]
+"""What a Job asks for: a `children.ChildDesired` (generation, spec, deleting) of its spec."""
 
 
 @dataclass(frozen=True, slots=True)
-class JobObserved:
-    """What is, as far as the plan cares, for the run of spec `generation` (None: none
-    has started).
+class JobObserved(ChildObserved):
+    """What is, as far as the plan cares (`ChildObserved`; `generation` is the spec
+    generation of the current run, None when none has started), and of that run:
+    `started_at`, when its first attempt started; `attempts`; `failed`, its attempts
+    that failed (the last one included, once it has ended); `finished`, the outcome
+    already recorded for it."""
 
-    `started_at` is when its first attempt started; `pid` the running attempt's; `failed`
-    its attempts that failed (the last one included, once it has ended); `last_exit` how
-    its last attempt ended (None while one runs, or before any ended), `exit_is_new` when
-    the status does not record it yet; `finished` the outcome already recorded for it;
-    `unmet` the message of the first dependency that does not hold; `start_failure` the
-    last start that failed; `status` the status as stored.
-    """
-
-    running: bool = False
-    generation: int | None = None
-    pid: int | None = None
     started_at: float | None = None
     attempts: int = 0
     failed: int = 0
-    last_exit: ChildExit | None = None
-    exit_is_new: bool = False
     finished: Outcome | None = None
-    unmet: str | None = None
-    start_failure: StartFailure | None = None
-    status: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,11 +211,7 @@ _FINISHED_PHASE: dict[Outcome, Phase] = {
 
 def desired_of(obj: Object) -> JobDesired:
     """The `JobDesired` of a Job object in wire form."""
-    return JobDesired(
-        generation=int(obj["metadata"].get("generation", 1)),
-        spec=JobSpecSchema.model_validate(obj["spec"]),
-        deleting=is_deleting(obj),
-    )
+    return children.ChildDesired.of(obj, JobSpecSchema)
 
 
 def observe(
@@ -257,30 +220,15 @@ def observe(
     """The `JobObserved` of a Job from its stored status, what the lifecycle knows of its
     attempt, and its first unmet dependency. An attempt that ended and did not exit 0
     (an exit code that cannot be known included) counts as failed. Pure."""
-    generation = status.get("startedGeneration")
     failed = int(status.get("failed", 0))
-    child = facts.child
-    if facts.running and child is not None:
-        generation = child.generation
-    ended = facts.ended
-    if ended is not None and not ended.succeeded:
+    if facts.ended is not None and not facts.ended.succeeded:
         failed += 1
-    last_exit = None
-    if not facts.running:
-        last_exit = ended or ChildExit.from_wire(status.get("lastExit"), now=now)
     return JobObserved(
-        running=facts.running,
-        generation=None if generation is None else int(generation),
-        pid=child.handle.pid if facts.running and child is not None else None,
+        **ChildObserved.common(status, facts, unmet, now),
         started_at=parse_time(status.get("startTime")),
         attempts=int(status.get("attempts", 0)),
         failed=failed,
-        last_exit=last_exit,
-        exit_is_new=ended is not None,
         finished=_finished(status),
-        unmet=unmet,
-        start_failure=facts.start_failure,
-        status=status,
     )
 
 
@@ -288,7 +236,7 @@ def plan(desired: JobDesired, observed: JobObserved, now: float) -> JobPlan:
     """The next step for one Job: the child action, the new status and the events.
     Pure: no I/O; `now` in seconds, as `finished_at`."""
     step = _decide(desired, observed, now)
-    events = list(_exit_events(observed))
+    events = list(observed.exit_events())
     if step.action in (Action.STOP, Action.RESTART):
         if step.outcome == "DeadlineExceeded":
             events.append(PlannedEvent("DeadlineExceeded", step.reason, warning=True))
@@ -328,6 +276,13 @@ def _deadline_left(desired: JobDesired, observed: JobObserved, now: float) -> fl
     return observed.started_at + deadline - now
 
 
+def _past_deadline(desired: JobDesired, action: Action) -> JobPlan:
+    """The run has Failed: its deadline has passed (`action`: stop the running attempt)."""
+    deadline = desired.spec.active_deadline_seconds or 0.0
+    reason = f"activeDeadlineSeconds ({deadline:g}s) exceeded"
+    return JobPlan(action, reason, "Failed", outcome="DeadlineExceeded")
+
+
 def _decide(desired: JobDesired, observed: JobObserved, now: float) -> JobPlan:
     """The child action, phase and outcome of the next step."""
     spec = desired.spec
@@ -346,12 +301,7 @@ def _decide(desired: JobDesired, observed: JobObserved, now: float) -> JobPlan:
             )
         left = _deadline_left(desired, observed, now)
         if left is not None and left <= 0:
-            return JobPlan(
-                Action.STOP,
-                f"activeDeadlineSeconds ({spec.active_deadline_seconds:g}s) exceeded",
-                "Failed",
-                outcome="DeadlineExceeded",
-            )
+            return _past_deadline(desired, Action.STOP)
         return JobPlan(
             Action.NOTHING,
             f"attempt {observed.attempts} running",
@@ -392,12 +342,7 @@ def _decide(desired: JobDesired, observed: JobObserved, now: float) -> JobPlan:
         )
     left = _deadline_left(desired, observed, now)
     if left is not None and left <= 0:
-        return JobPlan(
-            Action.NOTHING,
-            f"activeDeadlineSeconds ({spec.active_deadline_seconds:g}s) exceeded",
-            "Failed",
-            outcome="DeadlineExceeded",
-        )
+        return _past_deadline(desired, Action.NOTHING)
     if observed.unmet is not None:
         return JobPlan(Action.WAIT, observed.unmet, "Waiting", wait_seconds=left or 0)
     delay = backoff_delay(observed.failed, spec.backoff)
@@ -417,15 +362,6 @@ def _decide(desired: JobDesired, observed: JobObserved, now: float) -> JobPlan:
         "Running",
         wait_seconds=left or 0.0,
     )
-
-
-def _exit_events(observed: JobObserved) -> tuple[PlannedEvent, ...]:
-    """`Exited`, when the status does not record the last exit yet."""
-    exit_ = observed.last_exit
-    if not observed.exit_is_new or exit_ is None:
-        return ()
-    pid = f"pid {exit_.pid} " if exit_.pid is not None else ""
-    return (PlannedEvent("Exited", f"{pid}{exit_.reason}", warning=not exit_.succeeded),)
 
 
 def _status(
@@ -517,16 +453,12 @@ def _attempts(status: Mapping[str, Any]) -> str:
 # -- the controller -------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class JobSettings:
-    """Where attempts' state files (`state_dir`, not shared with the Process controller)
-    and logs (`log_dir`) live."""
-
-    state_dir: Path
-    log_dir: Path
+JobSettings: TypeAlias = children.ChildSettings
+"""Where attempts' state files (`state_dir`, not shared with the Process controller) and
+logs (`log_dir`) live."""
 
 
-class JobController(ChildLifecycle[JobSpecSchema, JobPlan]):
+class JobController(children.ChildLifecycle[JobSpecSchema, JobPlan]):
     """Runs each Job to completion as its spec says (see the module docstring).
 
     `reconcile(request)` is the one entry point. `controller` must be set (by `attach`)
@@ -534,65 +466,12 @@ class JobController(ChildLifecycle[JobSpecSchema, JobPlan]):
     raises `TerminalError` (recorded as `Stalled`) until its spec changes.
     """
 
-    kind = JOB
-    finalizer = FINALIZER
-    spec_schema = JobSpecSchema
-
-    def __init__(
-        self,
-        store: Store,
-        events: EventRecorder,
-        settings: JobSettings,
-        *,
-        clock: Clock = SYSTEM_CLOCK,
-    ) -> None:
-        super().__init__(
-            store, events, state_dir=settings.state_dir, log_dir=settings.log_dir, clock=clock
-        )
-        self.settings = settings
-
-    async def decide(self, obj: Object, spec: JobSpecSchema, facts: ChildFacts) -> JobPlan:
-        """Observe the dependencies, then plan."""
-        unmet = await unmet_in_store(self.store, obj)
-        now = self.clock.now()
-        desired = JobDesired(int(obj["metadata"].get("generation", 1)), spec, is_deleting(obj))
-        return plan(desired, observe(obj.get("status") or {}, facts, unmet, now), now)
-
-    def attach(self, manager: Manager) -> Controller:
-        """Wire this reconciler into `manager` (what `setup` does): its controller, the
-        `dependsOn` index and the watches of Processes and Jobs it may depend on, and the
-        orphan collector; return the controller."""
-        cache = manager.cache(JOB)
-        cache.add_index(DEPENDS_ON_INDEX, dependency_keys)
-        controller = (
-            manager.controller("job")
-            .for_(JOB, predicates=[generation_changed])
-            .watches(PROCESS, dependents_of(cache))
-            .watches(JOB, dependents_of(cache))
-            .max_concurrent(MAX_CONCURRENT)
-            .complete(self)
-        )
-        self.controller = controller
-        manager.add_runnable(self.collect_orphans)
-        return controller
+    child_kind = children.ChildKind(JOB, FINALIZER, JobSpecSchema, observe, plan)
 
     async def stop_all(self, grace: float | None = None) -> None:
         """Stop every attempt this controller supervises (for a full shutdown)."""
         await self._stop_children(grace)
 
 
-def setup(manager: Manager, *, state_dir: Path, log_dir: Path) -> Controller:
-    """Add the Job controller to `manager`; return the controller.
-
-    `state_dir` keeps one state file per running attempt (for re-adoption after a
-    restart); give it a directory of its own, not the Process controller's. `log_dir`
-    takes the attempts' output. To keep hold of the `JobController` (to stop every
-    attempt on shutdown, say), build one and call its `attach(manager)` instead.
-    """
-    reconciler = JobController(
-        manager.store,
-        manager.event_recorder("job-controller"),
-        JobSettings(Path(state_dir), Path(log_dir)),
-        clock=manager.clock,
-    )
-    return reconciler.attach(manager)
+setup = JobController.setup
+"""Add the Job controller to `manager`; return the controller (`children.ChildLifecycle.setup`)."""

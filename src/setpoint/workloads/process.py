@@ -58,46 +58,35 @@ import dataclasses
 import functools
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any, Literal, TypeAlias
 
 from pydantic import Field, model_validator
 from pydantic_core import PydanticCustomError
 
-from setpoint.clock import SYSTEM_CLOCK, Clock
-from setpoint.errors import Conflict, Error, Invalid, UnknownKind
+from setpoint.errors import Conflict, Error, Invalid
 from setpoint.model import READY, Object, PrinterColumn, Schema, register_kind, set_condition
-from setpoint.runtime.controller import Controller
-from setpoint.runtime.events import EventRecorder
-from setpoint.runtime.lifecycle import is_deleting
-from setpoint.runtime.manager import Manager
-from setpoint.runtime.predicates import generation_changed
-from setpoint.store import Store
 from setpoint.workloads import children
 from setpoint.workloads.children import (
     ENVIRONMENT_BACKOFF,
     Action,
-    ChildExit,
+    ChildDesired,
     ChildFacts,
+    ChildKind,
     ChildLifecycle,
+    ChildObserved,
+    ChildSettings,
     CommandSchema,
     ExitSchema,
     Key,
     PlannedEvent,
-    StartFailure,
     Supervised,
     backoff_delay,
-    parse_time,
     supervisor_name,
     timestamp,
 )
 from setpoint.workloads.dependencies import (
-    DEPENDS_ON_INDEX,
     Dependency,
-    dependency_keys,
-    dependents_of,
-    unmet_in_store,
 )
 from setpoint.workloads.probes import (
     Probe,
@@ -212,43 +201,23 @@ PROCESS = register_kind(
 # -- plan (pure) ----------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class Desired:
-    """What the object asks for: its spec generation and spec (defaults filled), and
-    whether it is being deleted."""
-
-    generation: int
-    spec: ProcessSpecSchema
-    deleting: bool = False
+Desired: TypeAlias = ChildDesired[ProcessSpecSchema]
+"""What a Process asks for: a `ChildDesired` (generation, spec, deleting) of its spec."""
 
 
 @dataclass(frozen=True, slots=True)
-class Observed:
-    """What is, as far as the plan cares.
+class Observed(ChildObserved):
+    """What is, as far as the plan cares (`ChildObserved`), and of a running child:
+    `started_at`, what its probes say (`started`, `readiness`, `probe_message`) and
+    `unhealthy`, why a liveness or startup probe says to restart it; `recent_restarts`
+    the restarts the back-off counts."""
 
-    `generation` is the spec generation of the running child (or of the last one, when
-    none runs); `pid` and `started_at` the running child's; `last_exit` how the last child
-    ended (None when none ran, or one runs), `exit_is_new` when the status does not record
-    it yet; `started`, `readiness` and `probe_message` what the running child's probes
-    say, `unhealthy` why a liveness or startup probe says to restart it; `unmet` the
-    message of the first dependency that does not hold; `start_failure` the last start
-    that failed; `status` the status as stored.
-    """
-
-    running: bool = False
-    generation: int | None = None
-    pid: int | None = None
     started_at: float | None = None
-    last_exit: ChildExit | None = None
-    exit_is_new: bool = False
     recent_restarts: int = 0
     started: bool = True
     readiness: ProbeResult | None = None
     probe_message: str = ""
     unhealthy: str | None = None
-    unmet: str | None = None
-    start_failure: StartFailure | None = None
-    status: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,11 +242,7 @@ class Plan:
 
 def desired_of(obj: Object) -> Desired:
     """The `Desired` of a Process object in wire form."""
-    return Desired(
-        generation=int(obj["metadata"].get("generation", 1)),
-        spec=ProcessSpecSchema.model_validate(obj["spec"]),
-        deleting=is_deleting(obj),
-    )
+    return ChildDesired.of(obj, ProcessSpecSchema)
 
 
 def observe(
@@ -285,39 +250,19 @@ def observe(
 ) -> Observed:
     """The `Observed` of a Process from its stored status, what the lifecycle knows of its
     child, and its first unmet dependency. Pure."""
-    recent = int(status.get("recentRestarts", 0))
     child = facts.child
-    if facts.running and child is not None:
-        return Observed(
-            running=True,
-            generation=child.generation,
-            pid=child.handle.pid,
-            started_at=child.handle.started_at,
-            recent_restarts=recent,
-            started=child.started,
-            readiness=child.readiness,
-            probe_message=child.probe_message,
-            unhealthy=child.unhealthy,
-            unmet=unmet,
-            start_failure=facts.start_failure,
-            status=status,
-        )
-    started_at = parse_time(status.get("startTime"))
-    last = facts.ended
-    if last is not None and last.started_at is None:
-        last = dataclasses.replace(last, started_at=started_at)
-    if last is None:
-        last = ChildExit.from_wire(status.get("lastExit"), started_at=started_at, now=now)
-    generation = status.get("startedGeneration")
+    recent = int(status.get("recentRestarts", 0))
+    common = ChildObserved.common(status, facts, unmet, now)
+    if not facts.running or child is None:
+        return Observed(**common, recent_restarts=recent)
     return Observed(
-        running=False,
-        generation=None if generation is None else int(generation),
-        last_exit=last,
-        exit_is_new=facts.ended is not None,
+        **common,
+        started_at=child.handle.started_at,
         recent_restarts=recent,
-        unmet=unmet,
-        start_failure=facts.start_failure,
-        status=status,
+        started=child.started,
+        readiness=child.readiness,
+        probe_message=child.probe_message,
+        unhealthy=child.unhealthy,
     )
 
 
@@ -325,7 +270,7 @@ def plan(desired: Desired, observed: Observed, now: float) -> Plan:
     """The next step for one Process: the child action, the new status and the events.
     Pure: no I/O; `now` in seconds, as `finished_at`."""
     step = _decide(desired, observed, now)
-    events = list(_exit_events(observed))
+    events = list(observed.exit_events())
     if step.action in (Action.STOP, Action.RESTART):
         events.append(PlannedEvent("Killing", f"stopping: {step.reason}"))
         return dataclasses.replace(step, events=tuple(events))
@@ -412,15 +357,6 @@ def _decide(desired: Desired, observed: Observed, now: float) -> Plan:
         recent_restarts=recent + 1,
         counts_as_restart=True,
     )
-
-
-def _exit_events(observed: Observed) -> tuple[PlannedEvent, ...]:
-    """`Exited`, when the status does not record the last exit yet."""
-    exit_ = observed.last_exit
-    if not observed.exit_is_new or exit_ is None:
-        return ()
-    pid = f"pid {exit_.pid} " if exit_.pid is not None else ""
-    return (PlannedEvent("Exited", f"{pid}{exit_.reason}", warning=not exit_.succeeded),)
 
 
 def _status(desired: Desired, observed: Observed, step: Plan, now: float) -> dict[str, Any]:
@@ -528,12 +464,8 @@ def _conditions(
 # -- the controller -------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class ProcessSettings:
-    """Where children's state files (`state_dir`) and logs (`log_dir`) live."""
-
-    state_dir: Path
-    log_dir: Path
+ProcessSettings: TypeAlias = ChildSettings
+"""Where children's state files (`state_dir`) and logs (`log_dir`) live."""
 
 
 class ProcessController(ChildLifecycle[ProcessSpecSchema, Plan]):
@@ -543,29 +475,7 @@ class ProcessController(ChildLifecycle[ProcessSpecSchema, Plan]):
     before the manager runs, so that exits and probe results enqueue the object.
     """
 
-    kind = PROCESS
-    finalizer = FINALIZER
-    spec_schema = ProcessSpecSchema
-
-    def __init__(
-        self,
-        store: Store,
-        events: EventRecorder,
-        settings: ProcessSettings,
-        *,
-        clock: Clock = SYSTEM_CLOCK,
-    ) -> None:
-        super().__init__(
-            store, events, state_dir=settings.state_dir, log_dir=settings.log_dir, clock=clock
-        )
-        self.settings = settings
-
-    async def decide(self, obj: Object, spec: ProcessSpecSchema, facts: ChildFacts) -> Plan:
-        """Observe the dependencies, then plan."""
-        unmet = await unmet_in_store(self.store, obj)
-        now = self.clock.now()
-        desired = Desired(int(obj["metadata"].get("generation", 1)), spec, is_deleting(obj))
-        return plan(desired, observe(obj.get("status") or {}, facts, unmet, now), now)
+    child_kind = ChildKind(PROCESS, FINALIZER, ProcessSpecSchema, observe, plan)
 
     # -- probes ----------------------------------------------------------------------
 
@@ -621,25 +531,6 @@ class ProcessController(ChildLifecycle[ProcessSpecSchema, Plan]):
 
     # -- whole-table operations ----------------------------------------------------------
 
-    def attach(self, manager: Manager) -> Controller:
-        """Wire this reconciler into `manager` (what `setup` does): its controller, the
-        `dependsOn` index and watch, and the orphan collector; return the controller."""
-        cache = manager.cache(PROCESS)
-        cache.add_index(DEPENDS_ON_INDEX, dependency_keys)
-        builder = (
-            manager.controller("process")
-            .for_(PROCESS, predicates=[generation_changed])
-            .watches(PROCESS, dependents_of(cache))
-            .max_concurrent(MAX_CONCURRENT)  # one child's slow stop must not hold up the rest
-        )
-        with contextlib.suppress(UnknownKind):  # a Process may wait on a Job, when Jobs exist
-            job = manager.store.registry.get(PROCESS.api_version, "Job")
-            builder.watches(job, dependents_of(cache))
-        controller = builder.complete(self)
-        self.controller = controller
-        manager.add_runnable(self.collect_orphans)
-        return controller
-
     async def stop_all(self, grace: float | None = None) -> None:
         """Stop every child this controller supervises (for a full shutdown), and record in
         each status that it was stopped with the engine, so the next engine starts it afresh
@@ -668,17 +559,5 @@ class ProcessController(ChildLifecycle[ProcessSpecSchema, Plan]):
                 continue
 
 
-def setup(manager: Manager, *, state_dir: Path, log_dir: Path) -> Controller:
-    """Add the Process controller to `manager`; return the controller.
-
-    `state_dir` keeps one state file per child (for re-adoption after a restart);
-    `log_dir` the children's output. To keep hold of the `ProcessController` (to stop
-    every child on shutdown, say), build one and call its `attach(manager)` instead.
-    """
-    reconciler = ProcessController(
-        manager.store,
-        manager.event_recorder("process-controller"),
-        ProcessSettings(Path(state_dir), Path(log_dir)),
-        clock=manager.clock,
-    )
-    return reconciler.attach(manager)
+setup = ProcessController.setup
+"""Add the Process controller to `manager`; return the controller (`ChildLifecycle.setup`)."""
