@@ -220,13 +220,14 @@ def observe(
     """The `JobObserved` of a Job from its stored status, what the lifecycle knows of its
     attempt, and its first unmet dependency. An attempt that ended and did not exit 0
     (an exit code that cannot be known included) counts as failed. Pure."""
-    failed = int(status.get("failed", 0))
+    counts = JobStatusSchema.model_validate(status)
+    failed = counts.failed
     if facts.ended is not None and not facts.ended.succeeded:
         failed += 1
     return JobObserved(
         **ChildObserved.common(status, facts, unmet, now),
-        started_at=parse_time(status.get("startTime")),
-        attempts=int(status.get("attempts", 0)),
+        started_at=parse_time(counts.start_time),
+        attempts=counts.attempts,
         failed=failed,
         finished=_finished(status),
     )
@@ -257,7 +258,9 @@ def plan(desired: JobDesired, observed: JobObserved, now: float) -> JobPlan:
     )
     if ended_now and step.outcome == "Complete":
         status["completionTime"] = timestamp(now)
-        events.append(PlannedEvent("Completed", f"completed after {_attempts(status)}"))
+        attempts = status["attempts"]
+        done = f"completed after {attempts} attempt" + ("" if attempts == 1 else "s")
+        events.append(PlannedEvent("Completed", done))
     elif ended_now:
         events.append(PlannedEvent("Failed", f"{step.outcome}: {step.reason}", warning=True))
     stall = step.stall
@@ -374,7 +377,7 @@ def _status(
     if observed.exit_is_new and observed.last_exit is not None:
         status["lastExit"] = observed.last_exit.wire()
     status["failed"] = observed.failed
-    status.setdefault("attempts", 0)
+    status["attempts"] = observed.attempts
     if observed.running:
         status["pid"] = observed.pid
     else:
@@ -384,7 +387,7 @@ def _status(
             for name in ("startTime", "completionTime", "lastExit"):
                 status.pop(name, None)
             status.update(attempts=0, failed=0)
-        status["attempts"] = int(status["attempts"]) + 1
+        status["attempts"] += 1
         status["startedGeneration"] = generation
     status["phase"] = step.phase
     status["observedGeneration"] = generation
@@ -443,11 +446,6 @@ def _finished(status: Mapping[str, Any]) -> Outcome | None:
                 reason: Outcome = cond["reason"]
                 return reason
     return None
-
-
-def _attempts(status: Mapping[str, Any]) -> str:
-    count = int(status.get("attempts", 0))
-    return f"{count} attempt" + ("" if count == 1 else "s")
 
 
 # -- the controller -------------------------------------------------------------------

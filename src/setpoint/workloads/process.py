@@ -209,10 +209,11 @@ Desired: TypeAlias = ChildDesired[ProcessSpecSchema]
 class Observed(ChildObserved):
     """What is, as far as the plan cares (`ChildObserved`), and of a running child:
     `started_at`, what its probes say (`started`, `readiness`, `probe_message`) and
-    `unhealthy`, why a liveness or startup probe says to restart it; `recent_restarts`
-    the restarts the back-off counts."""
+    `unhealthy`, why a liveness or startup probe says to restart it; `restarts` and
+    `recent_restarts` (the restarts the back-off counts) as the status records them."""
 
     started_at: float | None = None
+    restarts: int = 0
     recent_restarts: int = 0
     started: bool = True
     readiness: ProbeResult | None = None
@@ -251,14 +252,14 @@ def observe(
     """The `Observed` of a Process from its stored status, what the lifecycle knows of its
     child, and its first unmet dependency. Pure."""
     child = facts.child
-    recent = int(status.get("recentRestarts", 0))
+    counts = ProcessStatusSchema.model_validate(status)
     common = ChildObserved.common(status, facts, unmet, now)
+    common.update(restarts=counts.restarts, recent_restarts=counts.recent_restarts)
     if not facts.running or child is None:
-        return Observed(**common, recent_restarts=recent)
+        return Observed(**common)
     return Observed(
         **common,
         started_at=child.handle.started_at,
-        recent_restarts=recent,
         started=child.started,
         readiness=child.readiness,
         probe_message=child.probe_message,
@@ -379,8 +380,6 @@ def _status(desired: Desired, observed: Observed, step: Plan, now: float) -> dic
     if starting:
         status.pop("startTime", None)
         status["startedGeneration"] = generation
-        if step.counts_as_restart:
-            status["restarts"] = int(status.get("restarts", 0)) + 1
         started = spec.startup_probe is None
         readiness = "Unknown" if started and spec.readiness_probe is not None else None
         probe_message = ""
@@ -391,7 +390,7 @@ def _status(desired: Desired, observed: Observed, step: Plan, now: float) -> dic
     status["phase"] = phase
     status["observedGeneration"] = generation
     status["recentRestarts"] = step.recent_restarts
-    status.setdefault("restarts", 0)
+    status["restarts"] = observed.restarts + (1 if step.counts_as_restart else 0)
     if step.wait_seconds > 0 and not running:
         status["nextStartAt"] = timestamp(now + step.wait_seconds)
     else:
