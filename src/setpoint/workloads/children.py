@@ -7,12 +7,19 @@ Everything about that child that does not depend on the kind lives here, once:
   signal), the back-off arithmetic (`BackoffSchema`, `backoff_delay`) and the exit record
   of a status (`ExitSchema`, `ChildExit`: how a child ended, and whether the controller
   stopped it on request, as a field, not as text in the reason);
-* `ChildLifecycle`, the base of both controllers. Its `reconcile` reads the object, adds
-  the finalizer, looks at the child (in the table, adopted from an earlier engine, or gone
-  while no engine watched it: `ChildFacts`), asks the kind to `decide` (observe the rest,
-  then its pure `plan`), and carries the plan out: stop, start, emit events, write the
-  status the plan computed (only when it differs), release the finalizer, raise
-  `TerminalError` for a plan that stalls, requeue for one that waits.
+* the plan's inputs both kinds share (`ChildDesired`: generation, typed spec, deleting;
+  `ChildObserved`: the child, its last exit, unmet dependencies, a failed start, the
+  stored status) and what a plan is to the lifecycle (`ChildPlan`: the child action, the
+  whole new status, `PlannedEvent`s, a stall, a wait);
+* `ChildLifecycle`, the base of both controllers, made a Process or a Job controller by a
+  `ChildKind` (the kind, its finalizer and spec schema, its pure `observe` and `plan`).
+  Its `reconcile` reads the object, adds the finalizer, looks at the child (in the table,
+  adopted from an earlier engine, or gone while no engine watched it: `ChildFacts`),
+  observes the dependencies, plans, and carries the plan out: stop (then look again, so
+  the exit is recorded by the next plan), start, emit events, write the status the plan
+  computed (only when it differs from the stored one), release the finalizer, raise
+  `TerminalError` for a plan that stalls, requeue for one that waits. It also wires the
+  controller (`setup`, `attach`), collects orphans and stops or detaches every child.
 
 The kinds decide; this module decides nothing about restart policies, retries or
 conditions. It only does what a plan says, and reports what happened when it did it

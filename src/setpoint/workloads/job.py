@@ -2,15 +2,17 @@
 run one local command to completion, retrying failures (database migrations, say).
 
 `spec`: `args` (argv, required), `env`, `cwd`, `user` (as for a Process),
-`backoffLimit` (6: retries after failures), `activeDeadlineSeconds` (optional),
-`backoff` (`initialSeconds` 10, `maxSeconds` 300: the wait before each retry),
-`terminationGracePeriodSeconds` 30 and `dependsOn` (see
-`setpoint.workloads.dependencies`).
+`backoffLimit` (retries after failures), `activeDeadlineSeconds` (optional), `backoff`
+(`initialSeconds`, `maxSeconds`: the wait before each retry),
+`terminationGracePeriodSeconds`, `stopSignal` and `dependsOn` (see
+`setpoint.workloads.dependencies`). Every default is the schema's (`JobSpecSchema`); the
+controller reads the spec through it.
 
 `status`: `phase` (Pending, Waiting, Running, Succeeded, Failed), `startTime` (when
 the first attempt of the current run started), `completionTime` (when it succeeded),
-`attempts`, `failed` (attempts that failed), `lastExit` {code, signal, reason,
-finishedAt}, `pid` while an attempt runs, `observedGeneration`, conditions `Complete`
+`attempts`, `failed` (attempts that failed), `lastExit` (`ExitSchema`: code, signal,
+reason, finishedAt, and `stoppedOnRequest` / `stopReason` when the controller stopped it),
+`pid` while an attempt runs, `observedGeneration`, conditions `Complete`
 (True once it succeeded), `Failed` (present only when True: reason
 `BackoffLimitExceeded` or `DeadlineExceeded`) and `Ready`, which mirrors `Complete`
 (so a `dependsOn` entry may name either condition). A failed Job is also `Stalled`
@@ -18,7 +20,8 @@ finishedAt}, `pid` while an attempt runs, `observedGeneration`, conditions `Comp
 cannot progress until its spec changes. The controller keeps `startedGeneration`
 for itself: the spec generation the current run belongs to.
 
-Decisions, made by the pure `plan(desired, observed, now)`:
+Decisions, made by the pure `plan(desired, observed, now)`, which returns the child
+action, the whole new status and the events to emit:
 
 * a Job whose `dependsOn` does not hold is not started (phase Waiting, `Ready=False`,
   reason `WaitingForDependency` naming it); nor is a retry. A dependency that stops
@@ -40,10 +43,12 @@ Decisions, made by the pure `plan(desired, observed, now)`:
   a new spec runs again, while an unchanged one is never re-run.
 * deletion (the finalizer `setpoint.dev/job`) stops a running attempt, then lets the
   object go.
+* a start that fails for a reason of the spec fails the Job (`Stalled`, reason
+  `StartFailed`) until its spec changes; an OS failure is retried with back-off (phase
+  Pending, `Ready=False` with reason `StartFailed` and the error), and is no attempt.
 
-The controller (`JobController`, wired by `setup`) observes the attempts it
-supervises plus the object's status, plans, and applies through
-`setpoint.workloads.supervisor`: an attempt's exit enqueues the Job at once, output
+`JobController` (wired by `setup`) is a `ChildLifecycle` (`setpoint.workloads.children`,
+shared with the Process controller): an attempt's exit enqueues the Job at once, output
 goes to `<log_dir>/<namespace>_<name>.log`, and a state file per running attempt in
 `state_dir` lets a restarted engine re-adopt it rather than start it twice. Give the
 Job controller a `state_dir` of its own: the Process controller treats every state
