@@ -20,9 +20,11 @@ from supervisor_support import is_alive, kill_group
 
 from setpoint import testing
 from setpoint.clock import Clock
+from setpoint.errors import Invalid
 from setpoint.model import Object
 from setpoint.runtime.reconciler import Request
 from setpoint.testing import Harness, ManualClock, reconcile_until_stable
+from setpoint.workloads import supervisor
 from setpoint.workloads.children import ENVIRONMENT_BACKOFF, ChildSettings
 from setpoint.workloads.job import JOB, JobController
 from setpoint.workloads.process import PROCESS, ProcessController
@@ -281,3 +283,18 @@ async def test_an_unexpected_error_is_logged_with_its_traceback() -> None:
     assert exc_info is not None
     assert isinstance(exc_info[1], RuntimeError)  # not `NoneType: None`
     assert "cannot handle web" in str(exc_info[1])
+
+
+@pytest.mark.parametrize(
+    ("args", "env"),
+    [(["echo", "a\0b"], {}), (["true"], {"A=B": "x"}), (["true"], {"A": "x\0y"})],
+)
+async def test_what_the_os_cannot_run_is_invalid_and_leaves_nothing(
+    tmp_path: Path, args: list[str], env: dict[str, str]
+) -> None:
+    """Admission refuses such values; whatever still reaches a start is refused there as
+    `Invalid` (a reason for the status), never as a stray `ValueError`."""
+    spec = supervisor.ProcessSpec(args=args, log_dir=tmp_path / "logs", marker="m", env=env)
+    with pytest.raises(Invalid, match="cannot start web"):
+        await supervisor.start("web", spec, tmp_path / "state")
+    assert sorted(p.name for p in (tmp_path / "state").iterdir()) == []
