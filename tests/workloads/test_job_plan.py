@@ -284,3 +284,21 @@ def test_a_run_never_exceeds_backoff_limit_plus_one_attempts(
         failed=observed.failed, last_exit=observed.last_exit, finished=outcome,
     )  # fmt: skip
     assert plan(desired, ended, now + 1e6).action is Action.NOTHING
+
+
+@given(desireds, observeds, st.floats(NOW - 100, NOW + 5000))
+def test_the_planned_status_is_valid(
+    desired: JobDesired, observed: JobObserved, now: float
+) -> None:
+    step = plan(desired, observed, now)
+    if step.action in (Action.STOP, Action.RESTART):
+        assert step.status is None  # the next look records the exit
+        return
+    assert step.status is not None
+    JOB.validate_status(dict(step.status))
+    assert step.status["phase"] == step.phase
+    assert ("pid" in step.status) == observed.running
+    if step.outcome in ("BackoffLimitExceeded", "DeadlineExceeded"):
+        assert step.stall is not None
+        assert step.stall[0] == step.outcome
+    assert plan(desired, observed, now) == step  # pure: the same inputs, the same plan

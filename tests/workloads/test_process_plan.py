@@ -282,3 +282,19 @@ def test_liveness_needs_success_threshold_one() -> None:
     spec = {"args": ["x"], "livenessProbe": {"tcpSocket": {"port": 1}, "successThreshold": 2}}
     with pytest.raises(Invalid, match=r"livenessProbe\.successThreshold: must be 1"):
         PROCESS.validate(process(spec))
+
+
+@given(desireds, observeds, st.floats(0, 3 * NOW))
+def test_the_planned_status_is_valid_and_true_to_the_child(
+    desired: Desired, observed: Observed, now: float
+) -> None:
+    step = plan(desired, observed, now)
+    if step.action in (Action.STOP, Action.RESTART):
+        assert step.status is None  # the next look records the exit
+        return
+    assert step.status is not None
+    PROCESS.validate_status(dict(step.status))
+    assert step.status["observedGeneration"] == desired.generation
+    assert ("pid" in step.status) == observed.running
+    assert step.status["phase"] in ("Starting", "Running") or step.action is not Action.START
+    assert plan(desired, observed, now) == step  # pure: the same inputs, the same plan
