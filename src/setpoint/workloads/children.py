@@ -468,6 +468,11 @@ class ChildLifecycle(Generic[S, P]):
         self._failures: dict[Key, StartFailure] = {}
         self._orphans_collected = asyncio.Event()
 
+    @property
+    def kind(self) -> Kind:
+        """The kind this controller keeps true to its spec."""
+        return self.child_kind.kind
+
     @classmethod
     def setup(cls, manager: Manager, *, state_dir: Path, log_dir: Path) -> Controller:
         """Add a controller of this kind to `manager`; return the controller.
@@ -489,16 +494,16 @@ class ChildLifecycle(Generic[S, P]):
         """Wire this reconciler into `manager` (what `setup` does): its controller, the
         `dependsOn` index, the watches of the Processes and Jobs an object may depend on,
         and the orphan collector; return the controller."""
-        cache = manager.cache(self.child_kind.kind)
+        cache = manager.cache(self.kind)
         cache.add_index(DEPENDS_ON_INDEX, dependency_keys)
         builder = (
-            manager.controller(self.child_kind.kind.singular)
-            .for_(self.child_kind.kind, predicates=[generation_changed])
+            manager.controller(self.kind.singular)
+            .for_(self.kind, predicates=[generation_changed])
             .max_concurrent(MAX_CONCURRENT)  # one child's slow stop must not hold up the rest
         )
         for kind in DEPENDABLE_KINDS:
             with contextlib.suppress(UnknownKind):  # a kind that is not registered here
-                watched = manager.store.registry.get(self.child_kind.kind.api_version, kind)
+                watched = manager.store.registry.get(self.kind.api_version, kind)
                 builder.watches(watched, dependents_of(cache))
         self.controller = builder.complete(self)
         manager.add_runnable(self.collect_orphans)
@@ -526,8 +531,8 @@ class ChildLifecycle(Generic[S, P]):
         key = (request.namespace, request.name)
         try:
             obj = await self.store.get(
-                self.child_kind.kind.api_version,
-                self.child_kind.kind.kind,
+                self.kind.api_version,
+                self.kind.kind,
                 request.name,
                 request.namespace or None,
             )
@@ -546,7 +551,7 @@ class ChildLifecycle(Generic[S, P]):
             if step.action is not Action.NOTHING:
                 log.info(
                     "%s %s: %s (%s)",
-                    self.child_kind.kind.singular,
+                    self.kind.singular,
                     request,
                     step.action,
                     step.reason,
@@ -561,9 +566,7 @@ class ChildLifecycle(Generic[S, P]):
             if step.action is Action.START and not await self._start(key, obj, spec):
                 continue  # the failure is a fact now: the plan says what it means
             return await self._finish(key, obj, step, facts)
-        raise RuntimeError(
-            f"{self.child_kind.kind.kind} {request}: no plan settled after three looks"
-        )
+        raise RuntimeError(f"{self.kind.kind} {request}: no plan settled after three looks")
 
     async def _finish(self, key: Key, obj: Object, step: P, facts: ChildFacts) -> Result | None:
         """Write the plan's status, forget a child whose end it records, release a deleted
@@ -574,9 +577,7 @@ class ChildLifecycle(Generic[S, P]):
             if child is not None and step.action is Action.START:
                 status["pid"] = child.handle.pid
                 status.setdefault("startTime", timestamp(child.handle.started_at))
-            if self.child_kind.kind.validate_status(status) != self.child_kind.kind.validate_status(
-                obj.get("status")
-            ):
+            if self.kind.validate_status(status) != self.kind.validate_status(obj.get("status")):
                 obj["status"] = status
                 try:
                     obj = await self.store.update_status(obj)
@@ -673,9 +674,7 @@ class ChildLifecycle(Generic[S, P]):
             supervisor.stray(name, self.state_dir)
             return None
         spec = self.child_kind.spec_schema.model_validate(obj["spec"])
-        log.info(
-            "%s %s/%s: adopted pid %d", self.child_kind.kind.singular, key[0], key[1], handle.pid
-        )
+        log.info("%s %s/%s: adopted pid %d", self.kind.singular, key[0], key[1], handle.pid)
         return self._new_child(key, obj, spec, handle)
 
     async def _start(self, key: Key, obj: Object, spec: S) -> bool:
@@ -777,7 +776,7 @@ class ChildLifecycle(Generic[S, P]):
                 continue
             log.info(
                 "stopping pid %d: its %s %s/%s is gone",
-                handle.pid, self.child_kind.kind.kind, namespace, obj_name,
+                handle.pid, self.kind.kind, namespace, obj_name,
             )  # fmt: skip
             await supervisor.stop(handle, 0.0)
 
