@@ -268,7 +268,8 @@ def test_a_stop_on_request_is_no_symptom_but_a_crash_is() -> None:
         "type": "exit",
         "object": DB,
         "signal": 9,
-        "reason": "killed (stopped: spec changed)",
+        "reason": "killed by SIGKILL",
+        "stoppedOnRequest": True,
     }
     assert ranking.symptom_of(stopped) is None
     assert ranking.symptom_of(killed_on_stop) is None

@@ -178,7 +178,7 @@ class Controller:
                 outcome,
                 seconds * 1000,
                 str(error),
-                exc_info=not isinstance(error, Error),
+                exc_info=None if isinstance(error, Error) else error,
             )
 
     async def _set_stalled(self, request: Request, exc: TerminalError) -> None:
