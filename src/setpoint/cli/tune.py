@@ -35,7 +35,7 @@ from typing import Any
 from setpoint.cli.context import Context
 from setpoint.cli.timeline import parse_duration
 from setpoint.control.autoscaler import AUTOSCALER
-from setpoint.control.plant import RoomPlant, RoomSettings
+from setpoint.control.plant import RoomPlant, RoomSchema, RoomSettings
 from setpoint.control.thermostat import THERMOSTAT
 from setpoint.control.tuning import (
     MIN_IAE,
@@ -54,7 +54,7 @@ from setpoint.model import Kind, Object
 from setpoint.runtime.scale import read_scale, write_scale
 from setpoint.store.base import Store
 
-_ROOM = RoomSettings()
+_ROOM = RoomSchema()
 _LOG_RATIO_LIMIT = math.log(100.0)
 """ln(metric / target) is clipped to +-ln 100, as the pid algorithm clips it."""
 
