@@ -392,11 +392,11 @@ class Plan:
     (None: forget) and when to look again. `now` is the time it was decided at."""
 
     status: Mapping[str, Any]
+    requeue_after: float
+    now: float
     events: tuple[Event, ...] = ()
     memory: Memory | None = None
     rescale: Rescale | None = None
-    requeue_after: float = 15.0
-    now: float = 0.0
 
 
 def wants_metric(spec: AutoscalerSpecSchema, scale: Scale) -> bool:
@@ -559,11 +559,10 @@ def refused(plan: Plan, error: str) -> Plan:
     )
     return Plan(
         status,
-        (*rescale.events_if_refused, warning),
-        rescale.memory_if_refused,
-        None,
         plan.requeue_after,
         plan.now,
+        events=(*rescale.events_if_refused, warning),
+        memory=rescale.memory_if_refused,
     )
 
 
@@ -611,7 +610,9 @@ class _Draft:
         return refused
 
     def plan(self, memory: Memory | None, rescale: Rescale | None, period: float) -> Plan:
-        return Plan(self.status, tuple(self.events), memory, rescale, period, self.now)
+        return Plan(
+            self.status, period, self.now, events=tuple(self.events), memory=memory, rescale=rescale
+        )
 
 
 def _remember(observed: Observed, spec: AutoscalerSpecSchema) -> Memory:

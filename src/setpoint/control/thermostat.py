@@ -6,7 +6,7 @@ temperature, one sample per reconcile.
 (degrees, default 0.5), `samplesWithinTolerance` (default 5), `sampleSeconds` (seconds
 between samples, default 1), `mode` (auto | manual), `manualOutput` (watts, in manual),
 and `plant`: the simulated room (`timeConstant`, `deadTime`, `gain`, `maxPower`,
-`outside`, `initial`, `noise`, `seed`, as `RoomSettings`; `timeScale`: simulated seconds
+`outside`, `initial`, `noise`, `seed`, as `RoomSchema`; `timeScale`: simulated seconds
 per real second, so a room that takes an hour to warm up can be watched in a minute;
 `leak`: 1.0, or more with the window open).
 
@@ -18,11 +18,17 @@ condition `Ready`: True once the temperature has been within `tolerance` of the 
 for `samplesWithinTolerance` samples in a row (reason `WithinTolerance`), else False
 (`Settling`, or `Manual` in manual mode).
 
-Each reconcile advances the room by the time the injected clock says has passed since the
-last one (times `timeScale`), feeds the measurement to the PID (which sees simulated
-seconds), records the heater power for the next interval, writes the status and comes
-back after `sampleSeconds`. The room and the PID live in the controller's memory; an
-engine that restarts resumes from the temperature and output in the status, bumplessly.
+Each reconcile is one sample, observe -> plan -> apply: `observe` takes the object, the
+loop kept in memory and the time the injected clock says has passed since its last
+sample; the pure `plan` (on a copy of that loop) advances the room by that time (times
+`timeScale`), feeds the measurement to the PID (which sees simulated seconds), computes
+the heater power for the next interval and returns the status; `apply` writes the status
+if it changed, and it comes back after `sampleSeconds`. A running room changes every
+sample (`simulatedSeconds`, `trace`), so a Thermostat writes its status once a sample:
+that is its output, what `describe --plot` draws. The room and the PID live in the
+controller's memory; an engine that restarts resumes from the temperature and output in
+the status, bumplessly. The spec is read typed (`spec_of`): its defaults are the
+schema's, a room's those of `setpoint.control.plant.RoomSchema`.
 `step_summary` (settling time and overshoot of the last step, for `describe`) and
 `write_plot` (a PNG, with matplotlib) read only the object.
 """
