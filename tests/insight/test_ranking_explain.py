@@ -22,12 +22,12 @@ from explain_support import (
     ready,
     webapp,
 )
+from scenario_support import FAMILIES, generate, suite
 
 from setpoint.errors import Invalid
 from setpoint.insight import ranking
 from setpoint.insight.entries import ObjectRef
 from setpoint.insight.ranking import TimelineIndex, explain, failure_class
-from setpoint.insight.scenarios import FAMILIES, generate, suite
 
 TARGET = ObjectRef("Deployment", "web", "default")
 
