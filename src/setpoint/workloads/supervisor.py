@@ -51,6 +51,7 @@ import json
 import logging
 import os
 import pwd
+import select
 import signal
 import stat
 import subprocess
@@ -651,40 +652,56 @@ def _signal_group(pgid: int, signum: int) -> None:
         os.killpg(pgid, signum)
 
 
-def _signal_members(child: _Child, signum: int) -> dict[int, _Stat]:
-    """Send `signum` to every process of `child` (see `_members`); return whom it reached."""
-    reached = {}
+_Pinned = dict[tuple[int, int], int]
+"""(pid, start time) -> a pidfd on that very process: a recycled pid is never signalled."""
+
+
+def _pin_members(child: _Child, pinned: _Pinned) -> None:
+    """Add every process of `child` that runs now (see `_members`) to `pinned`."""
     for pid, st in _members(child.pgid, child.marker).items():
+        if (pid, st.starttime) in pinned:
+            continue
+        try:
+            pidfd = os.pidfd_open(pid)
+        except OSError:
+            continue  # gone meanwhile
+        now = _proc_stat(pid)
+        if now is None or now.starttime != st.starttime:
+            os.close(pidfd)
+            continue
+        pinned[pid, st.starttime] = pidfd
+
+
+def _signal_pinned(pinned: _Pinned, signum: int) -> list[tuple[int, int]]:
+    """Send `signum` to every pinned process that has not exited; return those it reached."""
+    reached = []
+    for key, pidfd in pinned.items():
+        if select.select([pidfd], [], [], 0)[0]:
+            continue  # exited
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signum)
-            reached[pid] = st
+            signal.pidfd_send_signal(pidfd, signum)
+            reached.append(key)
     return reached
 
 
-async def _kill_members(child: _Child) -> None:
-    """SIGKILL every process of `child` until none is left; reap those re-parented to us.
+async def _kill_members(child: _Child, pinned: _Pinned) -> None:
+    """SIGKILL every process of `child` (those pinned earlier, and any found now) until none
+    is left; reap those that were re-parented to this engine.
 
     A process forked between a scan and its SIGKILL is found by the next scan."""
     me = os.getpid()
     for _ in range(_KILL_ROUNDS):
-        killed = _signal_members(child, signal.SIGKILL)
+        _pin_members(child, pinned)
+        killed = _signal_pinned(pinned, signal.SIGKILL)
         if not killed:
-            return
-        pidfds = []
-        for pid in killed:
-            with contextlib.suppress(OSError):
-                pidfds.append(os.pidfd_open(pid))
-        try:
-            waits = [_until_readable(fd) for fd in pidfds]
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.gather(*waits), _KILL_TIMEOUT)
-        finally:
-            for fd in pidfds:
-                os.close(fd)
-        for pid in killed:
+            break
+        with contextlib.suppress(TimeoutError):
+            waits = [_until_readable(pinned[key]) for key in killed]
+            await asyncio.wait_for(asyncio.gather(*waits), _KILL_TIMEOUT)
+        for pid, _ in killed:
             st = _proc_stat(pid)
-            if st is not None and st.ppid == me and pid not in _started:
-                _reap(pid)  # an escaped process re-parented to this subreaper
+            if st is not None and st.state == "Z" and st.ppid == me and pid not in _started:
+                _reap(pid)  # an escaped process, re-parented to this subreaper
     left = sorted(_members(child.pgid, child.marker))
     if left:
         _logger.warning("%s: pids %s outlived its stop (another user's?)", child.name, left)
@@ -697,20 +714,24 @@ async def stop(child: Running | Adopted, grace: float, stop_signal: int = signal
     Returns how the group leader ended. Safe to call after it already exited:
     it still kills what is left of its processes and removes its state file.
     """
+    pinned: _Pinned = {}
     exit_task = asyncio.ensure_future(child.wait())
     try:
+        _pin_members(child, pinned)  # before any dies: its descendants are known by parent
         _signal_group(child.pgid, stop_signal)
-        _signal_members(child, stop_signal)
+        _signal_pinned(pinned, stop_signal)
         try:
             await asyncio.wait_for(asyncio.shield(exit_task), max(0.0, grace))
         except TimeoutError:
             _signal_group(child.pgid, signal.SIGKILL)
         ended = await exit_task
+        _signal_group(child.pgid, signal.SIGKILL)  # members that outlived the leader
+        await _kill_members(child, pinned)  # and those that escaped its group
     finally:
         if not exit_task.done():
             exit_task.cancel()
-    _signal_group(child.pgid, signal.SIGKILL)  # members that outlived the leader
-    await _kill_members(child)  # and those that escaped its group
+        for pidfd in pinned.values():
+            os.close(pidfd)
     await child._close_logs()
     child._forget()
     return ended
