@@ -94,4 +94,5 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    status = main(sys.argv)
+    os._exit(status)  # everything is written: skip the interpreter's clean-up, stop() waits for it

@@ -89,6 +89,8 @@ _KILL_ROUNDS = 5
 """Scan-and-kill passes over a stopped child's processes (each catches what forked meanwhile)."""
 _HOLDER_PROGRAM = Path(__file__).with_name("log_holder.py")
 _PR_SET_CHILD_SUBREAPER = 36
+_KTHREADD = 2
+"""The parent of every kernel thread (whose environment is empty: not worth a read)."""
 _logger = logging.getLogger(__name__)
 
 MARKER_VARIABLE = "SETPOINT_MARKER"
@@ -167,26 +169,42 @@ class _Stat(NamedTuple):
     state: str
     ppid: int
     pgid: int
+    sid: int
     starttime: int
     """In clock ticks since boot."""
+
+
+def _read_proc(pid: int, name: str) -> bytes:
+    """/proc/PID/NAME, whole (raw `os` calls: a scan of /proc reads hundreds of these)."""
+    fd = os.open(f"/proc/{pid}/{name}", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        chunks = []
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def _proc_stat(pid: int) -> _Stat | None:
     """What /proc/PID/stat says of `pid`, or None if it is gone."""
     try:
-        raw = Path(f"/proc/{pid}/stat").read_bytes()
+        raw = _read_proc(pid, "stat")
     except (FileNotFoundError, ProcessLookupError):
+        return None
+    if not raw:
         return None
     # comm (field 2) may hold spaces and parentheses: split after the last ')'.
     fields = raw[raw.rindex(b")") + 2 :].split()
     # fields[0] is field 3 (state); field N is fields[N - 3].
-    return _Stat(fields[0].decode(), int(fields[4 - 3]), int(fields[5 - 3]), int(fields[22 - 3]))
+    state, ppid, pgid, sid, starttime = fields[0], fields[1], fields[2], fields[3], fields[22 - 3]
+    return _Stat(state.decode(), int(ppid), int(pgid), int(sid), int(starttime))
 
 
 def _environ(pid: int) -> list[bytes] | None:
     """The entries of /proc/PID/environ; None if it cannot be read."""
     try:
-        return Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        return _read_proc(pid, "environ").split(b"\0")
     except PermissionError:
         return None
     except (FileNotFoundError, ProcessLookupError):
@@ -223,13 +241,22 @@ def _live_processes() -> dict[int, _Stat]:
 def _members(pgid: int, marker: str) -> dict[int, _Stat]:
     """What runs of one child: its process group, every process carrying its marker (one
     that escaped the group with `setsid`), and their descendants (one that also cleared
-    its environment, while its parent lives)."""
+    its environment, while its parent lives).
+
+    Only a process that may have left its parent's session (a session leader, or one whose
+    parent is gone or in another session) can carry the marker outside the group without
+    descending from a member: only those environments are read."""
     processes = _live_processes()
     entry = f"{MARKER_VARIABLE}={marker}"
+
+    def may_carry_marker(pid: int, st: _Stat) -> bool:
+        parent = processes.get(st.ppid)
+        if st.ppid == _KTHREADD or (parent is not None and parent.sid == st.sid != pid):
+            return False
+        return _environ_has(pid, entry) is True
+
     members = {
-        pid: st
-        for pid, st in processes.items()
-        if st.pgid == pgid or _environ_has(pid, entry) is True
+        pid: st for pid, st in processes.items() if st.pgid == pgid or may_carry_marker(pid, st)
     }
     grew = True
     while grew:
@@ -688,13 +715,16 @@ async def _kill_members(child: _Child, pinned: _Pinned) -> None:
     """SIGKILL every process of `child` (those pinned earlier, and any found now) until none
     is left; reap those that were re-parented to this engine.
 
-    A process forked between a scan and its SIGKILL is found by the next scan."""
+    A process forked between a scan and its SIGKILL is found by the next scan. If nothing
+    of `child` ran when `pinned` was taken, nothing could fork since: no scan is needed."""
+    if not pinned:
+        return
     me = os.getpid()
     for _ in range(_KILL_ROUNDS):
         _pin_members(child, pinned)
         killed = _signal_pinned(pinned, signal.SIGKILL)
         if not killed:
-            break
+            return
         with contextlib.suppress(TimeoutError):
             waits = [_until_readable(pinned[key]) for key in killed]
             await asyncio.wait_for(asyncio.gather(*waits), _KILL_TIMEOUT)
