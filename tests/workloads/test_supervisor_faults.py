@@ -205,6 +205,8 @@ async def test_a_killed_log_holder_is_replaced(
         first = holder_pid(state_dir)
         kill(first)
         await wait_pid_gone(first)
+        await eventually(lambda: holder_pid(state_dir) != first)  # replaced, and recorded
+        assert is_alive(holder_pid(state_dir))
         os.kill(running.pid, signal.SIGUSR1)
         assert await notes.line(within=30) == "done"
         log = tmp_path / "logs" / "web-0.log"

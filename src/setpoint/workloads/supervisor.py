@@ -397,19 +397,37 @@ class _Holder:
                 signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
 
 
-async def _keep_holding(name: str, holder: _Holder, fifo: Path, log: _LogSettings) -> None:
-    """Wait for `holder` to exit; if it was killed while the output was still open, start
-    another on the same FIFO (the child never dies of it: it holds both ends)."""
+async def _keep_holding(child: _Child, holder: _Holder, log: _LogSettings) -> None:
+    """Wait for `holder` to exit; if it was killed while the output may still be open, start
+    another on the same FIFO (the child never dies of it: it holds both ends).
+
+    An earlier engine's holder leaves no exit status: it is replaced only if the child
+    still runs. A holder that finds no writer exits at once, so this ends."""
+    fifo = _fifo_path(child.name, child.state_dir)
     while True:
         status = await holder.wait()
         if status is not None and status >= 0:
             return  # end of file: every writer has closed the FIFO
+        if status is None:
+            leader = _proc_stat(child.pid)
+            if leader is None or leader.state in ("Z", "X"):
+                return
         try:
-            holder = _Holder.start(fifo, log)  # exits at once if nothing writes any more
+            holder = _Holder.start(fifo, log)
         except OSError as e:
-            _logger.warning("cannot restart the log holder of %s: %s", name, e)
+            _logger.warning("cannot restart the log holder of %s: %s", child.name, e)
             return
-        _logger.info("restarted the log holder of %s (pid %d)", name, holder.pid)
+        child._holder = holder
+        _record_holder(child.name, child.state_dir, holder)
+        _logger.info("restarted the log holder of %s (pid %d)", child.name, holder.pid)
+
+
+def _record_holder(name: str, state_dir: Path, holder: _Holder) -> None:
+    """Write `holder` into `name`'s state file: the next engine finds it, and starts no other."""
+    record = _read_state(name, state_dir)
+    if record:
+        with contextlib.suppress(OSError):
+            _write_atomically(_state_path(name, state_dir), {**record, "holder": holder.record()})
 
 
 # ---------------------------------------------------------------------------
@@ -443,9 +461,8 @@ class _Child:
 
     def _hold(self, log: _LogSettings) -> None:
         if self._holder is not None:
-            fifo = _fifo_path(self.name, self.state_dir)
             self._logs = asyncio.get_running_loop().create_task(
-                _keep_holding(self.name, self._holder, fifo, log), name=f"logs of {self.name}"
+                _keep_holding(self, self._holder, log), name=f"logs of {self.name}"
             )
 
     async def wait(self) -> Exit:
@@ -855,8 +872,7 @@ def _adopt_holder(
         except OSError as e:
             _logger.warning("cannot restart the log holder of %s: %s", name, e)
             return None, None
-        with contextlib.suppress(OSError):
-            _write_atomically(_state_path(name, state_dir), {**record, "holder": holder.record()})
+        _record_holder(name, state_dir, holder)
     return holder, log
 
 
