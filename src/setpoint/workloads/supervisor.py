@@ -389,10 +389,11 @@ class _Holder:
             await _until_readable(self._pidfd)
         finally:
             os.close(self._pidfd)
+            self._pidfd = -1  # never signal through a closed (perhaps reused) descriptor
         return None if self._popen is None else self._popen.wait()
 
     def kill(self) -> None:
-        if self._exited is None or not self._exited.done():
+        if self._pidfd >= 0:
             with contextlib.suppress(ProcessLookupError, OSError):
                 signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
 
