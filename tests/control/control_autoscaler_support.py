@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from setpoint.model import Object, ScaleSubresource, Schema, register_kind
+from setpoint.model import Kind, Object, ScaleSubresource, Schema
 from setpoint.store import Store
 
 
@@ -25,7 +25,7 @@ class ScaledStatus(Schema):
     selector: str | None = None
 
 
-SCALED = register_kind(
+SCALED = Kind(
     "test.setpoint.dev/v1",
     "Scaled",
     spec=ScaledSpec,

@@ -79,7 +79,7 @@ from setpoint.control.scaling import (
     value_replicas,
 )
 from setpoint.errors import Conflict, Invalid, NotFound
-from setpoint.model import Object, PrinterColumn, Schema, register_kind, set_condition
+from setpoint.model import Kind, Object, PrinterColumn, Schema, set_condition
 from setpoint.runtime.controller import Controller
 from setpoint.runtime.events import EventRecorder
 from setpoint.runtime.manager import Manager
@@ -247,7 +247,7 @@ class AutoscalerStatusSchema(Schema):
     decisions: list[dict[str, Any]] = Field(default_factory=list)
 
 
-AUTOSCALER = register_kind(
+AUTOSCALER = Kind(
     "setpoint.dev/v1alpha1",
     "Autoscaler",
     spec=AutoscalerSpecSchema,
@@ -651,6 +651,5 @@ def _rescale_reason(decision: Decision, metric: float | None, spec: dict[str, An
 
 def setup(manager: Manager) -> Controller:
     """Add the Autoscaler controller to `manager`; return the controller."""
-    manager.store.registry.register(AUTOSCALER)
     reconciler = AutoscalerController(manager, manager.event_recorder("autoscaler"))
     return reconciler.attach(manager)

@@ -4,7 +4,28 @@
 state machine, runners), `supervisor` (child processes in their own process
 groups: start, exit notification, graceful stop, logs, re-adoption),
 `dependencies` (`dependsOn`: pure evaluation and cycle detection), `children`
-(the table of supervised children both controllers keep), `process` and `job`
-(the `Process` and `Job` kinds and their controllers). Each controller keeps
-observe -> plan -> apply apart; plan functions are pure. Deployment comes next.
+(the table of supervised children both controllers keep), and the kinds with their
+controllers: `process`, `job`, `deployment` (replicas of a Process template, rolling
+updates) and `service` (one address in front of Ready Processes). Each controller keeps
+observe -> plan -> apply apart; plan functions are pure.
+
+`register(registry)` adds this package's kinds to a registry; importing registers nothing.
 """
+
+from setpoint.model import Registry
+from setpoint.workloads.deployment import CONTROLLER_REVISION, DEPLOYMENT
+from setpoint.workloads.job import JOB
+from setpoint.workloads.process import PROCESS
+from setpoint.workloads.service import SERVICE
+
+KINDS = (PROCESS, JOB, DEPLOYMENT, CONTROLLER_REVISION, SERVICE)
+"""The kinds this package defines."""
+
+
+def register(registry: Registry) -> None:
+    """Add Process, Job, Deployment, ControllerRevision and Service to `registry`."""
+    for kind in KINDS:
+        registry.register(kind)
+
+
+__all__ = ["KINDS", "register"]

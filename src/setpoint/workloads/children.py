@@ -126,6 +126,8 @@ class ChildTable(Generic[C]):
         self.controller: Controller | None = None
         self._table: dict[Key, C] = {}
         self._orphans_collected = asyncio.Event()
+        self._stopping: list[C] = []
+        self._kill_now = False
 
     def _wake(self, key: Key) -> None:
         if self.controller is not None:
@@ -185,8 +187,22 @@ class ChildTable(Generic[C]):
         unless `grace` is given; return whose they were."""
         children = list(self._table.items())
         self._table.clear()
-        await asyncio.gather(*(self._stop(c, grace) for _, c in children), return_exceptions=True)
+        self._stopping = [c for _, c in children]
+        grace = 0.0 if self._kill_now else grace
+        try:
+            await asyncio.gather(
+                *(self._stop(c, grace) for _, c in children), return_exceptions=True
+            )
+        finally:
+            self._stopping = []
         return [key for key, _ in children]
+
+    def kill_stopping(self) -> None:
+        """No more grace (a second Ctrl-C): SIGKILL the children being stopped by
+        `_stop_children`, and stop any it stops later at once."""
+        self._kill_now = True
+        for child in self._stopping:
+            supervisor.kill(child.handle)
 
     async def detach(self) -> None:
         """Stop watching every child but leave them running (as an engine that dies would);

@@ -68,11 +68,11 @@ from setpoint.clock import SYSTEM_CLOCK, Clock
 from setpoint.errors import Error, Invalid, NotFound, TerminalError
 from setpoint.model import (
     READY,
+    Kind,
     Object,
     PrinterColumn,
     Schema,
     get_condition,
-    register_kind,
     remove_condition,
     set_condition,
 )
@@ -186,7 +186,7 @@ class JobStatusSchema(Schema):
     conditions: list[dict[str, Any]] = Field(default_factory=list)
 
 
-JOB = register_kind(
+JOB = Kind(
     "setpoint.dev/v1alpha1",
     "Job",
     spec=JobSpecSchema,

@@ -61,7 +61,7 @@ from pydantic_core import PydanticCustomError
 
 from setpoint.clock import SYSTEM_CLOCK, Clock
 from setpoint.errors import Conflict, Error, Invalid, NotFound, TerminalError, UnknownKind
-from setpoint.model import READY, Object, PrinterColumn, Schema, register_kind, set_condition
+from setpoint.model import READY, Kind, Object, PrinterColumn, Schema, set_condition
 from setpoint.runtime.controller import Controller
 from setpoint.runtime.events import EventRecorder
 from setpoint.runtime.lifecycle import add_finalizer, is_deleting, remove_finalizer
@@ -203,7 +203,7 @@ class ProcessStatusSchema(Schema):
     conditions: list[dict[str, Any]] = Field(default_factory=list)
 
 
-PROCESS = register_kind(
+PROCESS = Kind(
     "setpoint.dev/v1alpha1",
     "Process",
     spec=ProcessSpecSchema,

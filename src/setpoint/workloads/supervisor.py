@@ -16,6 +16,7 @@ drives it.
 * `stop(child, grace)` sends SIGTERM to the whole group, SIGKILL after
   `grace` seconds, kills whatever is left of the group, and removes the
   state file. Call it also after a child exited on its own: it clears up.
+  `kill(child)` SIGKILLs the group at once (a stop in progress then returns).
 * After an engine restart, `find_adoptable(name, state_dir)` returns an
   `Adopted` handle only for a process that is provably the one recorded
   (same pid, same start time, `SETPOINT_MARKER` in its environment); its exit
@@ -511,6 +512,11 @@ def last_line(log: Path, tail_bytes: int = 4096) -> str | None:
 def _signal_group(pgid: int, signum: int) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(pgid, signum)
+
+
+def kill(child: Running | Adopted) -> None:
+    """SIGKILL the child's whole group now; a `stop` of it in progress then returns at once."""
+    _signal_group(child.pgid, signal.SIGKILL)
 
 
 async def stop(child: Running | Adopted, grace: float, stop_signal: int = signal.SIGTERM) -> Exit:
