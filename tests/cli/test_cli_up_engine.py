@@ -20,23 +20,26 @@ from cli_kit import CLI, TIMEOUT, marked_processes, start_up
 from test_cli_up import Up, alive, children, free_port, process, write_manifests
 
 STUBBORN = """
-    import signal, sys, time
+    import signal, socket, sys
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    print("ignoring SIGTERM", flush=True)
+    s = socket.socket()
+    s.bind(("127.0.0.1", int(sys.argv[2])))
+    s.listen()  # ready (its probe connects) only once SIGTERM is ignored
     while True:
-        time.sleep(3600)
+        s.accept()[0].close()
 """
 
 
-def stubborn(name: str, token: str) -> dict[str, Any]:
+def stubborn(name: str, port: int, token: str) -> dict[str, Any]:
     """A Process that ignores SIGTERM, with ten minutes to stop gracefully."""
     return {
         "apiVersion": "setpoint.dev/v1alpha1",
         "kind": "Process",
         "metadata": {"name": name},
         "spec": {
-            "args": [sys.executable, "-c", textwrap.dedent(STUBBORN), name, token],
+            "args": [sys.executable, "-c", textwrap.dedent(STUBBORN), name, str(port), token],
             "terminationGracePeriodSeconds": 600,
+            "readinessProbe": {"tcpSocket": {"port": port}, "periodSeconds": 1},
         },
     }
 
@@ -82,7 +85,7 @@ def test_a_second_up_on_the_same_store_is_refused_and_leaves_the_first_alone(
 def test_a_second_signal_kills_children_that_would_take_long_to_stop(cli: CLI, token: str) -> None:
     app = cli.directory / "app"
     app.mkdir()
-    (app / "stubborn.yaml").write_text(yaml.safe_dump(stubborn("stubborn", token)))
+    (app / "stubborn.yaml").write_text(yaml.safe_dump(stubborn("stubborn", free_port(), token)))
     up = Up(cli, app)
     up.running.expect(lambda line: line.startswith("Process/stubborn ready=True "), "running")
     [(pid, _, _)] = marked_processes(token)
