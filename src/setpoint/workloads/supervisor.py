@@ -23,7 +23,8 @@ drives it.
   descendant of one: a daemon that called `setsid`), SIGKILL after `grace`
   seconds, kills all that is left, checks that nothing of it runs any more,
   and removes the state file. Call it also after a child exited on its own:
-  it clears up.
+  it clears up. `kill(child)` SIGKILLs the group at once (a stop in progress
+  then goes straight to killing what is left).
 * After an engine restart, `find_adoptable(name, state_dir)` returns an
   `Adopted` handle only for a process that is provably the one recorded
   (same pid, same start time, `SETPOINT_MARKER` in its environment); its exit
@@ -757,6 +758,11 @@ async def _kill_members(child: _Child, pinned: _Pinned) -> None:
     left = sorted(_members(child.pgid, child.marker))
     if left:
         _logger.warning("%s: pids %s outlived its stop (another user's?)", child.name, left)
+
+
+def kill(child: Running | Adopted) -> None:
+    """SIGKILL the child's whole group now; a `stop` of it in progress then returns at once."""
+    _signal_group(child.pgid, signal.SIGKILL)
 
 
 async def stop(child: Running | Adopted, grace: float, stop_signal: int = signal.SIGTERM) -> Exit:
