@@ -200,7 +200,7 @@ async def test_an_unreachable_metric_is_reported_once_then_nothing_is_written() 
     periods in ten seconds of an unreachable metric write nothing to the store."""
     clock = ManualClock()
     port = free_port_range(1)  # nothing listens there: connection refused at once
-    async with Harness(clock=clock) as harness:
+    async with Harness(registry=kinds(), clock=clock) as harness:
         setup(harness.manager)
         await harness.start()
         store = harness.store
