@@ -13,6 +13,7 @@ from control_autoscaler_support import (
     SCALED,
     autoscaler,
     condition,
+    kinds,
     metrics_server,
     scaled,
     wait_for,
@@ -21,7 +22,13 @@ from control_autoscaler_support import (
 from setpoint.control.autoscaler import AUTOSCALER, setup
 from setpoint.errors import Invalid
 from setpoint.model import Object
-from setpoint.testing import Harness, ManualClock, capture_events, reconcile_until_stable
+from setpoint.testing import (
+    Harness,
+    ManualClock,
+    capture_events,
+    free_port_range,
+    reconcile_until_stable,
+)
 
 API, KIND = AUTOSCALER.api_version, AUTOSCALER.kind
 
@@ -40,7 +47,7 @@ async def test_ratio_on_a_prometheus_metric_scales_up_then_down_after_the_window
     clock = ManualClock()
     async with (
         metrics_server(tmp_path, 30.0) as server,
-        Harness(clock=clock) as harness,
+        Harness(registry=kinds(), clock=clock) as harness,
     ):
         setup(harness.manager)
         await harness.start()
@@ -99,7 +106,7 @@ async def test_pid_on_a_json_metric_scales_up(tmp_path: Path) -> None:
     clock = ManualClock()
     async with (
         metrics_server(tmp_path, 40.0) as server,
-        Harness(clock=clock) as harness,
+        Harness(registry=kinds(), clock=clock) as harness,
     ):
         setup(harness.manager)
         await harness.start()
@@ -120,7 +127,7 @@ async def test_pid_on_a_json_metric_scales_up(tmp_path: Path) -> None:
 
 async def test_a_metric_that_cannot_be_read_is_reported_and_nothing_scales() -> None:
     clock = ManualClock()
-    async with Harness(clock=clock) as harness:
+    async with Harness(registry=kinds(), clock=clock) as harness:
         setup(harness.manager)
         await harness.start()
         store = harness.store
@@ -145,7 +152,7 @@ async def test_a_metric_that_cannot_be_read_is_reported_and_nothing_scales() -> 
 
 async def test_a_command_metric_with_average_value_shares_the_total() -> None:
     clock = ManualClock()
-    async with Harness(clock=clock) as harness:
+    async with Harness(registry=kinds(), clock=clock) as harness:
         setup(harness.manager)
         await harness.start()
         store = harness.store
@@ -160,7 +167,7 @@ async def test_a_command_metric_with_average_value_shares_the_total() -> None:
 
 
 async def test_a_missing_target_is_reported() -> None:
-    async with Harness(clock=ManualClock()) as harness:
+    async with Harness(registry=kinds(), clock=ManualClock()) as harness:
         setup(harness.manager)
         await harness.start()
         metric = {"command": {"args": ["true"]}, "target": 1}
@@ -180,9 +187,40 @@ async def test_a_missing_target_is_reported() -> None:
     ],
 )
 async def test_bad_specs_are_refused_naming_the_field(spec: dict[str, object], field: str) -> None:
-    async with Harness() as harness:
+    async with Harness(registry=kinds()) as harness:
         obj: Object = autoscaler("bad", "x", {"command": {"args": ["true"]}, "target": 1})
         obj["spec"].update(spec)
         with pytest.raises(Invalid) as caught:
             await harness.store.create(obj)
         assert caught.value.field == field
+
+
+async def test_an_unreachable_metric_is_reported_once_then_nothing_is_written() -> None:
+    """Quiet when nothing changes: after the first report (condition and warning), ten
+    periods in ten seconds of an unreachable metric write nothing to the store."""
+    clock = ManualClock()
+    port = free_port_range(1)  # nothing listens there: connection refused at once
+    async with Harness(registry=kinds(), clock=clock) as harness:
+        setup(harness.manager)
+        await harness.start()
+        store = harness.store
+        await store.create(scaled("web", 3))
+        metric = {"http": {"url": f"http://127.0.0.1:{port}/stats"}, "target": 10}
+        async with capture_events(store) as events:
+            await store.create(autoscaler("web", "web", metric, periodSeconds=1))
+            await events.wait_event("FailedGetMetric", involved_name="web")
+        await wait_for(
+            store,
+            API,
+            KIND,
+            "web",
+            lambda o: condition(o, "ScalingActive").get("reason") == "FailedGetMetric",
+        )
+        await reconcile_until_stable(harness)
+        before = await store.revision()
+        for _ in range(10):
+            clock.advance(1.0)
+            await reconcile_until_stable(harness)
+        assert await store.revision() == before
+        target = await store.get(SCALED.api_version, SCALED.kind, "web", "default")
+        assert target["spec"]["replicas"] == 3

@@ -57,12 +57,17 @@ class ControllerSettings:
 
 
 class Controller:
+    """Reconciles the objects of `informer`'s kind, in `informer`'s store, with `reconciler`.
+
+    `settings`: concurrency, resync and rate limiting; `clock`: for back-off, requeues and
+    conditions; `observer`: told of every reconcile (default: nobody). Events reach the
+    queue through `enqueue` (the builder connects informers to it).
+    """
+
     def __init__(
         self,
         name: str,
-        kind: Kind,
         reconciler: Reconciler | ReconcileFunc,
-        store: Store,
         informer: Informer,
         *,
         settings: ControllerSettings = ControllerSettings(),
@@ -70,9 +75,9 @@ class Controller:
         observer: ControllerObserver | None = None,
     ) -> None:
         self.name = name
-        self.kind = kind
-        self.store = store
         self.informer = informer
+        self.kind: Kind = informer.kind
+        self.store: Store = informer.store
         self.settings = settings
         self._clock = clock
         self._observer = observer or ControllerObserver()
@@ -178,7 +183,7 @@ class Controller:
                 outcome,
                 seconds * 1000,
                 str(error),
-                exc_info=not isinstance(error, Error),
+                exc_info=None if isinstance(error, Error) else error,
             )
 
     async def _set_stalled(self, request: Request, exc: TerminalError) -> None:

@@ -60,12 +60,12 @@ from setpoint.errors import AlreadyExists, Conflict, Invalid, NotFound, UnknownK
 from setpoint.model import (
     READY,
     STALLED,
+    Kind,
     Object,
     PrinterColumn,
     ScaleSubresource,
     Schema,
     get_condition,
-    register_kind,
     remove_condition,
     set_condition,
 )
@@ -254,7 +254,7 @@ class RevisionBody(Schema):
     data: dict[str, Any]
 
 
-DEPLOYMENT = register_kind(
+DEPLOYMENT = Kind(
     "setpoint.dev/v1alpha1",
     "Deployment",
     spec=DeploymentSpecSchema,
@@ -268,7 +268,7 @@ DEPLOYMENT = register_kind(
         PrinterColumn("REVISION", "status.currentRevision"),
     ),
 )
-CONTROLLER_REVISION = register_kind(
+CONTROLLER_REVISION = Kind(
     "setpoint.dev/v1alpha1", "ControllerRevision", body=RevisionBody, short_names=("rev",)
 )
 

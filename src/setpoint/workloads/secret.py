@@ -46,7 +46,7 @@ from pydantic import BeforeValidator, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from setpoint.errors import Invalid, NotFound
-from setpoint.model import REGISTRY, Kind, Object, PrinterColumn, Schema
+from setpoint.model import Kind, Object, PrinterColumn, Schema
 from setpoint.model.redaction import decode_secret
 from setpoint.runtime.cache import Cache
 from setpoint.runtime.reconciler import Request
@@ -132,8 +132,7 @@ SECRET = Kind(
     columns=(PrinterColumn("TYPE", "type"),),
     secret_fields=("data",),
 )
-"""The `Secret` kind (core group, as Kubernetes)."""
-REGISTRY.register(SECRET)
+"""The `Secret` kind (core group, as Kubernetes); `setpoint.workloads.register` adds it."""
 
 
 # -- references in a Process or Job spec ----------------------------------------------

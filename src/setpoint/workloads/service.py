@@ -58,11 +58,11 @@ from setpoint.errors import Invalid, NotFound, TerminalError
 from setpoint.model import (
     READY,
     STALLED,
+    Kind,
     Object,
     PrinterColumn,
     Schema,
     get_condition,
-    register_kind,
     remove_condition,
     set_condition,
 )
@@ -164,7 +164,7 @@ class ServiceStatusSchema(Schema):
     conditions: list[dict[str, Any]] = Field(default_factory=list)
 
 
-SERVICE = register_kind(
+SERVICE = Kind(
     "setpoint.dev/v1alpha1",
     "Service",
     spec=ServiceSpecSchema,
