@@ -17,6 +17,7 @@ from setpoint.errors import Invalid
 from setpoint.model import get_condition
 from setpoint.workloads.deployment import (
     DEPLOYMENT,
+    DeploymentSpecSchema,
     Desired,
     Observed,
     Replica,
@@ -28,18 +29,32 @@ from setpoint.workloads.deployment import (
 )
 
 
-def desired(hash_: str = "new", **kw: Any) -> Desired:
-    base: dict[str, Any] = {
-        "name": "web",
-        "generation": 2,
-        "replicas": 3,
-        "hash": hash_,
-        "template": {"spec": {"args": [hash_]}},
-        "max_surge": 1,
-        "max_unavailable": 0,
+def desired(
+    hash_: str = "new",
+    *,
+    replicas: int = 3,
+    max_surge: int = 1,
+    max_unavailable: int = 0,
+    recreate: bool = False,
+    ports: tuple[int, int] | None = None,
+    **spec: Any,
+) -> Desired:
+    """A Deployment `web` at generation 2 whose template hashes to `hash_`; `spec` gives
+    more fields of its spec (snake_case)."""
+    strategy: dict[str, Any] = (
+        {"type": "Recreate"}
+        if recreate
+        else {"rollingUpdate": {"maxSurge": max_surge, "maxUnavailable": max_unavailable}}
+    )
+    body: dict[str, Any] = {
+        "replicas": replicas,
+        "strategy": strategy,
+        "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"args": [hash_]}},
+        **spec,
     }
-    base.update(kw)
-    return Desired(**base)
+    if ports is not None:
+        body["portRange"] = {"start": ports[0], "end": ports[1]}
+    return Desired("web", 2, DeploymentSpecSchema.model_validate(body), hash_)
 
 
 def cond(status: Mapping[str, Any], type_: str) -> dict[str, Any]:
@@ -154,7 +169,7 @@ def test_a_missed_deadline_stalls_without_remediation() -> None:
     assert cond(later.status, "Stalled")["status"] == "True"
     assert cond(later.status, "Ready")["reason"] == "ProgressDeadlineExceeded"
     assert ("Warning", "ProgressDeadlineExceeded") in [e[:2] for e in later.events]
-    assert later.rollback_to is None
+    assert later.rollback is None
     again = plan(d, Observed(tuple(stuck), (), later.status), 1700.0)
     assert not again.events, "the deadline is reported once, not at every look"
 
@@ -175,7 +190,8 @@ def test_a_missed_deadline_rolls_back_to_the_last_complete_revision() -> None:
     revisions = (Revision("web-old", "old", 1), Revision("web-new", "new", 2))
     status = {**STUCK_STATUS, "lastCompleteRevision": 1}
     out = plan(desired(remediation="rollback"), Observed(tuple(stuck), revisions, status), 700.0)
-    assert out.rollback_to == 1
+    assert out.rollback is not None
+    assert out.rollback.revision == 1
     assert cond(out.status, "Stalled") == {}
     assert [e[1] for e in out.events] == ["ProgressDeadlineExceeded", "RolledBack"]
 
@@ -194,27 +210,27 @@ def test_revisions_are_numbered_renumbered_on_undo_and_pruned() -> None:
     revisions = tuple(Revision(f"web-h{i}", f"h{i}", i) for i in range(1, 6))
     back = plan(desired("h2", revision_history_limit=2), Observed((), revisions), 0.0)
     assert (back.renumber_revision, back.revision) == (True, 6)
-    assert back.delete_revisions == ["web-h1", "web-h3"]
+    assert back.delete_revisions == ("web-h1", "web-h3")
 
 
 def test_unmet_dependencies_hold_back_the_first_replicas() -> None:
     out = plan(desired(), Observed(unmet="Job/migrate is not Complete"), 0.0)
-    assert out.create == []
+    assert out.create == ()
     assert cond(out.status, "Ready")["reason"] == "WaitingForDependency"
     assert cond(out.status, "Ready")["message"] == "Job/migrate is not Complete"
     running = (Replica("web-new-0", "new", ready=True),)
     later = plan(desired(replicas=1), Observed(running, (), {}, "Process/db is not Ready"), 0.0)
     assert cond(later.status, "Ready")["reason"] == "DependencyNotReady"
-    assert later.delete == [], "running replicas are kept while a dependency is down"
+    assert later.delete == (), "running replicas are kept while a dependency is down"
 
 
 def test_recreate_removes_every_old_replica_before_creating() -> None:
     old = tuple(Replica(f"o{i}", "old", ready=True) for i in range(3))
     out = plan(desired(recreate=True), Observed(old), 0.0)
     assert sorted(out.delete) == ["o0", "o1", "o2"]
-    assert out.create == []
+    assert out.create == ()
     going = tuple(dataclasses.replace(r, deleting=True) for r in old)
-    assert plan(desired(recreate=True), Observed(going), 0.0).create == []
+    assert plan(desired(recreate=True), Observed(going), 0.0).create == ()
     assert len(plan(desired(recreate=True), Observed(), 0.0).create) == 3
 
 

@@ -30,17 +30,10 @@ from setpoint.cli.render import human_duration, object_ref
 from setpoint.clock import rfc3339
 from setpoint.errors import Conflict, Invalid
 from setpoint.model import Object, get_condition
+from setpoint.model.wellknown import CHANGE_CAUSE, CHANGED_BY, DEPLOYMENT_LABEL, RESTARTED_AT
 from setpoint.runtime.scale import read_scale, write_scale
 from setpoint.store.base import Store
-from setpoint.workloads.deployment import (
-    CHANGED_BY,
-    CONTROLLER_REVISION,
-    DEPLOYMENT,
-    DEPLOYMENT_LABEL,
-    PROGRESSING,
-)
-
-RESTARTED_AT = "setpoint.dev/restartedAt"
+from setpoint.workloads.deployment import CONTROLLER_REVISION, DEPLOYMENT, PROGRESSING
 
 
 def add_parser(
@@ -204,7 +197,7 @@ async def history(ctx: Context, args: argparse.Namespace) -> int:
     print(object_ref(DEPLOYMENT, name))
     print("REVISION  CHANGE-CAUSE")
     for r in revisions:
-        cause = (r["metadata"].get("annotations") or {}).get("kubernetes.io/change-cause")
+        cause = (r["metadata"].get("annotations") or {}).get(CHANGE_CAUSE)
         print(f"{r['revision']:<9} {cause or '<none>'}")
     return 0
 

@@ -76,6 +76,7 @@ from setpoint.model import (
     remove_condition,
     set_condition,
 )
+from setpoint.model.wellknown import JOB_FINALIZER
 from setpoint.runtime.controller import Controller
 from setpoint.runtime.events import EventRecorder
 from setpoint.runtime.lifecycle import add_finalizer, is_deleting, remove_finalizer
@@ -127,7 +128,7 @@ __all__ = [
 
 log = logging.getLogger("setpoint.job")
 
-FINALIZER = "setpoint.dev/job"
+FINALIZER = JOB_FINALIZER
 COMPLETE = "Complete"
 FAILED = "Failed"
 MAX_CONCURRENT = 16

@@ -62,6 +62,7 @@ from pydantic_core import PydanticCustomError
 from setpoint.clock import SYSTEM_CLOCK, Clock
 from setpoint.errors import Conflict, Error, Invalid, NotFound, TerminalError, UnknownKind
 from setpoint.model import READY, Object, PrinterColumn, Schema, register_kind, set_condition
+from setpoint.model.wellknown import PROCESS_FINALIZER
 from setpoint.runtime.controller import Controller
 from setpoint.runtime.events import EventRecorder
 from setpoint.runtime.lifecycle import add_finalizer, is_deleting, remove_finalizer
@@ -122,7 +123,7 @@ __all__ = [
 
 log = logging.getLogger("setpoint.process")
 
-FINALIZER = "setpoint.dev/process"
+FINALIZER = PROCESS_FINALIZER
 MAX_CONCURRENT = 16
 """Processes reconciled at once (one key is never reconciled by two workers)."""
 STARTED = "Started"
