@@ -33,6 +33,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from setpoint.errors import NotFound
+from setpoint.model import Kind, Object
+from setpoint.store import Store
+
 
 @dataclass(frozen=True, slots=True, order=True)
 class Request:
@@ -59,3 +63,12 @@ class Reconciler(Protocol):
 
 
 ReconcileFunc = Callable[[Request], Awaitable[Result | None]] | Callable[[Request], Result | None]
+
+
+async def requested_object(store: Store, kind: Kind, request: Request) -> Object | None:
+    """The object of `kind` that `request` names, as `store` has it now; None if it has
+    none (deleted since the request was queued)."""
+    try:
+        return await store.get(kind.api_version, kind.kind, request.name, request.namespace or None)
+    except NotFound:
+        return None

@@ -31,7 +31,7 @@ from setpoint.runtime.controller import Controller
 from setpoint.runtime.events import EventRecorder
 from setpoint.runtime.lifecycle import owner_reference
 from setpoint.runtime.manager import Manager
-from setpoint.runtime.reconciler import Request, Result
+from setpoint.runtime.reconciler import Request, Result, requested_object
 from setpoint.store import Store
 from setpoint.workloads.dependencies import (
     DEPENDS_ON_INDEX,
@@ -104,11 +104,8 @@ class DeploymentController:
         return self._caches[kind_name].by_index("owner", obj["metadata"].get("uid", ""))
 
     async def reconcile(self, request: Request) -> Result | None:
-        try:
-            obj = await self.store.get(
-                DEPLOYMENT.api_version, DEPLOYMENT.kind, request.name, request.namespace or None
-            )
-        except NotFound:
+        obj = await requested_object(self.store, DEPLOYMENT, request)
+        if obj is None:
             return None
         desired = desired_of(obj)
         if desired.deleting:

@@ -20,7 +20,6 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from setpoint.clock import SYSTEM_CLOCK, Clock
-from setpoint.errors import NotFound
 from setpoint.model import Object
 from setpoint.runtime.builder import request_for
 from setpoint.runtime.cache import Cache
@@ -28,7 +27,7 @@ from setpoint.runtime.controller import Controller
 from setpoint.runtime.lifecycle import is_deleting
 from setpoint.runtime.manager import Manager
 from setpoint.runtime.predicates import generation_changed
-from setpoint.runtime.reconciler import Request, Result
+from setpoint.runtime.reconciler import Request, Result, requested_object
 from setpoint.store import Store
 from setpoint.workloads.process import PROCESS
 from setpoint.workloads.service.kind import SERVICE
@@ -107,14 +106,8 @@ class ServiceController:
 
     async def reconcile(self, request: Request) -> Result | None:
         key = (request.namespace, request.name)
-        try:
-            obj = await self.store.get(
-                SERVICE.api_version, SERVICE.kind, request.name, request.namespace or None
-            )
-        except NotFound:
-            self._close(key)
-            return None
-        if is_deleting(obj):
+        obj = await requested_object(self.store, SERVICE, request)
+        if obj is None or is_deleting(obj):
             self._close(key)
             return None
         target = target_of(obj)
