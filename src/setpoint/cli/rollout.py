@@ -33,7 +33,12 @@ from setpoint.model import Object, get_condition
 from setpoint.model.wellknown import CHANGE_CAUSE, CHANGED_BY, DEPLOYMENT_LABEL, RESTARTED_AT
 from setpoint.runtime.scale import read_scale, write_scale
 from setpoint.store.base import Store
-from setpoint.workloads.deployment import CONTROLLER_REVISION, DEPLOYMENT, PROGRESSING
+from setpoint.workloads.deployment import (
+    CONTROLLER_REVISION,
+    DEPLOYMENT,
+    PROGRESSING,
+    DeploymentSpecSchema,
+)
 
 
 def add_parser(
@@ -119,7 +124,7 @@ def rollout_state(obj: Object) -> tuple[bool, str]:
         return False, (
             f'Waiting for deployment "{name}" rollout to start: {progressing.get("message")}'
         )
-    want = int(obj["spec"].get("replicas", 1))
+    want = DeploymentSpecSchema.of(obj).replicas
     updated = int(status.get("updatedReplicas", 0))
     total = int(status.get("replicas", 0))
     available = int(status.get("availableReplicas", 0))
