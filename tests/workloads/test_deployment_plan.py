@@ -20,6 +20,7 @@ from setpoint.workloads.deployment import (
     DeploymentSpecSchema,
     Desired,
     Observed,
+    Plan,
     Replica,
     Revision,
     plan,
@@ -65,20 +66,28 @@ class World:
     """Replicas that become ready `lag` steps after creation and vanish `lag` steps
     after deletion; the planner is asked once per step."""
 
-    def __init__(self, rng: random.Random, replicas: list[Replica]) -> None:
+    def __init__(self, rng: random.Random, replicas: list[Replica], *, stuck: bool = False) -> None:
         self.rng = rng
+        self.stuck = stuck
+        """New replicas never get ready."""
         self.replicas = {r.name: r for r in replicas}
         self.pending_ready: dict[str, int] = {}
         self.pending_gone: dict[str, int] = {}
         self.status: dict[str, Any] = {"observedGeneration": 1}
 
+    def observed(self, revisions: tuple[Revision, ...] = ()) -> Observed:
+        return Observed(tuple(self.replicas.values()), revisions, self.status)
+
     def step(self, d: Desired, now: float) -> None:
-        out = plan(d, Observed(tuple(self.replicas.values()), (), self.status), now)
-        self.status = out.status
+        self.carry_out(d, plan(d, self.observed(), now), now)
+
+    def carry_out(self, d: Desired, out: Plan, now: float) -> None:
+        self.status = dict(out.status)
         for new in out.create:
             assert new.name not in self.replicas, "a name is reused while still in use"
             self.replicas[new.name] = Replica(new.name, d.hash, port=new.port)
-            self.pending_ready[new.name] = self.rng.randint(0, 3)
+            if not self.stuck:
+                self.pending_ready[new.name] = self.rng.randint(0, 3)
         for name in out.delete:
             r = self.replicas[name]
             self.replicas[name] = dataclasses.replace(r, deleting=True, ready=False)
@@ -130,6 +139,37 @@ def test_a_rolling_update_keeps_its_bounds_and_converges(
     assert cond(world.status, "Ready")["status"] == "True"
     assert world.status["updatedReplicas"] == replicas
     assert cond(world.status, "Progressing")["reason"] == "NewReplicaSetAvailable"
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    replicas=st.integers(1, 5),
+    stuck=st.booleans(),
+    remediation=st.sampled_from(["none", "rollback"]),
+    seed=st.integers(0, 2**32),
+)
+def test_a_second_look_at_the_same_world_changes_nothing(
+    replicas: int, stuck: bool, remediation: str, seed: int
+) -> None:
+    """Level-triggered and quiet: whatever the world, planning again from the status just
+    planned (nothing observed has changed) gives the same status, the same actions and
+    no event, so a controller that looks twice writes once. (`restart` is left out: it
+    restarts once per missed deadline, and says so in the next look.)"""
+    old = [Replica(f"web-old-{i}", "old", ready=True, ready_since=0.0) for i in range(replicas)]
+    world = World(random.Random(seed), old, stuck=stuck)
+    world.status = {"observedGeneration": 1, "lastCompleteRevision": 1}
+    revisions = (Revision("web-old", "old", 1, {"spec": {"args": ["old"]}}),
+                 Revision("web-new", "new", 2))  # fmt: skip
+    d = desired(replicas=replicas, progress_deadline_seconds=3, remediation=remediation)
+    for t in range(1, 30):
+        observed = world.observed(revisions)
+        first = plan(d, observed, float(t))
+        again = plan(d, dataclasses.replace(observed, status=first.status), float(t))
+        assert again.status == first.status
+        assert again.events == ()
+        assert (again.create, again.delete) == (first.create, first.delete)
+        assert again.rollback == first.rollback
+        world.carry_out(d, first, float(t))
 
 
 @settings(max_examples=40, deadline=None)

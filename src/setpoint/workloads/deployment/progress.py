@@ -133,10 +133,10 @@ def progress(
             f"revision {revision} made no progress for {spec.progress_deadline_seconds:g}s "
             f"({len(updated_available)} of {spec.replicas} updated replicas available)"
         )
-        if was.get("reason") != DEADLINE_EXCEEDED:  # first missed now: report and remedy once
-            remedy = _remediate(desired, observed, sets, revision, message)
-            if spec.remediation == "restart":
-                status["lastProgressTime"] = timestamp(now)
+        first = was.get("reason") != DEADLINE_EXCEEDED
+        remedy = _remediate(desired, observed, sets, revision, message, first=first)
+        if first and spec.remediation == "restart":
+            status["lastProgressTime"] = timestamp(now)  # the restarted replicas get a new deadline
         cond(PROGRESSING, False, DEADLINE_EXCEEDED, message)
     else:
         done = f"{len(updated_available)} of {spec.replicas} updated replicas available"
@@ -178,7 +178,7 @@ def with_failed_create(status: Mapping[str, Any], message: str, *, generation: i
 
 
 class _Remedy(NamedTuple):
-    """What happens when the deadline is first missed: events, and a remediation."""
+    """What a missed deadline calls for: events, and a remediation."""
 
     events: tuple[PlannedEvent, ...] = ()
     rollback: Rollback | None = None
@@ -186,24 +186,36 @@ class _Remedy(NamedTuple):
 
 
 def _remediate(
-    desired: Desired, observed: Observed, sets: ReplicaSets, revision: int, message: str
+    desired: Desired,
+    observed: Observed,
+    sets: ReplicaSets,
+    revision: int,
+    message: str,
+    *,
+    first: bool,
 ) -> _Remedy:
-    """The deadline was just missed: its event, and what `spec.remediation` does."""
-    missed = PlannedEvent("Warning", DEADLINE_EXCEEDED, message)
-    remediation = desired.spec.remediation
-    if remediation == "rollback":
+    """What `spec.remediation` does about a missed deadline. A rollback is asked for at
+    every look until the spec has gone back (it is idempotent, and a write that lost a
+    race is tried again); the events, and a restart, only when the deadline is `first`
+    missed."""
+    rollback = None
+    if desired.spec.remediation == "rollback":
         good = observed.status.get("lastCompleteRevision")
         target = next((r for r in observed.revisions if r.number == good), None)
-        if target is None or good == revision:
-            return _Remedy((missed,))
-        back = f"rolling back to revision {good}: {message}"
-        rollback = Rollback(target.number, target.template)
-        return _Remedy((missed, PlannedEvent("Warning", "RolledBack", back)), rollback)
-    if remediation == "restart":
-        failing = tuple(r.name for r in sets.new if not r.ready)
-        restarting = f"restarting {len(failing)} replica(s) not ready: {message}"
-        return _Remedy((missed, PlannedEvent("Warning", "Restarted", restarting)), None, failing)
-    return _Remedy((missed,))
+        if target is not None and good != revision:
+            rollback = Rollback(target.number, target.template)
+    if not first:
+        return _Remedy(rollback=rollback)
+    events = [PlannedEvent("Warning", DEADLINE_EXCEEDED, message)]
+    restart: tuple[str, ...] = ()
+    if rollback is not None:
+        back = f"rolling back to revision {rollback.revision}: {message}"
+        events.append(PlannedEvent("Warning", "RolledBack", back))
+    elif desired.spec.remediation == "restart":
+        restart = tuple(r.name for r in sets.new if not r.ready)
+        restarting = f"restarting {len(restart)} replica(s) not ready: {message}"
+        events.append(PlannedEvent("Warning", "Restarted", restarting))
+    return _Remedy(tuple(events), rollback, restart)
 
 
 def _stall_message(desired: Desired, status: Mapping[str, Any]) -> str:
