@@ -9,7 +9,7 @@ Figures (the last stdout line is one JSON object; progress goes to stderr):
   `STEPS` calls, the two taking turns (target <= 1.0). `pid_step_ns` and
   `simple_pid_step_ns` are the medians per call.
 * `thermostat_iae_autotuned`, `thermostat_iae_zn_manual`: integral of absolute error
-  (degree-seconds) over two simulated hours of the default room (`RoomSettings()`, 0.02
+  (degree-seconds) over two simulated hours of the default room (`RoomSchema()`, 0.02
   degrees of sensor noise, seed 1, a sample every 5 s): a setpoint step from 15 to 21
   degrees at t = 0, and at t = 3600 s a window opened (heat loss x 1.5) for good.
   *autotuned*: what `setpoint tune --plant sim` does: a relay experiment on the room,
@@ -41,7 +41,7 @@ from typing import Any
 import simple_pid
 
 from setpoint.control.pid import PID
-from setpoint.control.plant import RoomPlant, RoomSettings
+from setpoint.control.plant import RoomPlant, RoomSchema, RoomSettings
 from setpoint.control.tuning import (
     MIN_IAE,
     Gains,
@@ -59,7 +59,7 @@ ROUNDS = 7
 SAMPLE = 5.0
 HORIZON = 7200.0
 WINDOW_AT = 3600.0
-ROOM = RoomSettings(noise=0.02, seed=1)
+ROOM = RoomSchema(noise=0.02, seed=1).settings()
 
 
 def progress(message: str) -> None:

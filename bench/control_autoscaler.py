@@ -51,6 +51,7 @@ from typing import Any
 
 import numpy as np
 
+from setpoint.control.autoscaler import PidSpecSchema
 from setpoint.control.scaling import (
     DEFAULT_BEHAVIOR,
     DEFAULT_SCALE_UP,
@@ -81,9 +82,9 @@ BURSTS_PER_HOUR = 8.0  # x1.5-3 for 15-90 seconds
 
 UNSEEN_SEEDS = (SEED + 10, SEED + 11, SEED + 12, SEED + 13)
 """More days for the medians; like SEED, never used for tuning."""
-PID_GAINS = PidGains()
-"""The defaults of `PidGains` and `PID_BEHAVIOR`, tuned once on three other seeds (see
-`TUNING`)."""
+PID_GAINS = PidSpecSchema().gains()
+"""The defaults of the Autoscaler's `spec.pid` and `PID_BEHAVIOR`, tuned once on three other
+seeds (see `TUNING`)."""
 TUNING = """
 Tuned once, by grid, on the traces of seeds SEED+1, SEED+2, SEED+3 (never SEED): the
 scale-down window over {0, 60, 120} s, kp {0.25, 0.5, 1}, ki {1/15, 1/30, 1/60},

@@ -7,7 +7,7 @@ Run with `./dev bench insight` (about a minute and a half, ~2 GB of memory for t
 entries). Progress goes to stderr; the last stdout line is one JSON object:
 
 * `explain_ac1`, `explain_ac3` (targets: ac1 >= 0.9 and >= recency_ac1 + 0.2): the fraction
-  of `SCENARIOS` generated scenarios (`setpoint.insight.scenarios`, the five fault families
+  of `SCENARIOS` generated scenarios (`tests/insight/scenario_support.py`, the five fault families
   in turn, seeds from `FIRST_SEED`, a range the ranking was never looked at on) whose true
   cause is ranked first / in the top three; `per_family` splits them.
 * `recency_ac1`, `recency_ac3`: the baseline, the changes before the same failure newest
@@ -44,14 +44,17 @@ from setpoint.insight.ranking import (
     hops_from,
     rank,
 )
-from setpoint.insight.scenarios import FAMILIES, Scenario, generate
 from setpoint.insight.templates import TemplateMiner
+
+TESTS = Path(__file__).resolve().parents[1] / "tests" / "insight"
+sys.path.insert(0, str(TESTS))  # the scenario generator is test data, kept with the tests
+from scenario_support import FAMILIES, Scenario, generate  # noqa: E402
 
 SCENARIOS = 250
 FIRST_SEED = 10_000
 BIG_ENTRIES = 1_000_000
 WEIGHTS = ("w_time", "w_graph", "w_history", "w_novelty", "w_evidence")
-LABELLED = Path(__file__).resolve().parents[1] / "tests" / "insight" / "templates_labelled.tsv"
+LABELLED = TESTS / "templates_labelled.tsv"
 
 
 def log(message: str) -> None:

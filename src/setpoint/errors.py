@@ -9,10 +9,16 @@
     ├── Gone               watch history compacted past the requested revision: relist
     ├── StoreClosed        the store was closed
     ├── LeadershipLost     a manager lost its leader lease and stopped
+    ├── MetricUnavailable  an Autoscaler's metric could not be read (a one-line reason)
     └── TerminalError      a reconciler cannot progress without a change from outside
 
 Each carries a message that says what to do; `code` is the HTTP status the
 Kubernetes API would answer with, and `reason` its `Status.reason`.
+
+Not in the tree, on purpose: the work queue's `Empty` and `ShutDown`
+(`setpoint.runtime.queue`) are control flow between a queue and its workers, as
+`asyncio.QueueEmpty` is, and the health server's private `_BadRequest` becomes a
+400 answer; none of them reaches a user. tests/test_errors_tree.py keeps this true.
 """
 
 from __future__ import annotations
@@ -74,6 +80,18 @@ class LeadershipLost(Error):
 
     code = 503
     reason = "ServiceUnavailable"
+
+
+class MetricUnavailable(Error):
+    """An Autoscaler's metric could not be read (`setpoint.control.metrics_source`): no
+    answer, an HTTP error, a body that is not a number... The message is one line saying
+    why; the Autoscaler reports it in `ScalingActive` and tries again next period."""
+
+    code = 503
+    reason = "FailedGetMetric"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(" ".join(message.split()))
 
 
 class TerminalError(Error):

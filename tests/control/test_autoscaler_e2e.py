@@ -21,7 +21,13 @@ from control_autoscaler_support import (
 from setpoint.control.autoscaler import AUTOSCALER, setup
 from setpoint.errors import Invalid
 from setpoint.model import Object
-from setpoint.testing import Harness, ManualClock, capture_events, reconcile_until_stable
+from setpoint.testing import (
+    Harness,
+    ManualClock,
+    capture_events,
+    free_port_range,
+    reconcile_until_stable,
+)
 
 API, KIND = AUTOSCALER.api_version, AUTOSCALER.kind
 
@@ -186,3 +192,34 @@ async def test_bad_specs_are_refused_naming_the_field(spec: dict[str, object], f
         with pytest.raises(Invalid) as caught:
             await harness.store.create(obj)
         assert caught.value.field == field
+
+
+async def test_an_unreachable_metric_is_reported_once_then_nothing_is_written() -> None:
+    """Quiet when nothing changes: after the first report (condition and warning), ten
+    periods in ten seconds of an unreachable metric write nothing to the store."""
+    clock = ManualClock()
+    port = free_port_range(1)  # nothing listens there: connection refused at once
+    async with Harness(clock=clock) as harness:
+        setup(harness.manager)
+        await harness.start()
+        store = harness.store
+        await store.create(scaled("web", 3))
+        metric = {"http": {"url": f"http://127.0.0.1:{port}/stats"}, "target": 10}
+        async with capture_events(store) as events:
+            await store.create(autoscaler("web", "web", metric, periodSeconds=1))
+            await events.wait_event("FailedGetMetric", involved_name="web")
+        await wait_for(
+            store,
+            API,
+            KIND,
+            "web",
+            lambda o: condition(o, "ScalingActive").get("reason") == "FailedGetMetric",
+        )
+        await reconcile_until_stable(harness)
+        before = await store.revision()
+        for _ in range(10):
+            clock.advance(1.0)
+            await reconcile_until_stable(harness)
+        assert await store.revision() == before
+        target = await store.get(SCALED.api_version, SCALED.kind, "web", "default")
+        assert target["spec"]["replicas"] == 3

@@ -1,4 +1,4 @@
-"""`PID.simple_pid_compatible` computes what `simple_pid.PID` computes, configured the same
+"""`SimplePidCompatible` computes what `simple_pid.PID` computes, configured the same
 way and fed the same random sequences (measurements, time steps including zero, setpoint
 and limit changes, auto/manual switches, resets)."""
 
@@ -10,7 +10,7 @@ import random
 import pytest
 import simple_pid
 
-from setpoint.control.pid import PID
+from setpoint.control.simple_pid_compat import SimplePidCompatible
 
 
 class FakeTime:
@@ -48,12 +48,14 @@ def _configuration(rng: random.Random) -> dict[str, object]:
     }
 
 
-def _pair(config: dict[str, object], start: float) -> tuple[PID, simple_pid.PID, FakeTime]:
+def _pair(
+    config: dict[str, object], start: float
+) -> tuple[SimplePidCompatible, simple_pid.PID, FakeTime]:
     clock = FakeTime(start)
     kp, ki, kd, setpoint = (config[k] for k in ("kp", "ki", "kd", "setpoint"))
     options = {k: v for k, v in config.items() if k not in ("kp", "ki", "kd", "setpoint")}
     theirs = simple_pid.PID(kp, ki, kd, setpoint, time_fn=clock, **options)
-    ours = PID.simple_pid_compatible(kp, ki, kd, setpoint, start_time=start, **options)  # type: ignore[arg-type]
+    ours = SimplePidCompatible(kp, ki, kd, setpoint, start_time=start, **options)  # type: ignore[arg-type]
     return ours, theirs, clock
 
 

@@ -1,5 +1,5 @@
-"""simple-pid's three known faults, each shown on simple-pid (or its compatible mode) and
-shown absent from our default PID."""
+"""simple-pid's three known faults, each shown on simple-pid (or `SimplePidCompatible`, its
+arithmetic behind our interface) and shown absent from our PID."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ import math
 import simple_pid
 
 from setpoint.control.pid import PID
+from setpoint.control.simple_pid_compat import SimplePidCompatible
 
 
-def _proportional_on_measurement_run(pid: PID) -> list[float]:
+def _proportional_on_measurement_run(pid: PID | SimplePidCompatible) -> list[float]:
     """Measurement held below the setpoint until the output saturates, then above it."""
     outputs = []
     now = 0.0
@@ -27,7 +28,7 @@ def test_proportional_on_measurement_leaves_the_bound_when_the_measurement_turns
     options = dict(output_limits=(0.0, 100.0), proportional_on_measurement=True)
     ours = _proportional_on_measurement_run(PID(4.0, 1.0, 0.0, 50.0, **options))  # type: ignore[arg-type]
     theirs = _proportional_on_measurement_run(
-        PID.simple_pid_compatible(4.0, 1.0, 0.0, 50.0, sample_time=None, **options)  # type: ignore[arg-type]
+        SimplePidCompatible(4.0, 1.0, 0.0, 50.0, sample_time=None, **options)  # type: ignore[arg-type]
     )
     assert ours[50] == theirs[50] == 100.0  # saturated while below the setpoint
     # The measurement is now above the setpoint (error < 0): the output must come down.

@@ -6,6 +6,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from setpoint.control.autoscaler import PidSpecSchema
 from setpoint.control.scaling import (
     DEFAULT_BEHAVIOR,
     PID_BEHAVIOR,
@@ -13,7 +14,6 @@ from setpoint.control.scaling import (
     Behavior,
     History,
     PidAlgorithm,
-    PidGains,
     ScalingPolicy,
     ScalingRules,
     decide,
@@ -31,7 +31,7 @@ def run(
     behavior: Behavior = PID_BEHAVIOR,
 ) -> list[int]:
     """Replicas after each 15 s period; the metric is load / replicas (per replica)."""
-    algorithm = PidAlgorithm(TARGET, low, high, PidGains())
+    algorithm = PidAlgorithm(TARGET, low, high, PidSpecSchema().gains())
     history, replicas, out = History(), start, []
     for i, load in enumerate(loads):
         now = 15.0 * i
@@ -95,7 +95,7 @@ def test_a_zero_metric_goes_to_min() -> None:
 @settings(max_examples=100, deadline=None)
 def test_recommendations_stay_within_bounds(loads: list[float], low: int, span: int) -> None:
     high = low + span
-    algorithm = PidAlgorithm(TARGET, low, high)
+    algorithm = PidAlgorithm(TARGET, low, high, PidSpecSchema().gains())
     replicas = low
     for i, load in enumerate(loads):
         recommendation = algorithm.recommend(replicas, load / replicas, 15.0 * i)

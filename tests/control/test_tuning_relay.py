@@ -7,7 +7,7 @@ import math
 import pytest
 
 from setpoint.control.pid import PID
-from setpoint.control.plant import RoomPlant, RoomSettings
+from setpoint.control.plant import RoomPlant, RoomSchema, RoomSettings
 from setpoint.control.tuning import (
     RULES,
     RelayExperiment,
@@ -20,7 +20,13 @@ from setpoint.control.tuning import (
 )
 from setpoint.errors import Invalid
 
-ROOM = RoomSettings(time_constant=600.0, dead_time=60.0, gain=0.01, outside=10.0, initial=21.0)
+
+def room(**fields: float) -> RoomSettings:
+    """A room: the schema's defaults (its one definition) but for `fields`."""
+    return RoomSchema(**fields).settings()
+
+
+ROOM = room(time_constant=600.0, dead_time=60.0, gain=0.01, outside=10.0, initial=21.0)
 
 
 def _ultimate(settings: RoomSettings) -> tuple[float, float]:
@@ -48,9 +54,7 @@ def _relay(settings: RoomSettings) -> tuple[float, float]:
 def test_relay_finds_the_ultimate_gain_and_period(dead_time: float) -> None:
     """The describing-function estimate is approximate (it ignores harmonics), so it is
     within a third of the exact figures, not equal to them."""
-    settings = RoomSettings(
-        time_constant=600.0, dead_time=dead_time, gain=0.01, outside=10.0, initial=21.0
-    )
+    settings = room(time_constant=600.0, dead_time=dead_time, gain=0.01, outside=10.0, initial=21.0)
     ku, tu = _relay(settings)
     exact_ku, exact_tu = _ultimate(settings)
     assert ku == pytest.approx(exact_ku, rel=0.33)
@@ -130,7 +134,7 @@ def test_step_response_figures() -> None:
 def test_the_room_settles_where_its_model_says_whatever_the_step_size() -> None:
     finals = []
     for dt in (1.0, 7.0, 60.0):
-        plant = RoomPlant(RoomSettings(initial=10.0, outside=10.0))
+        plant = RoomPlant(room(initial=10.0, outside=10.0))
         for _ in range(int(6000 / dt)):
             plant.step(1000.0, dt)
         finals.append(plant.temperature)
@@ -138,7 +142,7 @@ def test_the_room_settles_where_its_model_says_whatever_the_step_size() -> None:
 
 
 def test_the_room_feels_the_heater_only_after_the_dead_time() -> None:
-    plant = RoomPlant(RoomSettings(initial=10.0, outside=10.0, dead_time=60.0))
+    plant = RoomPlant(room(initial=10.0, outside=10.0, dead_time=60.0))
     for _ in range(59):
         plant.step(3000.0, 1.0)
     assert plant.temperature == 10.0
@@ -158,7 +162,7 @@ def test_an_open_window_cools_the_room() -> None:
 
 
 def test_noise_is_repeatable_with_a_seed() -> None:
-    settings = RoomSettings(noise=0.1, seed=42)
+    settings = room(noise=0.1, seed=42)
     a, b = RoomPlant(settings), RoomPlant(settings)
     assert [a.step(500.0, 1.0) for _ in range(5)] == [b.step(500.0, 1.0) for _ in range(5)]
 
@@ -169,9 +173,7 @@ def _fields(settings: RoomSettings) -> dict[str, float]:
 
 @pytest.mark.parametrize("dead_time", [30.0, 60.0, 120.0])
 def test_identify_recovers_the_rooms_model(dead_time: float) -> None:
-    settings = RoomSettings(
-        time_constant=600.0, dead_time=dead_time, gain=0.01, outside=10.0, initial=15.0
-    )
+    settings = room(time_constant=600.0, dead_time=dead_time, gain=0.01, outside=10.0, initial=15.0)
     plant = RoomPlant(settings)
     experiment = RelayExperiment(21.0, bias=1500.0, amplitude=1500.0)
     result = relay_tune(plant.step, plant.measure(), experiment, sample_time=5.0, max_time=1e5)
@@ -184,7 +186,7 @@ def test_identify_recovers_the_rooms_model(dead_time: float) -> None:
 def test_min_iae_gains_hold_the_overshoot_on_the_real_room() -> None:
     """Gains picked on the identified model, then used on the room itself (with noise):
     at most 10% overshoot, and settled."""
-    settings = RoomSettings(noise=0.02, seed=1)
+    settings = room(noise=0.02, seed=1)
     plant = RoomPlant(settings)
     experiment = RelayExperiment(21.0, bias=1500.0, amplitude=1500.0, hysteresis=0.05)
     result = relay_tune(plant.step, plant.measure(), experiment, sample_time=5.0, max_time=1e5)
@@ -197,7 +199,7 @@ def test_min_iae_gains_hold_the_overshoot_on_the_real_room() -> None:
         operating_output=result.mean_output,
         sample_time=5.0,
     )
-    room = RoomPlant(settings)
+    closed_loop = RoomPlant(settings)
     pid = PID(
         gains.kp,
         gains.ki,
@@ -207,11 +209,11 @@ def test_min_iae_gains_hold_the_overshoot_on_the_real_room() -> None:
         derivative_filter=gains.derivative_filter,
     )
     times, values = [], []
-    measurement = room.measure()
+    measurement = closed_loop.measure()
     for i in range(720):
         times.append(i * 5.0)
         values.append(measurement)
-        measurement = room.step(pid.update(measurement, i * 5.0), 5.0)
+        measurement = closed_loop.step(pid.update(measurement, i * 5.0), 5.0)
     response = step_response(times, values, step_time=0.0, before=15.0, after=21.0)
     assert response.overshoot <= 0.10
     assert response.settling_time is not None

@@ -22,12 +22,12 @@ from explain_support import (
     ready,
     webapp,
 )
+from scenario_support import FAMILIES, generate, suite
 
 from setpoint.errors import Invalid
 from setpoint.insight import ranking
 from setpoint.insight.entries import ObjectRef
 from setpoint.insight.ranking import TimelineIndex, explain, failure_class
-from setpoint.insight.scenarios import FAMILIES, generate, suite
 
 TARGET = ObjectRef("Deployment", "web", "default")
 
@@ -268,7 +268,8 @@ def test_a_stop_on_request_is_no_symptom_but_a_crash_is() -> None:
         "type": "exit",
         "object": DB,
         "signal": 9,
-        "reason": "killed (stopped: spec changed)",
+        "reason": "killed by SIGKILL",
+        "stoppedOnRequest": True,
     }
     assert ranking.symptom_of(stopped) is None
     assert ranking.symptom_of(killed_on_stop) is None

@@ -253,7 +253,8 @@ async def test_the_deadline_stops_the_attempt_and_fails(
     assert condition(obj, "Failed")["reason"] == "DeadlineExceeded"
     assert condition(obj, "Stalled")["reason"] == "DeadlineExceeded"
     assert "pid" not in status
-    assert "activeDeadlineSeconds" in status["lastExit"]["reason"]
+    assert status["lastExit"]["stoppedOnRequest"] is True
+    assert "activeDeadlineSeconds" in status["lastExit"]["stopReason"]
     assert world.jobs.pids() == {}
 
 

@@ -4,58 +4,68 @@ deadline, spec changes, deletion and dependencies, by example and by property
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from setpoint.errors import Invalid
 from setpoint.model import Object
+from setpoint.workloads.children import BackoffSchema, ChildDesired, ChildExit, backoff_delay
 from setpoint.workloads.job import (
     JOB,
     Action,
-    AttemptExit,
     JobDesired,
     JobObserved,
-    RetryBackoff,
+    JobSpecSchema,
     desired_of,
     plan,
-    retry_delay,
 )
 
 NOW = 1_000.0
 
 
-def failed_exit(code: int | None = 1, *, at: float = NOW) -> AttemptExit:
-    return AttemptExit(code, f"exited with code {code}", at)
+def wanted(generation: int, *, deleting: bool = False, **spec: Any) -> JobDesired:
+    """A Job's desired state: its spec is the schema's defaults but for `spec`."""
+    return ChildDesired(generation, JobSpecSchema(args=["migrate"], **spec), deleting)
+
+
+def retry(initial: float, maximum: float) -> BackoffSchema:
+    return BackoffSchema(initial_seconds=initial, max_seconds=maximum)
+
+
+def failed_exit(code: int | None = 1, *, at: float = NOW) -> ChildExit:
+    return ChildExit(code, None, f"exited with code {code}", at)
 
 
 def test_first_start_is_a_fresh_run() -> None:
-    step = plan(JobDesired(1), JobObserved(), NOW)
+    step = plan(wanted(1), JobObserved(), NOW)
     assert step.action is Action.START
     assert step.fresh
     assert step.phase == "Running"
     assert step.wait_seconds == 0
     # With a deadline, the controller looks again when it falls due.
-    assert plan(JobDesired(1, active_deadline=30), JobObserved(), NOW).wait_seconds == 30
+    assert plan(wanted(1, active_deadline_seconds=30), JobObserved(), NOW).wait_seconds == 30
 
 
 def test_waits_for_dependencies_before_the_first_attempt() -> None:
-    step = plan(JobDesired(1), JobObserved(unmet="waiting for Process/db to be Ready"), NOW)
+    step = plan(wanted(1), JobObserved(unmet="waiting for Process/db to be Ready"), NOW)
     assert step.action is Action.WAIT
     assert step.phase == "Waiting"
     assert "Process/db" in step.reason
 
 
 def test_success_completes_and_is_not_rerun() -> None:
-    observed = JobObserved(generation=1, attempts=1, last_exit=AttemptExit(0, "exited", NOW))
-    step = plan(JobDesired(1), observed, NOW)
+    observed = JobObserved(generation=1, attempts=1, last_exit=ChildExit(0, None, "exited", NOW))
+    step = plan(wanted(1), observed, NOW)
     assert (step.action, step.phase, step.outcome) == (Action.NOTHING, "Succeeded", "Complete")
     recorded = JobObserved(generation=1, attempts=1, finished="Complete")
-    assert plan(JobDesired(1), recorded, NOW + 1e6).action is Action.NOTHING
+    assert plan(wanted(1), recorded, NOW + 1e6).action is Action.NOTHING
 
 
 def test_a_failure_backs_off_then_retries() -> None:
-    desired = JobDesired(1, backoff=RetryBackoff(10, 300))
+    desired = wanted(1, backoff=retry(10, 300))
     observed = JobObserved(generation=1, attempts=1, failed=1, last_exit=failed_exit())
     step = plan(desired, observed, NOW + 4)
     assert step.action is Action.WAIT
@@ -67,13 +77,13 @@ def test_a_failure_backs_off_then_retries() -> None:
 
 
 def test_retry_delay_doubles_to_the_cap() -> None:
-    backoff = RetryBackoff(10, 300)
-    assert [retry_delay(n, backoff) for n in range(8)] == [0, 10, 20, 40, 80, 160, 300, 300]
+    backoff = retry(10, 300)
+    assert [backoff_delay(n, backoff) for n in range(8)] == [0, 10, 20, 40, 80, 160, 300, 300]
 
 
 def test_failing_more_than_the_backoff_limit_fails() -> None:
     observed = JobObserved(generation=1, attempts=3, failed=3, last_exit=failed_exit())
-    step = plan(JobDesired(1, backoff_limit=2), observed, NOW)
+    step = plan(wanted(1, backoff_limit=2), observed, NOW)
     assert (step.action, step.phase, step.outcome) == (
         Action.NOTHING,
         "Failed",
@@ -83,7 +93,7 @@ def test_failing_more_than_the_backoff_limit_fails() -> None:
 
 
 def test_the_deadline_stops_a_running_attempt() -> None:
-    desired = JobDesired(1, active_deadline=30)
+    desired = wanted(1, active_deadline_seconds=30)
     observed = JobObserved(running=True, generation=1, started_at=NOW, attempts=1)
     step = plan(desired, observed, NOW + 10)
     assert step.action is Action.NOTHING
@@ -93,7 +103,7 @@ def test_the_deadline_stops_a_running_attempt() -> None:
 
 
 def test_the_deadline_cuts_a_back_off_short() -> None:
-    desired = JobDesired(1, active_deadline=30, backoff=RetryBackoff(100, 300))
+    desired = wanted(1, active_deadline_seconds=30, backoff=retry(100, 300))
     observed = JobObserved(
         generation=1, started_at=NOW, attempts=1, failed=1, last_exit=failed_exit(at=NOW + 5)
     )
@@ -106,7 +116,7 @@ def test_the_deadline_cuts_a_back_off_short() -> None:
 
 
 def test_a_spec_change_restarts_a_running_attempt_from_scratch() -> None:
-    step = plan(JobDesired(2), JobObserved(running=True, generation=1, attempts=3), NOW)
+    step = plan(wanted(2), JobObserved(running=True, generation=1, attempts=3), NOW)
     assert step.action is Action.RESTART
     assert step.fresh
     assert "generation 1 -> 2" in step.reason
@@ -115,15 +125,15 @@ def test_a_spec_change_restarts_a_running_attempt_from_scratch() -> None:
 @pytest.mark.parametrize("finished", ["Complete", "BackoffLimitExceeded", "DeadlineExceeded"])
 def test_a_spec_change_reruns_a_finished_job(finished: str) -> None:
     observed = JobObserved(generation=1, attempts=7, failed=7, finished=finished)  # type: ignore[arg-type]
-    step = plan(JobDesired(2), observed, NOW)
+    step = plan(wanted(2), observed, NOW)
     assert step.action is Action.START
     assert step.fresh
 
 
 def test_deletion_stops_a_running_attempt() -> None:
-    step = plan(JobDesired(1, deleting=True), JobObserved(running=True, generation=1), NOW)
+    step = plan(wanted(1, deleting=True), JobObserved(running=True, generation=1), NOW)
     assert step.action is Action.STOP
-    step = plan(JobDesired(1, deleting=True), JobObserved(generation=1), NOW)
+    step = plan(wanted(1, deleting=True), JobObserved(generation=1), NOW)
     assert step.action is Action.NOTHING
 
 
@@ -135,7 +145,11 @@ def test_desired_of_reads_the_wire_form_with_defaults() -> None:
         "spec": {"args": ["true"], "activeDeadlineSeconds": 60, "backoff": {"initialSeconds": 1}},
     }
     desired = desired_of(obj)
-    assert desired == JobDesired(3, 6, 60.0, RetryBackoff(1.0, 300.0), False)
+    assert desired.generation == 3
+    assert not desired.deleting
+    assert desired.spec.backoff_limit == 6
+    assert desired.spec.active_deadline_seconds == 60.0
+    assert desired.spec.backoff == retry(1.0, 300.0)
 
 
 def test_the_schema_refuses_a_negative_backoff_limit() -> None:
@@ -153,17 +167,18 @@ def test_the_schema_refuses_a_negative_backoff_limit() -> None:
 
 outcomes = st.sampled_from([None, "Complete", "BackoffLimitExceeded", "DeadlineExceeded"])
 exits = st.builds(
-    AttemptExit,
+    ChildExit,
     st.one_of(st.none(), st.integers(0, 3)),
+    st.none(),
     st.just("exited"),
     st.floats(NOW - 1000, NOW + 1000),
 )
 desireds = st.builds(
-    JobDesired,
+    wanted,
     generation=st.integers(1, 3),
     backoff_limit=st.integers(0, 8),
-    active_deadline=st.one_of(st.none(), st.floats(0.5, 1000)),
-    backoff=st.builds(RetryBackoff, st.floats(0.01, 50), st.floats(0.01, 500)),
+    active_deadline_seconds=st.one_of(st.none(), st.floats(0.5, 1000)),
+    backoff=st.builds(retry, st.floats(0.01, 50), st.floats(0.01, 500)),
     deleting=st.booleans(),
 )
 observeds = st.builds(
@@ -215,7 +230,9 @@ def test_a_run_never_exceeds_backoff_limit_plus_one_attempts(
 ) -> None:
     """Drive the plan as the controller would, each attempt ending with the next code
     (None: killed) after the next duration; the run ends, within the limits."""
-    desired = JobDesired(1, backoff_limit, deadline, RetryBackoff(10, 300))
+    desired = wanted(
+        1, backoff_limit=backoff_limit, active_deadline_seconds=deadline, backoff=retry(10, 300)
+    )
     observed = JobObserved()
     now = NOW
     outcome = None
@@ -239,13 +256,13 @@ def test_a_run_never_exceeds_backoff_limit_plus_one_attempts(
             failed = observed.failed + (0 if code == 0 else 1)
             observed = JobObserved(
                 generation=1, started_at=observed.started_at, attempts=observed.attempts,
-                failed=failed, last_exit=AttemptExit(code, "exited", now),
+                failed=failed, last_exit=ChildExit(code, None, "exited", now),
             )  # fmt: skip
         elif step.action is Action.STOP:
             assert step.outcome == "DeadlineExceeded"
             observed = JobObserved(
                 generation=1, started_at=observed.started_at, attempts=observed.attempts,
-                failed=observed.failed + 1, last_exit=AttemptExit(None, "killed", now),
+                failed=observed.failed + 1, last_exit=ChildExit(None, None, "killed", now),
                 finished="DeadlineExceeded",
             )  # fmt: skip
         elif step.action is Action.WAIT:
@@ -267,3 +284,21 @@ def test_a_run_never_exceeds_backoff_limit_plus_one_attempts(
         failed=observed.failed, last_exit=observed.last_exit, finished=outcome,
     )  # fmt: skip
     assert plan(desired, ended, now + 1e6).action is Action.NOTHING
+
+
+@given(desireds, observeds, st.floats(NOW - 100, NOW + 5000))
+def test_the_planned_status_is_valid(
+    desired: JobDesired, observed: JobObserved, now: float
+) -> None:
+    step = plan(desired, observed, now)
+    if step.action in (Action.STOP, Action.RESTART):
+        assert step.status is None  # the next look records the exit
+        return
+    assert step.status is not None
+    JOB.validate_status(dict(step.status))
+    assert step.status["phase"] == step.phase
+    assert ("pid" in step.status) == observed.running
+    if step.outcome in ("BackoffLimitExceeded", "DeadlineExceeded"):
+        assert step.stall is not None
+        assert step.stall[0] == step.outcome
+    assert plan(desired, observed, now) == step  # pure: the same inputs, the same plan

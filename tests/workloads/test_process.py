@@ -436,7 +436,8 @@ async def test_a_failing_liveness_probe_restarts_under_backoff(
     assert obj is not None
     status = obj["status"]
     assert status["restarts"] == 1
-    assert "liveness probe failed" in status["lastExit"]["reason"]
+    assert status["lastExit"]["stoppedOnRequest"] is True
+    assert "liveness probe failed" in status["lastExit"]["stopReason"]
     assert status["lastExit"]["signal"] == signal.SIGTERM
     await reconcile_until_stable(world.harness)
     assert world.processes.pids() == {}

@@ -11,40 +11,57 @@ from hypothesis import strategies as st
 
 from setpoint.errors import Invalid
 from setpoint.model import Object
+from setpoint.workloads.children import ChildDesired, ChildExit, backoff_delay
 from setpoint.workloads.process import (
     PROCESS,
     Action,
-    BackoffSettings,
+    CrashLoopBackoffSchema,
     Desired,
-    LastExit,
     Observed,
-    backoff_delay,
+    ProcessSpecSchema,
     desired_of,
     plan,
 )
 
 NOW = 1_000.0
-FAST = BackoffSettings(initial=10, maximum=300, reset_after=600)
 
 
-def crashed(code: int | None = 1, *, at: float = NOW, ran_for: float | None = 1.0) -> LastExit:
-    return LastExit(code, None, f"exited with code {code}", at, ran_for)
+def backoff(initial: float, maximum: float, reset_after: float) -> CrashLoopBackoffSchema:
+    return CrashLoopBackoffSchema(
+        initial_seconds=initial, max_seconds=maximum, reset_after_seconds=reset_after
+    )
+
+
+FAST = backoff(10, 300, 600)
+
+
+def wanted(generation: int, *, deleting: bool = False, **spec: Any) -> Desired:
+    """A Process's desired state: its spec is the schema's defaults but for `spec`."""
+    return ChildDesired(generation, ProcessSpecSchema(args=["server"], **spec), deleting)
+
+
+def started_at(finished: float, ran_for: float | None) -> float | None:
+    return None if ran_for is None else finished - ran_for
+
+
+def crashed(code: int | None = 1, *, at: float = NOW, ran_for: float | None = 1.0) -> ChildExit:
+    return ChildExit(code, None, f"exited with code {code}", at, started_at(at, ran_for))
 
 
 def test_first_start() -> None:
-    step = plan(Desired(1), Observed(), NOW)
+    step = plan(wanted(1), Observed(), NOW)
     assert step.action is Action.START
     assert step.phase == "Running"
     assert not step.counts_as_restart
 
 
 def test_running_and_current_means_nothing() -> None:
-    step = plan(Desired(1), Observed(running=True, generation=1), NOW)
+    step = plan(wanted(1), Observed(running=True, generation=1), NOW)
     assert step.action is Action.NOTHING
 
 
 def test_spec_change_restarts_without_counting() -> None:
-    step = plan(Desired(2), Observed(running=True, generation=1, recent_restarts=4), NOW)
+    step = plan(wanted(2), Observed(running=True, generation=1, recent_restarts=4), NOW)
     assert step.action is Action.RESTART
     assert "generation 1 -> 2" in step.reason
     assert not step.counts_as_restart
@@ -53,27 +70,27 @@ def test_spec_change_restarts_without_counting() -> None:
 
 def test_liveness_failure_stops_it_like_a_crash() -> None:
     observed = Observed(running=True, generation=1, unhealthy="liveness probe failed: refused")
-    step = plan(Desired(1), observed, NOW)
+    step = plan(wanted(1), observed, NOW)
     assert step.action is Action.STOP
     assert "liveness" in step.reason
     # ... and the next look restarts it under the restart policy and the back-off.
-    stopped = LastExit(None, 15, "killed by SIGTERM", NOW, 5.0)
-    after = plan(Desired(1), Observed(generation=1, last_exit=stopped, recent_restarts=1), NOW)
+    stopped = ChildExit(None, 15, "killed by SIGTERM", NOW, NOW - 5.0)
+    after = plan(wanted(1), Observed(generation=1, last_exit=stopped, recent_restarts=1), NOW)
     assert after.action is Action.WAIT
     assert after.phase == "CrashLoopBackOff"
 
 
 def test_first_restart_is_immediate_then_backs_off() -> None:
-    step = plan(Desired(1), Observed(generation=1, last_exit=crashed()), NOW)
+    step = plan(wanted(1), Observed(generation=1, last_exit=crashed()), NOW)
     assert step.action is Action.START
     assert step.counts_as_restart
     assert step.recent_restarts == 1
-    step = plan(Desired(1), Observed(generation=1, last_exit=crashed(), recent_restarts=1), NOW)
+    step = plan(wanted(1), Observed(generation=1, last_exit=crashed(), recent_restarts=1), NOW)
     assert step.action is Action.WAIT
     assert step.phase == "CrashLoopBackOff"
     assert step.wait_seconds == 10
     later = plan(
-        Desired(1), Observed(generation=1, last_exit=crashed(), recent_restarts=1), NOW + 10
+        wanted(1), Observed(generation=1, last_exit=crashed(), recent_restarts=1), NOW + 10
     )
     assert later.action is Action.START
     assert later.recent_restarts == 2
@@ -81,7 +98,7 @@ def test_first_restart_is_immediate_then_backs_off() -> None:
 
 def test_a_long_run_resets_the_backoff() -> None:
     observed = Observed(generation=1, last_exit=crashed(ran_for=600), recent_restarts=7)
-    step = plan(Desired(1, backoff=FAST), observed, NOW)
+    step = plan(wanted(1, backoff=FAST), observed, NOW)
     assert step.action is Action.START
     assert step.recent_restarts == 1
 
@@ -99,27 +116,27 @@ def test_a_long_run_resets_the_backoff() -> None:
 )
 def test_restart_policy(policy: Any, code: int | None, action: Action, phase: str) -> None:
     step = plan(
-        Desired(1, restart_policy=policy), Observed(generation=1, last_exit=crashed(code)), NOW
+        wanted(1, restart_policy=policy), Observed(generation=1, last_exit=crashed(code)), NOW
     )
     assert (step.action, step.phase) == (action, phase)
 
 
 def test_a_finished_process_runs_again_when_its_spec_changes() -> None:
     observed = Observed(generation=1, last_exit=crashed(0))
-    step = plan(Desired(2, restart_policy="Never"), observed, NOW)
+    step = plan(wanted(2, restart_policy="Never"), observed, NOW)
     assert step.action is Action.START
     assert not step.counts_as_restart
 
 
 def test_deletion_stops_then_lets_go() -> None:
-    assert plan(Desired(3, deleting=True), Observed(running=True, generation=1), NOW).action is (
+    assert plan(wanted(3, deleting=True), Observed(running=True, generation=1), NOW).action is (
         Action.STOP
     )
-    assert plan(Desired(3, deleting=True), Observed(), NOW).action is Action.NOTHING
+    assert plan(wanted(3, deleting=True), Observed(), NOW).action is Action.NOTHING
 
 
 def test_unmet_dependencies_hold_the_start() -> None:
-    step = plan(Desired(1), Observed(unmet="waiting for Process/db to be Ready"), NOW)
+    step = plan(wanted(1), Observed(unmet="waiting for Process/db to be Ready"), NOW)
     assert step.action is Action.WAIT
     assert step.phase == "Waiting"
     assert step.wait_seconds == 0
@@ -128,28 +145,28 @@ def test_unmet_dependencies_hold_the_start() -> None:
 
 def test_a_failing_dependency_does_not_stop_a_running_process() -> None:
     observed = Observed(running=True, generation=1, unmet="Process/db is not Ready: Exited")
-    assert plan(Desired(1), observed, NOW).action is Action.NOTHING
+    assert plan(wanted(1), observed, NOW).action is Action.NOTHING
 
 
 # -- properties --------------------------------------------------------------------------
 
 policies = st.sampled_from(["Always", "OnFailure", "Never"])
 backoffs = st.builds(
-    BackoffSettings,
+    backoff,
     initial=st.floats(0.001, 100),
     maximum=st.floats(0.001, 1000),
     reset_after=st.floats(0, 1000),
 )
 exits = st.builds(
-    LastExit,
+    ChildExit,
     code=st.none() | st.integers(0, 255),
     signal=st.none() | st.integers(1, 64),
     reason=st.just("exited"),
     finished_at=st.floats(0, 2 * NOW),
-    ran_for=st.none() | st.floats(0, 2000),
+    started_at=st.none() | st.floats(-NOW, 2 * NOW),
 )
 desireds = st.builds(
-    Desired,
+    wanted,
     generation=st.integers(1, 5),
     restart_policy=policies,
     backoff=backoffs,
@@ -184,7 +201,7 @@ def test_wait_is_never_negative(desired: Desired, observed: Observed, now: float
     assert step.recent_restarts >= 0
     if step.wait_seconds > 0:
         assert step.action is Action.WAIT
-        assert step.wait_seconds <= desired.backoff.maximum + 1e-6 + max(
+        assert step.wait_seconds <= desired.spec.backoff.max_seconds + 1e-6 + max(
             0.0, (observed.last_exit.finished_at if observed.last_exit else 0.0) - now
         )
 
@@ -202,12 +219,12 @@ def test_unmet_dependencies_never_start(desired: Desired, observed: Observed, no
 
 
 @given(backoffs, st.integers(1, 200))
-def test_backoff_doubles_and_caps(settings: BackoffSettings, n: int) -> None:
+def test_backoff_doubles_and_caps(settings: CrashLoopBackoffSchema, n: int) -> None:
     assert backoff_delay(0, settings) == 0
     delay, following = backoff_delay(n, settings), backoff_delay(n + 1, settings)
-    assert 0 < delay <= settings.maximum
-    assert following == min(settings.maximum, 2 * delay) or following == settings.maximum
-    assert backoff_delay(1, settings) == min(settings.initial, settings.maximum)
+    assert 0 < delay <= settings.max_seconds
+    assert following == min(settings.max_seconds, 2 * delay) or following == settings.max_seconds
+    assert backoff_delay(1, settings) == min(settings.initial_seconds, settings.max_seconds)
 
 
 # -- the schema ---------------------------------------------------------------------------
@@ -234,7 +251,9 @@ def test_schema_defaults() -> None:
     }
     assert spec["terminationGracePeriodSeconds"] == 30.0
     desired = desired_of({**obj, "metadata": {**obj["metadata"], "generation": 2}})
-    assert desired == Desired(2, "Always", BackoffSettings(10, 300, 600))
+    assert (desired.generation, desired.deleting) == (2, False)
+    assert desired.spec.restart_policy == "Always"
+    assert desired.spec.backoff == backoff(10, 300, 600)
 
 
 @pytest.mark.parametrize(
@@ -263,3 +282,19 @@ def test_liveness_needs_success_threshold_one() -> None:
     spec = {"args": ["x"], "livenessProbe": {"tcpSocket": {"port": 1}, "successThreshold": 2}}
     with pytest.raises(Invalid, match=r"livenessProbe\.successThreshold: must be 1"):
         PROCESS.validate(process(spec))
+
+
+@given(desireds, observeds, st.floats(0, 3 * NOW))
+def test_the_planned_status_is_valid_and_true_to_the_child(
+    desired: Desired, observed: Observed, now: float
+) -> None:
+    step = plan(desired, observed, now)
+    if step.action in (Action.STOP, Action.RESTART):
+        assert step.status is None  # the next look records the exit
+        return
+    assert step.status is not None
+    PROCESS.validate_status(dict(step.status))
+    assert step.status["observedGeneration"] == desired.generation
+    assert ("pid" in step.status) == observed.running
+    assert step.status["phase"] in ("Starting", "Running") or step.action is not Action.START
+    assert plan(desired, observed, now) == step  # pure: the same inputs, the same plan

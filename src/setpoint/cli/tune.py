@@ -35,8 +35,10 @@ from typing import Any
 from setpoint.cli.context import Context
 from setpoint.cli.timeline import parse_duration
 from setpoint.control.autoscaler import AUTOSCALER
-from setpoint.control.plant import RoomPlant, RoomSettings
+from setpoint.control.autoscaler import spec_of as autoscaler_spec_of
+from setpoint.control.plant import RoomPlant, RoomSchema, RoomSettings
 from setpoint.control.thermostat import THERMOSTAT
+from setpoint.control.thermostat import spec_of as thermostat_spec_of
 from setpoint.control.tuning import (
     MIN_IAE,
     RULES,
@@ -54,7 +56,7 @@ from setpoint.model import Kind, Object
 from setpoint.runtime.scale import read_scale, write_scale
 from setpoint.store.base import Store
 
-_ROOM = RoomSettings()
+_ROOM = RoomSchema()
 _LOG_RATIO_LIMIT = math.log(100.0)
 """ln(metric / target) is clipped to +-ln 100, as the pid algorithm clips it."""
 
@@ -406,15 +408,14 @@ async def _versions(
 async def _tune_thermostat(store: Store, namespace: str, args: argparse.Namespace) -> _Done:
     api, kind, name = THERMOSTAT.api_version, THERMOSTAT.kind, args.thermostat
     obj = await store.get(api, kind, name, namespace)
-    spec = obj["spec"]
+    typed = thermostat_spec_of(obj)
     status = obj.get("status") or {}
     if status.get("temperature") is None or status.get("output") is None:
         raise Invalid(f"thermostat/{name} has no samples yet: is an engine running it?")
     rest_output, rest_temperature = float(status["output"]), float(status["temperature"])
-    restore = {"mode": spec.get("mode", "auto"), "manualOutput": spec.get("manualOutput")}
-    plant = spec.get("plant") or {}
-    max_power = float(plant.get("maxPower", _ROOM.max_power))
-    setpoint = float(spec["target"]) if args.setpoint is None else args.setpoint
+    restore = {"mode": typed.mode, "manualOutput": typed.manual_output}
+    max_power = typed.plant.max_power
+    setpoint = typed.target if args.setpoint is None else args.setpoint
     experiment = _experiment(args, setpoint, max_power)
 
     def sample_of(current: Object) -> _Sample | None:
@@ -435,7 +436,7 @@ async def _tune_thermostat(store: Store, namespace: str, args: argparse.Namespac
         )
     finally:
         await store.patch(api, kind, name, {"spec": restore}, namespace)
-    sample = float(spec.get("sampleSeconds", 1.0)) * float(plant.get("timeScale", 1.0))
+    sample = typed.sample_seconds * typed.plant.time_scale
     return _Done(
         result,
         f"relay experiment on thermostat/{name}",
@@ -466,14 +467,15 @@ async def _tune_autoscaler(store: Store, namespace: str, args: argparse.Namespac
     api, kind, name = AUTOSCALER.api_version, AUTOSCALER.kind, args.autoscaler
     obj = await store.get(api, kind, name, namespace)
     spec = obj["spec"]
+    typed = autoscaler_spec_of(obj)
     metric = spec["metric"]
     rest_measurement = _scaler_measurement(obj.get("status") or {}, metric)
     if rest_measurement is None:
         raise Invalid(f"autoscaler/{name} has no metric reading yet: is an engine running it?")
     ref = spec["scaleTargetRef"]
-    target_kind = store.registry.get(ref.get("apiVersion", AUTOSCALER.api_version), ref["kind"])
+    target_kind = store.registry.get(typed.scale_target_ref.api_version, ref["kind"])
     before = (await read_scale(store, target_kind, ref["name"], namespace)).replicas
-    low, high = int(spec.get("minReplicas", 1)), int(spec["maxReplicas"])
+    low, high = typed.min_replicas, typed.max_replicas
     centre = min(max(before, low, 1), high)
     step = args.amplitude_replicas
     if step is None:
@@ -494,7 +496,7 @@ async def _tune_autoscaler(store: Store, namespace: str, args: argparse.Namespac
         hysteresis=args.hysteresis,
         cycles=args.cycles,
     )
-    restore = {"mode": spec.get("mode", "auto"), "manualReplicas": spec.get("manualReplicas")}
+    restore = {"mode": typed.mode, "manualReplicas": typed.manual_replicas}
     started = time.monotonic()
 
     def sample_of(current: Object) -> _Sample | None:
@@ -533,7 +535,7 @@ async def _tune_autoscaler(store: Store, namespace: str, args: argparse.Namespac
         math.log(max(before, 1)),
         rest_measurement,
         (math.log(max(low, 1)), math.log(high)),
-        float(spec.get("periodSeconds", 15.0)),
+        typed.period_seconds,
         _SCALER_UNITS,
         known_gain=1.0,
     )

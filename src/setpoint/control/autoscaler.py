@@ -35,12 +35,19 @@ controller: hold a metric at a target by scaling any kind with a scale subresour
 decisions that changed the replicas or wanted to (each with `time`, `metric`,
 `current`, `recommendation`, `stabilized`, `limited`, `final`, `reason`).
 
-The controller reads the target's scale, reads the metric, lets the pure
-`setpoint.control.scaling.decide` decide, writes the scale (compare-and-swap on the
-target's resourceVersion) and records `SuccessfulRescale`, or `FailedGetMetric` /
-`FailedGetScale` / `FailedRescale` warnings. As the HPA, it keeps the recommendation and
-scale-event history (and the pid algorithm's state) in memory: a restarted controller
-starts them afresh from the current count. Time comes from the manager's clock.
+The controller is observe -> plan -> apply. `observe` reads the target's scale and (when
+the plan will use it, `wants_metric`) the metric; `plan` is pure (time is an argument): it
+lets `setpoint.control.scaling.decide` decide and returns a frozen `Plan` holding the
+rescale, the new status and conditions, the events and what to remember; `apply` writes
+the scale (compare-and-swap on the target's resourceVersion; if the target refuses,
+`refused(plan, error)` says what then), records the events (`SuccessfulRescale`, or the
+warnings `FailedGetMetric`, `FailedGetScale`, `FailedRescale`) and writes the status only
+if it changed. A failure is reported once: its warning is recorded when its condition
+changes, so an unreachable metric costs no write period after period. As the HPA, it
+keeps the recommendation and scale-event history (and the pid algorithm's state) in
+memory: a restarted controller starts them afresh from the current count. Time comes
+from the manager's clock. The spec is read once, typed (`spec_of`): its defaults are the
+schema's and nowhere else.
 """
 
 from __future__ import annotations
@@ -48,7 +55,8 @@ from __future__ import annotations
 import contextlib
 import copy
 import logging
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from pydantic import Field, model_validator
@@ -97,9 +105,18 @@ __all__ = [
     "AutoscalerController",
     "AutoscalerSpecSchema",
     "AutoscalerStatusSchema",
+    "Memory",
+    "Observed",
+    "PidSpecSchema",
+    "Plan",
+    "Rescale",
     "behavior_of",
     "metric_source_of",
+    "plan",
+    "refused",
     "setup",
+    "spec_of",
+    "wants_metric",
 ]
 
 log = logging.getLogger("setpoint.autoscaler")
@@ -195,19 +212,32 @@ class BehaviorSchema(Schema):
     scale_down: ScalingRulesSchema | None = None
 
 
-_DEFAULT_GAINS = PidGains()
-
-
 class PidSpecSchema(Schema):
-    """The pid algorithm's gains (`setpoint.control.scaling.PidGains`)."""
+    """The pid algorithm's gains (`setpoint.control.scaling.PidGains` says what each does).
 
-    kp: float = _DEFAULT_GAINS.kp
-    ki: float = Field(default=_DEFAULT_GAINS.ki, ge=0)
-    kd: float = Field(default=_DEFAULT_GAINS.kd, ge=0)
-    deadband: float = Field(default=_DEFAULT_GAINS.deadband, ge=0)
-    relative_deadband: float = Field(default=_DEFAULT_GAINS.relative_deadband, ge=0, lt=1)
-    noise_band: float = Field(default=_DEFAULT_GAINS.noise_band, ge=0)
-    down_gain: float = Field(default=_DEFAULT_GAINS.down_gain, ge=0)
+    The defaults were tuned once, on the autoscaler benchmark's world with three seeds
+    other than the one it reports (see `bench/control_autoscaler.py`).
+    """
+
+    kp: float = 0.25
+    ki: float = Field(default=1.0 / 60.0, ge=0)
+    kd: float = Field(default=0.0, ge=0)
+    deadband: float = Field(default=1.0, ge=0)
+    relative_deadband: float = Field(default=0.15, ge=0, lt=1)
+    noise_band: float = Field(default=0.0, ge=0)
+    down_gain: float = Field(default=0.1, ge=0)
+
+    def gains(self) -> PidGains:
+        """These gains as the pid algorithm takes them."""
+        return PidGains(
+            kp=self.kp,
+            ki=self.ki,
+            kd=self.kd,
+            deadband=self.deadband,
+            relative_deadband=self.relative_deadband,
+            noise_band=self.noise_band,
+            down_gain=self.down_gain,
+        )
 
 
 class AutoscalerSpecSchema(Schema):
@@ -265,85 +295,381 @@ AUTOSCALER = register_kind(
 """The `Autoscaler` kind."""
 
 
-# -- from the wire form ----------------------------------------------------------------
+# -- from the typed spec --------------------------------------------------------------
 
 
-def _rules(wire: dict[str, Any] | None, default: ScalingRules) -> ScalingRules:
-    if not wire:
+def spec_of(obj: Object) -> AutoscalerSpecSchema:
+    """The typed spec of a stored Autoscaler: every default filled in, by the schema alone."""
+    return AutoscalerSpecSchema.model_validate(obj["spec"])
+
+
+def _rules(schema: ScalingRulesSchema | None, default: ScalingRules) -> ScalingRules:
+    if schema is None:
         return default
-    policies = wire.get("policies")
     return ScalingRules(
-        stabilization_window_seconds=int(
-            wire.get("stabilizationWindowSeconds", default.stabilization_window_seconds)
-        ),
+        stabilization_window_seconds=default.stabilization_window_seconds
+        if schema.stabilization_window_seconds is None
+        else schema.stabilization_window_seconds,
         policies=default.policies
-        if policies is None
-        else tuple(
-            ScalingPolicy(p["type"], int(p["value"]), int(p["periodSeconds"])) for p in policies
-        ),
-        select_policy=wire.get("selectPolicy") or default.select_policy,
+        if schema.policies is None
+        else tuple(ScalingPolicy(p.type, p.value, p.period_seconds) for p in schema.policies),
+        select_policy=schema.select_policy or default.select_policy,
     )
 
 
-def behavior_of(spec: dict[str, Any]) -> Behavior:
-    """The `Behavior` of an Autoscaler's (validated) spec, defaults filled in: the HPA's,
-    but no scale-down window for the pid algorithm (`PID_SCALE_DOWN`)."""
-    wire = spec.get("behavior") or {}
-    down = PID_SCALE_DOWN if spec.get("algorithm") == "pid" else DEFAULT_SCALE_DOWN
-    return Behavior(
-        _rules(wire.get("scaleUp"), DEFAULT_SCALE_UP),
-        _rules(wire.get("scaleDown"), down),
-    )
+def behavior_of(spec: AutoscalerSpecSchema) -> Behavior:
+    """The `Behavior` of an Autoscaler's spec, what it leaves out taken from the HPA's
+    defaults, but no scale-down window for the pid algorithm (`PID_SCALE_DOWN`)."""
+    wire = spec.behavior or BehaviorSchema()
+    down = PID_SCALE_DOWN if spec.algorithm == "pid" else DEFAULT_SCALE_DOWN
+    return Behavior(_rules(wire.scale_up, DEFAULT_SCALE_UP), _rules(wire.scale_down, down))
 
 
-def metric_source_of(metric: dict[str, Any]) -> MetricSource:
-    """The `MetricSource` of an Autoscaler's (validated) `spec.metric`."""
-    if metric.get("http"):
-        return HttpJsonSource(metric["http"]["url"], metric["http"].get("pointer", ""))
-    if metric.get("prometheus"):
-        prom = metric["prometheus"]
-        return PrometheusSource(prom["url"], prom["name"], dict(prom.get("labels") or {}))
-    if metric.get("command"):
-        return CommandSource(tuple(metric["command"]["args"]))
+def metric_source_of(metric: MetricSpecSchema) -> MetricSource:
+    """The `MetricSource` of an Autoscaler's `spec.metric` (the schema allows exactly one)."""
+    if metric.http is not None:
+        return HttpJsonSource(metric.http.url, metric.http.pointer)
+    if metric.prometheus is not None:
+        prom = metric.prometheus
+        return PrometheusSource(prom.url, prom.name, dict(prom.labels))
+    if metric.command is not None:
+        return CommandSource(tuple(metric.command.args))
     raise Invalid("want exactly one of http, prometheus, command", field="spec.metric")
 
 
-def _gains(spec: dict[str, Any]) -> PidGains:
-    wire = spec.get("pid") or {}
-    defaults = PidGains()
-    return PidGains(
-        kp=float(wire.get("kp", defaults.kp)),
-        ki=float(wire.get("ki", defaults.ki)),
-        kd=float(wire.get("kd", defaults.kd)),
-        deadband=float(wire.get("deadband", defaults.deadband)),
-        noise_band=float(wire.get("noiseBand", defaults.noise_band)),
-        down_gain=float(wire.get("downGain", defaults.down_gain)),
-        relative_deadband=float(wire.get("relativeDeadband", defaults.relative_deadband)),
+# -- observe -> plan (pure) -> apply ---------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Memory:
+    """What one Autoscaler's decisions remember between periods (in memory, as the HPA's):
+    the behaviour's history and, for the pid algorithm, its state; for the object `uid`
+    at `generation` (a new generation starts the pid afresh)."""
+
+    uid: str
+    generation: int
+    history: History = field(default_factory=History)
+    pid: PidAlgorithm | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Observed:
+    """What `observe` saw: the Autoscaler (uid, generation, status), the target's scale or
+    why it could not be read, the metric or why it could not be read (it is read only when
+    `wants_metric` says the plan will use it), and the decisions' memory."""
+
+    uid: str
+    generation: int
+    status: Mapping[str, Any]
+    scale: Scale | None = None
+    scale_error: str | None = None
+    metric: float | None = None
+    metric_error: str | None = None
+    memory: Memory | None = None
+
+
+Event = tuple[str, str, str]
+"""(type, reason, message) of an event to record: `Normal` or `Warning`."""
+
+
+@dataclass(frozen=True, slots=True)
+class Rescale:
+    """Set the target's replicas (compare-and-swap on the scale that was read); if the
+    target refuses, `refused` tells what then."""
+
+    replicas: int
+    resource_version: str
+    reason: str
+    status_if_refused: Mapping[str, Any]
+    events_if_refused: tuple[Event, ...]
+    memory_if_refused: Memory | None
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """Everything one period does: the rescale (if any), then the status to write (only
+    written if it differs from the stored one), the events to record, what to remember
+    (None: forget) and when to look again. `now` is the time it was decided at."""
+
+    status: Mapping[str, Any]
+    requeue_after: float
+    now: float
+    events: tuple[Event, ...] = ()
+    memory: Memory | None = None
+    rescale: Rescale | None = None
+
+
+def wants_metric(spec: AutoscalerSpecSchema, scale: Scale) -> bool:
+    """Whether `plan` uses the metric for this scale: always in manual mode (it is
+    recorded); in auto mode only while the count is within [min, max] and not disabled
+    by a target scaled to zero (as the HPA, which then reads no metric)."""
+    if spec.mode == "manual":
+        return True
+    current = scale.replicas
+    if current == 0 and spec.min_replicas != 0:
+        return False
+    return spec.min_replicas <= current <= spec.max_replicas
+
+
+def plan(spec: AutoscalerSpecSchema, observed: Observed, *, now: float, monotonic: float) -> Plan:
+    """One period's decision, pure: `now` is wall-clock seconds (conditions, timestamps),
+    `monotonic` the seconds the behaviour's windows and the pid algorithm count in.
+
+    A failure is reported once: its condition is set, and its warning event recorded only
+    when the condition changes; the same failure on the next period changes nothing, so
+    nothing is written. Never mutates `observed` (the pid state is copied before use).
+    """
+    status: dict[str, Any] = copy.deepcopy(dict(observed.status))
+    status["observedGeneration"] = observed.generation
+    events: list[Event] = []
+    out = _Draft(status, events, now)
+    period = spec.period_seconds
+    scale = observed.scale
+    if scale is None:
+        message = observed.scale_error or "the target's scale could not be read"
+        out.report(ABLE_TO_SCALE, False, "FailedGetScale", message, event=message)
+        return out.plan(observed.memory, None, period)
+    current = scale.replicas
+    status["currentReplicas"] = current
+    metric = spec.metric
+    value = observed.metric
+    if observed.metric_error is not None:
+        out.report(
+            SCALING_ACTIVE,
+            False,
+            "FailedGetMetric",
+            f"the metric could not be read: {observed.metric_error}",
+            event=observed.metric_error,
+        )
+    elif value is not None:
+        status["currentMetric"] = value
+    if spec.mode == "manual":
+        return _plan_manual(spec, out, scale, value)
+    if current == 0 and spec.min_replicas != 0:
+        out.report(
+            SCALING_ACTIVE,
+            False,
+            "ScalingDisabled",
+            "scaling is disabled since the replica count of the target is zero",
+        )
+        status["desiredReplicas"] = 0
+        return out.plan(observed.memory, None, period)
+    memory = _remember(observed, spec)
+    if wants_metric(spec, scale):
+        if value is None:
+            return out.plan(observed.memory, None, period)  # reported above
+        pid = copy.deepcopy(memory.pid)
+        recommendation = _recommend(metric, pid, current, value, monotonic)
+        memory = replace(memory, pid=pid)
+        out.report(
+            SCALING_ACTIVE,
+            True,
+            "ValidMetricFound",
+            f"the controller was able to compute a replica count from the metric "
+            f"({value:g}, target {metric.target:g})",
+        )
+    else:
+        recommendation = current
+    decision = decide(
+        memory.history,
+        current=current,
+        recommendation=recommendation,
+        min_replicas=spec.min_replicas,
+        max_replicas=spec.max_replicas,
+        behavior=behavior_of(spec),
+        now=monotonic,
     )
+    reason = _rescale_reason(decision, value if wants_metric(spec, scale) else None, metric)
+    rescale = None
+    if decision.rescale:
+        refused = replace(
+            memory, history=replace(decision.history, scale_events=memory.history.scale_events)
+        )
+        rescale = out.rescale(scale, decision.replicas, reason, refused)
+    else:
+        out.report(ABLE_TO_SCALE, True, decision.able_reason, decision.able_message)
+    out.report(
+        SCALING_LIMITED,
+        decision.scaling_limited,
+        decision.limited_reason,
+        decision.limited_message,
+    )
+    status["desiredReplicas"] = decision.replicas
+    if decision.rescale or decision.recommendation != decision.current:
+        entry = {
+            "time": rfc3339(now),
+            "metric": value if wants_metric(spec, scale) else None,
+            "current": decision.current,
+            "recommendation": decision.recommendation,
+            "stabilized": decision.stabilized,
+            "limited": decision.limited,
+            "final": decision.replicas,
+            "reason": reason if decision.rescale else decision.able_reason,
+        }
+        status["decisions"] = [*status.get("decisions", []), entry][-MAX_DECISIONS:]
+    return out.plan(replace(memory, history=decision.history), rescale, period)
+
+
+def _plan_manual(
+    spec: AutoscalerSpecSchema, out: _Draft, scale: Scale, value: float | None
+) -> Plan:
+    """Manual mode: the metric recorded, nothing decided, the target set to
+    `spec.manualReplicas` (within min/max) if it is given. The memory is forgotten: back in
+    auto, history and pid start afresh (bumpless)."""
+    current = scale.replicas
+    if value is not None:
+        out.report(
+            SCALING_ACTIVE,
+            False,
+            MANUAL_MODE,
+            f"manual mode: the metric ({value:g}, target {spec.metric.target:g}) is "
+            "recorded, the replicas are spec.manualReplicas",
+        )
+    if spec.manual_replicas is None:
+        out.status["desiredReplicas"] = current
+        return out.plan(None, None, spec.period_seconds)
+    replicas = min(max(spec.manual_replicas, spec.min_replicas), spec.max_replicas)
+    out.status["desiredReplicas"] = replicas
+    rescale = None
+    if replicas != current:
+        rescale = out.rescale(scale, replicas, "manual mode", None)
+    return out.plan(None, rescale, spec.period_seconds)
+
+
+def refused(plan: Plan, error: str) -> Plan:
+    """What `plan` becomes when the target refuses its rescale (a conflict, the target gone
+    or invalid): `AbleToScale` False (`FailedUpdateScale`), a `FailedRescale` warning, and
+    no scale event remembered. Pure."""
+    rescale = plan.rescale
+    if rescale is None:
+        return plan
+    status = copy.deepcopy(dict(rescale.status_if_refused))
+    set_condition(
+        status,
+        ABLE_TO_SCALE,
+        False,
+        reason="FailedUpdateScale",
+        message=f"the controller was unable to update the target scale: {error}",
+        now=plan.now,
+    )
+    warning = (
+        "Warning",
+        "FailedRescale",
+        f"New size: {rescale.replicas}; reason: {rescale.reason}; error: {error}",
+    )
+    return Plan(
+        status,
+        plan.requeue_after,
+        plan.now,
+        events=(*rescale.events_if_refused, warning),
+        memory=rescale.memory_if_refused,
+    )
+
+
+@dataclass(slots=True)
+class _Draft:
+    """The plan being written: the status and events so far (private to `plan`)."""
+
+    status: dict[str, Any]
+    events: list[Event]
+    now: float
+
+    def report(
+        self, type_: str, value: bool, reason: str, message: str, *, event: str | None = None
+    ) -> None:
+        """Set a condition; with `event`, also record a warning, but only if the condition
+        changed (a failure is reported once, not every period)."""
+        changed = set_condition(
+            self.status, type_, value, reason=reason, message=message, now=self.now
+        )
+        if event is not None and changed:
+            self.events.append(("Warning", reason, event))
+
+    def rescale(
+        self, scale: Scale, replicas: int, reason: str, memory_if_refused: Memory | None
+    ) -> Rescale:
+        """A rescale to `replicas`; the status as it stands is the one kept if it is refused."""
+        refused = Rescale(
+            replicas,
+            scale.resource_version,
+            reason,
+            copy.deepcopy(self.status),
+            tuple(self.events),
+            memory_if_refused,
+        )
+        self.status["lastScaleTime"] = rfc3339(self.now)
+        self.report(
+            ABLE_TO_SCALE,
+            True,
+            "SucceededRescale",
+            f"the controller was able to update the target scale to {replicas}",
+        )
+        self.events.append(
+            ("Normal", "SuccessfulRescale", f"New size: {replicas}; reason: {reason}")
+        )
+        return refused
+
+    def plan(self, memory: Memory | None, rescale: Rescale | None, period: float) -> Plan:
+        return Plan(
+            self.status, period, self.now, events=tuple(self.events), memory=memory, rescale=rescale
+        )
+
+
+def _remember(observed: Observed, spec: AutoscalerSpecSchema) -> Memory:
+    """The memory to decide with: the remembered one if it is this object's, with the pid
+    started afresh on a new generation (new gains or bounds) or created for the pid
+    algorithm; a fresh one otherwise."""
+    memory = observed.memory
+    if memory is None or memory.uid != observed.uid:
+        memory = Memory(observed.uid, observed.generation)
+    if memory.generation != observed.generation:
+        memory = replace(memory, generation=observed.generation, pid=None)
+    if spec.algorithm != "pid":
+        return replace(memory, pid=None)
+    if memory.pid is None:
+        gains = (spec.pid or PidSpecSchema()).gains()
+        pid = PidAlgorithm(spec.metric.target, spec.min_replicas, spec.max_replicas, gains)
+        memory = replace(memory, pid=pid)
+    return memory
+
+
+def _recommend(
+    metric: MetricSpecSchema, pid: PidAlgorithm | None, current: int, value: float, now: float
+) -> int:
+    """The algorithm's recommendation (`pid` is advanced: pass a copy)."""
+    average = metric.target_type == "AverageValue"
+    if pid is not None:
+        per_replica = value / current if average and current else value
+        return pid.recommend(current, per_replica, now)
+    if average:
+        return average_value_replicas(current, value, metric.target, tolerance=metric.tolerance)
+    return value_replicas(current, value, metric.target, tolerance=metric.tolerance)
+
+
+def _rescale_reason(decision: Decision, metric: float | None, spec: MetricSpecSchema) -> str:
+    if metric is None:
+        return decision.limited_message
+    if decision.replicas > decision.current:
+        return f"metric {metric:g} above target {spec.target:g}"
+    if decision.replicas < decision.current:
+        return f"metric {metric:g} below target {spec.target:g}"
+    return "no change"
 
 
 # -- the controller ----------------------------------------------------------------------
 
 
-@dataclass
-class _Memory:
-    """What one Autoscaler's decisions remember between periods (in memory, as the HPA)."""
-
-    uid: str
-    generation: int
-    history: History
-    pid: PidAlgorithm | None = None
-
-
 class AutoscalerController:
-    """Reconciles Autoscalers: one decision per `periodSeconds` (module docstring)."""
+    """Reconciles Autoscalers: one decision per `periodSeconds` (module docstring):
+    `observe` reads the Autoscaler, the target's scale and the metric; `plan` decides;
+    `apply` writes the scale, the status (if it changed) and the events."""
 
     def __init__(self, manager: Manager, events: EventRecorder) -> None:
         self.manager = manager
         self.store = manager.store
         self.clock = manager.clock
         self.events = events
-        self._memory: dict[tuple[str, str], _Memory] = {}
+        self._memory: dict[tuple[str, str], Memory] = {}
 
     def attach(self, manager: Manager) -> Controller:
         """Register with `manager`; return the controller."""
@@ -365,288 +691,82 @@ class AutoscalerController:
         if obj["metadata"].get("deletionTimestamp"):
             self._memory.pop(key, None)
             return None
-        spec: dict[str, Any] = obj["spec"]
-        period = float(spec.get("periodSeconds", 15.0))
-        status: dict[str, Any] = copy.deepcopy(obj.get("status") or {})
-        before = copy.deepcopy(status)
-        status["observedGeneration"] = obj["metadata"].get("generation")
-        try:
-            await self._evaluate(obj, spec, status, key)
-        finally:
-            if status != before:
-                updated = copy.deepcopy(obj)
-                updated["status"] = status
-                # changed or gone meanwhile: the next look sees the new one
-                with contextlib.suppress(NotFound, Conflict):
-                    await self.store.update_status(updated)
-        return Result(requeue_after=period)
-
-    async def _evaluate(
-        self, obj: Object, spec: dict[str, Any], status: dict[str, Any], key: tuple[str, str]
-    ) -> None:
-        now = self.clock.now()
-        generation = int(obj["metadata"].get("generation", 1))
-        ref = spec["scaleTargetRef"]
-        namespace = obj["metadata"].get("namespace")
-        try:
-            target_kind = self.store.registry.get(
-                ref.get("apiVersion", AUTOSCALER.api_version), ref["kind"]
-            )
-            scale = await read_scale(self.store, target_kind, ref["name"], namespace)
-        except (NotFound, Invalid) as exc:
-            message = f"cannot read the scale of {ref['kind']}/{ref['name']}: {exc}"
-            self._condition(status, ABLE_TO_SCALE, False, "FailedGetScale", message, now)
-            await self.events.warning(obj, "FailedGetScale", message)
-            return
-        if spec.get("mode") == "manual":
-            self._memory.pop(key, None)  # back in auto, history and pid start afresh
-            await self._manual(obj, spec, status, scale, now)
-            return
-        memory = self._remember(obj, key, spec, generation)
-        current = scale.replicas
-        status["currentReplicas"] = current
-        min_replicas = int(spec.get("minReplicas", 1))
-        max_replicas = int(spec["maxReplicas"])
-        if current == 0 and min_replicas != 0:
-            self._condition(
-                status,
-                SCALING_ACTIVE,
-                False,
-                "ScalingDisabled",
-                "scaling is disabled since the replica count of the target is zero",
-                now,
-            )
-            status["desiredReplicas"] = 0
-            return
-        metric_value: float | None = None
-        if min_replicas <= current <= max_replicas:
-            metric = spec["metric"]
-            metric_value = await self._read_metric(obj, metric, status, now)
-            if metric_value is None:
-                return
-            recommendation = self._recommend(spec, memory, current, metric_value)
-            self._condition(
-                status,
-                SCALING_ACTIVE,
-                True,
-                "ValidMetricFound",
-                f"the controller was able to compute a replica count from the metric "
-                f"({metric_value:g}, target {float(metric['target']):g})",
-                now,
-            )
+        spec = spec_of(obj)
+        observed = await self.observe(obj, spec, self._memory.get(key))
+        decided = plan(spec, observed, now=self.clock.now(), monotonic=self.clock.monotonic())
+        decided = await self.apply(obj, spec, decided)
+        if decided.memory is None:
+            self._memory.pop(key, None)
         else:
-            recommendation = current
-        decision = decide(
-            memory.history,
-            current=current,
-            recommendation=recommendation,
-            min_replicas=min_replicas,
-            max_replicas=max_replicas,
-            behavior=behavior_of(spec),
-            now=self.clock.monotonic(),
-        )
-        await self._apply(obj, status, memory, decision, scale, metric_value, now)
+            self._memory[key] = decided.memory
+        return Result(requeue_after=decided.requeue_after)
 
-    async def _read_metric(
-        self, obj: Object, metric: dict[str, Any], status: dict[str, Any], now: float
-    ) -> float | None:
-        """The metric's value, recorded in `status.currentMetric`; None (and `ScalingActive`
-        False, a `FailedGetMetric` event) when it cannot be read."""
+    async def observe(
+        self, obj: Object, spec: AutoscalerSpecSchema, memory: Memory | None
+    ) -> Observed:
+        """Read the target's scale and, if the plan will use it, the metric."""
+        meta = obj["metadata"]
+        seen = Observed(
+            str(meta.get("uid", "")),
+            int(meta.get("generation", 1)),
+            obj.get("status") or {},
+            memory=memory,
+        )
+        ref = spec.scale_target_ref
+        try:
+            target_kind = self.store.registry.get(ref.api_version, ref.kind)
+            scale = await read_scale(self.store, target_kind, ref.name, meta.get("namespace"))
+        except (NotFound, Invalid) as exc:
+            message = f"cannot read the scale of {ref.kind}/{ref.name}: {exc}"
+            return replace(seen, scale_error=message)
+        seen = replace(seen, scale=scale)
+        if not wants_metric(spec, scale):
+            return seen
         try:
             value = await read_metric(
-                metric_source_of(metric), within=float(metric.get("timeoutSeconds", 5.0))
+                metric_source_of(spec.metric), within=spec.metric.timeout_seconds
             )
         except MetricUnavailable as exc:
-            message = f"the metric could not be read: {exc}"
-            self._condition(status, SCALING_ACTIVE, False, "FailedGetMetric", message, now)
-            await self.events.warning(obj, "FailedGetMetric", str(exc))
-            return None
-        status["currentMetric"] = value
-        return value
+            return replace(seen, metric_error=str(exc))
+        return replace(seen, metric=value)
 
-    async def _manual(
-        self, obj: Object, spec: dict[str, Any], status: dict[str, Any], scale: Scale, now: float
-    ) -> None:
-        """Manual mode: read and record the metric, decide nothing, and set the target to
-        `spec.manualReplicas` (within min/max) if it is given."""
-        current = scale.replicas
-        status["currentReplicas"] = current
-        metric = spec["metric"]
-        value = await self._read_metric(obj, metric, status, now)
-        if value is not None:
-            self._condition(
-                status,
-                SCALING_ACTIVE,
-                False,
-                MANUAL_MODE,
-                f"manual mode: the metric ({value:g}, target {float(metric['target']):g}) is "
-                "recorded, the replicas are spec.manualReplicas",
-                now,
-            )
-        wanted = spec.get("manualReplicas")
-        if wanted is None:
-            status["desiredReplicas"] = current
-            return
-        replicas = min(max(int(wanted), int(spec.get("minReplicas", 1))), int(spec["maxReplicas"]))
-        status["desiredReplicas"] = replicas
-        if replicas == current:
-            return
-        await self._rescale(obj, status, scale, replicas, "manual mode", now)
-
-    async def _rescale(
-        self,
-        obj: Object,
-        status: dict[str, Any],
-        scale: Scale,
-        replicas: int,
-        reason: str,
-        now: float,
-    ) -> bool:
-        """Write `replicas` to the target's scale (compare-and-swap on the scale read), with
-        its condition and event; whether it was written."""
-        ref = obj["spec"]["scaleTargetRef"]
-        target_kind = self.store.registry.get(
-            ref.get("apiVersion", AUTOSCALER.api_version), ref["kind"]
-        )
-        try:
-            await write_scale(
-                self.store,
-                target_kind,
-                ref["name"],
-                obj["metadata"].get("namespace"),
-                replicas,
-                resource_version=scale.resource_version,
-            )
-        except (Conflict, NotFound, Invalid) as exc:
-            message = f"New size: {replicas}; reason: {reason}; error: {exc}"
-            await self.events.warning(obj, "FailedRescale", message)
-            self._condition(
-                status,
-                ABLE_TO_SCALE,
-                False,
-                "FailedUpdateScale",
-                f"the controller was unable to update the target scale: {exc}",
-                now,
-            )
-            return False
-        status["lastScaleTime"] = rfc3339(now)
-        self._condition(
-            status,
-            ABLE_TO_SCALE,
-            True,
-            "SucceededRescale",
-            f"the controller was able to update the target scale to {replicas}",
-            now,
-        )
-        await self.events.normal(
-            obj, "SuccessfulRescale", f"New size: {replicas}; reason: {reason}"
-        )
-        return True
-
-    def _remember(
-        self, obj: Object, key: tuple[str, str], spec: dict[str, Any], generation: int
-    ) -> _Memory:
-        uid = str(obj["metadata"].get("uid", ""))
-        memory = self._memory.get(key)
-        if memory is None or memory.uid != uid:
-            memory = _Memory(uid, generation, History())
-            self._memory[key] = memory
-        if memory.generation != generation:  # new gains or bounds: the pid starts afresh
-            memory.generation = generation
-            memory.pid = None
-        if spec.get("algorithm") == "pid" and memory.pid is None:
-            memory.pid = PidAlgorithm(
-                float(spec["metric"]["target"]),
-                int(spec.get("minReplicas", 1)),
-                int(spec["maxReplicas"]),
-                _gains(spec),
-            )
-        if spec.get("algorithm") != "pid":
-            memory.pid = None
-        return memory
-
-    def _recommend(self, spec: dict[str, Any], memory: _Memory, current: int, metric: float) -> int:
-        metric_spec = spec["metric"]
-        target = float(metric_spec["target"])
-        tolerance = float(metric_spec.get("tolerance", 0.1))
-        average = metric_spec.get("targetType") == "AverageValue"
-        if memory.pid is not None:
-            per_replica = metric / current if average and current else metric
-            return memory.pid.recommend(current, per_replica, self.clock.monotonic())
-        if average:
-            return average_value_replicas(current, metric, target, tolerance=tolerance)
-        return value_replicas(current, metric, target, tolerance=tolerance)
-
-    async def _apply(
-        self,
-        obj: Object,
-        status: dict[str, Any],
-        memory: _Memory,
-        decision: Decision,
-        scale: Scale,
-        metric: float | None,
-        now: float,
-    ) -> None:
-        spec = obj["spec"]
-        ref = spec["scaleTargetRef"]
-        reason = _rescale_reason(decision, metric, spec)
-        if decision.rescale:
-            if not await self._rescale(obj, status, scale, decision.replicas, reason, now):
-                memory.history = replace(decision.history, scale_events=memory.history.scale_events)
-                return
-            memory.history = decision.history
-            log.info(
-                "autoscaler %s/%s: %s %d -> %d (%s)",
-                obj["metadata"].get("namespace"),
-                obj["metadata"]["name"],
-                ref["name"],
-                decision.current,
-                decision.replicas,
-                reason,
-            )
-        else:
-            memory.history = decision.history
-            self._condition(
-                status, ABLE_TO_SCALE, True, decision.able_reason, decision.able_message, now
-            )
-        self._condition(
-            status,
-            SCALING_LIMITED,
-            decision.scaling_limited,
-            decision.limited_reason,
-            decision.limited_message,
-            now,
-        )
-        status["desiredReplicas"] = decision.replicas
-        if decision.rescale or decision.recommendation != decision.current:
-            entry = {
-                "time": rfc3339(now),
-                "metric": metric,
-                "current": decision.current,
-                "recommendation": decision.recommendation,
-                "stabilized": decision.stabilized,
-                "limited": decision.limited,
-                "final": decision.replicas,
-                "reason": reason if decision.rescale else decision.able_reason,
-            }
-            decisions = [*status.get("decisions", []), entry]
-            status["decisions"] = decisions[-MAX_DECISIONS:]
-
-    def _condition(
-        self, status: dict[str, Any], type_: str, value: bool, reason: str, message: str, now: float
-    ) -> None:
-        set_condition(status, type_, value, reason=reason, message=message, now=now)
-
-
-def _rescale_reason(decision: Decision, metric: float | None, spec: dict[str, Any]) -> str:
-    if metric is None:
-        return decision.limited_message
-    target = float(spec["metric"]["target"])
-    if decision.replicas > decision.current:
-        return f"metric {metric:g} above target {target:g}"
-    if decision.replicas < decision.current:
-        return f"metric {metric:g} below target {target:g}"
-    return "no change"
+    async def apply(self, obj: Object, spec: AutoscalerSpecSchema, decided: Plan) -> Plan:
+        """Carry out `decided`: the rescale first (if the target refuses it, what `refused`
+        says instead), then the events, then the status if it changed. Returns the plan
+        carried out."""
+        rescale = decided.rescale
+        if rescale is not None:
+            ref = spec.scale_target_ref
+            namespace = obj["metadata"].get("namespace")
+            try:
+                await write_scale(
+                    self.store,
+                    self.store.registry.get(ref.api_version, ref.kind),
+                    ref.name,
+                    namespace,
+                    rescale.replicas,
+                    resource_version=rescale.resource_version,
+                )
+            except (Conflict, NotFound, Invalid) as exc:
+                decided = refused(decided, str(exc))
+            else:
+                log.info(
+                    "autoscaler %s/%s: %s scaled to %d (%s)",
+                    namespace,
+                    obj["metadata"]["name"],
+                    ref.name,
+                    rescale.replicas,
+                    rescale.reason,
+                )
+        for type_, reason, message in decided.events:
+            await self.events.record(obj, type_, reason, message)
+        if decided.status != (obj.get("status") or {}):
+            updated = copy.deepcopy(obj)
+            updated["status"] = dict(decided.status)
+            # changed or gone meanwhile: the next look sees the new one
+            with contextlib.suppress(NotFound, Conflict):
+                await self.store.update_status(updated)
+        return decided
 
 
 def setup(manager: Manager) -> Controller:

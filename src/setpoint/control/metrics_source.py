@@ -10,7 +10,8 @@ Prometheus text exposition endpoint, or a command's output.
 
 `read_metric(source, within=...)` is async and gives up after `within` seconds
 (the command is killed). Any failure raises `MetricUnavailable` with one line saying
-what went wrong; its message never spans lines. The wire form (the Autoscaler's
+what went wrong; its message never spans lines (the class is in `setpoint.errors`, the
+one exception tree; it is re-exported here). The wire form (the Autoscaler's
 `spec.metric`) is in `setpoint.control.autoscaler`.
 """
 
@@ -31,7 +32,7 @@ from typing import Any
 import jsonpointer
 from prometheus_client.parser import text_string_to_metric_families
 
-from setpoint.errors import Error
+from setpoint.errors import MetricUnavailable
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -47,16 +48,6 @@ __all__ = [
 
 DEFAULT_TIMEOUT = 5.0
 _MAX_BODY = 16 * 1024 * 1024
-
-
-class MetricUnavailable(Error):
-    """The metric could not be read; the message (one line) says why."""
-
-    code = 503
-    reason = "FailedGetMetric"
-
-    def __init__(self, message: str) -> None:
-        super().__init__(" ".join(message.split()))
 
 
 @dataclass(frozen=True, slots=True)

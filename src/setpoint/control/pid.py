@@ -27,8 +27,8 @@ integral cannot jump. `set_auto_mode(False)` puts it in manual: `update` then on
 tracks the measurement and returns the manual output; back to auto, the integral is set
 so that the output continues from the manual one (bumpless transfer).
 
-`PID.simple_pid_compatible(...)` builds one that computes exactly what `simple_pid.PID`
-2.x computes, for checking against it (faults included; see its docstring).
+Nothing here is for compatibility: `setpoint.control.simple_pid_compat` computes what
+simple-pid 2.x computes (its faults included), for checking this controller against it.
 """
 
 from __future__ import annotations
@@ -53,7 +53,6 @@ class PID:
 
     __slots__ = (
         "_auto",
-        "_compat",
         "_derivative",
         "_has_output",
         "_hi",
@@ -64,7 +63,6 @@ class PID:
         "_last_error",
         "_last_input",
         "_last_output",
-        "_last_seen",
         "_last_time",
         "_lo",
         "_proportional",
@@ -118,7 +116,6 @@ class PID:
         self.proportional_on_measurement = proportional_on_measurement
         self.error_map = error_map
         self._sign = -1.0 if reverse else 1.0
-        self._compat = False
         self._auto = auto_mode
         self._lo: float | None = None
         self._hi: float | None = None
@@ -133,62 +130,15 @@ class PID:
         self._last_input: float | None = None
         self._last_error: float | None = None
         self._has_output = False
-        self._last_seen: float | None = None
         self.reset()
         self._integral = self._clamp(starting_output)
         self._last_output = self._integral
-
-    @classmethod
-    def simple_pid_compatible(
-        cls,
-        kp: float = 1.0,
-        ki: float = 0.0,
-        kd: float = 0.0,
-        setpoint: float = 0.0,
-        *,
-        sample_time: float | None = 0.01,
-        output_limits: tuple[float | None, float | None] = (None, None),
-        auto_mode: bool = True,
-        proportional_on_measurement: bool = False,
-        differential_on_measurement: bool = True,
-        error_map: Callable[[float], float] | None = None,
-        starting_output: float = 0.0,
-        start_time: float = 0.0,
-    ) -> PID:
-        """A PID that computes what `simple_pid.PID(...)` 2.x computes when its `time_fn`
-        returns the `now` given to `update` (`start_time` at construction).
-
-        For comparison only: it keeps simple-pid's faults, which the default mode fixes. The
-        integral is clamped to the output limits whatever P is (under proportional on
-        measurement the output can stay stuck at a bound: simple-pid issue #96); a zero
-        `dt` becomes 1e-16 (the derivative explodes); the first update integrates over the
-        time since construction (an integral jump when the clock is not the one the
-        controller was built with); no derivative filter, no back-calculation, no reverse.
-        """
-        pid = cls(
-            kp,
-            ki,
-            kd,
-            setpoint,
-            sample_time=sample_time,
-            output_limits=output_limits,
-            derivative_on_measurement=differential_on_measurement,
-            proportional_on_measurement=proportional_on_measurement,
-            error_map=error_map,
-            auto_mode=auto_mode,
-            starting_output=starting_output,
-        )
-        pid._compat = True
-        pid._last_time = pid._last_seen = start_time
-        return pid
 
     # -- the computation -----------------------------------------------------------------
 
     def update(self, measurement: float, now: float) -> float:
         """Take `measurement`, observed at `now` (seconds, the caller's clock); return the
         output. Raises `Invalid` if `now` is earlier than the previous update's."""
-        if self._compat:
-            return self._update_simple_pid(measurement, now)
         last_time = self._last_time
         if not self._auto:
             self._last_input = measurement
@@ -274,42 +224,6 @@ class PID:
         self._has_output = True
         return output
 
-    def _update_simple_pid(self, measurement: float, now: float) -> float:
-        """simple-pid 2.0.1's `PID.__call__`, operation for operation."""
-        self._last_seen = now  # its reset() reads the clock: the time of the last call
-        if not self._auto:
-            return self._last_output
-        last_time = self._last_time if self._last_time is not None else now
-        dt = now - last_time if (now - last_time) else 1e-16
-        if dt < 0.0:
-            raise Invalid(f"time went backwards ({now} < {last_time})", field="now")
-        sample_time = self.sample_time
-        if sample_time is not None and dt < sample_time and self._has_output:
-            return self._last_output
-        error = self.setpoint - measurement
-        last_input = self._last_input
-        d_input = measurement - (last_input if last_input is not None else measurement)
-        last_error = self._last_error
-        d_error = error - (last_error if last_error is not None else error)
-        if self.error_map is not None:
-            error = self.error_map(error)
-        if not self.proportional_on_measurement:
-            self._proportional = self._kp * error
-        else:
-            self._proportional -= self._kp * d_input
-        self._integral = self._clamp(self._integral + self._ki * error * dt)
-        if self.derivative_on_measurement:
-            self._derivative = -self._kd * d_input / dt
-        else:
-            self._derivative = self._kd * d_error / dt
-        output = self._clamp(self._proportional + self._integral + self._derivative)
-        self._last_output = output
-        self._last_input = measurement
-        self._last_error = error
-        self._last_time = now
-        self._has_output = True
-        return output
-
     def _clamp(self, value: float) -> float:
         if self._hi is not None and value > self._hi:
             return self._hi
@@ -361,8 +275,6 @@ class PID:
         self._lo = None if lo is None else float(lo)
         self._hi = None if hi is None else float(hi)
         if hasattr(self, "_last_output"):
-            if self._compat:
-                self._integral = self._clamp(self._integral)
             self._last_output = self._clamp(self._last_output)
 
     @property
@@ -384,17 +296,13 @@ class PID:
         sees no bump.
         """
         if not enabled:
-            if last_output is not None and not self._compat:
+            if last_output is not None:
                 self._last_output = self._clamp(last_output)
             self._auto = False
             return
         if self._auto:
             return
         self._auto = True
-        if self._compat:
-            self.reset()
-            self._integral = self._clamp(last_output if last_output is not None else 0.0)
-            return
         base = self._clamp(last_output if last_output is not None else self._last_output)
         last_input, last_time = self._last_input, self._last_time
         self.reset()
@@ -413,14 +321,13 @@ class PID:
 
     def reset(self) -> None:
         """Forget the history: terms to zero (the integral clamped to the limits), no last
-        measurement, no last time; the next update starts afresh. (Simple-pid compatible:
-        the last time is kept, as simple-pid's reset reads its clock.)"""
+        measurement, no last time; the next update starts afresh."""
         self._proportional = 0.0
         self._integral = self._clamp(0.0)
         self._derivative = 0.0
         self._last_input = None
         self._last_error = None
-        self._last_time = self._last_seen if self._compat else None
+        self._last_time = None
         self._has_output = False
 
     def __repr__(self) -> str:

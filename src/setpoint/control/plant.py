@@ -12,7 +12,7 @@ so that at a steady power the room settles at `outside + gain * u / leak`, appro
 with time constant `time_constant / leak`. `leak` is 1 normally; opening a window
 (`open_window(2.0)`) doubles the heat loss: the room cools faster and needs more power.
 `step` integrates exactly (the input is piecewise constant), so results do not depend on
-the step size.
+the step size. `RoomSchema` is a room's wire form and holds its defaults.
 """
 
 from __future__ import annotations
@@ -22,25 +22,56 @@ import random
 from collections import deque
 from dataclasses import dataclass
 
-from setpoint.errors import Invalid
+from pydantic import Field
 
-__all__ = ["RoomPlant", "RoomSettings"]
+from setpoint.errors import Invalid
+from setpoint.model import Schema
+
+__all__ = ["RoomPlant", "RoomSchema", "RoomSettings"]
+
+
+class RoomSchema(Schema):
+    """A room as a manifest writes it (a Thermostat's `spec.plant`, `setpoint tune --plant
+    sim`): camelCase, bounds checked, and the one place its defaults are defined."""
+
+    time_constant: float = Field(default=600.0, gt=0)
+    dead_time: float = Field(default=60.0, ge=0)
+    gain: float = Field(default=0.01, gt=0)
+    max_power: float = Field(default=3000.0, gt=0)
+    outside: float = 10.0
+    initial: float = 15.0
+    noise: float = Field(default=0.0, ge=0)
+    seed: int = 0
+
+    def settings(self, initial: float | None = None) -> RoomSettings:
+        """The `RoomSettings` of this room (`initial`, if given, overrides its own)."""
+        return RoomSettings(
+            time_constant=self.time_constant,
+            dead_time=self.dead_time,
+            gain=self.gain,
+            max_power=self.max_power,
+            outside=self.outside,
+            initial=self.initial if initial is None else initial,
+            noise=self.noise,
+            seed=self.seed,
+        )
 
 
 @dataclass(frozen=True, slots=True)
 class RoomSettings:
     """A room: seconds, degrees Celsius and watts. `noise` is the standard deviation of
-    the measurement noise (degrees); `seed` makes it repeatable."""
+    the measurement noise (degrees); `seed` makes it repeatable. No defaults here: they are
+    `RoomSchema`'s (`RoomSchema(noise=0.02).settings()`), defined once."""
 
-    time_constant: float = 600.0
-    dead_time: float = 60.0
-    gain: float = 0.01
+    time_constant: float
+    dead_time: float
+    gain: float
     """Degrees above the outside per watt, at steady state."""
-    max_power: float = 3000.0
-    outside: float = 10.0
-    initial: float = 15.0
-    noise: float = 0.0
-    seed: int = 0
+    max_power: float
+    outside: float
+    initial: float
+    noise: float
+    seed: int
 
     def __post_init__(self) -> None:
         for name in ("time_constant", "gain", "max_power"):
@@ -60,7 +91,7 @@ class RoomPlant:
 
     __slots__ = ("_history", "_random", "leak", "settings", "temperature", "time")
 
-    def __init__(self, settings: RoomSettings = RoomSettings()) -> None:
+    def __init__(self, settings: RoomSettings) -> None:
         self.settings = settings
         self.temperature = settings.initial
         self.time = 0.0

@@ -21,10 +21,10 @@ clock). It is a re-implementation of the HPA controller
   every size, so one set of gains works at 2 replicas and at 200. The error is referred
   to the PID's own last output (the count the behaviour actually set may differ), so it
   cannot wind up while held back. With `ki = 1 / period` and no other term it *is* the
-  ratio rule (each period sets `current * metric / target`); the defaults instead
-  integrate slowly, come down ten times slower than they go up and keep still within a
-  deadband, which holds capacity through bursts without the HPA's 300 s window. The
-  behaviour layer then applies as for the ratio rule.
+  ratio rule (each period sets `current * metric / target`); the defaults (the Autoscaler
+  schema's `PidSpecSchema`) instead integrate slowly, come down ten times slower than they
+  go up and keep still within a deadband, which holds capacity through bursts without the
+  HPA's 300 s window. The behaviour layer then applies as for the ratio rule.
 """
 
 from __future__ import annotations
@@ -471,17 +471,17 @@ class PidGains:
     for fewer replicas: below 1, capacity goes away slower than it comes, which is what
     lets the pid algorithm do without a scale-down window (`PID_BEHAVIOR`).
 
-    The defaults were tuned once, on the autoscaler benchmark's world with three seeds
-    other than the one it reports (see `bench/control_autoscaler.py`).
+    No defaults here: they are the Autoscaler schema's (`PidSpecSchema().gains()` in
+    `setpoint.control.autoscaler`), defined once.
     """
 
-    kp: float = 0.25
-    ki: float = 1.0 / 60.0
-    kd: float = 0.0
-    deadband: float = 1.0
-    relative_deadband: float = 0.15
-    noise_band: float = 0.0
-    down_gain: float = 0.1
+    kp: float
+    ki: float
+    kd: float
+    deadband: float
+    relative_deadband: float
+    noise_band: float
+    down_gain: float
 
 
 PID_SCALE_DOWN = replace(DEFAULT_SCALE_DOWN, stabilization_window_seconds=0)
@@ -514,7 +514,7 @@ class PidAlgorithm:
     target: float
     min_replicas: int
     max_replicas: int
-    gains: PidGains = field(default_factory=PidGains)
+    gains: PidGains
     _pid: PID | None = field(default=None, init=False, repr=False)
     _last_output: float | None = field(default=None, init=False, repr=False)
 

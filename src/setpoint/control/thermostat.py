@@ -6,7 +6,7 @@ temperature, one sample per reconcile.
 (degrees, default 0.5), `samplesWithinTolerance` (default 5), `sampleSeconds` (seconds
 between samples, default 1), `mode` (auto | manual), `manualOutput` (watts, in manual),
 and `plant`: the simulated room (`timeConstant`, `deadTime`, `gain`, `maxPower`,
-`outside`, `initial`, `noise`, `seed`, as `RoomSettings`; `timeScale`: simulated seconds
+`outside`, `initial`, `noise`, `seed`, as `RoomSchema`; `timeScale`: simulated seconds
 per real second, so a room that takes an hour to warm up can be watched in a minute;
 `leak`: 1.0, or more with the window open).
 
@@ -18,11 +18,17 @@ condition `Ready`: True once the temperature has been within `tolerance` of the 
 for `samplesWithinTolerance` samples in a row (reason `WithinTolerance`), else False
 (`Settling`, or `Manual` in manual mode).
 
-Each reconcile advances the room by the time the injected clock says has passed since the
-last one (times `timeScale`), feeds the measurement to the PID (which sees simulated
-seconds), records the heater power for the next interval, writes the status and comes
-back after `sampleSeconds`. The room and the PID live in the controller's memory; an
-engine that restarts resumes from the temperature and output in the status, bumplessly.
+Each reconcile is one sample, observe -> plan -> apply: `observe` takes the object, the
+loop kept in memory and the time the injected clock says has passed since its last
+sample; the pure `plan` (on a copy of that loop) advances the room by that time (times
+`timeScale`), feeds the measurement to the PID (which sees simulated seconds), computes
+the heater power for the next interval and returns the status; `apply` writes the status
+if it changed, and it comes back after `sampleSeconds`. A running room changes every
+sample (`simulatedSeconds`, `trace`), so a Thermostat writes its status once a sample:
+that is its output, what `describe --plot` draws. The room and the PID live in the
+controller's memory; an engine that restarts resumes from the temperature and output in
+the status, bumplessly. The spec is read typed (`spec_of`): its defaults are the
+schema's, a room's those of `setpoint.control.plant.RoomSchema`.
 `step_summary` (settling time and overshoot of the last step, for `describe`) and
 `write_plot` (a PNG, with matplotlib) read only the object.
 """
@@ -30,6 +36,8 @@ engine that restarts resumes from the temperature and output in the status, bump
 from __future__ import annotations
 
 import contextlib
+import copy
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -38,7 +46,7 @@ from pydantic import Field
 
 from setpoint.clock import SYSTEM_CLOCK, Clock
 from setpoint.control.pid import PID
-from setpoint.control.plant import RoomPlant, RoomSettings
+from setpoint.control.plant import RoomPlant, RoomSchema
 from setpoint.control.tuning import step_response
 from setpoint.errors import Invalid, NotFound
 from setpoint.model import READY, Object, PrinterColumn, Schema, register_kind, set_condition
@@ -51,14 +59,17 @@ from setpoint.store import Store
 __all__ = [
     "THERMOSTAT",
     "TRACE_POINTS",
+    "Observed",
     "PidSchema",
-    "RoomSchema",
+    "Plan",
+    "PlantSchema",
     "ThermostatController",
     "ThermostatLoop",
     "ThermostatSpecSchema",
     "ThermostatStatusSchema",
-    "room_settings",
+    "plan",
     "setup",
+    "spec_of",
     "step_summary",
     "write_plot",
 ]
@@ -78,17 +89,10 @@ class PidSchema(Schema):
     derivative_filter: float = Field(default=0.0, ge=0)
 
 
-class RoomSchema(Schema):
-    """The simulated room (see `setpoint.control.plant.RoomSettings`)."""
+class PlantSchema(RoomSchema):
+    """The simulated room (`setpoint.control.plant.RoomSchema`), run `time_scale` simulated
+    seconds per real second, losing heat `leak` times as fast as with the window shut."""
 
-    time_constant: float = Field(default=600.0, gt=0)
-    dead_time: float = Field(default=60.0, ge=0)
-    gain: float = Field(default=0.01, gt=0)
-    max_power: float = Field(default=3000.0, gt=0)
-    outside: float = 10.0
-    initial: float = 15.0
-    noise: float = Field(default=0.0, ge=0)
-    seed: int = 0
     time_scale: float = Field(default=1.0, gt=0)
     leak: float = Field(default=1.0, gt=0)
 
@@ -103,7 +107,7 @@ class ThermostatSpecSchema(Schema):
     sample_seconds: float = Field(default=1.0, gt=0)
     mode: Literal["auto", "manual"] = "auto"
     manual_output: float | None = Field(default=None, ge=0)
-    plant: RoomSchema = Field(default_factory=RoomSchema)
+    plant: PlantSchema = Field(default_factory=PlantSchema)
 
 
 class ComponentsSchema(Schema):
@@ -150,18 +154,9 @@ THERMOSTAT = register_kind(
 """The `Thermostat` kind."""
 
 
-def room_settings(plant: dict[str, Any], initial: float | None = None) -> RoomSettings:
-    """The `RoomSettings` of a `spec.plant` in wire form (`initial` overrides its own)."""
-    return RoomSettings(
-        time_constant=float(plant.get("timeConstant", 600.0)),
-        dead_time=float(plant.get("deadTime", 60.0)),
-        gain=float(plant.get("gain", 0.01)),
-        max_power=float(plant.get("maxPower", 3000.0)),
-        outside=float(plant.get("outside", 10.0)),
-        initial=float(plant.get("initial", 15.0)) if initial is None else initial,
-        noise=float(plant.get("noise", 0.0)),
-        seed=int(plant.get("seed", 0)),
-    )
+def spec_of(obj: Object) -> ThermostatSpecSchema:
+    """The typed spec of a stored Thermostat: every default filled in, by the schema alone."""
+    return ThermostatSpecSchema.model_validate(obj["spec"])
 
 
 # -- the loop (no I/O, no clock) ----------------------------------------------------
@@ -186,11 +181,11 @@ class ThermostatLoop:
     """Set by `start` when it resumes from a status: its switch to auto is no new step."""
 
     @classmethod
-    def start(cls, spec: dict[str, Any], status: dict[str, Any] | None) -> ThermostatLoop:
+    def start(cls, spec: ThermostatSpecSchema, status: Mapping[str, Any] | None) -> ThermostatLoop:
         """A loop for `spec`, resuming from `status` (temperature, output) if it has one."""
         status = status or {}
         temperature = status.get("temperature")
-        plant = RoomPlant(room_settings(spec.get("plant") or {}, temperature))
+        plant = RoomPlant(spec.plant.settings(temperature))
         limits = (0.0, plant.settings.max_power)
         pid = PID(0.0, output_limits=limits)
         loop = cls(plant, pid, measurement=plant.measure())
@@ -207,20 +202,19 @@ class ThermostatLoop:
             loop.step = {k: float(step[k]) for k in ("before", "after", "atSeconds")}
         return loop
 
-    def configure(self, spec: dict[str, Any]) -> None:
+    def configure(self, spec: ThermostatSpecSchema) -> None:
         """Take the (possibly changed) spec: gains, target, plant parameters, mode."""
-        gains = spec["pid"]
+        gains = spec.pid
         pid = self.pid
-        pid.tunings = (float(gains["kp"]), float(gains.get("ki", 0.0)), float(gains.get("kd", 0.0)))
-        pid.derivative_filter = float(gains.get("derivativeFilter", 0.0))
-        plant_spec = spec.get("plant") or {}
-        settings = room_settings(plant_spec, self.plant.settings.initial)
+        pid.tunings = (gains.kp, gains.ki, gains.kd)
+        pid.derivative_filter = gains.derivative_filter
+        settings = spec.plant.settings(self.plant.settings.initial)
         if settings != self.plant.settings:
             self.plant.settings = settings
             pid.output_limits = (0.0, settings.max_power)
-        self.plant.leak = float(plant_spec.get("leak", 1.0))
-        target = float(spec["target"])
-        manual = spec.get("mode", "auto") == "manual"
+        self.plant.leak = spec.plant.leak
+        target = spec.target
+        manual = spec.mode == "manual"
         if target != self.target:
             self._new_step(self.target if self.target is not None else self.measurement, target)
         elif not manual and not pid.auto_mode and not self.resuming:
@@ -229,8 +223,8 @@ class ThermostatLoop:
             self._new_step(self.measurement, target)
         pid.setpoint = target
         if manual:
-            output = spec.get("manualOutput")
-            pid.set_auto_mode(False, float(output) if output is not None else self.output)
+            output = spec.manual_output
+            pid.set_auto_mode(False, output if output is not None else self.output)
         else:
             pid.set_auto_mode(True)
         self.resuming = False
@@ -242,18 +236,18 @@ class ThermostatLoop:
         self.within = 0
         self.target = after
 
-    def advance(self, spec: dict[str, Any], real_seconds: float) -> None:
+    def advance(self, spec: ThermostatSpecSchema, real_seconds: float) -> None:
         """Run the room for `real_seconds` (times the time scale) at the current output,
         measure, and compute the output for the next interval."""
-        scale = float((spec.get("plant") or {}).get("timeScale", 1.0))
+        scale = spec.plant.time_scale
         self.measurement = self.plant.step(self.output, max(0.0, real_seconds) * scale)
         now = self.plant.time
         output = self.pid.update(self.measurement, now)
-        if spec.get("mode", "auto") == "manual" and spec.get("manualOutput") is not None:
-            output = float(spec["manualOutput"])
+        if spec.mode == "manual" and spec.manual_output is not None:
+            output = spec.manual_output
         self.output = min(max(output, 0.0), self.plant.settings.max_power)
-        target = float(spec["target"])
-        if abs(self.measurement - target) <= float(spec.get("tolerance", 0.5)):
+        target = spec.target
+        if abs(self.measurement - target) <= spec.tolerance:
             self.within += 1
         else:
             self.within = 0
@@ -272,34 +266,34 @@ class ThermostatLoop:
             self.stride *= 2
 
     def status(
-        self, spec: dict[str, Any], generation: int, old: dict[str, Any], now: float
+        self, spec: ThermostatSpecSchema, generation: int, old: Mapping[str, Any], now: float
     ) -> dict[str, Any]:
         """The status to write, at wall-clock time `now` (for condition timestamps)."""
         p, i, d = self.pid.components
         status: dict[str, Any] = {
             "temperature": round(self.measurement, 4),
             "output": round(self.output, 3),
-            "error": round(float(spec["target"]) - self.measurement, 4),
+            "error": round(spec.target - self.measurement, 4),
             "components": {"p": round(p, 3), "i": round(i, 3), "d": round(d, 3)},
             "samplesWithinTolerance": self.within,
             "simulatedSeconds": round(self.plant.time, 3),
-            "trace": self.trace,
+            "trace": [list(row) for row in self.trace],
             "observedGeneration": generation,
             "conditions": [dict(c) for c in old.get("conditions") or []],
         }
         if self.step is not None:
             status["step"] = dict(self.step)
-        wanted = int(spec.get("samplesWithinTolerance", 5))
-        tolerance = float(spec.get("tolerance", 0.5))
-        if spec.get("mode", "auto") == "manual":
+        wanted = spec.samples_within_tolerance
+        tolerance = spec.tolerance
+        if spec.mode == "manual":
             ready, reason, message = False, "Manual", "manual mode: the output is spec.manualOutput"
         elif self.within >= wanted:
             ready, reason = True, "WithinTolerance"
-            message = f"within {tolerance:g} of {float(spec['target']):g} for {wanted} samples"
+            message = f"within {tolerance:g} of {spec.target:g} for {wanted} samples"
         else:
             ready, reason = False, "Settling"
             message = (
-                f"temperature {self.measurement:.2f}, target {float(spec['target']):g}: "
+                f"temperature {self.measurement:.2f}, target {spec.target:g}: "
                 f"{self.within}/{wanted} samples within {tolerance:g}"
             )
         set_condition(
@@ -314,13 +308,50 @@ class ThermostatLoop:
         return status
 
 
-# -- the controller -----------------------------------------------------------------
+# -- observe -> plan (pure) -> apply ---------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Observed:
+    """What `observe` saw: the Thermostat (uid, generation, status), the loop kept in memory
+    for it (None: none yet, or it belonged to an earlier object of that name) and the real
+    seconds since that loop's last sample."""
+
+    uid: str
+    generation: int
+    status: Mapping[str, Any]
+    loop: ThermostatLoop | None
+    elapsed: float
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """One sample: the status to write, the loop to keep and when to sample again. (A
+    Thermostat records no events and has no children.)"""
+
+    status: Mapping[str, Any]
+    loop: ThermostatLoop
+    requeue_after: float
+
+
+def plan(spec: ThermostatSpecSchema, observed: Observed, *, now: float) -> Plan:
+    """One sample, pure: the loop (a copy of the one observed, or a new one resuming from
+    the status) takes the spec, runs the room for the elapsed seconds and computes the next
+    output; `now` (wall-clock seconds) stamps the conditions. Never mutates `observed`."""
+    if observed.loop is None:
+        loop = ThermostatLoop.start(spec, observed.status)
+    else:
+        loop = copy.deepcopy(observed.loop)
+    loop.configure(spec)
+    loop.advance(spec, observed.elapsed)
+    status = loop.status(spec, observed.generation, observed.status, now)
+    return Plan(status, loop, spec.sample_seconds)
 
 
 class ThermostatController:
     """Reconciles Thermostats: one sample of each loop per reconcile (see the module
-    docstring). Keeps every loop in memory, by namespace and name, with the uid of the
-    object it belongs to (a recreated object starts afresh)."""
+    docstring), as observe -> `plan` -> apply. Keeps every loop in memory, by namespace and
+    name, with the uid of the object it belongs to (a recreated object starts afresh)."""
 
     def __init__(self, store: Store, *, clock: Clock = SYSTEM_CLOCK) -> None:
         self.store = store
@@ -336,22 +367,32 @@ class ThermostatController:
         except NotFound:
             self._loops.pop(key, None)
             return None
+        spec = spec_of(obj)
+        sampled_at = self.clock.monotonic()
+        observed = self.observe(obj, self._loops.get(key), sampled_at)
+        decided = plan(spec, observed, now=self.clock.now())
+        self._loops[key] = _Running(observed.uid, decided.loop, sampled_at)
+        await self.apply(obj, decided)
+        return Result(requeue_after=decided.requeue_after)
+
+    def observe(self, obj: Object, running: _Running | None, now: float) -> Observed:
+        """The object and the loop kept for it; `now` is the monotonic time of this sample."""
         meta = obj["metadata"]
-        spec = obj["spec"]
+        uid = str(meta["uid"])
         status = obj.get("status") or {}
-        now = self.clock.monotonic()
-        running = self._loops.get(key)
-        if running is None or running.uid != meta["uid"]:
-            running = _Running(str(meta["uid"]), ThermostatLoop.start(spec, status), now)
-            self._loops[key] = running
-        elapsed, running.sampled_at = now - running.sampled_at, now
-        running.loop.configure(spec)
-        running.loop.advance(spec, elapsed)
         generation = int(meta.get("generation", 1))
-        obj["status"] = running.loop.status(spec, generation, status, self.clock.now())
+        if running is None or running.uid != uid:
+            return Observed(uid, generation, status, None, 0.0)
+        return Observed(uid, generation, status, running.loop, now - running.sampled_at)
+
+    async def apply(self, obj: Object, decided: Plan) -> None:
+        """Write the status if it changed (a deleted object is gone: nothing to do)."""
+        if decided.status == (obj.get("status") or {}):
+            return
+        updated = copy.deepcopy(obj)
+        updated["status"] = dict(decided.status)
         with contextlib.suppress(NotFound):
-            await self.store.update_status(obj)
-        return Result(requeue_after=float(spec.get("sampleSeconds", 1.0)))
+            await self.store.update_status(updated)
 
     def attach(self, manager: Manager) -> Controller:
         """Wire this reconciler into `manager`; return the controller."""

@@ -81,8 +81,6 @@ from setpoint.insight.entries import Entry, ObjectRef
 CRASH_LOOP_REASONS = frozenset({"BackOff", "CrashLoopBackOff"})
 STOP_SIGNALS = (None, 0, 15)
 STOP_CODES = (None, 0, 143)
-STOPPED_MARK = "(stopped:"
-"""In an exit's `reason`: the workload controller stopped it (`setpoint.workloads.children`)."""
 ERROR_LINE = re.compile(
     r"\b(?:ERROR|FATAL|PANIC|CRITICAL|SEVERE|Traceback|Exception|panic|refused|denied|"
     r"timed out|timeout|killed|OOM|[A-Z][A-Za-z]*Error)\b|\berror:"
@@ -137,9 +135,7 @@ def symptom_of(entry: Entry) -> str | None:
     kind = entry.get("type")
     if kind == "exit":
         code, signal = entry.get("exitCode"), entry.get("signal")
-        if (signal in STOP_SIGNALS and code in STOP_CODES) or STOPPED_MARK in str(
-            entry.get("reason") or ""
-        ):
+        if (signal in STOP_SIGNALS and code in STOP_CODES) or entry.get("stoppedOnRequest"):
             return None  # stopped on request (a restart, a rollout): not a failure
         return f"exit {code if code is not None else ''}/{signal or ''}"
     if kind == "event" and entry.get("eventType") == "Warning":

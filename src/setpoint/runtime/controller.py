@@ -183,7 +183,7 @@ class Controller:
                 outcome,
                 seconds * 1000,
                 str(error),
-                exc_info=not isinstance(error, Error),
+                exc_info=None if isinstance(error, Error) else error,
             )
 
     @property

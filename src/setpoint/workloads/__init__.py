@@ -4,7 +4,9 @@
 state machine, runners), `supervisor` (child processes in their own process
 groups: start, exit notification, graceful stop, logs, re-adoption),
 `dependencies` (`dependsOn`: pure evaluation and cycle detection), `children`
-(the table of supervised children both controllers keep), `process` and `job`
-(the `Process` and `Job` kinds and their controllers). Each controller keeps
-observe -> plan -> apply apart; plan functions are pure. Deployment comes next.
+(the child lifecycle the Process and Job controllers share), `process` and `job`
+(the `Process` and `Job` kinds and their controllers), `deployment` (replicas of
+a Process template, rolling updates) and `service` (a TCP proxy in front of Ready
+replicas). Each controller keeps observe -> plan -> apply apart; plan functions
+are pure.
 """

@@ -1,28 +1,90 @@
-"""What the Process and Job controllers share: the table of children they supervise.
+"""The child lifecycle that the Process and Job controllers share: one component, two kinds.
 
-`Supervised` is one child in a controller's table; `ChildTable` is the part of a
-controller that owns that table: stopping and cleaning up children, waking the
-object when one exits, collecting orphans at startup, stopping or detaching every
-child at shutdown. `record_exit` writes how a child ended into a status, and
-`timestamp`/`parse_time` are the millisecond RFC 3339 times both kinds' statuses use.
-The controllers decide; this module only does the bookkeeping and the supervisor calls.
+A Process and a Job each supervise one local child (a Job's child is its current attempt).
+Everything about that child that does not depend on the kind lives here, once:
+
+* the spec fields of a command (`CommandSchema`: args, env, cwd, user, grace period, stop
+  signal), the back-off arithmetic (`BackoffSchema`, `backoff_delay`) and the exit record
+  of a status (`ExitSchema`, `ChildExit`: how a child ended, and whether the controller
+  stopped it on request, as a field, not as text in the reason);
+* the plan's inputs both kinds share (`ChildDesired`: generation, typed spec, deleting;
+  `ChildObserved`: the child, its last exit, unmet dependencies, a failed start, the
+  stored status) and what a plan is to the lifecycle (`ChildPlan`: the child action, the
+  whole new status, `PlannedEvent`s, a stall, a wait);
+* `ChildLifecycle`, the base of both controllers, made a Process or a Job controller by a
+  `ChildKind` (the kind, its finalizer and spec schema, its pure `observe` and `plan`).
+  Its `reconcile` reads the object, adds the finalizer, looks at the child (in the table,
+  adopted from an earlier engine, or gone while no engine watched it: `ChildFacts`),
+  observes the dependencies, plans, and carries the plan out: stop (then look again, so
+  the exit is recorded by the next plan), start, emit events, write the status the plan
+  computed (only when it differs from the stored one), release the finalizer, raise
+  `TerminalError` for a plan that stalls, requeue for one that waits. It also wires the
+  controller (`setup`, `attach`), collects orphans and stops or detaches every child.
+
+The kinds decide; this module decides nothing about restart policies, retries or
+conditions. It only does what a plan says, and reports what happened when it did it
+(the pid of a started child; a start that failed). How a start fails matters: a spec
+the supervisor refuses (`Invalid`: no such command, no such user) fails until the spec
+changes; an OS failure (no space, no file descriptors, an unwritable state or log
+directory, a failed mkfifo) is transient and retried with `ENVIRONMENT_BACKOFF`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 import logging
 import signal
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from enum import StrEnum
 from pathlib import Path
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Generic, Literal, Protocol, TypeVar
 
-from setpoint.clock import Clock, parse_rfc3339
+from pydantic import Field
+
+from setpoint.clock import SYSTEM_CLOCK, Clock, parse_rfc3339
+from setpoint.errors import AlreadyExists, Invalid, NotFound, TerminalError, UnknownKind
+from setpoint.model import Kind, Object, Schema
 from setpoint.runtime.controller import Controller
-from setpoint.runtime.reconciler import Request
+from setpoint.runtime.events import EventRecorder
+from setpoint.runtime.lifecycle import add_finalizer, is_deleting, remove_finalizer
+from setpoint.runtime.manager import Manager
+from setpoint.runtime.predicates import generation_changed
+from setpoint.runtime.reconciler import Request, Result
+from setpoint.store import Store
 from setpoint.workloads import supervisor
+from setpoint.workloads.dependencies import (
+    DEPENDS_ON_INDEX,
+    dependency_keys,
+    dependents_of,
+    unmet_in_store,
+)
+
+__all__ = [
+    "ENVIRONMENT_BACKOFF",
+    "Action",
+    "BackoffSchema",
+    "ChildDesired",
+    "ChildExit",
+    "ChildFacts",
+    "ChildKind",
+    "ChildLifecycle",
+    "ChildObserved",
+    "ChildPlan",
+    "ChildSettings",
+    "CommandSchema",
+    "ExitSchema",
+    "PlannedEvent",
+    "StartFailure",
+    "Supervised",
+    "backoff_delay",
+    "parse_time",
+    "supervisor_name",
+    "timestamp",
+]
 
 log = logging.getLogger("setpoint.workloads")
 
@@ -31,6 +93,9 @@ StopSignal = Literal["SIGTERM", "SIGINT", "SIGQUIT", "SIGHUP", "SIGUSR1", "SIGUS
 
 Key = tuple[str, str]
 """(namespace, name) of the object a child belongs to."""
+
+LAST_LINE_CHARS = 200
+"""How much of a failed child's last output line its exit reason quotes."""
 
 
 def timestamp(ts: float) -> str:
@@ -49,90 +114,622 @@ def parse_time(value: Any) -> float | None:
         return None
 
 
+def supervisor_name(namespace: str, name: str) -> str:
+    """The name a child goes by in the supervisor's state and log directories (`_` cannot
+    occur in a namespace or name, so the pair is unambiguous)."""
+    return f"{namespace or 'default'}_{name}"
+
+
+# -- the schemas both kinds share ------------------------------------------------------
+
+
+class BackoffSchema(Schema):
+    """The wait before a retry: `initialSeconds`, doubling up to `maxSeconds`."""
+
+    initial_seconds: float = Field(default=10.0, gt=0)
+    max_seconds: float = Field(default=300.0, gt=0)
+
+
+ENVIRONMENT_BACKOFF = BackoffSchema(initial_seconds=1.0, max_seconds=60.0)
+"""The wait before retrying a start that failed for a reason of the machine's (an OS error)."""
+
+
+def backoff_delay(count: int, backoff: BackoffSchema) -> float:
+    """Seconds to wait before the next try, after `count` failures in a row: 0 after none,
+    then `initialSeconds`, doubling, capped at `maxSeconds`."""
+    if count <= 0:
+        return 0.0
+    return float(min(backoff.max_seconds, backoff.initial_seconds * 2.0 ** min(count - 1, 60)))
+
+
+class CommandSchema(Schema):
+    """What to run, and how to stop it: the spec fields of a Process and of a Job."""
+
+    args: list[str] = Field(min_length=1)
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: str | None = None
+    user: str | None = None
+    termination_grace_period_seconds: float = Field(default=30.0, ge=0)
+    stop_signal: StopSignal = "SIGTERM"
+
+
+class ExitSchema(Schema):
+    """How the last child ended: `code` if it exited, `signal` if a signal killed it;
+    `stoppedOnRequest` when the controller stopped it (`stopReason` says why)."""
+
+    code: int | None = None
+    signal: int | None = None
+    reason: str = ""
+    finished_at: str | None = None
+    stopped_on_request: bool = False
+    stop_reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ChildExit:
+    """How a child ended, at `finished_at` (epoch seconds). `started_at` None: its start is
+    unknown; `stop_reason` None: it ended by itself, not on the controller's request."""
+
+    code: int | None
+    signal: int | None
+    reason: str
+    finished_at: float
+    started_at: float | None = None
+    stop_reason: str | None = None
+    pid: int | None = None
+
+    @property
+    def succeeded(self) -> bool:
+        return self.code == 0
+
+    @property
+    def ran_for(self) -> float | None:
+        return None if self.started_at is None else max(0.0, self.finished_at - self.started_at)
+
+    def wire(self) -> dict[str, Any]:
+        """The status's `lastExit` (the `ExitSchema` wire form)."""
+        out: dict[str, Any] = {"reason": self.reason, "finishedAt": timestamp(self.finished_at)}
+        if self.code is not None:
+            out["code"] = self.code
+        if self.signal is not None:
+            out["signal"] = self.signal
+        out["stoppedOnRequest"] = self.stop_reason is not None
+        if self.stop_reason is not None:
+            out["stopReason"] = self.stop_reason
+        return out
+
+    @staticmethod
+    def from_wire(
+        last: Any, *, started_at: float | None = None, now: float = 0.0
+    ) -> ChildExit | None:
+        """The exit a status's `lastExit` records (None when it records none)."""
+        if not isinstance(last, Mapping):
+            return None
+        return ChildExit(
+            last.get("code"),
+            last.get("signal"),
+            str(last.get("reason") or "exited"),
+            parse_time(last.get("finishedAt")) or now,
+            started_at,
+            last.get("stopReason") if last.get("stoppedOnRequest") else None,
+        )
+
+
+LOST_REASON = "ended while the engine was not running (exit code unknown)"
+
+
+# -- what a plan is, to this module -------------------------------------------------------
+
+
+S = TypeVar("S", bound=CommandSchema)
+T = TypeVar("T", bound=CommandSchema)
+SpecT = TypeVar("SpecT")
+
+
+class Action(StrEnum):
+    """What to do with the child. RESTART stops it; the next look starts the new one."""
+
+    START = "start"
+    STOP = "stop"
+    RESTART = "restart"
+    WAIT = "wait"
+    NOTHING = "nothing"
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedEvent:
+    """An event a plan emits: Normal (or Warning), its reason and message."""
+
+    reason: str
+    message: str
+    warning: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class StartFailure:
+    """A start that failed, for the spec `generation`, `count` times in a row, last at `at`.
+    `transient`: an OS failure, retried; otherwise the spec must change."""
+
+    message: str
+    transient: bool
+    generation: int
+    count: int = 1
+    at: float = 0.0
+
+
+class ChildPlan(Protocol):
+    """What `ChildLifecycle` carries out: the plan of a Process or of a Job.
+
+    `status` is the whole new status (None: write nothing: a stop is followed at once by
+    another look, which records the exit); when a child starts, its `pid` (and `startTime`
+    unless the plan set one) are added to it. `stall` (reason, message): raise
+    `TerminalError` after writing. `wait_seconds` > 0: look again then."""
+
+    @property
+    def action(self) -> Action: ...
+    @property
+    def reason(self) -> str: ...
+    @property
+    def wait_seconds(self) -> float: ...
+    @property
+    def status(self) -> Mapping[str, Any] | None: ...
+    @property
+    def events(self) -> tuple[PlannedEvent, ...]: ...
+    @property
+    def stall(self) -> tuple[str, str] | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ChildDesired(Generic[SpecT]):
+    """What an object asks for: its spec generation and spec (defaults filled, as the
+    kind's schema defines them), and whether it is being deleted."""
+
+    generation: int
+    spec: SpecT
+    deleting: bool = False
+
+    @staticmethod
+    def of(obj: Object, schema: type[T]) -> ChildDesired[T]:
+        """The desired state of an object in wire form, its spec read through `schema`."""
+        return ChildDesired(
+            int(obj["metadata"].get("generation", 1)),
+            schema.model_validate(obj["spec"]),
+            is_deleting(obj),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ChildObserved:
+    """What is, as far as a plan cares, of an object's child: whether it runs, the spec
+    `generation` it runs (or the last one ran, when none runs) and its `pid`; `last_exit`
+    how the last child ended (None when none ran, or one runs), `exit_is_new` when the
+    status does not record it yet; `unmet` the message of the first dependency that does
+    not hold; `start_failure` the last start that failed; `status` the status as stored."""
+
+    running: bool = False
+    generation: int | None = None
+    pid: int | None = None
+    last_exit: ChildExit | None = None
+    exit_is_new: bool = False
+    unmet: str | None = None
+    start_failure: StartFailure | None = None
+    status: Mapping[str, Any] = field(default_factory=dict)
+
+    @staticmethod
+    def common(
+        status: Mapping[str, Any], facts: ChildFacts, unmet: str | None, now: float
+    ) -> dict[str, Any]:
+        """The fields of `ChildObserved` from a stored status, what the lifecycle knows of
+        the child, and the first unmet dependency. Pure."""
+        child = facts.child
+        if facts.running and child is not None:
+            return {
+                "running": True, "generation": child.generation, "pid": child.handle.pid,
+                "unmet": unmet, "start_failure": facts.start_failure, "status": status,
+            }  # fmt: skip
+        started_at = parse_time(status.get("startTime"))
+        last = facts.ended
+        if last is not None and last.started_at is None:
+            last = dataclasses.replace(last, started_at=started_at)
+        if last is None:
+            last = ChildExit.from_wire(status.get("lastExit"), started_at=started_at, now=now)
+        generation = status.get("startedGeneration")
+        return {
+            "generation": None if generation is None else int(generation),
+            "last_exit": last, "exit_is_new": facts.ended is not None, "unmet": unmet,
+            "start_failure": facts.start_failure, "status": status,
+        }  # fmt: skip
+
+    def exit_events(self) -> tuple[PlannedEvent, ...]:
+        """`Exited`, when the status does not record the last exit yet."""
+        exit_ = self.last_exit
+        if not self.exit_is_new or exit_ is None:
+            return ()
+        pid = f"pid {exit_.pid} " if exit_.pid is not None else ""
+        return (PlannedEvent("Exited", f"{pid}{exit_.reason}", warning=not exit_.succeeded),)
+
+
+P = TypeVar("P", bound=ChildPlan)
+
+
+# -- the table of children ----------------------------------------------------------------
+
+
 @dataclass(eq=False)
 class Supervised:
-    """One supervised child (or Job attempt): its handle, the spec generation it runs, and
-    how it ended once it has."""
+    """One supervised child in a controller's table: its handle, the spec generation it
+    runs, how to stop it, how it ended once it has, and (for a Process) what its probes
+    say."""
 
     handle: supervisor.Running | supervisor.Adopted
     generation: int
-    grace: float = 30.0
+    grace: float
     """Seconds between the stop signal and SIGKILL (`terminationGracePeriodSeconds`)."""
-    stop_signal: int = signal.SIGTERM
+    stop_signal: int
     exit: supervisor.Exit | None = None
     finished_at: float | None = None
+    stop_reason: str | None = None
     cleaned: bool = False
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    ref: Object = field(default_factory=dict)
+    """The object's reference, for events the child's probes emit."""
+    started: bool = True
+    """False until the startup probe has succeeded (no startup probe: True)."""
+    readiness: Literal["Unknown", "Success", "Failure"] | None = None
+    probe_message: str = ""
+    unhealthy: str | None = None
+    """Why a liveness or startup probe says to restart it."""
+
+    @property
+    def running(self) -> bool:
+        return self.exit is None
 
     def cancel_tasks(self) -> None:
         for task in self.tasks:
             task.cancel()
 
 
-def stop_settings(spec: Mapping[str, Any]) -> dict[str, Any]:
-    """`grace` and `stop_signal` of a `Supervised` from a Process or Job spec."""
-    return {
-        "grace": float(spec.get("terminationGracePeriodSeconds", 30)),
-        "stop_signal": signal.Signals[spec.get("stopSignal") or "SIGTERM"],
-    }
+@dataclass(frozen=True, slots=True)
+class ChildFacts:
+    """What the lifecycle knows of an object's child, for the kind's `decide`.
+
+    `child` is the one in the table (running, or ended and not yet recorded); `ended` how a
+    child ended whose end the status does not record yet (it exited, was stopped, or ended
+    while no engine watched it); `start_failure` the last failed start, if the start since
+    has not succeeded."""
+
+    child: Supervised | None = None
+    ended: ChildExit | None = None
+    start_failure: StartFailure | None = None
+
+    @property
+    def running(self) -> bool:
+        return self.child is not None and self.child.running
 
 
-LAST_LINE_CHARS = 200
-"""How much of a failed child's last output line its exit reason quotes."""
+ObservedT = TypeVar("ObservedT", bound=ChildObserved)
 
 
-def record_exit(
-    status: dict[str, Any],
-    child: Supervised,
-    now: float,
-    because: str = "",
-    log_dir: Path | None = None,
-) -> None:
-    """Write how `child` ended (and, if it was stopped, `because` of what) into `status`.
+@dataclass(frozen=True)
+class ChildKind(Generic[S, ObservedT, P]):
+    """What makes a `ChildLifecycle` a Process or a Job controller: the `kind`, its
+    `finalizer`, its `spec_schema`, and its two pure functions: `observe(status, facts,
+    unmet, now)` (the stored status, what the lifecycle knows of the child and the first
+    unmet dependency, as the plan's input) and `plan(desired, observed, now)`."""
 
-    A child that failed by itself (a non-zero code, or a signal nobody sent) has the last
-    line of its output, from its log file in `log_dir`, added to the reason, as
-    Kubernetes' `FallbackToLogsOnError` termination message: `exited with code 2: initdb:
-    not found` says at once what `exited with code 2` makes one go and look for."""
-    exit_ = child.exit or supervisor.Exit(None, None, "stopped")
-    finished = child.finished_at if child.finished_at is not None else now
-    reason = f"{exit_.reason} (stopped: {because})" if because else exit_.reason
-    failed = exit_.code not in (0, None) or exit_.signal is not None
-    if failed and not because and log_dir is not None:
-        line = supervisor.last_line(log_dir / f"{child.handle.name}.log")
-        if line:
-            reason = f"{reason}: {line[:LAST_LINE_CHARS]}"
-    last: dict[str, Any] = {"reason": reason, "finishedAt": timestamp(finished)}
-    if exit_.code is not None:
-        last["code"] = exit_.code
-    if exit_.signal is not None:
-        last["signal"] = exit_.signal
-    status["lastExit"] = last
-    status.pop("pid", None)
+    kind: Kind
+    finalizer: str
+    spec_schema: type[S]
+    observe: Callable[[Mapping[str, Any], ChildFacts, str | None, float], ObservedT]
+    plan: Callable[[ChildDesired[S], ObservedT, float], P]
 
 
-C = TypeVar("C", bound=Supervised)
+@dataclass(frozen=True, slots=True)
+class ChildSettings:
+    """Where children's state files (`state_dir`) and logs (`log_dir`) live."""
+
+    state_dir: Path
+    log_dir: Path
 
 
-class ChildTable(Generic[C]):
-    """The table half of a workload controller. Subclasses set `kind_label` and call
-    `ChildTable.__init__`; `controller` is set when they attach to a manager."""
+MAX_CONCURRENT = 16
+"""Objects of one kind reconciled at once (one key is never reconciled by two workers)."""
+DEPENDABLE_KINDS = ("Process", "Job")
+"""The kinds (of the object's own apiVersion) whose changes wake their dependents."""
 
-    kind_label = "object"
 
-    def __init__(self, state_dir: Path, clock: Clock) -> None:
-        self.state_dir = state_dir
+class ChildLifecycle(Generic[S, P]):
+    """The base of the Process and Job controllers: the table of children, and the
+    reconcile loop that carries out a kind's plan (see the module docstring).
+
+    Subclasses set `child_kind` (the kind, its finalizer, spec schema, and pure `observe`
+    and `plan`), and may override `follow` (to run probes on a child). `controller` must be
+    set (by `attach`) before the manager runs, so that exits enqueue the object.
+    """
+
+    child_kind: ChildKind[S, Any, P]
+
+    def __init__(
+        self,
+        store: Store,
+        events: EventRecorder,
+        settings: ChildSettings,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
+        self.store = store
+        self.events = events
+        self.settings = settings
+        self.state_dir = Path(settings.state_dir)
+        self.log_dir = Path(settings.log_dir)
         self.clock = clock
         self.controller: Controller | None = None
-        self._table: dict[Key, C] = {}
+        self._table: dict[Key, Supervised] = {}
+        self._failures: dict[Key, StartFailure] = {}
         self._orphans_collected = asyncio.Event()
+
+    @property
+    def kind(self) -> Kind:
+        """The kind this controller keeps true to its spec."""
+        return self.child_kind.kind
+
+    @classmethod
+    def setup(cls, manager: Manager, *, state_dir: Path, log_dir: Path) -> Controller:
+        """Add a controller of this kind to `manager`; return the controller.
+
+        `state_dir` keeps one state file per child (for re-adoption after a restart): give
+        each kind a directory of its own, since a controller treats every state file in its
+        directory as one of its own children. `log_dir` takes the children's output. To keep
+        hold of the reconciler (to stop every child on shutdown, say), build one and call
+        its `attach(manager)` instead."""
+        reconciler = cls(
+            manager.store,
+            manager.event_recorder(f"{cls.child_kind.kind.singular}-controller"),
+            ChildSettings(Path(state_dir), Path(log_dir)),
+            clock=manager.clock,
+        )
+        return reconciler.attach(manager)
+
+    def attach(self, manager: Manager) -> Controller:
+        """Wire this reconciler into `manager` (what `setup` does): its controller, the
+        `dependsOn` index, the watches of the Processes and Jobs an object may depend on,
+        and the orphan collector; return the controller."""
+        cache = manager.cache(self.kind)
+        cache.add_index(DEPENDS_ON_INDEX, dependency_keys)
+        builder = (
+            manager.controller(self.kind.singular)
+            .for_(self.kind, predicates=[generation_changed])
+            .max_concurrent(MAX_CONCURRENT)  # one child's slow stop must not hold up the rest
+        )
+        for kind in DEPENDABLE_KINDS:
+            with contextlib.suppress(UnknownKind):  # a kind that is not registered here
+                watched = manager.store.registry.get(self.kind.api_version, kind)
+                builder.watches(watched, dependents_of(cache))
+        self.controller = builder.complete(self)
+        manager.add_runnable(self.collect_orphans)
+        return self.controller
+
+    # -- what a kind provides ------------------------------------------------------------
+
+    async def decide(self, obj: Object, spec: S, facts: ChildFacts) -> P:
+        """Observe the dependencies, then plan (purely)."""
+        unmet = await unmet_in_store(self.store, obj)
+        now = self.clock.now()
+        desired = ChildDesired(int(obj["metadata"].get("generation", 1)), spec, is_deleting(obj))
+        kind = self.child_kind
+        return kind.plan(desired, kind.observe(obj.get("status") or {}, facts, unmet, now), now)
+
+    def follow(self, key: Key, child: Supervised, spec: S) -> None:
+        """Start watching a child that was just started or adopted (the exit is watched
+        already). By default nothing more."""
+
+    # -- the reconciler ------------------------------------------------------------------
+
+    async def reconcile(self, request: Request) -> Result | None:
+        """Observe, plan, apply; a stop is looked at again at once, so the same reconcile
+        records the exit and (if the plan says so) starts the next child."""
+        key = (request.namespace, request.name)
+        try:
+            obj = await self.store.get(
+                self.kind.api_version,
+                self.kind.kind,
+                request.name,
+                request.namespace or None,
+            )
+        except NotFound:
+            self._failures.pop(key, None)
+            child = self._table.pop(key, None)
+            if child is not None:  # deleted behind the finalizer's back
+                await self._stop(child, 0.0)
+            return None
+        if not is_deleting(obj) and add_finalizer(obj, self.child_kind.finalizer):
+            obj = await self.store.update(obj)
+        spec = self.child_kind.spec_schema.model_validate(obj["spec"])
+        for _ in range(4):  # stop, record the exit and start: at most three looks
+            facts = self._facts(key, obj)
+            step = await self.decide(obj, spec, facts)
+            if step.action is not Action.NOTHING:
+                log.info(
+                    "%s %s: %s (%s)",
+                    self.kind.singular,
+                    request,
+                    step.action,
+                    step.reason,
+                )
+            for event in step.events:
+                record = self.events.warning if event.warning else self.events.normal
+                await record(obj, event.reason, event.message)
+            if step.action in (Action.STOP, Action.RESTART) and facts.running:
+                assert facts.child is not None
+                await self._stop(facts.child, None, because=step.reason)
+                continue
+            if step.action is Action.START and not await self._start(key, obj, spec):
+                continue  # the failure is a fact now: the plan says what it means
+            return await self._finish(key, obj, step, facts)
+        raise RuntimeError(f"{self.kind.kind} {request}: no plan settled after three looks")
+
+    async def _finish(self, key: Key, obj: Object, step: P, facts: ChildFacts) -> Result | None:
+        """Write the plan's status, forget a child whose end it records, release a deleted
+        object, and turn the plan's stall or wait into the reconcile's outcome."""
+        child = self._table.get(key)
+        if step.status is not None:
+            status = dict(step.status)
+            if child is not None and step.action is Action.START:
+                status["pid"] = child.handle.pid
+                status.setdefault("startTime", timestamp(child.handle.started_at))
+            if self.kind.validate_status(status) != self.kind.validate_status(obj.get("status")):
+                obj["status"] = status
+                try:
+                    obj = await self.store.update_status(obj)
+                except NotFound:
+                    return None
+        if child is not None and child is facts.child and facts.ended is not None:
+            self._table.pop(key, None)  # its end is in the stored status now
+            await self._cleanup(child)
+        if (
+            key not in self._table
+            and is_deleting(obj)
+            and remove_finalizer(obj, self.child_kind.finalizer)
+        ):
+            self._failures.pop(key, None)
+            with contextlib.suppress(NotFound):
+                await self.store.update(obj)
+            return None
+        if step.stall is not None:
+            raise TerminalError(step.stall[1], reason=step.stall[0])
+        if step.wait_seconds > 0:
+            return Result(requeue_after=step.wait_seconds)
+        return None
+
+    # -- observe -------------------------------------------------------------------------
+
+    def _facts(self, key: Key, obj: Object) -> ChildFacts:
+        """The child in the table, else one adopted from an earlier engine; how a child
+        ended that the status does not record yet."""
+        status = obj.get("status") or {}
+        child = self._table.get(key) or self._adopt(key, obj)
+        failure = self._failures.get(key)
+        if child is None:
+            if status.get("pid") is None:
+                return ChildFacts(start_failure=failure)
+            lost = ChildExit(None, None, LOST_REASON, self.clock.now())
+            return ChildFacts(ended=lost, start_failure=failure)
+        if child.running:
+            return ChildFacts(child, start_failure=failure)
+        return ChildFacts(child, self._ended(child), failure)
+
+    def _ended(self, child: Supervised) -> ChildExit:
+        """How `child` ended. One that failed by itself (a non-zero code, or a signal nobody
+        sent) has the last line of its output added to the reason, as Kubernetes'
+        `FallbackToLogsOnError` termination message: `exited with code 2: initdb: not
+        found` says at once what `exited with code 2` makes one go and look for."""
+        exit_ = child.exit or supervisor.Exit(None, None, "stopped")
+        reason = exit_.reason
+        failed = exit_.code not in (0, None) or exit_.signal is not None
+        if failed and child.stop_reason is None:
+            line = supervisor.last_line(self.log_dir / f"{child.handle.name}.log")
+            if line:
+                reason = f"{reason}: {line[:LAST_LINE_CHARS]}"
+        finished = child.finished_at if child.finished_at is not None else self.clock.now()
+        return ChildExit(
+            exit_.code,
+            exit_.signal,
+            reason,
+            finished,
+            child.handle.started_at,
+            child.stop_reason,
+            child.handle.pid,
+        )
+
+    # -- apply ---------------------------------------------------------------------------
+
+    def _new_child(
+        self, key: Key, obj: Object, spec: S, handle: supervisor.Running | supervisor.Adopted
+    ) -> Supervised:
+        meta = obj["metadata"]
+        generation = int(meta.get("generation", 1))
+        if isinstance(handle, supervisor.Adopted):
+            generation = int((obj.get("status") or {}).get("startedGeneration") or generation)
+        child = Supervised(
+            handle,
+            generation,
+            grace=spec.termination_grace_period_seconds,
+            stop_signal=signal.Signals[spec.stop_signal],
+            ref={
+                "apiVersion": obj["apiVersion"],
+                "kind": obj["kind"],
+                "metadata": {k: meta[k] for k in ("name", "namespace", "uid") if meta.get(k)},
+            },
+        )
+        self._table[key] = child
+        child.tasks.append(asyncio.create_task(self._wait_exit(key, child)))
+        self.follow(key, child, spec)
+        return child
+
+    def _adopt(self, key: Key, obj: Object) -> Supervised | None:
+        """The child an earlier engine left running for this object, if provably ours."""
+        name = supervisor_name(*key)
+        handle = supervisor.find_adoptable(name, self.state_dir)
+        if handle is None:
+            supervisor.stray(name, self.state_dir)
+            return None
+        spec = self.child_kind.spec_schema.model_validate(obj["spec"])
+        log.info("%s %s/%s: adopted pid %d", self.kind.singular, key[0], key[1], handle.pid)
+        return self._new_child(key, obj, spec, handle)
+
+    async def _start(self, key: Key, obj: Object, spec: S) -> bool:
+        """Start the object's child; on failure record a `StartFailure` and return False."""
+        stale = self._table.pop(key, None)
+        if stale is not None:
+            await self._cleanup(stale)
+        name = supervisor_name(*key)
+        generation = int(obj["metadata"].get("generation", 1))
+        try:
+            process_spec = supervisor.ProcessSpec(
+                args=spec.args,
+                log_dir=self.log_dir,
+                marker=f"{self.child_kind.finalizer}:{obj['metadata'].get('uid', '')}",
+                env=spec.env,
+                cwd=None if spec.cwd is None else Path(spec.cwd),
+                user=spec.user,
+            )
+            handle = await supervisor.start(name, process_spec, self.state_dir, clock=self.clock)
+        except Invalid as exc:
+            await self._start_failed(key, obj, str(exc), transient=False, generation=generation)
+            return False
+        except (OSError, AlreadyExists) as exc:
+            message = f"cannot start {name}: {exc}"
+            await self._start_failed(key, obj, message, transient=True, generation=generation)
+            return False
+        self._failures.pop(key, None)
+        self._new_child(key, obj, spec, handle)
+        await self.events.normal(obj, "Started", f"started pid {handle.pid}: {spec.args[0]}")
+        return True
+
+    async def _start_failed(
+        self, key: Key, obj: Object, message: str, *, transient: bool, generation: int
+    ) -> None:
+        earlier = self._failures.get(key)
+        count = 1 if earlier is None else earlier.count + 1
+        self._failures[key] = StartFailure(message, transient, generation, count, self.clock.now())
+        await self.events.warning(obj, "FailedStart", message)
+
+    async def _wait_exit(self, key: Key, child: Supervised) -> None:
+        exit_ = await child.handle.wait()
+        child.exit = exit_
+        child.finished_at = self.clock.now()
+        for task in child.tasks:
+            if task is not asyncio.current_task():
+                task.cancel()
+        if self._table.get(key) is child:
+            self._wake(key)
 
     def _wake(self, key: Key) -> None:
         if self.controller is not None:
             self.controller.enqueue(Request(key[1], key[0]))
 
-    async def _stop(self, child: C, grace: float | None = None) -> None:
-        """Stop `child` with its stop signal, SIGKILL after `grace` (default: its own)."""
+    async def _stop(self, child: Supervised, grace: float | None, because: str = "") -> None:
+        """Stop `child` with its stop signal, SIGKILL after `grace` (None: its own)."""
         child.cancel_tasks()
         grace = child.grace if grace is None else grace
         exit_ = await supervisor.stop(child.handle, grace, child.stop_signal)
@@ -140,13 +737,16 @@ class ChildTable(Generic[C]):
         if child.exit is None:
             child.exit = exit_
             child.finished_at = self.clock.now()
+            child.stop_reason = because or "stopped"
 
-    async def _cleanup(self, child: C) -> None:
+    async def _cleanup(self, child: Supervised) -> None:
         """Clear up after a child that exited by itself (its group, state file, logs)."""
         child.cancel_tasks()
         if not child.cleaned:
             child.cleaned = True
             await supervisor.stop(child.handle, 0.0)
+
+    # -- whole-table operations ------------------------------------------------------------
 
     async def collect_orphans(self) -> None:
         """Stop children whose objects are gone, and remove stray state files.
@@ -176,7 +776,7 @@ class ChildTable(Generic[C]):
                 continue
             log.info(
                 "stopping pid %d: its %s %s/%s is gone",
-                handle.pid, self.kind_label, namespace, obj_name,
+                handle.pid, self.kind.kind, namespace, obj_name,
             )  # fmt: skip
             await supervisor.stop(handle, 0.0)
 
@@ -185,7 +785,8 @@ class ChildTable(Generic[C]):
         unless `grace` is given; return whose they were."""
         children = list(self._table.items())
         self._table.clear()
-        await asyncio.gather(*(self._stop(c, grace) for _, c in children), return_exceptions=True)
+        stops: list[Awaitable[None]] = [self._stop(c, grace) for _, c in children]
+        await asyncio.gather(*stops, return_exceptions=True)
         return [key for key, _ in children]
 
     async def detach(self) -> None:
@@ -199,4 +800,4 @@ class ChildTable(Generic[C]):
 
     def pids(self) -> dict[Key, int]:
         """(namespace, name) -> pid of every running child."""
-        return {k: c.handle.pid for k, c in self._table.items() if c.exit is None}
+        return {k: c.handle.pid for k, c in self._table.items() if c.running}

@@ -9,7 +9,9 @@ drives it.
   (rotated by size), and writes `<state_dir>/<name>.json` (pid, pgid, start
   time from `/proc/PID/stat`, marker, argv) atomically. It refuses a name
   whose recorded process still runs (`AlreadyExists`) and a command that
-  cannot start (`Invalid`, one line, nothing left behind).
+  cannot start (`Invalid`, one line, nothing left behind); an OS failure of
+  the machine's (no space, no file descriptors, an unwritable state or log
+  directory) is raised as the `OSError` it is, for the caller to retry.
 * `Running.wait()` returns the `Exit` as soon as the event loop's child
   watcher reports it; nothing polls. `wait_logs_closed()` returns once all
   of the output is in the log file.
@@ -31,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import json
 import logging
 import os
@@ -63,6 +66,11 @@ DEFAULT_LOG_BACKUPS = 3
 # Variables a child inherits from the engine; everything else comes from spec.env.
 _INHERITED = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "HOME", "USER", "LOGNAME")
 _LOG_CLOSE_TIMEOUT = 2.0
+_TRANSIENT_ERRNOS = frozenset(
+    {errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.EAGAIN, errno.ENOSPC, errno.EIO}
+)
+"""Errors of `fork`/`exec` that say the machine is short of something, not that the command
+is wrong: `start` lets them through as `OSError`."""
 _logger = logging.getLogger(__name__)
 
 
@@ -414,9 +422,11 @@ async def start(
     """Start `spec.args` as `name` in its own process group and record it in `state_dir`.
 
     Raises `Invalid` (one line, nothing left behind) if the command cannot be
-    started, and `AlreadyExists` if `state_dir` records a process of ours for
-    `name` that still runs (adopt or stop it first: never two of one name).
-    `clock.now()` stamps `started_at`.
+    started as specified (no such command, user or directory; NUL bytes), `OSError`
+    when the machine fails it (the state or log directory cannot be written, no space,
+    no file descriptors, no memory: transient, retry later), and `AlreadyExists` if
+    `state_dir` records a process of ours for `name` that still runs (adopt or stop it
+    first: never two of one name). `clock.now()` stamps `started_at`.
     """
     _check_name(name)
     account = _account(name, spec.user)
@@ -434,9 +444,9 @@ async def start(
         fifo.unlink(missing_ok=True)
         os.mkfifo(fifo, 0o600)
         log = _LogFile(spec.log_dir / f"{name}.log", spec.max_log_bytes, spec.log_backups)
-    except OSError as e:
+    except OSError:
         fifo.unlink(missing_ok=True)
-        raise Invalid(f"cannot start {name}: {e}") from None
+        raise  # the machine's (state or log directory, FIFO), not the spec's: transient
     try:
         reader, transport = await _open_fifo(fifo)
     except BaseException:
@@ -463,7 +473,9 @@ async def start(
         transport.close()
         log.close()
         fifo.unlink(missing_ok=True)
-        if isinstance(e, OSError | subprocess.SubprocessError):
+        if isinstance(e, OSError) and e.errno in _TRANSIENT_ERRNOS:
+            raise
+        if isinstance(e, OSError | ValueError | subprocess.SubprocessError):
             raise Invalid(f"cannot start {name}: {e}") from None
         raise
     finally:
@@ -491,7 +503,7 @@ async def start(
     except OSError as e:
         # Unrecorded, it could not be told from a stranger after a restart: do not keep it.
         await stop(running, grace=0)
-        raise Invalid(f"cannot start {name}: cannot write its state file: {e}") from None
+        raise OSError(e.errno, f"cannot write its state file: {e.strerror}", e.filename) from e
     return running
 
 

@@ -1,5 +1,6 @@
-"""Generated failure scenarios with a known cause, to measure `setpoint explain` (bench/insight.py)
-and to test it. Pure: a seed in, entries out; no I/O, no clock.
+"""Generated failure scenarios with a known cause, to measure `setpoint explain` (bench/insight.py
+imports this file) and to test it (tests/insight/test_ranking_explain.py). Test data, not product
+code: it lives with the tests, outside the library. Pure: a seed in, entries out; no I/O, no clock.
 
 A scenario is a timeline as setpoint's recorder would write it for a webapp-like world: a `db`
 Process, a `migrate` Job that depends on it, a `web` Deployment that depends on the migration
