@@ -83,6 +83,7 @@ from typing import Any
 
 import yaml
 
+from setpoint.engine import builtin_kinds
 from setpoint.model import READY, is_true
 from setpoint.runtime.informer import InformerEvent
 from setpoint.runtime.manager import Manager
@@ -264,7 +265,7 @@ class SetpointSide:
         self.run: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        self.store = await open_store(f"sqlite:///{self.tmp}/state.db")
+        self.store = await open_store(f"sqlite:///{self.tmp}/state.db", builtin_kinds())
         self.manager = manager = Manager(self.store)
         self.controller = ProcessController(
             self.store,

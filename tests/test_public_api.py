@@ -2,40 +2,49 @@
 is a decision, made here on purpose. (ruff's RUF022 keeps each `__all__` sorted.)"""
 
 import setpoint
+import setpoint.control
+import setpoint.engine
 import setpoint.model
 import setpoint.runtime
 import setpoint.store
 import setpoint.testing
+import setpoint.workloads
 
 PINNED = {
     setpoint: {
         "SYSTEM_CLOCK", "AlreadyExists", "Clock", "Conflict", "Error", "Gone", "Invalid", "Kind",
         "LeadershipLost", "Manager", "ManagerOptions", "NotFound", "Object", "Reconciler",
-        "Request", "Result", "Schema", "Selector", "Store", "StoreClosed", "TerminalError",
-        "UnknownKind", "__version__", "get_condition", "is_true", "open_store",
-        "parse_selector", "register_kind", "set_condition",
+        "Registry", "Request", "Result", "Schema", "Selector", "Store", "StoreClosed",
+        "TerminalError", "UnknownKind", "__version__", "get_condition", "is_true", "open_store",
+        "parse_selector", "set_condition",
     },
     setpoint.store: {
         "FOREGROUND_DELETION", "ORPHAN", "AlreadyExists", "Conflict", "EventType", "Gone",
         "Invalid", "NotFound", "Store", "StoreClosed", "UnknownKind", "WatchEvent", "open_store",
     },
     setpoint.model: {
-        "READY", "RECONCILING", "REGISTRY", "STALLED", "Kind", "Object", "PrinterColumn",
+        "READY", "RECONCILING", "STALLED", "Kind", "Object", "PrinterColumn",
         "Registry", "ScaleSubresource", "Requirement", "Schema", "Selector", "apply_patch",
         "codec", "get_condition", "is_true",
-        "merge_patch", "object_key", "parse_selector", "register_kind", "remove_condition",
+        "merge_patch", "object_key", "parse_selector", "remove_condition",
         "set_condition", "set_ready_summary",
     },
     setpoint.runtime: {
-        "EVENT", "LEASE", "NORMAL", "WARNING", "BucketLimiter", "Cache", "Controller",
+        "EVENT", "KINDS", "LEASE", "NORMAL", "WARNING", "BucketLimiter", "Cache", "Controller",
         "ControllerBuilder", "ControllerObserver", "ControllerSettings", "EventRecorder",
         "GarbageCollector", "Informer", "InformerEvent", "ItemExponentialLimiter",
         "LeaderElector", "LeaseSettings", "Manager", "ManagerOptions", "MaxOfLimiter",
         "Metrics", "Predicate", "QueueStatistics", "RateLimiter", "Reconciler", "Request",
         "Result", "ShutDown", "WorkQueue", "add_finalizer", "and_", "annotations_changed",
         "controller_of", "generation_changed", "has_finalizer", "is_deleting",
-        "labels_changed", "not_", "or_", "owner_reference", "remove_finalizer",
+        "labels_changed", "not_", "or_", "owner_reference", "register", "remove_finalizer",
         "set_controller_reference",
+    },
+    setpoint.workloads: {"KINDS", "register"},
+    setpoint.control: {"KINDS", "register"},
+    setpoint.engine: {
+        "ENGINE_LEASE", "Engine", "EngineHolder", "EngineSettings", "Workspace",
+        "builtin_kinds", "claim_engine_lease", "workspace_of",
     },
 }  # fmt: skip
 

@@ -24,10 +24,7 @@ class GreeterStatus(Schema):
     conditions: list[dict[str, object]] = []
 
 
-REGISTRY = Registry()
-GREETER = REGISTRY.register(
-    Kind("example.com/v1", "Greeter", "greeters", spec=GreeterSpec, status=GreeterStatus)
-)
+GREETER = Kind("example.com/v1", "Greeter", spec=GreeterSpec, status=GreeterStatus)
 
 
 def plan(spec: dict[str, object]) -> str:
@@ -57,7 +54,9 @@ class Greeter:
 
 async def main() -> None:
     clock = SYSTEM_CLOCK
-    store = await open_store("memory://", REGISTRY, clock=clock)
+    registry = Registry()
+    registry.register(GREETER)
+    store = await open_store("memory://", registry, clock=clock)
     manager = Manager(store, clock=clock)
     manager.controller("greeter").for_(GREETER).complete(Greeter(store, clock))
     running = asyncio.create_task(manager.run())

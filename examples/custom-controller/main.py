@@ -19,11 +19,13 @@ from collections.abc import Sequence
 
 import managedfile  # beside this file: Python puts a script's directory on sys.path
 
-from setpoint import Error, Manager, ManagerOptions, open_store
+from setpoint import Error, Manager, ManagerOptions, Registry, open_store
 
 
 async def run(args: argparse.Namespace) -> None:
-    store = await open_store(args.store)
+    registry = Registry()
+    managedfile.register(registry)
+    store = await open_store(args.store, registry)
     try:
         manager = Manager(store, options=ManagerOptions(handle_signals=True, grace_period=10.0))
         managedfile.setup(manager, resync_every=args.resync, poll_every=args.poll)

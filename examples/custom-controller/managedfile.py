@@ -13,8 +13,9 @@ found by a resync of every object (`resync_every`) and, within about
 Events: `Written`, `DriftCorrected`, `Removed`, Warning `WriteFailed`.
 
 Each reconcile is observe (file I/O in a thread) -> `plan` (pure: desired and
-observed in, a `Plan` out) -> apply. Importing this module only registers
-the kind, so the CLI loads it with `--kinds`; `setup(manager)` wires the rest.
+observed in, a `Plan` out) -> apply. `register(registry)` adds the kind to a
+registry (the CLI calls it when given `--kinds` this file); `setup(manager)` wires the
+controller and the file watcher.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from setpoint import SYSTEM_CLOCK, Clock, NotFound, Schema, TerminalError, register_kind
+from setpoint import SYSTEM_CLOCK, Clock, Kind, NotFound, Registry, Schema, TerminalError
 from setpoint.model import READY, STALLED, Object, is_true, set_condition
 from setpoint.runtime import (
     Cache,
@@ -91,7 +92,7 @@ class ManagedFileStatus(Schema):
     last_written: str | None = None
 
 
-MANAGED_FILE = register_kind(
+MANAGED_FILE = Kind(
     "files.example.com/v1",
     "ManagedFile",
     spec=ManagedFileSpec,
@@ -366,6 +367,11 @@ def _signature(path: str) -> tuple[int, ...]:
 
 
 # -- wiring -------------------------------------------------------------------------
+
+
+def register(registry: Registry) -> None:
+    """Add the ManagedFile kind to `registry` (what `--kinds` calls)."""
+    registry.register(MANAGED_FILE)
 
 
 def setup(manager: Manager, *, resync_every: float = 30.0, poll_every: float = 0.5) -> Controller:

@@ -17,7 +17,7 @@ from pathlib import Path
 from setpoint.cli.apply import apply_object
 from setpoint.cli.load import load_kinds, read_manifests
 from setpoint.cli.render import Table, format_table, object_ref, resource_name
-from setpoint.model import READY, REGISTRY, Object, get_condition, set_condition
+from setpoint.model import READY, Object, Registry, get_condition, set_condition
 from setpoint.store import Store, WatchEvent, open_store
 
 HERE = Path(__file__).parent
@@ -76,18 +76,19 @@ def step(text: str) -> None:
 async def apply_all(store: Store, objects: list[Object]) -> None:
     for obj in objects:
         result = await apply_object(store, obj)
-        kind = REGISTRY.for_object(obj)
+        kind = store.registry.for_object(obj)
         print(f"   apply: {object_ref(kind, obj['metadata']['name'])} {result}", flush=True)
 
 
 async def demo() -> None:
-    load_kinds([str(HERE / "kinds.py")])  # exactly what `setpoint --kinds ...` does
-    greeting = REGISTRY.get("example.com/v1", "Greeting")
+    registry = Registry()
+    load_kinds([str(HERE / "kinds.py")], registry)  # exactly what `setpoint --kinds ...` does
+    greeting = registry.get("example.com/v1", "Greeting")
     manifests = [m.obj for m in read_manifests([str(HERE / "greeting.yaml")])]
 
     for path in (DB, DB.with_name(DB.name + "-wal"), DB.with_name(DB.name + "-shm")):
         path.unlink(missing_ok=True)
-    store = await open_store(f"sqlite:///{DB}")
+    store = await open_store(f"sqlite:///{DB}", registry)
     print(f"setpoint demo: a Greeting's life in a fresh SQLite store, {DB}")
     try:
         watcher = Watcher(store, since=await store.revision())

@@ -1,7 +1,8 @@
-"""The `Greeting` kind (example.com/v1): a message to show `repeat` times. Registers on import.
+"""The `Greeting` kind (example.com/v1): a message to show `repeat` times.
 
-Load it into the CLI with `--kinds examples/hello/kinds.py`; a controller would
-show the message and record how many times it did in `status.shown`.
+Load it into the CLI with `--kinds examples/hello/kinds.py`: the CLI imports this file and
+calls its `register(registry)`. A controller would show the message and record how many
+times it did in `status.shown`.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from typing import Any
 
 from pydantic import Field
 
-from setpoint import Schema, register_kind
+from setpoint import Kind, Registry, Schema
 
 
 class GreetingSpec(Schema):
@@ -28,10 +29,15 @@ class GreetingStatus(Schema):
     shown: int = 0
 
 
-GREETING = register_kind(
+GREETING = Kind(
     "example.com/v1",
     "Greeting",
     spec=GreetingSpec,
     status=GreetingStatus,
     short_names=("gr",),
 )
+
+
+def register(registry: Registry) -> None:
+    """Add the Greeting kind to `registry` (what `--kinds` calls)."""
+    registry.register(GREETING)

@@ -24,12 +24,12 @@ from setpoint.errors import (
 from setpoint.model import (
     Kind,
     Object,
+    Registry,
     Schema,
     Selector,
     get_condition,
     is_true,
     parse_selector,
-    register_kind,
     set_condition,
 )
 from setpoint.runtime import Manager, ManagerOptions, Reconciler, Request, Result
@@ -52,6 +52,7 @@ __all__ = [
     "NotFound",
     "Object",
     "Reconciler",
+    "Registry",
     "Request",
     "Result",
     "Schema",
@@ -65,6 +66,5 @@ __all__ = [
     "is_true",
     "open_store",
     "parse_selector",
-    "register_kind",
     "set_condition",
 ]

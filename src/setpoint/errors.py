@@ -10,6 +10,7 @@
     ├── StoreClosed        the store was closed
     ├── LeadershipLost     a manager lost its leader lease and stopped
     ├── MetricUnavailable  an Autoscaler's metric could not be read (a one-line reason)
+    ├── EngineRunning      another engine already runs on this store: stop it first
     └── TerminalError      a reconciler cannot progress without a change from outside
 
 Each carries a message that says what to do; `code` is the HTTP status the
@@ -92,6 +93,18 @@ class MetricUnavailable(Error):
 
     def __init__(self, message: str) -> None:
         super().__init__(" ".join(message.split()))
+
+
+class EngineRunning(Error):
+    """A second engine was refused: another one holds the store's engine lease. `holder`
+    says which (e.g. "pid 1234 on host x")."""
+
+    code = 409
+    reason = "Conflict"
+
+    def __init__(self, message: str, *, holder: str) -> None:
+        super().__init__(message)
+        self.holder = holder
 
 
 class TerminalError(Error):

@@ -16,14 +16,16 @@ from test_cli_events import DAY, record_events
 from setpoint.cli.describe import SUMMARIES, describe_object
 from setpoint.cli.load import load_kinds
 from setpoint.clock import rfc3339
-from setpoint.model import REGISTRY, set_condition
+from setpoint.engine import builtin_kinds
+from setpoint.model import set_condition
 from setpoint.store import open_store
 
 
 def set_ready(cli: CLI, name: str, *, days_ago: float, shown: int) -> None:
     async def write() -> None:
-        load_kinds([str(KINDS)])
-        store = await open_store(cli.store, registry=REGISTRY)
+        registry = builtin_kinds()
+        load_kinds([str(KINDS)], registry)
+        store = await open_store(cli.store, registry=registry)
         try:
             obj = await store.get("example.com/v1", "Greeting", name, "default")
             status = {"observedGeneration": 1, "shown": shown}

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from cli_kit import CLI, KINDS, Result, greeting
 
 from setpoint.cli.load import load_kinds
-from setpoint.model import REGISTRY
+from setpoint.engine import builtin_kinds
 from setpoint.runtime import EventRecorder
 from setpoint.store import open_store
 from setpoint.testing import ManualClock
@@ -33,8 +33,9 @@ def record_events(cli: CLI, *records: Record) -> None:
     oldest first, each at its time in the past."""
 
     async def record() -> None:
-        load_kinds([str(KINDS)])
-        store = await open_store(cli.store, registry=REGISTRY)
+        registry = builtin_kinds()
+        load_kinds([str(KINDS)], registry)
+        store = await open_store(cli.store, registry=registry)
         now = time.time()
         clock = ManualClock(start=now - max(r[0] for r in records) * DAY)
         recorder = EventRecorder(store, "greeter", clock=clock)

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from setpoint.model import Object, ScaleSubresource, Schema, register_kind
+from setpoint.engine import builtin_kinds
+from setpoint.model import Kind, Object, Registry, ScaleSubresource, Schema
 from setpoint.store import Store
 
 
@@ -25,7 +26,7 @@ class ScaledStatus(Schema):
     selector: str | None = None
 
 
-SCALED = register_kind(
+SCALED = Kind(
     "test.setpoint.dev/v1",
     "Scaled",
     spec=ScaledSpec,
@@ -33,6 +34,20 @@ SCALED = register_kind(
     plural="scaleds",
     scale=ScaleSubresource(),
 )
+
+
+def register(registry: Registry) -> None:
+    """Add `Scaled` to `registry` (what `setpoint --kinds control_autoscaler_support` calls)."""
+    registry.register(SCALED)
+
+
+def kinds() -> Registry:
+    """Every built-in kind and `Scaled`."""
+    registry = builtin_kinds()
+    register(registry)
+    return registry
+
+
 """A kind with a scale subresource and nothing else: what the Autoscaler scales here."""
 
 SERVER = r"""

@@ -13,6 +13,7 @@ from control_autoscaler_support import (
     SCALED,
     autoscaler,
     condition,
+    kinds,
     metrics_server,
     scaled,
     wait_for,
@@ -46,7 +47,7 @@ async def test_ratio_on_a_prometheus_metric_scales_up_then_down_after_the_window
     clock = ManualClock()
     async with (
         metrics_server(tmp_path, 30.0) as server,
-        Harness(clock=clock) as harness,
+        Harness(registry=kinds(), clock=clock) as harness,
     ):
         setup(harness.manager)
         await harness.start()
@@ -105,7 +106,7 @@ async def test_pid_on_a_json_metric_scales_up(tmp_path: Path) -> None:
     clock = ManualClock()
     async with (
         metrics_server(tmp_path, 40.0) as server,
-        Harness(clock=clock) as harness,
+        Harness(registry=kinds(), clock=clock) as harness,
     ):
         setup(harness.manager)
         await harness.start()
@@ -126,7 +127,7 @@ async def test_pid_on_a_json_metric_scales_up(tmp_path: Path) -> None:
 
 async def test_a_metric_that_cannot_be_read_is_reported_and_nothing_scales() -> None:
     clock = ManualClock()
-    async with Harness(clock=clock) as harness:
+    async with Harness(registry=kinds(), clock=clock) as harness:
         setup(harness.manager)
         await harness.start()
         store = harness.store
@@ -151,7 +152,7 @@ async def test_a_metric_that_cannot_be_read_is_reported_and_nothing_scales() -> 
 
 async def test_a_command_metric_with_average_value_shares_the_total() -> None:
     clock = ManualClock()
-    async with Harness(clock=clock) as harness:
+    async with Harness(registry=kinds(), clock=clock) as harness:
         setup(harness.manager)
         await harness.start()
         store = harness.store
@@ -166,7 +167,7 @@ async def test_a_command_metric_with_average_value_shares_the_total() -> None:
 
 
 async def test_a_missing_target_is_reported() -> None:
-    async with Harness(clock=ManualClock()) as harness:
+    async with Harness(registry=kinds(), clock=ManualClock()) as harness:
         setup(harness.manager)
         await harness.start()
         metric = {"command": {"args": ["true"]}, "target": 1}
@@ -186,7 +187,7 @@ async def test_a_missing_target_is_reported() -> None:
     ],
 )
 async def test_bad_specs_are_refused_naming_the_field(spec: dict[str, object], field: str) -> None:
-    async with Harness() as harness:
+    async with Harness(registry=kinds()) as harness:
         obj: Object = autoscaler("bad", "x", {"command": {"args": ["true"]}, "target": 1})
         obj["spec"].update(spec)
         with pytest.raises(Invalid) as caught:

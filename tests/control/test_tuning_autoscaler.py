@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from control_autoscaler_support import SCALED, autoscaler, condition, scaled, wait_for
+from control_autoscaler_support import SCALED, autoscaler, condition, kinds, scaled, wait_for
 
 from setpoint.cli.main import main
 from setpoint.control.autoscaler import AUTOSCALER, MANUAL_MODE, setup
@@ -32,6 +32,7 @@ API, KIND = AUTOSCALER.api_version, AUTOSCALER.kind
 LOAD, TARGET, REPLICAS = 40.0, 10.0, 4  # at rest on the target: 40 / 4 = 10
 TIME_CONSTANT, DEAD_TIME = 0.3, 0.3  # seconds
 PERIOD = 0.1  # the Autoscaler's periodSeconds
+KINDS = ["--kinds", "control_autoscaler_support"]  # its register() adds the Scaled kind
 
 PLANT = r"""
 import json, math, os, sys, time
@@ -105,7 +106,7 @@ async def live_autoscaler(directory: Path) -> AsyncIterator[tuple[str, Store, Pa
     history.write_text(f"{time.monotonic()} {REPLICAS}\n")
     args = [sys.executable, "-I", "-S", str(script), str(state), str(history)]
     args += [str(LOAD), str(TIME_CONSTANT), str(DEAD_TIME)]
-    async with Harness(url=url) as harness:
+    async with Harness(registry=kinds(), url=url) as harness:
         setup(harness.manager)
         await harness.start()
         store = harness.store
@@ -136,7 +137,7 @@ async def test_tune_finds_ku_and_tu_of_the_live_loop_and_applies_the_gains(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     async with live_autoscaler(tmp_path) as (url, store, history):
-        argv = ["--store", url, "tune", "--autoscaler", "web", "--rule", "ziegler-nichols"]
+        argv = ["--store", url, *KINDS, "tune", "--autoscaler", "web", "--rule", "ziegler-nichols"]
         argv += ["--cycles", "2", "--apply", "--timeout", "25s"]
         status = await asyncio.to_thread(main, argv)
         out, err = capsys.readouterr()
@@ -165,7 +166,7 @@ async def test_an_experiment_that_fails_puts_the_autoscaler_and_its_target_back(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     async with live_autoscaler(tmp_path) as (url, store, history):
-        argv = ["--store", url, "tune", "--autoscaler", "web", "--timeout", "1s"]
+        argv = ["--store", url, *KINDS, "tune", "--autoscaler", "web", "--timeout", "1s"]
         status = await asyncio.to_thread(main, argv)
         err = capsys.readouterr().err
         obj = await store.get(API, KIND, "web", "default")
@@ -182,7 +183,7 @@ async def test_an_experiment_that_fails_puts_the_autoscaler_and_its_target_back(
 
 async def test_manual_mode_records_the_metric_and_scales_to_manual_replicas() -> None:
     clock = ManualClock()
-    async with Harness(clock=clock) as harness:
+    async with Harness(registry=kinds(), clock=clock) as harness:
         setup(harness.manager)
         await harness.start()
         store = harness.store

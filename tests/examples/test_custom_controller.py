@@ -33,7 +33,7 @@ import pytest
 import yaml
 
 from setpoint import Invalid, NotFound
-from setpoint.model import READY, STALLED, Object, get_condition
+from setpoint.model import READY, STALLED, Object, Registry, get_condition
 from setpoint.runtime import Cache
 from setpoint.store import Store
 from setpoint.testing import Harness, capture_events, reconcile_until_stable
@@ -88,10 +88,17 @@ async def eventually(check: Callable[[], bool | Awaitable[bool]], what: str) -> 
         await asyncio.sleep(0.005)
 
 
+def _kinds() -> Registry:
+    """A registry with the ManagedFile kind, as `--kinds managedfile.py` makes one."""
+    registry = Registry()
+    mf.register(registry)
+    return registry
+
+
 @pytest.fixture
 async def harness() -> AsyncIterator[Harness]:
     """A running manager with the ManagedFile controller: watcher every 20 ms, resync hourly."""
-    async with Harness() as h:
+    async with Harness(registry=_kinds()) as h:
         mf.setup(h.manager, resync_every=3600.0, poll_every=0.02)
         await h.start()
         yield h
@@ -213,7 +220,7 @@ async def test_the_watcher_enqueues_on_drift_only_and_never_loses_a_change(
 async def test_a_bad_spec_is_refused_naming_the_field(
     spec: dict[str, Any], field: str, message: str
 ) -> None:
-    async with Harness() as h:
+    async with Harness(registry=_kinds()) as h:
         obj = {"apiVersion": API, "kind": KIND, "metadata": {"name": "bad"}, "spec": spec}
         with pytest.raises(Invalid, match=message) as info:
             await h.store.create(obj)

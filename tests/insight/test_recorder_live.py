@@ -16,10 +16,11 @@ import pytest
 from timeline_support import of_type, wait_for_entries
 
 from setpoint.cli.apply import apply_object
+from setpoint.engine import builtin_kinds
 from setpoint.insight.recorder import LogTailer, Recorder, setup
 from setpoint.insight.timeline import Timeline
 from setpoint.model import Object
-from setpoint.runtime import EVENT, EventRecorder
+from setpoint.runtime import EventRecorder
 from setpoint.runtime.manager import Manager, ManagerOptions
 from setpoint.store import Store, open_store
 from setpoint.workloads.process import PROCESS, ProcessController, ProcessSettings
@@ -38,8 +39,7 @@ def process(name: str, args: list[str], **spec: Any) -> Object:
 
 @pytest.fixture
 async def store(tmp_path: Path) -> AsyncIterator[Store]:
-    opened = await open_store(f"sqlite:///{tmp_path / 'state.db'}")
-    opened.registry.register(EVENT)
+    opened = await open_store(f"sqlite:///{tmp_path / 'state.db'}", builtin_kinds())
     try:
         yield opened
     finally:

@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 from timeline_support import of_type, wait_for_entries
 
+from setpoint.engine import builtin_kinds
 from setpoint.insight.entries import read_timeline
 from setpoint.insight.recorder import Recorder
 from setpoint.insight.timeline import Timeline
@@ -111,7 +112,7 @@ async def test_apply_names_who_ran_it_on_the_change_the_recorder_sees(tmp_path: 
     applied = await asyncio.to_thread(setpoint, tmp_path, "apply", "-f", "db.yaml")
     assert applied.returncode == 0, applied.stderr
 
-    store = await open_store(f"sqlite:///{tmp_path / 'state.db'}")
+    store = await open_store(f"sqlite:///{tmp_path / 'state.db'}", builtin_kinds())
     timeline = Timeline.open(tmp_path / "state.db")
     recorder = Recorder(store, timeline)
     task = asyncio.create_task(recorder.run())

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from setpoint import runtime
 from setpoint.clock import rfc3339
 from setpoint.errors import Invalid
-from setpoint.model import REGISTRY, Object
+from setpoint.model import Object, Registry
 from setpoint.runtime.events import (
     EVENT,
     EventBody,
@@ -45,9 +46,16 @@ def clock() -> ManualClock:
     return ManualClock()
 
 
+def kinds() -> Registry:
+    """A registry with the runtime's kinds (Event and Lease)."""
+    registry = Registry()
+    runtime.register(registry)
+    return registry
+
+
 @pytest.fixture
 async def store(clock: ManualClock) -> AsyncIterator[Store]:
-    s = await open_store("memory://", clock=clock)
+    s = await open_store("memory://", kinds(), clock=clock)
     yield s
     await s.close()
 
@@ -65,8 +73,8 @@ def test_event_is_a_core_kind_found_by_its_names() -> None:
         "events",
     )
     assert EVENT.namespaced
-    assert REGISTRY.resolve("ev") is EVENT
-    assert REGISTRY.resolve("events") is EVENT
+    assert kinds().resolve("ev") is EVENT
+    assert kinds().resolve("events") is EVENT
     assert EVENT.body is EventBody
 
 
@@ -351,7 +359,7 @@ async def test_recording_and_aggregating_on_sqlite(tmp_path: Path, clock: Manual
     finally:
         await store.close()
 
-    reopened = await open_store(url, clock=clock)
+    reopened = await open_store(url, kinds(), clock=clock)
     try:
         [event] = await events(reopened)
         assert (event["count"], event["lastTimestamp"]) == (3, rfc3339(clock.now() - 10))

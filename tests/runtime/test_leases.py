@@ -17,7 +17,7 @@ from typing import Any, BinaryIO
 import pytest
 
 from setpoint.errors import Invalid, LeadershipLost
-from setpoint.model import Object
+from setpoint.model import Object, Registry
 from setpoint.runtime.leases import (
     LEASE,
     LeaderElector,
@@ -62,6 +62,12 @@ def monotonic_of(clock: ManualClock, stamp: str) -> float:
     return parse_micro_time(stamp) - (clock.now() - clock.monotonic())
 
 
+def lease_kind() -> Registry:
+    registry = Registry()
+    registry.register(LEASE)
+    return registry
+
+
 @pytest.fixture
 def clock() -> ManualClock:
     return ManualClock()
@@ -69,7 +75,7 @@ def clock() -> ManualClock:
 
 @pytest.fixture
 async def store(clock: ManualClock) -> Store:
-    return await open_store("memory://", clock=clock)
+    return await open_store("memory://", lease_kind(), clock=clock)
 
 
 def elector(store: Store, clock: ManualClock, identity: str) -> LeaderElector:
@@ -428,7 +434,7 @@ async def test_leadership_moves_to_a_second_process_after_the_first_is_killed(
     tmp_path: Path,
 ) -> None:
     url = f"sqlite:///{tmp_path}/state.db"
-    store = await open_store(url)  # creates the schema before the managers race to
+    store = await open_store(url, lease_kind())  # creates the schema before the managers race to
     script = tmp_path / "manager.py"
     script.write_text(textwrap.dedent(CHILD))
     lines: asyncio.Queue[tuple[str, str]] = asyncio.Queue()

@@ -254,9 +254,7 @@ async def test_a_running_controller_reports_every_outcome(store: Store) -> None:
 
     controller = Controller(
         "widgets",
-        kind,
         reconcile,
-        store,
         Informer(store, kind, clock=clock),
         # retries come back after 1000 s: never within this test
         settings=ControllerSettings(limiter=ItemExponentialLimiter(base=1000.0)),

@@ -1,7 +1,8 @@
 """Helpers for the supervisor tests: notification FIFOs, pidfd waits, /proc checks, clean-up.
 
 Tests learn that a child reached a point by reading a line the child writes
-into a FIFO, and that a process ended through a pidfd: never by sleeping.
+into a FIFO, and that a process ended through a pidfd: never by sleeping. What
+only shows in a file or in /proc is waited for with `eventually`.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import asyncio
 import contextlib
 import os
 import signal
+from collections.abc import Callable
 from pathlib import Path
 
 TIMEOUT = 5.0
@@ -61,6 +63,23 @@ async def wait_pid_gone(pid: int, within: float = TIMEOUT) -> None:
     finally:
         loop.remove_reader(pidfd)
         os.close(pidfd)
+
+
+async def eventually(check: Callable[[], bool], within: float = TIMEOUT) -> None:
+    """Wait until `check()` holds (a file's contents, a process's state), re-checking every few
+    milliseconds; `TimeoutError` after `within` seconds."""
+    async with asyncio.timeout(within):
+        while not check():  # noqa: ASYNC110 - files and /proc send no events
+            await asyncio.sleep(0.005)
+
+
+def proc_ppid(pid: int) -> int | None:
+    """The parent pid in /proc/PID/stat, or None if there is no such pid."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_bytes()
+    except FileNotFoundError:
+        return None
+    return int(raw[raw.rindex(b")") + 2 :].split()[1])
 
 
 def proc_state(pid: int) -> str | None:

@@ -208,7 +208,7 @@ def test_a_missed_deadline_stalls_without_remediation() -> None:
     assert cond(later.status, "Progressing")["reason"] == "ProgressDeadlineExceeded"
     assert cond(later.status, "Stalled")["status"] == "True"
     assert cond(later.status, "Ready")["reason"] == "ProgressDeadlineExceeded"
-    assert ("Warning", "ProgressDeadlineExceeded") in [e[:2] for e in later.events]
+    assert [(e.reason, e.warning) for e in later.events] == [("ProgressDeadlineExceeded", True)]
     assert later.rollback is None
     again = plan(d, Observed(tuple(stuck), (), later.status), 1700.0)
     assert not again.events, "the deadline is reported once, not at every look"
@@ -233,7 +233,7 @@ def test_a_missed_deadline_rolls_back_to_the_last_complete_revision() -> None:
     assert out.rollback is not None
     assert out.rollback.revision == 1
     assert cond(out.status, "Stalled") == {}
-    assert [e[1] for e in out.events] == ["ProgressDeadlineExceeded", "RolledBack"]
+    assert [e.reason for e in out.events] == ["ProgressDeadlineExceeded", "RolledBack"]
 
 
 def test_a_missed_deadline_restarts_unready_replicas_with_restart() -> None:

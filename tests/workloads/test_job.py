@@ -36,6 +36,9 @@ from setpoint.workloads.job import JOB, JobController, JobSettings, setup
 from setpoint.workloads.process import ProcessController, ProcessSettings
 
 TINY_BACKOFF = {"initialSeconds": 0.01, "maxSeconds": 0.02}
+# Long enough for the reconcile after an exit (which stops what is left of it and waits for
+# its last output) to see the back-off still running, even on a loaded machine.
+OBSERVABLE_BACKOFF = {"initialSeconds": 0.5, "maxSeconds": 0.5}
 
 
 def job(name: str, args: list[str], **spec: Any) -> Object:
@@ -169,7 +172,7 @@ async def test_failures_are_retried_until_it_succeeds(world: World, tmp_path: Pa
     store = world.harness.store
     async with capture_events(store) as events:
         await store.create(
-            job("migrate", counting_script(tmp_path / "runs", 2), backoff=TINY_BACKOFF)
+            job("migrate", counting_script(tmp_path / "runs", 2), backoff=OBSERVABLE_BACKOFF)
         )
         obj = await wait_for_job(store, "migrate", phase("Succeeded"))
         await events.wait_event("BackOff", involved_name="migrate")

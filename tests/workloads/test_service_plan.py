@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from service_support import service
 
+from setpoint.engine import builtin_kinds
 from setpoint.errors import Invalid
 from setpoint.model import Object
 from setpoint.store import open_store
@@ -71,7 +72,7 @@ def proc(
     ],
 )
 async def test_bad_specs_are_refused_naming_the_field(spec: dict[str, Any], field: str) -> None:
-    store = await open_store("memory://")
+    store = await open_store("memory://", builtin_kinds())
     try:
         obj = service("web", 18080, {"app": "web"})
         obj["spec"].update(spec)
@@ -86,7 +87,7 @@ async def test_bad_specs_are_refused_naming_the_field(spec: dict[str, Any], fiel
 
 
 async def test_selector_and_port_are_required() -> None:
-    store = await open_store("memory://")
+    store = await open_store("memory://", builtin_kinds())
     try:
         for missing in ("selector", "port"):
             obj = service("web", 18080, {"app": "web"})
@@ -99,7 +100,7 @@ async def test_selector_and_port_are_required() -> None:
 
 
 async def test_defaults_are_filled_in() -> None:
-    store = await open_store("memory://")
+    store = await open_store("memory://", builtin_kinds())
     try:
         created = await store.create(service("web", 18080, {"app": "web"}))
         assert created["spec"] == {"selector": {"app": "web"}, "port": 18080, "host": "127.0.0.1"}

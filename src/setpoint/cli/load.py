@@ -1,8 +1,9 @@
-"""Reading what the user points the CLI at: manifest files and the modules that register kinds.
+"""Reading what the user points the CLI at: manifest files and the modules that define kinds.
 
 Every failure is a `setpoint.errors.Invalid` whose message names the file and,
 where there is one, the line: a missing file, YAML or JSON that does not parse,
-a document that is not an object, a kind module that cannot be imported.
+a document that is not an object, a kind module that cannot be imported or has no
+`register(registry)` function.
 Nothing here touches a store.
 """
 
@@ -19,6 +20,7 @@ import traceback
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any, TextIO
 
 import yaml
@@ -208,8 +210,9 @@ def identify(
     return kind, obj
 
 
-def load_kinds(specs: Iterable[str]) -> None:
-    """Import each module (`pkg.kinds`) or file (`path/kinds.py`) so that its kinds register."""
+def load_kinds(specs: Iterable[str], registry: Registry) -> None:
+    """Import each module (`pkg.kinds`) or file (`path/kinds.py`) and call its
+    `register(registry)`, which adds its kinds to `registry`."""
     seen: set[str] = set()
     for raw in specs:
         spec = raw.strip()
@@ -217,12 +220,21 @@ def load_kinds(specs: Iterable[str]) -> None:
             continue
         seen.add(spec)
         if spec.endswith(".py") or "/" in spec or os.sep in spec:
-            _load_file(spec)
+            module = _load_file(spec)
         else:
-            _load_module(spec)
+            module = _load_module(spec)
+        register = getattr(module, "register", None)
+        if not callable(register):
+            raise Invalid(
+                f"--kinds {spec}: defines no register(registry) function to add its kinds"
+            )
+        try:
+            register(registry)
+        except Exception as exc:
+            raise Invalid(f"--kinds {spec}: {_describe(exc)}") from exc
 
 
-def _load_file(spec: str) -> None:
+def _load_file(spec: str) -> ModuleType:
     path = Path(spec).resolve()
     if not path.is_file():
         raise Invalid(f"--kinds {spec}: no such file")
@@ -230,7 +242,7 @@ def _load_file(spec: str) -> None:
     stem = re.sub(r"\W", "_", path.stem)
     name = f"_setpoint_kinds_{stem}_{digest}"
     if name in sys.modules:
-        return
+        return sys.modules[name]
     module_spec = importlib.util.spec_from_file_location(name, path)
     if module_spec is None or module_spec.loader is None:
         raise Invalid(f"--kinds {spec}: cannot be imported as Python")
@@ -243,13 +255,14 @@ def _load_file(spec: str) -> None:
         if not isinstance(exc, Exception):
             raise
         raise Invalid(f"--kinds {spec}: {_describe(exc)}") from exc
+    return module
 
 
-def _load_module(spec: str) -> None:
+def _load_module(spec: str) -> ModuleType:
     if os.getcwd() not in sys.path:
         sys.path.append(os.getcwd())
     try:
-        importlib.import_module(spec)
+        return importlib.import_module(spec)
     except ModuleNotFoundError as exc:
         if exc.name and spec.startswith(exc.name):
             raise Invalid(

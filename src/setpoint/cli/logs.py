@@ -1,7 +1,7 @@
 """`setpoint logs NAME [-f] [--tail N]`: print a Process's (or Job's) output from its log file.
 
 The file is `<log_dir>/<namespace>_<name>.log`, `log_dir` being where `setpoint up`
-on the same store puts logs (`setpoint.cli.up.workspace_of`). Without `--tail` the
+on the same store puts logs (`setpoint.engine.workspace_of`). Without `--tail` the
 rotated files (`.log.3`, `.log.2`, `.log.1`) come first, oldest first; `--tail N`
 prints the last N lines of them all. `-f` then follows the file, reading it every
 0.2 s and reopening it when it is rotated, until Ctrl-C or SIGTERM (exit 0). Reads
@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from setpoint.cli.context import Context, until_signalled
-from setpoint.cli.up import workspace_of
+from setpoint.engine import workspace_of
 from setpoint.errors import Invalid, NotFound
 
 FOLLOW_SECONDS = 0.2

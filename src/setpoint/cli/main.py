@@ -30,10 +30,8 @@ from setpoint.cli import (
 )
 from setpoint.cli.context import DEFAULT_STORE, Context
 from setpoint.cli.load import KINDS_HINT, load_kinds
+from setpoint.engine import builtin_kinds
 from setpoint.errors import Error, UnknownKind
-from setpoint.model import REGISTRY
-from setpoint.runtime import EVENT, LEASE  # noqa: F401  registers the built-in kinds
-from setpoint.workloads import deployment, job, process, service  # noqa: F401  registers kinds
 
 VERBS = (apply, get, describe, events, delete, logs, rollout, up, timeline, explain, rca, tune)
 """Every verb module, in the order `--help` lists them."""
@@ -93,16 +91,18 @@ def _option(args: argparse.Namespace, name: str) -> Any:
 
 
 def make_context(args: argparse.Namespace) -> Context:
-    """Load the kinds and resolve the global options against the environment."""
+    """Register the built-in kinds and the user's, and resolve the global options against
+    the environment."""
     kinds = os.environ.get("SETPOINT_KINDS", "").split(",")
     kinds += getattr(args, "kinds", []) + getattr(args, "kinds_after", [])
-    load_kinds(kinds)
+    registry = builtin_kinds()
+    load_kinds(kinds, registry)
     namespace = _option(args, "namespace")
     return Context(
         store_url=_option(args, "store") or os.environ.get("SETPOINT_STORE") or DEFAULT_STORE,
         namespace=namespace or "default",
         namespace_explicit=namespace is not None,
-        registry=REGISTRY,
+        registry=registry,
     )
 
 

@@ -87,7 +87,7 @@ from setpoint.control.scaling import (
     value_replicas,
 )
 from setpoint.errors import Conflict, Invalid, NotFound
-from setpoint.model import Object, PrinterColumn, Schema, register_kind, set_condition
+from setpoint.model import Kind, Object, PrinterColumn, Schema, set_condition
 from setpoint.runtime.controller import Controller
 from setpoint.runtime.events import EventRecorder
 from setpoint.runtime.manager import Manager
@@ -277,7 +277,7 @@ class AutoscalerStatusSchema(Schema):
     decisions: list[dict[str, Any]] = Field(default_factory=list)
 
 
-AUTOSCALER = register_kind(
+AUTOSCALER = Kind(
     "setpoint.dev/v1alpha1",
     "Autoscaler",
     spec=AutoscalerSpecSchema,
@@ -771,6 +771,5 @@ class AutoscalerController:
 
 def setup(manager: Manager) -> Controller:
     """Add the Autoscaler controller to `manager`; return the controller."""
-    manager.store.registry.register(AUTOSCALER)
     reconciler = AutoscalerController(manager, manager.event_recorder("autoscaler"))
     return reconciler.attach(manager)

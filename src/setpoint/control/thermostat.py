@@ -49,7 +49,7 @@ from setpoint.control.pid import PID
 from setpoint.control.plant import RoomPlant, RoomSchema
 from setpoint.control.tuning import step_response
 from setpoint.errors import Invalid, NotFound
-from setpoint.model import READY, Object, PrinterColumn, Schema, register_kind, set_condition
+from setpoint.model import READY, Kind, Object, PrinterColumn, Schema, set_condition
 from setpoint.runtime.controller import Controller
 from setpoint.runtime.manager import Manager
 from setpoint.runtime.predicates import generation_changed
@@ -137,7 +137,7 @@ class ThermostatStatusSchema(Schema):
     conditions: list[dict[str, Any]] = Field(default_factory=list)
 
 
-THERMOSTAT = register_kind(
+THERMOSTAT = Kind(
     "setpoint.dev/v1alpha1",
     "Thermostat",
     spec=ThermostatSpecSchema,

@@ -16,13 +16,11 @@ from setpoint.model.conditions import (
     set_ready_summary,
 )
 from setpoint.model.kinds import (
-    REGISTRY,
     Kind,
     PrinterColumn,
     Registry,
     ScaleSubresource,
     Schema,
-    register_kind,
 )
 from setpoint.model.meta import Object, object_key
 from setpoint.model.patch import apply_patch, merge_patch
@@ -31,7 +29,6 @@ from setpoint.model.selectors import Requirement, Selector, parse_selector
 __all__ = [
     "READY",
     "RECONCILING",
-    "REGISTRY",
     "STALLED",
     "Kind",
     "Object",
@@ -48,7 +45,6 @@ __all__ = [
     "merge_patch",
     "object_key",
     "parse_selector",
-    "register_kind",
     "remove_condition",
     "set_condition",
     "set_ready_summary",

@@ -1,12 +1,21 @@
-"""The kinds registry: which (apiVersion, kind) pairs exist and how their spec and status validate.
+"""Kinds and their registry: which (apiVersion, kind) pairs exist and how their spec and
+status validate.
 
-User code registers kinds exactly as the built-in ones are registered::
+A `Kind` is a value: defining one registers nothing. A `Registry` holds the kinds one store
+(and the CLI, and an engine) knows, and is filled only by explicit calls. User code defines
+and registers kinds exactly as the built-in ones are::
 
     class GreetingSpec(Schema):
         message: str
         repeat: int = 1
 
-    register_kind("example.com/v1", "Greeting", spec=GreetingSpec)
+    GREETING = Kind("example.com/v1", "Greeting", spec=GreetingSpec)
+
+    def register(registry: Registry) -> None:
+        registry.register(GREETING)
+
+Each package of built-in kinds has such a `register` function (`setpoint.runtime`,
+`setpoint.workloads`, `setpoint.control`); there is no process-wide registry.
 
 `Schema` is the recommended base for spec and status models: fields are written
 in camelCase on the wire (`restartPolicy`) and snake_case in Python, and an
@@ -71,11 +80,12 @@ class PrinterColumn:
 
 @dataclass(frozen=True)
 class Kind:
-    """One registered kind: its names, scope and schemas."""
+    """One kind: its names, scope and schemas. `plural` defaults to the lowercased kind plus
+    "s"; `api_version` is `group/version` (or `v1`, the core group)."""
 
     api_version: str
     kind: str
-    plural: str
+    plural: str = ""
     namespaced: bool = True
     spec: type[BaseModel] | None = None
     status: type[BaseModel] | None = None
@@ -87,6 +97,17 @@ class Kind:
     """The scale subresource (`setpoint scale`, autoscalers), if the kind has one."""
     columns: tuple[PrinterColumn, ...] = ()
     """Extra columns of `setpoint get`."""
+
+    def __post_init__(self) -> None:
+        if "/" not in self.api_version and self.api_version != "v1":
+            raise Invalid(
+                f"{self.api_version!r}: want group/version, e.g. example.com/v1",
+                field="apiVersion",
+            )
+        if not self.plural:
+            object.__setattr__(self, "plural", self.kind.lower() + "s")
+        object.__setattr__(self, "short_names", tuple(self.short_names))
+        object.__setattr__(self, "columns", tuple(self.columns))
 
     @property
     def group(self) -> str:
@@ -149,6 +170,8 @@ class Registry:
     _kinds: dict[tuple[str, str], Kind] = field(default_factory=dict)
 
     def register(self, kind: Kind) -> Kind:
+        """Add `kind`; return it. Registering the same definition twice is harmless; a
+        different one under the same (apiVersion, kind) is refused."""
         existing = self._kinds.get((kind.api_version, kind.kind))
         if existing is not None and existing != kind:
             raise Invalid(f"{kind.kind} in {kind.api_version} is already registered differently")
@@ -190,45 +213,3 @@ class Registry:
 
     def __iter__(self) -> Iterator[Kind]:
         return iter(sorted(self._kinds.values(), key=lambda k: (k.group, k.kind)))
-
-
-REGISTRY = Registry()
-"""The process-wide registry that `register_kind` writes and stores read by default."""
-
-
-def register_kind(
-    api_version: str,
-    kind: str,
-    *,
-    spec: type[BaseModel] | None = None,
-    status: type[BaseModel] | None = None,
-    namespaced: bool = True,
-    plural: str | None = None,
-    short_names: tuple[str, ...] = (),
-    body: type[BaseModel] | None = None,
-    scale: ScaleSubresource | None = None,
-    columns: tuple[PrinterColumn, ...] = (),
-) -> Kind:
-    """Register a kind with its spec and status schemas; return it.
-
-    Registering the same definition twice is harmless; a different one under
-    the same (apiVersion, kind) is refused.
-    """
-    if "/" not in api_version and api_version != "v1":
-        raise Invalid(
-            f"{api_version!r}: want group/version, e.g. example.com/v1", field="apiVersion"
-        )
-    return REGISTRY.register(
-        Kind(
-            api_version,
-            kind,
-            plural or kind.lower() + "s",
-            namespaced=namespaced,
-            spec=spec,
-            status=status,
-            short_names=tuple(short_names),
-            body=body,
-            scale=scale,
-            columns=tuple(columns),
-        )
-    )

@@ -4,10 +4,13 @@ Informers list and watch the store into indexed caches; events become keys in
 a work queue; controllers hand each key to a one-method reconciler and apply
 what its outcome means; the manager runs it all, with leader election,
 garbage collection of owned objects, an event recorder, metrics and health
-probes. Importing this package registers the built-in kinds `Event` (v1) and
-`Lease` (coordination.k8s.io/v1).
+probes.
+
+Its own kinds are `Event` (v1) and `Lease` (coordination.k8s.io/v1): `register(registry)`
+adds them to a registry (a `Manager` adds them to its store's); importing registers nothing.
 """
 
+from setpoint.model import Registry
 from setpoint.runtime.builder import ControllerBuilder
 from setpoint.runtime.cache import Cache
 from setpoint.runtime.controller import Controller, ControllerObserver, ControllerSettings
@@ -44,8 +47,19 @@ from setpoint.runtime.ratelimit import (
 )
 from setpoint.runtime.reconciler import Reconciler, Request, Result
 
+KINDS = (EVENT, LEASE)
+"""The kinds this package defines."""
+
+
+def register(registry: Registry) -> None:
+    """Add Event and Lease to `registry`."""
+    for kind in KINDS:
+        registry.register(kind)
+
+
 __all__ = [
     "EVENT",
+    "KINDS",
     "LEASE",
     "NORMAL",
     "WARNING",
@@ -85,6 +99,7 @@ __all__ = [
     "not_",
     "or_",
     "owner_reference",
+    "register",
     "remove_finalizer",
     "set_controller_reference",
 ]

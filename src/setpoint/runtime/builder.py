@@ -9,26 +9,48 @@
         .complete(reconciler)
 
 It only connects informers to the controller's queue: every piece it uses
-(`Informer`, `Controller`, predicates) can be used directly instead.
+(`Informer`, `Controller`, predicates) can be used directly instead. It needs of the
+manager only what `ControllerHost` names, so it does not import the manager (which
+imports it).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from setpoint.clock import Clock
 from setpoint.errors import Invalid
 from setpoint.model import Kind, Object
-from setpoint.runtime.controller import Controller, ControllerSettings
-from setpoint.runtime.informer import InformerEvent
+from setpoint.runtime.controller import Controller, ControllerObserver, ControllerSettings
+from setpoint.runtime.informer import Informer, InformerEvent
 from setpoint.runtime.predicates import Predicate
 from setpoint.runtime.reconciler import ReconcileFunc, Reconciler, Request
 
-if TYPE_CHECKING:
-    from setpoint.runtime.manager import Manager
-
 Mapper = Callable[[Object], Iterable[Request]]
+
+
+class ControllerHost(Protocol):
+    """What the builder needs of the manager it adds a controller to (`Manager` is one)."""
+
+    @property
+    def clock(self) -> Clock: ...
+
+    @property
+    def observer(self) -> ControllerObserver: ...
+
+    def kind(self, kind: Kind | str) -> Kind:
+        """A kind given as a `Kind` or as a person would type it."""
+        ...
+
+    def informer(self, kind: Kind | str) -> Informer:
+        """The shared informer of `kind`."""
+        ...
+
+    def add_controller(self, controller: Controller) -> None:
+        """Run `controller` with the others."""
+        ...
 
 
 def request_for(obj: Object) -> Request:
@@ -53,7 +75,7 @@ def controller_owner(owner: Kind) -> Mapper:
 
 
 class ControllerBuilder:
-    def __init__(self, manager: Manager, name: str) -> None:
+    def __init__(self, manager: ControllerHost, name: str) -> None:
         self._manager = manager
         self._name = name
         self._for: Kind | None = None
@@ -101,9 +123,7 @@ class ControllerBuilder:
         manager = self._manager
         controller = Controller(
             self._name,
-            self._for,
             reconciler,
-            manager.store,
             manager.informer(self._for),
             settings=self._settings,
             clock=manager.clock,

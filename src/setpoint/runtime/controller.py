@@ -60,12 +60,17 @@ class ControllerSettings:
 
 
 class Controller:
+    """Reconciles the objects of `informer`'s kind, in `informer`'s store, with `reconciler`.
+
+    `settings`: concurrency, resync and rate limiting; `clock`: for back-off, requeues and
+    conditions; `observer`: told of every reconcile (default: nobody). Events reach the
+    queue through `enqueue` (the builder connects informers to it).
+    """
+
     def __init__(
         self,
         name: str,
-        kind: Kind,
         reconciler: Reconciler | ReconcileFunc,
-        store: Store,
         informer: Informer,
         *,
         settings: ControllerSettings = ControllerSettings(),
@@ -73,9 +78,9 @@ class Controller:
         observer: ControllerObserver | None = None,
     ) -> None:
         self.name = name
-        self.kind = kind
-        self.store = store
         self.informer = informer
+        self.kind: Kind = informer.kind
+        self.store: Store = informer.store
         self.settings = settings
         self._clock = clock
         self._observer = observer or ControllerObserver()

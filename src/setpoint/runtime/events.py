@@ -19,7 +19,7 @@ the way client-go's recorder and EventCorrelator do:
 `expire_events` is a runnable that deletes `Event`s whose `lastTimestamp` is
 older than a TTL (one hour by default), as the Kubernetes API server does.
 
-Importing this module registers the `Event` kind (`EVENT`). The recorder reads
+The `Event` kind is `EVENT`; a recorder adds it to its store's registry. The recorder reads
 the injected clock and nothing else for time; it keeps no state outside the
 store but its caches, and never lists the store to record.
 """
@@ -38,7 +38,7 @@ from pydantic import Field, field_validator
 
 from setpoint.clock import SYSTEM_CLOCK, Clock, parse_rfc3339, rfc3339
 from setpoint.errors import AlreadyExists, Conflict, Error, Invalid, NotFound, StoreClosed
-from setpoint.model import Object, Schema, register_kind
+from setpoint.model import Kind, Object, Schema
 from setpoint.store import Store
 
 __all__ = [
@@ -131,9 +131,7 @@ class EventBody(Schema):
     _times = field_validator("first_timestamp", "last_timestamp", "event_time")(_check_timestamp)
 
 
-EVENT = register_kind(
-    "v1", "Event", plural="events", short_names=("ev",), namespaced=True, body=EventBody
-)
+EVENT = Kind("v1", "Event", plural="events", short_names=("ev",), namespaced=True, body=EventBody)
 """The built-in `Event` kind (core group, as Kubernetes)."""
 
 

@@ -35,7 +35,7 @@ from pydantic import Field, field_validator
 
 from setpoint.clock import SYSTEM_CLOCK, Clock
 from setpoint.errors import AlreadyExists, Conflict, Error, Invalid, NotFound
-from setpoint.model import Object, Schema, register_kind
+from setpoint.model import Kind, Object, Schema
 from setpoint.store import Store
 
 log = logging.getLogger("setpoint.leases")
@@ -85,7 +85,7 @@ class LeaseSpec(Schema):
         return None if value is None else micro_time(parse_micro_time(value))
 
 
-LEASE = register_kind("coordination.k8s.io/v1", "Lease", spec=LeaseSpec, plural="leases")
+LEASE = Kind("coordination.k8s.io/v1", "Lease", spec=LeaseSpec, plural="leases")
 """The built-in `Lease` kind (namespaced), as Kubernetes' coordination.k8s.io/v1 Lease."""
 
 
@@ -178,10 +178,15 @@ class LeaderElector:
         its record has not changed for `lease_duration` on our clock.
         """
         while True:
-            if await self._attempt(renewing=False) is _Outcome.HELD:
+            if await self.try_acquire():
                 log.info("lease %s/%s acquired by %s", self.namespace, self.name, self.identity)
                 return
             await self._clock.sleep(self.settings.retry_period)
+
+    async def try_acquire(self) -> bool:
+        """One attempt to acquire the lease (create it, claim it if released or expired on
+        our clock, or renew it if ours); return whether this identity holds it now."""
+        return await self._attempt(renewing=False) is _Outcome.HELD
 
     async def hold(self) -> None:
         """Renew every `retry_period`; return when leadership is lost.

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 
 from setpoint.clock import SYSTEM_CLOCK, Clock
 from setpoint.errors import Gone, StoreClosed
-from setpoint.model import REGISTRY, Object, Registry, Selector, codec
+from setpoint.model import Object, Registry, Selector, codec
 from setpoint.store.backend import Backend
 from setpoint.store.rules import Key, Write, decide, encode, key_of, not_found, stamp
 from setpoint.store.watchers import LogEntry, Watchers, matcher
@@ -27,7 +27,7 @@ class MemoryStore(Backend):
         clock: Clock = SYSTEM_CLOCK,
         history: int = 10_000,
     ) -> None:
-        self.registry = registry or REGISTRY
+        self.registry = registry if registry is not None else Registry()
         self._clock = clock
         self._history_size = history
         self._objects: dict[tuple[str, str], dict[tuple[str, str], bytes]] = {}

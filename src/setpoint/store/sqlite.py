@@ -32,7 +32,7 @@ from typing import Any, Literal
 
 from setpoint.clock import SYSTEM_CLOCK, Clock
 from setpoint.errors import Error, Gone, Invalid, StoreClosed
-from setpoint.model import REGISTRY, Object, Registry, Selector, codec
+from setpoint.model import Object, Registry, Selector, codec
 from setpoint.store.backend import Backend
 from setpoint.store.rules import Change, Write, decide, encode, key_of, not_found, stamp
 from setpoint.store.watchers import LogEntry, Watchers, matcher
@@ -110,7 +110,7 @@ class SqliteStore(Backend):
         sync: Sync = "full",
         poll_interval: float = 0.01,
     ) -> None:
-        self.registry = registry or REGISTRY
+        self.registry = registry if registry is not None else Registry()
         self.path = path
         self._clock = clock
         self._history_size = history

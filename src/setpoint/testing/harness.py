@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from types import TracebackType
 
 from setpoint.clock import SYSTEM_CLOCK, Clock
+from setpoint.engine import builtin_kinds
 from setpoint.errors import StoreClosed
 from setpoint.model import Object, Registry
 from setpoint.runtime.controller import Controller
@@ -45,7 +46,8 @@ _BACKOFF = 0.001
 class Harness:
     """A store and an unstarted `Manager` for one test; an async context manager.
 
-    `registry`: the kinds the store knows (default: the process-wide registry).
+    `registry`: the kinds the store knows (default: every built-in kind,
+    `setpoint.engine.builtin_kinds()`).
     `clock`: given to the store and the manager (default: the system clock;
     pass a `setpoint.testing.ManualClock` to move time by hand). `url`: the
     store to open (default `memory://`). `options`: the manager's options
@@ -99,7 +101,8 @@ class Harness:
         return self._run is not None
 
     async def __aenter__(self) -> Harness:
-        self._store = await open_store(self._url, self._registry, clock=self._clock)
+        registry = self._registry if self._registry is not None else builtin_kinds()
+        self._store = await open_store(self._url, registry, clock=self._clock)
         self._manager = Manager(self._store, clock=self._clock, options=self._options)
         return self
 

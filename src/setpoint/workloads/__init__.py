@@ -9,4 +9,24 @@ groups: start, exit notification, graceful stop, logs, re-adoption),
 a Process template, rolling updates) and `service` (a TCP proxy in front of Ready
 replicas). Each controller keeps observe -> plan -> apply apart; plan functions
 are pure.
+
+`register(registry)` adds this package's kinds to a registry; importing registers nothing.
 """
+
+from setpoint.model import Registry
+from setpoint.workloads.deployment import CONTROLLER_REVISION, DEPLOYMENT
+from setpoint.workloads.job import JOB
+from setpoint.workloads.process import PROCESS
+from setpoint.workloads.service import SERVICE
+
+KINDS = (PROCESS, JOB, DEPLOYMENT, CONTROLLER_REVISION, SERVICE)
+"""The kinds this package defines."""
+
+
+def register(registry: Registry) -> None:
+    """Add Process, Job, Deployment, ControllerRevision and Service to `registry`."""
+    for kind in KINDS:
+        registry.register(kind)
+
+
+__all__ = ["KINDS", "register"]

@@ -36,7 +36,7 @@ import contextlib
 import dataclasses
 import logging
 import signal
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -467,6 +467,8 @@ class ChildLifecycle(Generic[S, P]):
         self._table: dict[Key, Supervised] = {}
         self._failures: dict[Key, StartFailure] = {}
         self._orphans_collected = asyncio.Event()
+        self._stopping: list[Supervised] = []
+        self._kill_now = False
 
     @property
     def kind(self) -> Kind:
@@ -785,9 +787,22 @@ class ChildLifecycle(Generic[S, P]):
         unless `grace` is given; return whose they were."""
         children = list(self._table.items())
         self._table.clear()
-        stops: list[Awaitable[None]] = [self._stop(c, grace) for _, c in children]
-        await asyncio.gather(*stops, return_exceptions=True)
+        self._stopping = [c for _, c in children]
+        grace = 0.0 if self._kill_now else grace
+        try:
+            await asyncio.gather(
+                *(self._stop(c, grace) for _, c in children), return_exceptions=True
+            )
+        finally:
+            self._stopping = []
         return [key for key, _ in children]
+
+    def kill_stopping(self) -> None:
+        """No more grace (a second Ctrl-C): SIGKILL the children being stopped by
+        `_stop_children`, and stop any it stops later at once."""
+        self._kill_now = True
+        for child in self._stopping:
+            supervisor.kill(child.handle)
 
     async def detach(self) -> None:
         """Stop watching every child but leave them running (as an engine that dies would);

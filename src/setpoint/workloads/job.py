@@ -68,11 +68,11 @@ from pydantic import Field
 
 from setpoint.model import (
     READY,
+    Kind,
     Object,
     PrinterColumn,
     Schema,
     get_condition,
-    register_kind,
     remove_condition,
     set_condition,
 )
@@ -151,7 +151,7 @@ class JobStatusSchema(Schema):
     conditions: list[dict[str, Any]] = Field(default_factory=list)
 
 
-JOB = register_kind(
+JOB = Kind(
     "setpoint.dev/v1alpha1",
     "Job",
     namespaced=True,

@@ -65,7 +65,7 @@ from pydantic import Field, model_validator
 from pydantic_core import PydanticCustomError
 
 from setpoint.errors import Conflict, Error, Invalid
-from setpoint.model import READY, Object, PrinterColumn, Schema, register_kind, set_condition
+from setpoint.model import READY, Kind, Object, PrinterColumn, Schema, set_condition
 from setpoint.model.wellknown import PROCESS_FINALIZER
 from setpoint.workloads import children
 from setpoint.workloads.children import (
@@ -182,7 +182,7 @@ class ProcessStatusSchema(Schema):
     conditions: list[dict[str, Any]] = Field(default_factory=list)
 
 
-PROCESS = register_kind(
+PROCESS = Kind(
     "setpoint.dev/v1alpha1",
     "Process",
     spec=ProcessSpecSchema,

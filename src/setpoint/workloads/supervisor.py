@@ -5,46 +5,65 @@ nothing (no restart policy, no backoff, no probes). The Process controller
 drives it.
 
 * `start(name, spec, state_dir)` runs `spec.args` in its own process group,
-  forwards its stdout and stderr line by line into `<log_dir>/<name>.log`
-  (rotated by size), and writes `<state_dir>/<name>.json` (pid, pgid, start
-  time from `/proc/PID/stat`, marker, argv) atomically. It refuses a name
-  whose recorded process still runs (`AlreadyExists`) and a command that
-  cannot start (`Invalid`, one line, nothing left behind); an OS failure of
-  the machine's (no space, no file descriptors, an unwritable state or log
-  directory) is raised as the `OSError` it is, for the caller to retry.
+  with its stdout and stderr on a FIFO (`<state_dir>/<name>.out`) read by a
+  log holder of its own (`setpoint.workloads.log_holder`, a small process as
+  containerd-shim and conmon are) that writes `<log_dir>/<name>.log`, rotated
+  by size. It writes `<state_dir>/<name>.json` (pid, pgid, start time from
+  `/proc/PID/stat`, marker, argv, the log's absolute path, the holder's pid)
+  atomically. It refuses a name whose recorded process still runs
+  (`AlreadyExists`) and a command that cannot start (`Invalid`, one line,
+  nothing left behind); an OS failure of the machine's (no space, no file
+  descriptors, an unwritable state or log directory) is raised as the
+  `OSError` it is, for the caller to retry.
 * `Running.wait()` returns the `Exit` as soon as the event loop's child
   watcher reports it; nothing polls. `wait_logs_closed()` returns once all
-  of the output is in the log file.
-* `stop(child, grace)` sends SIGTERM to the whole group, SIGKILL after
-  `grace` seconds, kills whatever is left of the group, and removes the
-  state file. Call it also after a child exited on its own: it clears up.
+  of the output is in the log file (the holder has exited).
+* `stop(child, grace)` sends SIGTERM to the whole group and to whatever
+  escaped it (a process carrying the child's `SETPOINT_MARKER`, or a
+  descendant of one: a daemon that called `setsid`), SIGKILL after `grace`
+  seconds, kills all that is left, checks that nothing of it runs any more,
+  and removes the state file. Call it also after a child exited on its own:
+  it clears up. `kill(child)` SIGKILLs the group at once (a stop in progress
+  then goes straight to killing what is left).
 * After an engine restart, `find_adoptable(name, state_dir)` returns an
   `Adopted` handle only for a process that is provably the one recorded
   (same pid, same start time, `SETPOINT_MARKER` in its environment); its exit
-  is learnt through a pidfd. `stray(name, state_dir)` removes a state file
-  whose process is gone or belongs to someone else.
+  is learnt through a pidfd. Its holder carries on; a dead holder is replaced.
+  `stray(name, state_dir)` removes a state file whose process is gone or
+  belongs to someone else.
+* `become_subreaper()` makes this process a child subreaper: a daemonizing
+  grandchild is re-parented to the engine rather than to init.
+  `reap_orphans()` (one pass) and `reap_orphans_forever()` (the engine's
+  runnable) reap such re-parented processes once they exit. They wait only
+  for pids this module found carrying a child's marker and did not start
+  itself, never for `-1`: the event loop's child watcher keeps every exit it
+  expects.
 
-Output goes through a FIFO (`<state_dir>/<name>.out`) that the child holds
-open for reading and writing, so a child outlives its engine without dying
-of SIGPIPE, and a restarted engine resumes forwarding its output. Linux only.
+The holder, not the engine, reads the FIFO: a child never blocks on its output
+while the engine is down, and no line is lost across an engine restart. The
+child holds the FIFO open for reading and writing, so it never dies of SIGPIPE,
+even if its holder is killed (a new holder is started then). Linux only.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import errno
 import json
 import logging
 import os
 import pwd
+import select
 import signal
 import stat
 import subprocess
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from setpoint.clock import SYSTEM_CLOCK, Clock
 from setpoint.errors import AlreadyExists, Invalid
@@ -54,7 +73,10 @@ __all__ = [
     "Exit",
     "ProcessSpec",
     "Running",
+    "become_subreaper",
     "find_adoptable",
+    "reap_orphans",
+    "reap_orphans_forever",
     "start",
     "stop",
     "stray",
@@ -71,6 +93,13 @@ _TRANSIENT_ERRNOS = frozenset(
 )
 """Errors of `fork`/`exec` that say the machine is short of something, not that the command
 is wrong: `start` lets them through as `OSError`."""
+_KILL_TIMEOUT = 5.0
+_KILL_ROUNDS = 5
+"""Scan-and-kill passes over a stopped child's processes (each catches what forked meanwhile)."""
+_HOLDER_PROGRAM = Path(__file__).with_name("log_holder.py")
+_PR_SET_CHILD_SUBREAPER = 36
+_KTHREADD = 2
+"""The parent of every kernel thread (whose environment is empty: not worth a read)."""
 _logger = logging.getLogger(__name__)
 
 
@@ -137,27 +166,107 @@ _ADOPTED_EXIT = Exit(None, None, "exited (adopted; code unknown)")
 # /proc and state files
 
 
-def _proc_stat(pid: int) -> tuple[str, int, int] | None:
-    """(state, pgid, starttime in clock ticks) of `pid`, or None if it is gone."""
+class _Stat(NamedTuple):
+    state: str
+    ppid: int
+    pgid: int
+    sid: int
+    starttime: int
+    """In clock ticks since boot."""
+
+
+def _read_proc(pid: int, name: str) -> bytes:
+    """/proc/PID/NAME, whole (raw `os` calls: a scan of /proc reads hundreds of these)."""
+    fd = os.open(f"/proc/{pid}/{name}", os.O_RDONLY | os.O_CLOEXEC)
     try:
-        raw = Path(f"/proc/{pid}/stat").read_bytes()
+        chunks = []
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _proc_stat(pid: int) -> _Stat | None:
+    """What /proc/PID/stat says of `pid`, or None if it is gone."""
+    try:
+        raw = _read_proc(pid, "stat")
     except (FileNotFoundError, ProcessLookupError):
+        return None
+    if not raw:
         return None
     # comm (field 2) may hold spaces and parentheses: split after the last ')'.
     fields = raw[raw.rindex(b")") + 2 :].split()
     # fields[0] is field 3 (state); field N is fields[N - 3].
-    return fields[0].decode(), int(fields[5 - 3]), int(fields[22 - 3])
+    state, ppid, pgid, sid, starttime = fields[0], fields[1], fields[2], fields[3], fields[22 - 3]
+    return _Stat(state.decode(), int(ppid), int(pgid), int(sid), int(starttime))
+
+
+def _environ(pid: int) -> list[bytes] | None:
+    """The entries of /proc/PID/environ; None if it cannot be read."""
+    try:
+        return _read_proc(pid, "environ").split(b"\0")
+    except PermissionError:
+        return None
+    except (FileNotFoundError, ProcessLookupError):
+        return []
 
 
 def _environ_has(pid: int, entry: str) -> bool | None:
     """Whether /proc/PID/environ holds `entry`; None if it cannot be read."""
-    try:
-        raw = Path(f"/proc/{pid}/environ").read_bytes()
-    except PermissionError:
-        return None
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return entry.encode() in raw.split(b"\0")
+    environ = _environ(pid)
+    return None if environ is None else entry.encode() in environ
+
+
+def _marker_of(pid: int) -> str | None:
+    """The `SETPOINT_MARKER` in `pid`'s environment, if it has one (and it can be read)."""
+    prefix = f"{MARKER_VARIABLE}=".encode()
+    for entry in _environ(pid) or []:
+        if entry.startswith(prefix):
+            return entry[len(prefix) :].decode(errors="replace")
+    return None
+
+
+def _live_processes() -> dict[int, _Stat]:
+    """Every process that runs (not a zombie) but this one, by pid."""
+    me = os.getpid()
+    found: dict[int, _Stat] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != me:
+            st = _proc_stat(int(entry))
+            if st is not None and st.state not in ("Z", "X"):
+                found[int(entry)] = st
+    return found
+
+
+def _members(pgid: int, marker: str) -> dict[int, _Stat]:
+    """What runs of one child: its process group, every process carrying its marker (one
+    that escaped the group with `setsid`), and their descendants (one that also cleared
+    its environment, while its parent lives).
+
+    Only a process that may have left its parent's session (a session leader, or one whose
+    parent is gone or in another session) can carry the marker outside the group without
+    descending from a member: only those environments are read."""
+    processes = _live_processes()
+    entry = f"{MARKER_VARIABLE}={marker}"
+
+    def may_carry_marker(pid: int, st: _Stat) -> bool:
+        parent = processes.get(st.ppid)
+        if st.ppid == _KTHREADD or (parent is not None and parent.sid == st.sid != pid):
+            return False
+        return _environ_has(pid, entry) is True
+
+    members = {
+        pid: st for pid, st in processes.items() if st.pgid == pgid or may_carry_marker(pid, st)
+    }
+    grew = True
+    while grew:
+        descendants = {
+            pid: st for pid, st in processes.items() if st.ppid in members and pid not in members
+        }
+        members.update(descendants)
+        grew = bool(descendants)
+    return members
 
 
 def _state_path(name: str, state_dir: Path) -> Path:
@@ -194,93 +303,144 @@ def _check_name(name: str) -> None:
         raise Invalid(f"{name!r} cannot name a process's files", field="metadata.name")
 
 
-# ---------------------------------------------------------------------------
-# Logs
-
-
-class _LogFile:
-    """Appends to `<log_dir>/<name>.log`; past `max_bytes` it becomes `.1` (`.1` -> `.2` ...)."""
-
-    def __init__(self, path: Path, max_bytes: int, backups: int) -> None:
-        self.path = path
-        self.max_bytes = max_bytes
-        self.backups = backups
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = open(path, "ab")  # noqa: SIM115 - closed by close()
-        self._size = self._file.tell()
-
-    def write(self, data: bytes) -> None:
-        self._file.write(data)
-        self._file.flush()
-        self._size += len(data)
-        if self._size > self.max_bytes:
-            self._rotate()
-
-    def _rotate(self) -> None:
-        self._file.close()
-        try:
-            for i in range(self.backups - 1, 0, -1):
-                older = self.path.with_name(f"{self.path.name}.{i}")
-                if older.exists():
-                    os.replace(older, self.path.with_name(f"{self.path.name}.{i + 1}"))
-            os.replace(self.path, self.path.with_name(f"{self.path.name}.1"))
-        finally:
-            self._file = open(self.path, "ab")  # noqa: SIM115 - closed by close()
-            self._size = self._file.tell()
-
-    def close(self) -> None:
-        self._file.close()
-
-
-async def _open_fifo(fifo: Path) -> tuple[asyncio.StreamReader, asyncio.BaseTransport]:
-    """Open the FIFO's read end as a stream (never blocks, even with no writer yet)."""
+async def _until_readable(fd: int) -> None:
+    """Return once `fd` (a pidfd: at its process's exit) turns readable."""
     loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(loop=loop)
-    pipe = os.fdopen(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK), "rb", buffering=0)
-    try:
-        transport, _ = await loop.connect_read_pipe(
-            lambda: asyncio.StreamReaderProtocol(reader), pipe
-        )
-    except BaseException:
-        pipe.close()
-        raise
-    return reader, transport
+    ready: asyncio.Future[None] = loop.create_future()
 
+    def on_readable() -> None:
+        if not ready.done():
+            ready.set_result(None)
 
-async def _copy_lines(
-    reader: asyncio.StreamReader, transport: asyncio.BaseTransport, log: _LogFile
-) -> None:
-    dropping = False
+    loop.add_reader(fd, on_readable)
     try:
-        while True:
-            try:
-                line = await reader.readuntil(b"\n")
-            except asyncio.IncompleteReadError as e:
-                line = e.partial  # the last, unterminated line; then end of file
-                if not line:
-                    return
-            except asyncio.LimitOverrunError as e:
-                line = await reader.read(max(e.consumed, 1))  # an overlong line, in pieces
-                if not line:
-                    return
-            try:
-                log.write(line)
-            except (OSError, ValueError) as e:  # a full disk...: keep draining, never block it
-                if not dropping:
-                    _logger.warning("dropping output for %s: %s", log.path, e)
-                dropping = True
+        await ready
     finally:
-        transport.close()
+        loop.remove_reader(fd)
+
+
+# ---------------------------------------------------------------------------
+# Log holders
+
+
+@dataclass(frozen=True)
+class _LogSettings:
+    path: Path
+    """Absolute: a restarted engine may run from another directory."""
+    max_bytes: int
+    backups: int
+
+
+class _Holder:
+    """One child's log holder: a process started by this engine or an earlier one, pinned
+    by a pidfd."""
+
+    def __init__(self, pid: int, pidfd: int, popen: subprocess.Popen[bytes] | None) -> None:
+        self.pid = pid
+        self._pidfd = pidfd
+        self._popen = popen
+        self._exited: asyncio.Task[int | None] | None = None
+
+    @staticmethod
+    def start(fifo: Path, log: _LogSettings) -> _Holder:
+        """Start a holder reading `fifo` (which must have a writer: it exits at end of file)."""
+        argv = [sys.executable, "-I", "-S", str(_HOLDER_PROGRAM), str(log.path)]
+        argv += [str(log.max_bytes), str(log.backups)]
+        read_end = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # never blocks, even unwritten
+        try:
+            popen = subprocess.Popen(
+                argv,
+                stdin=read_end,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                cwd="/",
+                env={},
+                start_new_session=True,  # no terminal's Ctrl-C reaches it
+            )
+        finally:
+            os.close(read_end)
+        return _Holder(popen.pid, os.pidfd_open(popen.pid), popen)
+
+    @staticmethod
+    def find(record: Mapping[str, Any]) -> _Holder | None:
+        """The holder an earlier engine recorded, if it still runs."""
+        try:
+            pid, starttime = int(record["pid"]), int(record["starttime"])
+            pidfd = os.pidfd_open(pid)
+        except (KeyError, TypeError, ValueError, OSError):
+            return None
+        st = _proc_stat(pid)
+        if st is None or st.state in ("Z", "X") or st.starttime != starttime:
+            os.close(pidfd)
+            return None
+        return _Holder(pid, pidfd, None)
+
+    def record(self) -> dict[str, int] | None:
+        st = _proc_stat(self.pid)
+        return None if st is None else {"pid": self.pid, "starttime": st.starttime}
+
+    async def wait(self) -> int | None:
+        """Its exit status (None for an earlier engine's holder: not ours to know)."""
+        if self._exited is None:
+            self._exited = asyncio.ensure_future(self._wait())
+        return await asyncio.shield(self._exited)
+
+    async def _wait(self) -> int | None:
+        try:
+            await _until_readable(self._pidfd)
+        finally:
+            os.close(self._pidfd)
+            self._pidfd = -1  # never signal through a closed (perhaps reused) descriptor
+        return None if self._popen is None else self._popen.wait()
+
+    def kill(self) -> None:
+        if self._pidfd >= 0:
+            with contextlib.suppress(ProcessLookupError, OSError):
+                signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
+
+
+async def _keep_holding(child: _Child, holder: _Holder, log: _LogSettings) -> None:
+    """Wait for `holder` to exit; if it was killed while the output may still be open, start
+    another on the same FIFO (the child never dies of it: it holds both ends).
+
+    An earlier engine's holder leaves no exit status: it is replaced only if the child
+    still runs. A holder that finds no writer exits at once, so this ends."""
+    fifo = _fifo_path(child.name, child.state_dir)
+    while True:
+        status = await holder.wait()
+        if status is not None and status >= 0:
+            return  # end of file: every writer has closed the FIFO
+        if status is None:
+            leader = _proc_stat(child.pid)
+            if leader is None or leader.state in ("Z", "X"):
+                return
+        try:
+            holder = _Holder.start(fifo, log)
+        except OSError as e:
+            _logger.warning("cannot restart the log holder of %s: %s", child.name, e)
+            return
+        child._holder = holder
+        _record_holder(child.name, child.state_dir, holder)
+        _logger.info("restarted the log holder of %s (pid %d)", child.name, holder.pid)
+
+
+def _record_holder(name: str, state_dir: Path, holder: _Holder) -> None:
+    """Write `holder` into `name`'s state file: the next engine finds it, and starts no other."""
+    record = _read_state(name, state_dir)
+    if record:
         with contextlib.suppress(OSError):
-            log.close()
+            _write_atomically(_state_path(name, state_dir), {**record, "holder": holder.record()})
 
 
 # ---------------------------------------------------------------------------
 # Handles
 
+_started: set[int] = set()
+"""Pids `start` started whose exits the event loop's child watcher collects."""
+
 
 class _Child:
-    """What `Running` and `Adopted` share: identity, output forwarding, clean-up."""
+    """What `Running` and `Adopted` share: identity, output, clean-up."""
 
     def __init__(
         self,
@@ -289,14 +449,23 @@ class _Child:
         pid: int,
         pgid: int,
         started_at: float,
-        logs: asyncio.Task[None] | None,
+        marker: str,
+        holder: _Holder | None,
     ) -> None:
         self.name = name
         self.state_dir = Path(state_dir)
         self.pid = pid
         self.pgid = pgid
         self.started_at = started_at
-        self._logs = logs
+        self.marker = marker
+        self._holder = holder
+        self._logs: asyncio.Task[None] | None = None
+
+    def _hold(self, log: _LogSettings) -> None:
+        if self._holder is not None:
+            self._logs = asyncio.get_running_loop().create_task(
+                _keep_holding(self, self._holder, log), name=f"logs of {self.name}"
+            )
 
     async def wait(self) -> Exit:
         raise NotImplementedError
@@ -312,10 +481,13 @@ class _Child:
         try:
             await asyncio.wait_for(self.wait_logs_closed(), _LOG_CLOSE_TIMEOUT)
         except TimeoutError:
-            # Something that left the group (setsid) still holds the pipe.
+            # Something we could not kill (another user's process) still holds the pipe.
             self._logs.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._logs
+            if self._holder is not None:
+                self._holder.kill()
+                await self._holder.wait()
 
     def _forget(self) -> None:
         for path in (_state_path(self.name, self.state_dir), _fifo_path(self.name, self.state_dir)):
@@ -331,13 +503,16 @@ class Running(_Child):
         state_dir: Path,
         process: asyncio.subprocess.Process,
         started_at: float,
-        logs: asyncio.Task[None] | None,
+        marker: str,
+        holder: _Holder | None,
     ) -> None:
-        super().__init__(name, state_dir, process.pid, process.pid, started_at, logs)
+        super().__init__(name, state_dir, process.pid, process.pid, started_at, marker, holder)
         self._process = process
 
     async def wait(self) -> Exit:
-        return Exit.from_returncode(await self._process.wait())
+        returncode = await self._process.wait()
+        _started.discard(self.pid)
+        return Exit.from_returncode(returncode)
 
     def __repr__(self) -> str:
         return f"<Running {self.name} pid={self.pid}>"
@@ -356,10 +531,11 @@ class Adopted(_Child):
         pid: int,
         pgid: int,
         started_at: float,
+        marker: str,
         pidfd: int,
-        logs: asyncio.Task[None] | None,
+        holder: _Holder | None,
     ) -> None:
-        super().__init__(name, state_dir, pid, pgid, started_at, logs)
+        super().__init__(name, state_dir, pid, pgid, started_at, marker, holder)
         self._pidfd = pidfd
         self._exited: asyncio.Future[Exit] | None = None
 
@@ -439,26 +615,25 @@ async def start(
             " adopt or stop it first"
         )
     fifo = _fifo_path(name, state_dir)
+    log = _LogSettings(
+        (spec.log_dir / f"{name}.log").absolute(), spec.max_log_bytes, spec.log_backups
+    )
+    # The child's stdout/stderr holds both ends, so it never gets SIGPIPE, even after we die.
     try:
         state_dir.mkdir(parents=True, exist_ok=True)
+        log.path.parent.mkdir(parents=True, exist_ok=True)
         fifo.unlink(missing_ok=True)
         os.mkfifo(fifo, 0o600)
-        log = _LogFile(spec.log_dir / f"{name}.log", spec.max_log_bytes, spec.log_backups)
+        out = os.open(fifo, os.O_RDWR)
     except OSError:
         fifo.unlink(missing_ok=True)
         raise  # the machine's (state or log directory, FIFO), not the spec's: transient
-    try:
-        reader, transport = await _open_fifo(fifo)
-    except BaseException:
-        log.close()
-        fifo.unlink(missing_ok=True)
-        raise
-    # The child's stdout/stderr holds both ends, so it never gets SIGPIPE, even after we die.
-    out = os.open(fifo, os.O_RDWR)
     identity: dict[str, Any] = {}
     if account is not None:
         identity = {"user": account.pw_uid, "group": account.pw_gid, "extra_groups": []}
+    holder: _Holder | None = None
     try:
+        holder = _Holder.start(fifo, log)
         process = await asyncio.create_subprocess_exec(
             *spec.args,
             stdin=asyncio.subprocess.DEVNULL,
@@ -470,19 +645,20 @@ async def start(
             **identity,
         )
     except BaseException as e:
-        transport.close()
-        log.close()
+        os.close(out)  # the holder sees the end of its input and exits
+        if holder is not None:
+            await holder.wait()
         fifo.unlink(missing_ok=True)
         if isinstance(e, OSError) and e.errno in _TRANSIENT_ERRNOS:
             raise
         if isinstance(e, OSError | ValueError | subprocess.SubprocessError):
             raise Invalid(f"cannot start {name}: {e}") from None
         raise
-    finally:
-        os.close(out)
-    logs = asyncio.create_task(_copy_lines(reader, transport, log), name=f"logs of {name}")
+    os.close(out)
+    _started.add(process.pid)
     started_at = clock.now()
-    running = Running(name, state_dir, process, started_at, logs)
+    running = Running(name, state_dir, process, started_at, spec.marker, holder)
+    running._hold(log)
     proc = _proc_stat(process.pid)
     if proc is None:  # already gone: nothing to adopt later
         return running
@@ -490,13 +666,14 @@ async def start(
         "name": name,
         "pid": process.pid,
         "pgid": process.pid,
-        "starttime": proc[2],
+        "starttime": proc.starttime,
         "startedAt": started_at,
         "marker": spec.marker,
         "argv": list(spec.args),
         "log": str(log.path),
-        "maxLogBytes": spec.max_log_bytes,
-        "logBackups": spec.log_backups,
+        "maxLogBytes": log.max_bytes,
+        "logBackups": log.backups,
+        "holder": holder.record(),
     }
     try:
         _write_atomically(_state_path(name, state_dir), record)
@@ -525,25 +702,94 @@ def _signal_group(pgid: int, signum: int) -> None:
         os.killpg(pgid, signum)
 
 
+_Pinned = dict[tuple[int, int], int]
+"""(pid, start time) -> a pidfd on that very process: a recycled pid is never signalled."""
+
+
+def _pin_members(child: _Child, pinned: _Pinned) -> None:
+    """Add every process of `child` that runs now (see `_members`) to `pinned`."""
+    for pid, st in _members(child.pgid, child.marker).items():
+        if (pid, st.starttime) in pinned:
+            continue
+        try:
+            pidfd = os.pidfd_open(pid)
+        except OSError:
+            continue  # gone meanwhile
+        now = _proc_stat(pid)
+        if now is None or now.starttime != st.starttime:
+            os.close(pidfd)
+            continue
+        pinned[pid, st.starttime] = pidfd
+
+
+def _signal_pinned(pinned: _Pinned, signum: int) -> list[tuple[int, int]]:
+    """Send `signum` to every pinned process that has not exited; return those it reached."""
+    reached = []
+    for key, pidfd in pinned.items():
+        if select.select([pidfd], [], [], 0)[0]:
+            continue  # exited
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            signal.pidfd_send_signal(pidfd, signum)
+            reached.append(key)
+    return reached
+
+
+async def _kill_members(child: _Child, pinned: _Pinned) -> None:
+    """SIGKILL every process of `child` (those pinned earlier, and any found now) until none
+    is left; reap those that were re-parented to this engine.
+
+    A process forked between a scan and its SIGKILL is found by the next scan. If nothing
+    of `child` ran when `pinned` was taken, nothing could fork since: no scan is needed."""
+    if not pinned:
+        return
+    me = os.getpid()
+    for _ in range(_KILL_ROUNDS):
+        _pin_members(child, pinned)
+        killed = _signal_pinned(pinned, signal.SIGKILL)
+        if not killed:
+            return
+        with contextlib.suppress(TimeoutError):
+            waits = [_until_readable(pinned[key]) for key in killed]
+            await asyncio.wait_for(asyncio.gather(*waits), _KILL_TIMEOUT)
+        for pid, _ in killed:
+            st = _proc_stat(pid)
+            if st is not None and st.state == "Z" and st.ppid == me and pid not in _started:
+                _reap(pid)  # an escaped process, re-parented to this subreaper
+    left = sorted(_members(child.pgid, child.marker))
+    if left:
+        _logger.warning("%s: pids %s outlived its stop (another user's?)", child.name, left)
+
+
+def kill(child: Running | Adopted) -> None:
+    """SIGKILL the child's whole group now; a `stop` of it in progress then returns at once."""
+    _signal_group(child.pgid, signal.SIGKILL)
+
+
 async def stop(child: Running | Adopted, grace: float, stop_signal: int = signal.SIGTERM) -> Exit:
-    """Send `stop_signal` (SIGTERM) to the child's group, SIGKILL it after `grace` seconds;
-    leave nothing behind.
+    """Send `stop_signal` (SIGTERM) to the child's group and whatever escaped it, SIGKILL
+    them after `grace` seconds; leave nothing behind.
 
     Returns how the group leader ended. Safe to call after it already exited:
-    it still kills what is left of its group and removes its state file.
+    it still kills what is left of its processes and removes its state file.
     """
+    pinned: _Pinned = {}
     exit_task = asyncio.ensure_future(child.wait())
     try:
+        _pin_members(child, pinned)  # before any dies: its descendants are known by parent
         _signal_group(child.pgid, stop_signal)
+        _signal_pinned(pinned, stop_signal)
         try:
             await asyncio.wait_for(asyncio.shield(exit_task), max(0.0, grace))
         except TimeoutError:
             _signal_group(child.pgid, signal.SIGKILL)
         ended = await exit_task
+        _signal_group(child.pgid, signal.SIGKILL)  # members that outlived the leader
+        await _kill_members(child, pinned)  # and those that escaped its group
     finally:
         if not exit_task.done():
             exit_task.cancel()
-    _signal_group(child.pgid, signal.SIGKILL)  # members that outlived the leader
+        for pidfd in pinned.values():
+            os.close(pidfd)
     await child._close_logs()
     child._forget()
     return ended
@@ -567,8 +813,8 @@ def _verify(name: str, state_dir: Path) -> tuple[dict[str, Any], int] | None:
     proc = _proc_stat(pid)
     ours = (
         proc is not None
-        and proc[0] not in ("Z", "X")
-        and proc[2] == starttime
+        and proc.state not in ("Z", "X")
+        and proc.starttime == starttime
         and _environ_has(pid, f"{MARKER_VARIABLE}={marker}") is not False
     )
     if not ours:
@@ -582,46 +828,63 @@ def find_adoptable(name: str, state_dir: Path) -> Adopted | None:
 
     Ours means: /proc/PID exists, its start time equals the recorded one (pids
     are recycled), and its environment (where readable) holds the marker.
-    Output forwarding resumes, so call this from the event loop.
+    Its log holder carries on; if it is gone, another is started (and
+    recorded). Call this from the event loop.
     """
     _check_name(name)
     verified = _verify(name, state_dir)
     if verified is None:
         return None
     record, pidfd = verified
-    logs: asyncio.Task[None] | None = None
-    fifo = _fifo_path(name, state_dir)
-    log_path = record.get("log")
     try:
-        loop = asyncio.get_running_loop()
-        if isinstance(log_path, str) and fifo.exists() and stat.S_ISFIFO(fifo.stat().st_mode):
-            log = _LogFile(
-                Path(log_path),
-                int(record.get("maxLogBytes", DEFAULT_MAX_LOG_BYTES)),
-                int(record.get("logBackups", DEFAULT_LOG_BACKUPS)),
-            )
-            logs = loop.create_task(_follow_adopted(fifo, log))
+        asyncio.get_running_loop()  # the holder is watched from the event loop
+        holder, log = _adopt_holder(name, Path(state_dir), record)
     except BaseException:
         os.close(pidfd)
         raise
-    return Adopted(
+    adopted = Adopted(
         name,
         Path(state_dir),
         int(record["pid"]),
         int(record["pgid"]),
         float(record.get("startedAt", 0.0)),
+        str(record["marker"]),
         pidfd,
-        logs,
+        holder,
     )
+    if log is not None:
+        adopted._hold(log)
+    return adopted
 
 
-async def _follow_adopted(fifo: Path, log: _LogFile) -> None:
+def _adopt_holder(
+    name: str, state_dir: Path, record: dict[str, Any]
+) -> tuple[_Holder | None, _LogSettings | None]:
+    """The recorded child's log holder, started anew (and recorded) if it is gone."""
+    fifo = _fifo_path(name, state_dir)
+    path = record.get("log")
     try:
-        reader, transport = await _open_fifo(fifo)
-    except BaseException:
-        log.close()
-        raise
-    await _copy_lines(reader, transport, log)
+        is_fifo = stat.S_ISFIFO(fifo.stat().st_mode)
+    except OSError:
+        is_fifo = False
+    if not isinstance(path, str) or not is_fifo:
+        return None, None
+    log = _LogSettings(
+        # Recorded absolute since this version; an older record was relative to its cwd.
+        Path(path).absolute(),
+        int(record.get("maxLogBytes", DEFAULT_MAX_LOG_BYTES)),
+        int(record.get("logBackups", DEFAULT_LOG_BACKUPS)),
+    )
+    recorded = record.get("holder")
+    holder = _Holder.find(recorded) if isinstance(recorded, Mapping) else None
+    if holder is None:
+        try:
+            holder = _Holder.start(fifo, log)
+        except OSError as e:
+            _logger.warning("cannot restart the log holder of %s: %s", name, e)
+            return None, None
+        _record_holder(name, state_dir, holder)
+    return holder, log
 
 
 def stray(name: str, state_dir: Path) -> bool:
@@ -641,3 +904,77 @@ def stray(name: str, state_dir: Path) -> bool:
     path.unlink(missing_ok=True)
     _fifo_path(name, state_dir).unlink(missing_ok=True)
     return True
+
+
+# ---------------------------------------------------------------------------
+# Escaped processes: the subreaper
+
+
+def become_subreaper() -> bool:
+    """Make this process a child subreaper (`PR_SET_CHILD_SUBREAPER`): an orphaned
+    descendant (a child's daemonized grandchild) is re-parented to it, not to init.
+
+    The engine calls it once at start, before it starts a child; `reap_orphans_forever`
+    then reaps such orphans. Returns False where the kernel refuses it."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        _logger.warning("cannot become a child subreaper: %s", os.strerror(ctypes.get_errno()))
+        return False
+    return True
+
+
+_orphans: dict[int, asyncio.Task[None]] = {}
+"""Re-parented processes being watched, by pid: each is reaped once it exits."""
+
+
+def _reap(pid: int) -> None:
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
+
+
+async def _reap_at_exit(pid: int, pidfd: int) -> None:
+    try:
+        await _until_readable(pidfd)
+        _reap(pid)
+    finally:
+        os.close(pidfd)
+        _orphans.pop(pid, None)
+
+
+def reap_orphans() -> list[int]:
+    """One pass: watch every child of this process that carries a child's marker and that
+    `start` did not start (a grandchild re-parented to this subreaper), and reap it once it
+    exits. Returns the pids newly watched. Call it from the event loop.
+
+    It never waits for any other pid: the event loop's child watcher, and anyone else,
+    keep the exits they expect."""
+    loop = asyncio.get_running_loop()
+    me = os.getpid()
+    own = os.environ.get(MARKER_VARIABLE)  # an engine that is itself a managed child
+    watched = []
+    for pid, st in _live_processes().items():
+        if st.ppid != me or pid in _started or pid in _orphans:
+            continue
+        marker = _marker_of(pid)
+        if marker is None or marker == own:
+            continue
+        try:
+            pidfd = os.pidfd_open(pid)
+        except OSError:
+            continue
+        _orphans[pid] = loop.create_task(_reap_at_exit(pid, pidfd), name=f"reap {pid}")
+        watched.append(pid)
+    return watched
+
+
+async def reap_orphans_forever(interval: float = 5.0, *, clock: Clock = SYSTEM_CLOCK) -> None:
+    """The engine's runnable: `reap_orphans()` every `interval` seconds, until cancelled.
+
+    (`stop` reaps what it kills itself; this reaps an orphan that exits by itself.)"""
+    try:
+        while True:
+            reap_orphans()
+            await clock.sleep(interval)
+    finally:
+        for task in list(_orphans.values()):
+            task.cancel()

@@ -44,6 +44,7 @@ The names below are the package's public surface; its modules may change.
 """
 
 from setpoint.model.wellknown import CHANGED_BY, DEPLOYMENT_LABEL, HASH_LABEL
+from setpoint.workloads.children import PlannedEvent
 from setpoint.workloads.deployment.controller import DeploymentController, replica_object, setup
 from setpoint.workloads.deployment.inputs import (
     Desired,
@@ -65,7 +66,7 @@ from setpoint.workloads.deployment.kind import (
     substitute,
     template_hash,
 )
-from setpoint.workloads.deployment.progress import PlannedEvent, Rollback
+from setpoint.workloads.deployment.progress import Rollback
 from setpoint.workloads.deployment.rollout import NewReplica, Plan, plan
 
 __all__ = [

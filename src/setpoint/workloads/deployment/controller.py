@@ -155,7 +155,7 @@ class DeploymentController:
                     CONTROLLER_REVISION.api_version, CONTROLLER_REVISION.kind, name, namespace
                 )
         for event in step.events:
-            record = self.events.warning if event.type == "Warning" else self.events.normal
+            record = self.events.warning if event.warning else self.events.normal
             await record(obj, event.reason, event.message)
         if obj.get("status") != status:
             obj["status"] = dict(status)

@@ -17,7 +17,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from setpoint.errors import Invalid
-from setpoint.model import Object, PrinterColumn, ScaleSubresource, Schema, register_kind
+from setpoint.model import Kind, Object, PrinterColumn, ScaleSubresource, Schema
 from setpoint.workloads.dependencies import Dependency
 from setpoint.workloads.process import ProcessSpecSchema
 
@@ -216,7 +216,7 @@ class RevisionBody(Schema):
     data: dict[str, Any]
 
 
-DEPLOYMENT = register_kind(
+DEPLOYMENT = Kind(
     "setpoint.dev/v1alpha1",
     "Deployment",
     spec=DeploymentSpecSchema,
@@ -230,6 +230,6 @@ DEPLOYMENT = register_kind(
         PrinterColumn("REVISION", "status.currentRevision"),
     ),
 )
-CONTROLLER_REVISION = register_kind(
+CONTROLLER_REVISION = Kind(
     "setpoint.dev/v1alpha1", "ControllerRevision", body=RevisionBody, short_names=("rev",)
 )

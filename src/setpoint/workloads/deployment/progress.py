@@ -17,20 +17,12 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from setpoint.model import READY, STALLED, get_condition, remove_condition, set_condition
-from setpoint.workloads.children import parse_time, timestamp
+from setpoint.workloads.children import PlannedEvent, parse_time, timestamp
 from setpoint.workloads.deployment.inputs import Desired, Observed, ReplicaSets
 from setpoint.workloads.deployment.kind import AVAILABLE, PROGRESSING, REPLICA_FAILURE
 
 DEADLINE_EXCEEDED = "ProgressDeadlineExceeded"
 WAITING = "WaitingForDependency"
-
-
-class PlannedEvent(NamedTuple):
-    """An Event to record about the Deployment: `type` is Normal or Warning."""
-
-    type: str
-    reason: str
-    message: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,15 +198,15 @@ def _remediate(
             rollback = Rollback(target.number, target.template)
     if not first:
         return _Remedy(rollback=rollback)
-    events = [PlannedEvent("Warning", DEADLINE_EXCEEDED, message)]
+    events = [PlannedEvent(DEADLINE_EXCEEDED, message, warning=True)]
     restart: tuple[str, ...] = ()
     if rollback is not None:
         back = f"rolling back to revision {rollback.revision}: {message}"
-        events.append(PlannedEvent("Warning", "RolledBack", back))
+        events.append(PlannedEvent("RolledBack", back, warning=True))
     elif desired.spec.remediation == "restart":
         restart = tuple(r.name for r in sets.new if not r.ready)
         restarting = f"restarting {len(restart)} replica(s) not ready: {message}"
-        events.append(PlannedEvent("Warning", "Restarted", restarting))
+        events.append(PlannedEvent("Restarted", restarting, warning=True))
     return _Remedy(tuple(events), rollback, restart)
 
 

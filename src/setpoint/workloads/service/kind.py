@@ -10,7 +10,7 @@ from pydantic import Field, field_validator
 from pydantic_core import PydanticCustomError
 
 from setpoint.errors import Invalid
-from setpoint.model import Object, PrinterColumn, Schema, register_kind
+from setpoint.model import Kind, Object, PrinterColumn, Schema
 from setpoint.model.meta import check_label_value, check_qualified_name
 
 
@@ -67,7 +67,7 @@ class ServiceStatusSchema(Schema):
     conditions: list[dict[str, Any]] = Field(default_factory=list)
 
 
-SERVICE = register_kind(
+SERVICE = Kind(
     "setpoint.dev/v1alpha1",
     "Service",
     spec=ServiceSpecSchema,

@@ -1,0 +1,217 @@
+"""The engine: every built-in controller in one manager on one store, as `setpoint up` runs it
+(and, later, the API server).
+
+    engine = Engine(store, EngineSettings(store_url=url))
+    async with engine:             # claims the store's engine lease, wires the controllers
+        ...                        # apply manifests, watch `engine.manager`'s informers
+        await engine.run()         # until stop(); then every child is stopped
+
+What it wires: the engine becomes a child subreaper (a child's daemonized grandchild is
+re-parented to it and reaped by it, `setpoint.workloads.supervisor`), a `Manager` (options
+from `EngineSettings.manager`), the Process, Job,
+Deployment, Service, Thermostat and Autoscaler controllers, and the timeline recorder
+(`setpoint.insight.recorder`), with children's state files and logs in the `Workspace`
+beside the store. Entering claims the store's engine lease first (`setpoint.engine.claim`):
+a second engine on the same store is refused with `EngineRunning` before it touches
+anything, so it can never stop or adopt the first one's children.
+
+Stopping: `stop()` stops the manager (in-flight reconciles finish), then `run()` stops every
+child with its own stop signal and grace period. `kill()` during that stop (a second
+Ctrl-C) SIGKILLs what is left at once. If `run()` ends any other way (an exception, a lost
+engine lease) the children are left running for the next engine to adopt. Exit releases the
+lease, so the next engine need not wait.
+
+No printing, no signal handling, no manifests: those belong to the caller (`setpoint.cli.up`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+from setpoint.clock import SYSTEM_CLOCK, Clock
+from setpoint.control import autoscaler, thermostat
+from setpoint.engine.claim import EngineHolder, claim_engine_lease
+from setpoint.errors import LeadershipLost
+from setpoint.runtime.leases import LeaderElector
+from setpoint.runtime.manager import Manager, ManagerOptions
+from setpoint.store import Store
+from setpoint.workloads import deployment, service, supervisor
+from setpoint.workloads.job import JobController, JobSettings
+from setpoint.workloads.process import ProcessController, ProcessSettings
+
+if TYPE_CHECKING:
+    from setpoint.insight.recorder import Recorder
+
+log = logging.getLogger("setpoint.engine")
+
+WORKSPACE = Path(".setpoint")
+"""The workspace of stores that are not SQLite files (relative to the working directory)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Workspace:
+    """Where Processes' state files (`state_dir`), Jobs' (`job_state_dir`) and both's
+    logs (`log_dir`) live. Each controller takes every state file in its directory for its
+    own, so the two state directories are apart."""
+
+    state_dir: Path
+    job_state_dir: Path
+    log_dir: Path
+
+
+def workspace_of(store_url: str) -> Workspace:
+    """`run/`, `run/jobs/` and `logs/` beside a SQLite store's file, else under `./.setpoint/`."""
+    base = WORKSPACE
+    if urlsplit(store_url).scheme == "sqlite":
+        path = store_url.split("://", 1)[1].split("?", 1)[0][1:]
+        base = Path(path).parent
+    return Workspace(base / "run", base / "run" / "jobs", base / "logs")
+
+
+@dataclass(frozen=True, slots=True)
+class EngineSettings:
+    """What an engine needs besides its store."""
+
+    store_url: str
+    """The store's URL: names it in messages, and places the timeline and the workspace."""
+    workspace: Workspace | None = None
+    """Default: `workspace_of(store_url)`."""
+    manager: ManagerOptions = field(default_factory=ManagerOptions)
+    record_timeline: bool = True
+    """Run the timeline recorder (what `timeline` and `explain` read)."""
+
+
+class Engine:
+    """The built-in controllers on one store; see the module docstring.
+
+    Between enter and exit: `manager` (add informer handlers before `run()`), `recorder`
+    (None without `record_timeline`) and `holder` (this engine in the lease)."""
+
+    def __init__(
+        self, store: Store, settings: EngineSettings, *, clock: Clock = SYSTEM_CLOCK
+    ) -> None:
+        self.store = store
+        self.settings = settings
+        self.clock = clock
+        self.workspace = settings.workspace or workspace_of(settings.store_url)
+        self.holder = EngineHolder.this_process()
+        self.manager = Manager(store, clock=clock, options=settings.manager)
+        self.recorder: Recorder | None = None
+        self._lease: LeaderElector | None = None
+        self._holding: asyncio.Task[None] | None = None
+        self._lease_lost = False
+        self._processes: ProcessController | None = None
+        self._jobs: JobController | None = None
+
+    async def __aenter__(self) -> Engine:
+        """Claim the engine lease (`EngineRunning` if another engine holds it), then wire
+        the controllers."""
+        self._lease = await claim_engine_lease(
+            self.store, self.holder, store_url=self.settings.store_url, clock=self.clock
+        )
+        self._holding = asyncio.create_task(self._hold(self._lease), name="engine-lease")
+        self._wire()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._holding is not None:
+            self._holding.cancel()
+            await asyncio.gather(self._holding, return_exceptions=True)
+        if self._lease is not None and not self._lease_lost:
+            try:
+                await self._lease.release()
+            except Exception:
+                log.exception("could not release the engine lease")
+
+    def _wire(self) -> None:
+        manager, ws = self.manager, self.workspace
+        # A child's daemonized grandchild is re-parented to the engine, which reaps it.
+        supervisor.become_subreaper()
+        manager.add_runnable(supervisor.reap_orphans_forever)
+        if self.settings.record_timeline:
+            # Imported here: the recorder (and drain3 with it) only where an engine runs.
+            from setpoint.insight.recorder import setup as record_timeline
+
+            self.recorder = record_timeline(
+                manager, store_url=self.settings.store_url, log_dir=ws.log_dir
+            )
+        self._processes = ProcessController(
+            self.store,
+            manager.event_recorder("process-controller"),
+            ProcessSettings(ws.state_dir, ws.log_dir),
+            clock=self.clock,
+        )
+        self._processes.attach(manager)
+        self._jobs = JobController(
+            self.store,
+            manager.event_recorder("job-controller"),
+            JobSettings(ws.job_state_dir, ws.log_dir),
+            clock=self.clock,
+        )
+        self._jobs.attach(manager)
+        deployment.setup(manager, clock=self.clock)
+        service.setup(manager)
+        thermostat.setup(manager)
+        autoscaler.setup(manager)
+
+    def running_children(self) -> int:
+        """How many children (Processes' and Jobs' attempts) run now."""
+        return sum(len(t.pids()) for t in self._tables())
+
+    def stop(self) -> None:
+        """Stop gracefully: the manager, then (in `run()`) every child with its own grace."""
+        self.manager.stop()
+
+    def kill(self) -> None:
+        """Stop at once: as `stop()`, and SIGKILL every child being stopped (a second Ctrl-C)."""
+        self.manager.stop()
+        for table in self._tables():
+            table.kill_stopping()
+
+    @property
+    def stopping(self) -> bool:
+        return self.manager.stopping
+
+    async def run(self) -> None:
+        """Run the manager until `stop()`, then stop every child; see the module docstring.
+        Raises `LeadershipLost` (children left running) if the engine lease was lost."""
+        if self._lease is None:
+            raise RuntimeError("enter the engine (`async with engine:`) before run()")
+        try:
+            await self.manager.run()
+        except BaseException:
+            await self._detach()
+            raise
+        if self._lease_lost:
+            await self._detach()
+            raise LeadershipLost(
+                "lost the engine lease; stopped, leaving the children to the next engine"
+            )
+        await asyncio.gather(*(t.stop_all() for t in self._tables()))
+
+    def _tables(self) -> list[ProcessController | JobController]:
+        return [t for t in (self._processes, self._jobs) if t is not None]
+
+    async def _detach(self) -> None:
+        for table in self._tables():
+            with contextlib.suppress(Exception):
+                await table.detach()
+
+    async def _hold(self, lease: LeaderElector) -> None:
+        """Renew the engine lease; if it is lost, stop (another engine may take over)."""
+        await lease.hold()
+        log.error("the engine lease was lost; stopping, leaving the children running")
+        self._lease_lost = True
+        self.manager.stop()
