@@ -25,6 +25,9 @@ them with `owner: runtime/<controller>`, and on a later success removes only
 conditions so marked. A reconciler that reports its own stall writes `Stalled`
 itself and returns a `Result` (with `requeue_after` to look again); it never
 reaches into its controller's queue.
+
+`requested_object` reads the object a request names (None once it is gone): the first
+step of most reconcilers. Nothing else here does I/O.
 """
 
 from __future__ import annotations
