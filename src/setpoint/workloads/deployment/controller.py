@@ -137,12 +137,16 @@ class DeploymentController:
             except Invalid as exc:
                 message = f"{replica.name}: {exc}"
                 await self.events.warning(obj, "FailedCreate", message)
-                status = with_failed_create(status, message, generation=desired.generation,
-                                            now=self.clock.now())  # fmt: skip
+                status = with_failed_create(
+                    status, message, generation=desired.generation, now=self.clock.now()
+                )
                 break
             port = "" if replica.port is None else f", port {replica.port}"
-            await self.events.normal(obj, "ScalingReplicaSet",
-                f"created replica {replica.name} (revision {step.revision}{port})")  # fmt: skip
+            await self.events.normal(
+                obj,
+                "ScalingReplicaSet",
+                f"created replica {replica.name} (revision {step.revision}{port})",
+            )
         for name in step.delete:
             try:
                 await self.store.delete(PROCESS.api_version, PROCESS.kind, name, namespace)
@@ -205,8 +209,9 @@ class DeploymentController:
             await self.store.update(obj)
         except (Conflict, NotFound):
             return  # changed meanwhile: the next look decides again
-        log.info("deployment %s: rolled back to revision %d", obj["metadata"]["name"],
-                 rollback.revision)  # fmt: skip
+        log.info(
+            "deployment %s: rolled back to revision %d", obj["metadata"]["name"], rollback.revision
+        )
 
     def attach(self, manager: Manager) -> Controller:
         """Wire this reconciler into `manager`; return the controller."""

@@ -160,8 +160,9 @@ def progress(
     return Progress(status, remedy.events, remedy.rollback, remedy.restart, requeue_after)
 
 
-def with_failed_create(status: Mapping[str, Any], message: str, *, generation: int,
-                       now: float) -> dict[str, Any]:  # fmt: skip
+def with_failed_create(
+    status: Mapping[str, Any], message: str, *, generation: int, now: float
+) -> dict[str, Any]:
     """`status` with `ReplicaFailure` saying a replica could not be created (`message`)."""
     failed = copy.deepcopy(dict(status))
     set_condition(failed, REPLICA_FAILURE, True, reason="FailedCreate", message=message,

@@ -62,8 +62,9 @@ def plan(desired: Desired, observed: Observed, now: float) -> Plan:
     failures: tuple[str, ...] = ()
     if not waiting:
         create, delete, failures = _replicas(desired, observed, sets, now)
-    done = progress(desired, observed, sets, revision=revision, waiting=waiting,
-                    failures=failures, now=now)  # fmt: skip
+    done = progress(
+        desired, observed, sets, revision=revision, waiting=waiting, failures=failures, now=now
+    )
     return Plan(
         status=done.status,
         revision=revision,

@@ -129,8 +129,14 @@ class ServiceController:
         if not step.listen:
             self._proxies[key].target = step.target  # a new selector serves the next connection
         elif (error := await self._listen(key, step.target)) is not None:
-            status = service_status(obj.get("status"), step.target, [], generation=_generation(obj),
-                                    listen_error=error, now=self.clock.now())  # fmt: skip
+            status = service_status(
+                obj.get("status"),
+                step.target,
+                [],
+                generation=_generation(obj),
+                listen_error=error,
+                now=self.clock.now(),
+            )
             retry = Result(requeue_after=LISTEN_RETRY_SECONDS)
         if status != (obj.get("status") or {}):
             obj["status"] = dict(status)

@@ -154,6 +154,7 @@ def plan(
 ) -> ServicePlan:
     """The next step for a Service whose proxy listens at `listening` (None: nowhere) and
     whose selector picks `endpoints` now."""
-    status = service_status(previous, target, endpoints, generation=generation,
-                            listen_error=None, now=now)  # fmt: skip
+    status = service_status(
+        previous, target, endpoints, generation=generation, listen_error=None, now=now
+    )
     return ServicePlan(target, listening != (target.host, target.port), status)
