@@ -52,9 +52,12 @@ Figures (the invariants):
 * `orphans`: processes of the temp dir still alive after `up` got SIGTERM and exited.
 * `converge_p95_s`: per fault, from the moment it is lifted (a kill; the SIGCONT; the
   stranger leaving the Service port; the disk given back; `port_next` from its start) to
-  all Ready again: `up` running; every Process, Job, Deployment and Service `Ready=True`
+  all Ready again: `up` running; every object of the manifests in the store; every
+  Process, Job, Deployment and Service `Ready=True`
   and not being deleted; each Process's status pid alive with its marker; the Deployment's
-  ready replicas as wanted; and the Service's /healthz answering 200. Nearest-rank p95;
+  ready replicas as wanted; and the Service's /healthz answering 200; seen so at every
+  check (every CONVERGE_POLL_S) for STABLE_S, the time being the start of that stretch (a
+  restarted `up` first shows the old statuses, then resets them). Nearest-rank p95;
   a fault that did not converge within CONVERGE_TIMEOUT_S counts as that timeout and is
   listed under `not_converged`.
 * `failed_requests_outside_faults`: failed requests (no answer or not 200) that started
@@ -96,6 +99,7 @@ from chaos_world import (
     all_processes,
     bindable,
     instances,
+    proc_info,
     progress,
     runs,
     stranger,
@@ -127,6 +131,7 @@ FAULT_KINDS = (
 STARTUP_TIMEOUT_S = 240.0
 CONVERGE_TIMEOUT_S = 60.0
 CONVERGE_POLL_S = 0.25
+STABLE_S = 3.0
 GAP_S = (2.0, 6.0)
 MAX_FAULTS = 1000
 WRITE_INTERVAL_S = 0.25
@@ -345,11 +350,15 @@ class Recorder:
         """None when everything is Ready (see the module docstring), else the first reason."""
         if not self.world.engine_alive():
             return "up is not running"
+        seen = set()
         for kind in KINDS:
             items, _ = await self.store.list(kind.api_version, kind.kind, NAMESPACE)
             for obj in items:
+                seen.add(ref(obj))
                 if why := self._not_ready(kind, obj):
                     return why
+        if missing := [ref(o) for o in self.world.objects if ref(o) not in seen]:
+            return f"{missing[0]} is not in the store"
         if not await asyncio.to_thread(healthz, self.healthz):
             return "the Service's /healthz does not answer 200"
         return None
@@ -374,16 +383,24 @@ class Recorder:
         return None
 
     async def wait_ready(self, within: float) -> float | None:
-        """monotonic time when everything was first seen Ready; None after `within`."""
-        deadline = time.monotonic() + within
+        """monotonic time from which everything was seen Ready for STABLE_S without a break
+        (a restarted `up` first shows the old statuses, then resets them); None when that
+        has not happened within `within` seconds."""
+        deadline = time.monotonic() + within + STABLE_S
+        since: float | None = None
+        self.why_not = ""
         while time.monotonic() < deadline:
             try:
                 why = await self.not_ready()
             except Exception as error:
                 why = f"store read failed: {error}"
+            now = time.monotonic()
             if why is None:
-                return time.monotonic()
-            self.why_not = why
+                since = now if since is None else since
+                if now - since >= STABLE_S:
+                    return since
+            else:
+                since, self.why_not = None, why
             await asyncio.sleep(CONVERGE_POLL_S)
         return None
 
@@ -462,9 +479,16 @@ class Injector:
                 return obj["metadata"]["name"], pid
         return None
 
-    def _kill(self, pid: int) -> float:
+    async def _kill(self, pid: int) -> float:
+        """SIGKILL `pid`; the time of the kill, returned once the process is gone (a signal
+        is delivered when its target next runs: a check made at once may still see it)."""
         os.kill(pid, signal.SIGKILL)
-        return time.monotonic()
+        at = time.monotonic()
+        for _ in range(200):
+            if proc_info(pid) is None:
+                break
+            await asyncio.sleep(0.01)
+        return at
 
     async def engine_kill(self) -> Fault:
         async with self.recorder.engine_lock:
@@ -482,14 +506,14 @@ class Injector:
         pid = await self._live_pid(db[0]) if db else None
         if pid is None:
             return None
-        at = self._kill(pid)
+        at = await self._kill(pid)
         return Fault("postgres_kill", at, at, f"db (postmaster) pid {pid}")
 
     async def replica_kill(self) -> Fault | None:
         if (found := await self._replica()) is None:
             return None
         name, pid = found
-        at = self._kill(pid)
+        at = await self._kill(pid)
         return Fault("replica_kill", at, at, f"{name} pid {pid}")
 
     async def migrate_kill(self) -> Fault | None:
@@ -516,7 +540,7 @@ class Injector:
                 if not runs(pid, uid):
                     progress(f"chaos-migrate-{n} ended before its kill")
                     return None
-                at = self._kill(pid)
+                at = await self._kill(pid)
                 return Fault("migrate_kill", at, at, f"chaos-migrate-{n} pid {pid} mid-run")
             await asyncio.sleep(0.05)
         progress(f"chaos-migrate-{n} did not start within 30s")
@@ -661,6 +685,7 @@ async def chaos(world: World, seconds: float, seed: int, idle_s: float) -> dict[
                 f"fault {len(faults)} at +{fault.at - started:.0f}s {kind}: {fault.note}; "
                 + (f"all Ready {took:.1f}s later" if took is not None
                    else f"NOT Ready after {CONVERGE_TIMEOUT_S:g}s: {recorder.why_not}")
+                + (f" (last: {recorder.why_not})" if took is not None and took > 5 else "")
                 + f"; {failed} requests failed"
             )  # fmt: skip
         last_converged = faults[-1].converged_at is not None if faults else True
