@@ -16,6 +16,8 @@ Faults, one at a time, in a seeded order (each kind once per shuffled round), ea
 a random 2-6 s after the world converged from the previous one:
 
 * `engine_kill`: SIGKILL `up`, start it again 0-1.5 s later.
+* `engine_kill_busy`: SIGKILL a Ready web replica, then `up` 0-0.5 s later (while it
+  restarts the replica), and start `up` again at once.
 * `postgres_kill`, `replica_kill`: SIGKILL the `db` Process's pid (the postmaster), or a
   Ready web replica's.
 * `migrate_kill`: a new Job `chaos-migrate-N` is created with migrate's spec, a migrations
@@ -105,7 +107,7 @@ from chaos_world import (
     stranger,
 )
 
-from setpoint.errors import Error
+from setpoint.errors import Error, StoreClosed
 from setpoint.model import READY, Kind, Object, is_true
 from setpoint.runtime import LEASE
 from setpoint.store import open_store
@@ -119,6 +121,7 @@ NAMESPACE = "default"
 KINDS = (PROCESS, JOB, DEPLOYMENT, SERVICE)
 FAULT_KINDS = (
     "engine_kill",
+    "engine_kill_busy",
     "postgres_kill",
     "replica_kill",
     "migrate_kill",
@@ -253,7 +256,7 @@ async def write_loop(world: World, writes: Writes, stop: asyncio.Event, deadline
                         writes.counter_acks += 1
             except (Error, OSError, TimeoutError) as error:
                 writes.fail(error)
-                if "closed" in str(error).lower():  # a broken handle: start afresh
+                if isinstance(error, StoreClosed):  # a broken handle: start afresh
                     with contextlib.suppress(Exception):
                         await store.close()
                     store = await open_store(world.store_url)
@@ -287,7 +290,9 @@ async def cli_write(world: World, writes: Writes, n: int) -> None:
     if done.returncode == 0:
         writes.cli_acked.append(name)
     else:
-        writes.cli_failed.append(f"{name}: {(done.stderr.strip().splitlines() or ['?'])[-1]}")
+        last = (done.stderr.strip().splitlines() or ["?"])[-1]
+        shape = " (after a traceback)" if "Traceback" in done.stderr else ""
+        writes.cli_failed.append(f"{name}: exit {done.returncode}{shape}: {last}")
 
 
 async def lost_writes(store: Store, writes: Writes) -> list[str]:
@@ -500,6 +505,20 @@ class Injector:
             self.world.start_engine()
         note = f"up pid {pid} killed, started again {pause:.1f}s later"
         return Fault("engine_kill", at, at, note)
+
+    async def engine_kill_busy(self) -> Fault | None:
+        """A replica killed, then `up` killed while it restarts the replica."""
+        if (found := await self._replica()) is None:
+            return None
+        name, pid = found
+        async with self.recorder.engine_lock:
+            at = await self._kill(pid)
+            await asyncio.sleep(self.rng.uniform(0.0, 0.5))
+            engine = self.world.engine.pid if self.world.engine else -1
+            self.world.kill_engine()
+            self.world.start_engine()
+        note = f"{name} pid {pid}, then up pid {engine} {time.monotonic() - at:.2f}s later"
+        return Fault("engine_kill_busy", at, at, note)
 
     async def postgres_kill(self) -> Fault | None:
         db = await self._processes(app="db")
@@ -770,9 +789,13 @@ def report(
     failed = [r for r in requests if not r.ok]
     outside = [r for r in failed if not in_fault(r.started) and not in_fault(r.ended)]
     failed_by_kind: dict[str, int] = {}
+    reasons_by_kind: dict[str, dict[str, int]] = {}
     for f, (a, b) in zip(faults, windows, strict=True):
-        n = sum(1 for r in failed if a <= r.started <= b)
-        failed_by_kind[f.kind] = failed_by_kind.get(f.kind, 0) + n
+        hits = [r for r in failed if a <= r.started <= b]
+        failed_by_kind[f.kind] = failed_by_kind.get(f.kind, 0) + len(hits)
+        reasons = reasons_by_kind.setdefault(f.kind, {})
+        for r in hits:
+            reasons[r.reason] = reasons.get(r.reason, 0) + 1
     real = [d for d in recorder.duplicates if d.last - d.first >= DUPLICATE_MIN_S]
     transient = [d for d in recorder.duplicates if d.last - d.first < DUPLICATE_MIN_S]
 
@@ -804,6 +827,11 @@ def report(
         "requests": len(requests),
         "failed_requests_during_faults": len(failed) - len(outside),
         "failed_requests_by_fault_kind": failed_by_kind,
+        "failed_reasons_by_fault_kind": {
+            k: dict(sorted(v.items(), key=lambda kv: -kv[1])[:3])
+            for k, v in reasons_by_kind.items()
+            if v
+        },
         "failed_outside_reasons": sorted({r.reason for r in outside})[:8],
         "duplicates": [show(d) for d in real],
         "duplicates_transient": [show(d) for d in transient],
