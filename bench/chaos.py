@@ -758,7 +758,7 @@ async def idle_writes(store: Store, seconds: float) -> dict[str, Any]:
                 if event.revision >= last:
                     break
     top = sorted(writers.items(), key=lambda kv: -kv[1])[:8]
-    return {"per_s": round((last - first) / seconds, 2), "writers": dict(top)}
+    return {"per_s": round((last - first) / seconds, 2), "writers": dict(top), "revision": last}
 
 
 def report(
@@ -840,6 +840,7 @@ def report(
             {"code": e["code"], "tail": e["tail"][-4:]} for e in recorder.engine_exits
         ],
         "idle_writers": idle["writers"],
+        "store_revision_at_idle_end": idle["revision"],
     }
     missed = [k for k in ("lost_writes", "duplicate_processes", "orphans") if result[k]]
     if p95 is None or p95 > TARGETS["converge_p95_s"]:
@@ -861,7 +862,10 @@ def main() -> None:
     parser.add_argument("--keep-logs", type=Path, help="copy up's output and the logs here")
     args = parser.parse_args()
     seconds = args.seconds if args.seconds is not None else args.minutes * 60
-    signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM cleans up as Ctrl-C
+    # Ctrl-C and SIGTERM both clean up (a shell starting the bench in the background may
+    # have left SIGINT ignored).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     result: dict[str, Any] = {"loadavg_1m_before": round(os.getloadavg()[0], 2)}
     world = World(Path(tempfile.mkdtemp(prefix="setpoint-bench-chaos-")))
     try:
