@@ -34,6 +34,11 @@ a random 2-6 s after the world converged from the previous one:
   is put over the directory: opens, creates and renames through the path fail with EROFS;
   descriptors opened earlier still write. Which one happened is in `readonly_store`.
 * `disk_full`: the store's tmpfs is filled to the last byte for 3-5 s (ENOSPC).
+* `second_engine`: a second `up` of the same manifests on the same store; it should be
+  refused at once. If it still runs after SECOND_ENGINE_S it gets SIGTERM, and the
+  fault is lifted when it has exited; `second_engine` in the JSON says what happened.
+
+`--faults KIND,...` restricts the run to some kinds.
 
 Alongside: a writer (a store handle in this process) writes every WRITE_INTERVAL_S,
 alternately creating a Lease `chaos-NNNNN` and updating the annotation of the Lease
@@ -87,6 +92,7 @@ import random
 import shutil
 import signal
 import statistics
+import subprocess
 import tempfile
 import threading
 import time
@@ -130,6 +136,7 @@ FAULT_KINDS = (
     "port_service",
     "readonly_store",
     "disk_full",
+    "second_engine",
 )
 STARTUP_TIMEOUT_S = 240.0
 CONVERGE_TIMEOUT_S = 60.0
@@ -149,6 +156,7 @@ DUPLICATE_MIN_S = 1.0
 WATCHDOG_S = 0.5
 FAULT_GRACE_S = 1.0
 SETTLE_S = 5.0
+SECOND_ENGINE_S = 8.0
 TARGETS = {"converge_p95_s": 15.0, "idle_writes_per_s": 1.0}
 PAUSE_MIGRATION = "SELECT pg_sleep(3);\n"
 
@@ -458,6 +466,7 @@ class Injector:
         self.rng = rng
         self.migrations = 0
         self.releases: list[asyncio.Task[None]] = []
+        self.second_outcomes: list[str] = []
 
     async def inject(self, kind: str) -> Fault | None:
         fault: Fault | None = await getattr(self, kind)()
@@ -621,6 +630,29 @@ class Injector:
         await self._release(sock, 5.0)
         return Fault("port_service", at, time.monotonic(), f"port {port} held 5s, up restarted")
 
+    async def second_engine(self) -> Fault:
+        """A second `up` on the same store: refused, or SIGTERMed after SECOND_ENGINE_S."""
+        proc = self.world.start_second_engine()
+        at = time.monotonic()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            await asyncio.to_thread(proc.wait, SECOND_ENGINE_S)
+        if proc.poll() is not None:
+            outcome = f"refused (exit {proc.returncode}) after {time.monotonic() - at:.1f}s"
+        else:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                code = await asyncio.to_thread(proc.wait, 90)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                code = await asyncio.to_thread(proc.wait)
+            outcome = f"ran {SECOND_ENGINE_S:g}s, then SIGTERM: exit {code} after " + (
+                f"{time.monotonic() - at - SECOND_ENGINE_S:.1f}s"
+            )
+        said = [line for line in self.world.second_engine_log_tail() if "stopping" in line
+                or "error" in line.lower()][-1:]  # fmt: skip
+        self.second_outcomes.append(f"{outcome}; {said}")
+        return Fault("second_engine", at, time.monotonic(), f"second up {outcome} {said}")
+
     async def readonly_store(self) -> Fault | None:
         return await self._disk("readonly_store", self.world.store_readonly,
                                 self.world.store_writable)  # fmt: skip
@@ -652,15 +684,18 @@ def fault_order(rng: random.Random, kinds: list[str]) -> Any:
         yield from round_
 
 
-async def chaos(world: World, seconds: float, seed: int, idle_s: float) -> dict[str, Any]:
+async def chaos(
+    world: World, seconds: float, seed: int, idle_s: float, kinds: list[str]
+) -> dict[str, Any]:
     rng = random.Random(seed)
     result: dict[str, Any] = {"seed": seed, "seconds": seconds}
     started = time.monotonic()
     world.stage()
-    kinds = list(FAULT_KINDS)
     if world.mounted is not None:
         kinds = [k for k in kinds if k not in ("readonly_store", "disk_full")]
         result["readonly_store"] = f"unavailable: {world.mounted}"
+    if not kinds:
+        raise RuntimeError("no fault kind left to inject")
     world.start_engine()
     store = await open_store(world.store_url)
     recorder = Recorder(world, store)
@@ -731,6 +766,7 @@ async def chaos(world: World, seconds: float, seed: int, idle_s: float) -> dict[
         )
         result["down_exit_code"] = code
         result["engine_log_problems"] = world.engine_log_problems()
+        result["second_engine"] = injector.second_outcomes
         if world.mounted is None:
             result["readonly_store"] = "; ".join(sorted(world.readonly_done)) or "not injected"
         return result
@@ -860,8 +896,16 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1, help="seeds the faults' order and timing")
     parser.add_argument("--idle-seconds", type=float, default=30.0, help="the quiet window")
     parser.add_argument("--keep-logs", type=Path, help="copy up's output and the logs here")
+    parser.add_argument(
+        "--faults",
+        default=",".join(FAULT_KINDS),
+        help="the fault kinds to inject (comma-separated)",
+    )
     args = parser.parse_args()
     seconds = args.seconds if args.seconds is not None else args.minutes * 60
+    kinds = [k for k in args.faults.split(",") if k]
+    if unknown := sorted(set(kinds) - set(FAULT_KINDS)):
+        parser.error(f"--faults: no fault kind {', '.join(unknown)}; say some of {FAULT_KINDS}")
     # Ctrl-C and SIGTERM both clean up (a shell starting the bench in the background may
     # have left SIGINT ignored).
     signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -869,7 +913,7 @@ def main() -> None:
     result: dict[str, Any] = {"loadavg_1m_before": round(os.getloadavg()[0], 2)}
     world = World(Path(tempfile.mkdtemp(prefix="setpoint-bench-chaos-")))
     try:
-        result.update(asyncio.run(chaos(world, seconds, args.seed, args.idle_seconds)))
+        result.update(asyncio.run(chaos(world, seconds, args.seed, args.idle_seconds, kinds)))
     except (Exception, KeyboardInterrupt) as error:
         result["error"] = f"{type(error).__name__}: {error}"
         result["engine_log_tail"] = world.engine_log_tail()

@@ -171,6 +171,7 @@ class World:
     """How the store was made read-only, each way it was."""
     filler: Path | None = None
     engine: subprocess.Popen[bytes] | None = None
+    second_engines: list[subprocess.Popen[bytes]] = field(default_factory=list)
     engine_starts: int = 0
     stopped_pids: set[int] = field(default_factory=set)
     strangers: list[socket.socket] = field(default_factory=list)
@@ -242,6 +243,27 @@ class World:
             start_new_session=True,  # a Ctrl-C on the bench's terminal is the bench's to handle
         )
 
+    def start_second_engine(self) -> subprocess.Popen[bytes]:
+        """Another `setpoint up` of the same manifests on the same store (output appended to
+        engine-second.log); the engine started by `start_engine` keeps running."""
+        with open(self.tmp / "engine-second.log", "ab") as log:
+            log.write(f"==== second up at {time.time():.3f}\n".encode())
+            log.flush()
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "setpoint", "up", str(self.manifest)],
+                cwd=self.base, env=self.env, stdin=subprocess.DEVNULL, stdout=log,
+                stderr=subprocess.STDOUT, start_new_session=True,
+            )  # fmt: skip
+        self.second_engines.append(proc)
+        return proc
+
+    def second_engine_log_tail(self, lines: int = 6) -> list[str]:
+        try:
+            text = (self.tmp / "engine-second.log").read_text(errors="replace")
+        except OSError:
+            return []
+        return text.splitlines()[-lines:]
+
     def engine_alive(self) -> bool:
         return self.engine is not None and self.engine.poll() is None
 
@@ -284,8 +306,9 @@ class World:
     def keep_logs(self, into: Path) -> None:
         """Copy `up`'s output and the children's logs into `into` (for a post-mortem)."""
         into.mkdir(parents=True, exist_ok=True)
-        with contextlib.suppress(OSError):
-            shutil.copy(self.tmp / "engine.log", into / "engine.log")
+        for name in ("engine.log", "engine-second.log"):
+            with contextlib.suppress(OSError):
+                shutil.copy(self.tmp / name, into / name)
         with contextlib.suppress(OSError):
             shutil.copytree(self.store_dir / "logs", into / "logs", dirs_exist_ok=True)
 
@@ -395,6 +418,10 @@ class World:
         self.strangers.clear()
         self.store_writable()
         self.store_not_full()
+        for second in self.second_engines:
+            if second.poll() is None:
+                second.kill()
+                second.wait()
         if self.engine_alive():
             progress("clean-up: stopping the engine")
             self.stop_engine()
