@@ -1,9 +1,10 @@
 """Chaos run: examples/webapp under `setpoint up` for N minutes while a writer changes the
 store and faults are injected at random moments; a recorder checks the invariants throughout.
 
-Run with `./dev bench chaos [--minutes 5 | --seconds 90] [--seed 1] [--idle-seconds 30]`,
-as root (for the mounts). Progress goes to stderr, one line per fault; the last stdout line
-is one JSON object. Prints figures only; nothing here passes or fails.
+Run with `./dev bench chaos [--minutes 5 | --seconds 90] [--seed 1] [--idle-seconds 30]
+[--faults KIND,...] [--keep-logs DIR]`, as root (for the mounts). Progress goes to stderr,
+one line per fault; the last stdout line is one JSON object. Prints figures only; nothing
+here passes or fails.
 
 The world (bench/chaos_world.py): a copy of examples/webapp in a private temp dir, with free
 ports (the Service's, PostgreSQL's and the replicas' range), its scripts run by this
@@ -58,11 +59,12 @@ Figures (the invariants):
   `duplicates_transient`).
 * `orphans`: processes of the temp dir still alive after `up` got SIGTERM and exited.
 * `converge_p95_s`: per fault, from the moment it is lifted (a kill; the SIGCONT; the
-  stranger leaving the Service port; the disk given back; `port_next` from its start) to
+  stranger leaving the Service port; the disk given back; the second `up` gone;
+  `port_next` from its start) to
   all Ready again: `up` running; every object of the manifests in the store; every
-  Process, Job, Deployment and Service `Ready=True`
-  and not being deleted; each Process's status pid alive with its marker; the Deployment's
-  ready replicas as wanted; and the Service's /healthz answering 200; seen so at every
+  Process, Job, Deployment and Service `Ready=True` and not being deleted; each Process's
+  status pid alive with its marker; the Deployment's ready replicas as wanted; and the
+  Service's /healthz answering 200; seen so at every
   check (every CONVERGE_POLL_S) for STABLE_S, the time being the start of that stretch (a
   restarted `up` first shows the old statuses, then resets them). Nearest-rank p95;
   a fault that did not converge within CONVERGE_TIMEOUT_S counts as that timeout and is
