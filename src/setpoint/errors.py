@@ -110,10 +110,15 @@ class EngineRunning(Error):
 class TerminalError(Error):
     """Raised by a reconciler that cannot progress without a change from outside.
 
-    It is not retried; the object's `Stalled` condition records `reason` (a
-    CamelCase word, e.g. "PermissionDenied") and the message.
+    It is not retried with back-off; the object's `Stalled` condition records `reason`
+    (a CamelCase word, e.g. "PermissionDenied") and the message. `retry_after` (seconds)
+    asks for one more look that much later, for a cause outside the object that may go
+    away by itself (a port another program holds).
     """
 
-    def __init__(self, message: str, *, reason: str = "TerminalError") -> None:
+    def __init__(
+        self, message: str, *, reason: str = "TerminalError", retry_after: float | None = None
+    ) -> None:
         super().__init__(message)
         self.reason = reason
+        self.retry_after = retry_after

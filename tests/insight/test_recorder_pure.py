@@ -9,7 +9,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from setpoint.insight.recorder import (
-    CHANGED_BY,
     LogSampler,
     actor_of,
     diff_paths,
@@ -19,6 +18,7 @@ from setpoint.insight.recorder import (
     path_parts,
     project,
 )
+from setpoint.model.wellknown import CHANGED_BY
 
 NOW = 1_700_000_000.0
 

@@ -20,6 +20,7 @@ from setpoint.workloads.service import (
     Endpoint,
     Target,
     endpoints_of,
+    plan,
     rotation,
     selects,
     service_status,
@@ -199,3 +200,16 @@ def test_a_failed_listen_stalls_then_a_success_clears_it() -> None:
     assert (
         cond(healed, "Ready")["lastTransitionTime"] != cond(failed, "Ready")["lastTransitionTime"]
     )
+
+
+def test_the_plan_listens_only_where_it_does_not_yet() -> None:
+    endpoints = [Endpoint("web-a", 1)]
+    look = {"endpoints": endpoints, "previous": None, "generation": 1, "now": NOW}
+    assert plan(WEB, listening=None, **look).listen
+    assert plan(WEB, listening=("127.0.0.1", 9999), **look).listen  # moved
+    stay = plan(WEB, listening=("127.0.0.1", 18080), **look)
+    assert not stay.listen
+    assert stay.status == service_status(None, WEB, endpoints, generation=1, listen_error=None,
+                                         now=NOW)  # fmt: skip
+    again = plan(WEB, listening=("127.0.0.1", 18080), **{**look, "previous": stay.status})
+    assert again.status == stay.status, "a look that finds nothing new changes nothing"

@@ -30,17 +30,15 @@ from setpoint.cli.render import human_duration, object_ref
 from setpoint.clock import rfc3339
 from setpoint.errors import Conflict, Invalid
 from setpoint.model import Object, get_condition
+from setpoint.model.wellknown import CHANGE_CAUSE, CHANGED_BY, DEPLOYMENT_LABEL, RESTARTED_AT
 from setpoint.runtime.scale import read_scale, write_scale
 from setpoint.store.base import Store
 from setpoint.workloads.deployment import (
-    CHANGED_BY,
     CONTROLLER_REVISION,
     DEPLOYMENT,
-    DEPLOYMENT_LABEL,
     PROGRESSING,
+    DeploymentSpecSchema,
 )
-
-RESTARTED_AT = "setpoint.dev/restartedAt"
 
 
 def add_parser(
@@ -126,7 +124,7 @@ def rollout_state(obj: Object) -> tuple[bool, str]:
         return False, (
             f'Waiting for deployment "{name}" rollout to start: {progressing.get("message")}'
         )
-    want = int(obj["spec"].get("replicas", 1))
+    want = DeploymentSpecSchema.of(obj).replicas
     updated = int(status.get("updatedReplicas", 0))
     total = int(status.get("replicas", 0))
     available = int(status.get("availableReplicas", 0))
@@ -204,7 +202,7 @@ async def history(ctx: Context, args: argparse.Namespace) -> int:
     print(object_ref(DEPLOYMENT, name))
     print("REVISION  CHANGE-CAUSE")
     for r in revisions:
-        cause = (r["metadata"].get("annotations") or {}).get("kubernetes.io/change-cause")
+        cause = (r["metadata"].get("annotations") or {}).get(CHANGE_CAUSE)
         print(f"{r['revision']:<9} {cause or '<none>'}")
     return 0
 

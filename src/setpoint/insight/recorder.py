@@ -67,15 +67,12 @@ from setpoint.insight.timeline import (
 )
 from setpoint.model import Object
 from setpoint.model.redaction import Redactor, secret_values
+from setpoint.model.wellknown import CHANGED_AT, CHANGED_BY
 from setpoint.runtime.manager import Manager
 from setpoint.store.base import Store
 
 log = logging.getLogger("setpoint.insight.recorder")
 
-CHANGED_BY = "setpoint.dev/changed-by"
-"""Annotation naming who wrote a spec change (`alice@host`, `controller/deployment`)."""
-CHANGED_AT = "setpoint.dev/changed-at"
-"""Annotation making each stamped write distinct (when `CHANGED_BY` stays the same)."""
 STAMPS = (CHANGED_BY, CHANGED_AT)
 
 IGNORED_KINDS = frozenset({"Lease"})

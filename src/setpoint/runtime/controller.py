@@ -2,11 +2,14 @@
 each outcome means (see `setpoint.runtime.reconciler`).
 
 A key is reconciled by one worker at a time. Errors come back rate-limited;
-`TerminalError` is recorded as the object's `Stalled` condition and not
-retried; `Result.requeue_after` schedules. A later success removes `Stalled`.
-Shutdown stops taking keys, lets in-flight reconciles finish within the grace
-period, then cancels them. Every outcome is logged in one line and reported to
-the `ControllerObserver` (metrics).
+`Result.requeue_after` schedules. A `TerminalError` is not retried (but after its
+`retry_after`, if it has one) and is recorded as the object's `Stalled` condition,
+with `Ready=False` for the same reason, each marked as the runtime's (`owner`) and
+written only where the reconciler has not written that condition itself: a
+reconciler owns the conditions it writes. A later success removes what the runtime
+wrote, and nothing else. Shutdown stops taking keys, lets in-flight reconciles
+finish within the grace period, then cancels them. Every outcome is logged in one
+line and reported to the `ControllerObserver` (metrics).
 """
 
 from __future__ import annotations
@@ -149,6 +152,8 @@ class Controller:
         except TerminalError as exc:
             outcome, error = "error", exc
             self.queue.forget(request)
+            if exc.retry_after is not None and exc.retry_after > 0:
+                self.queue.add_after(request, exc.retry_after)
             await self._set_stalled(request, exc)
         except Exception as exc:
             outcome, error = "error", exc
@@ -186,31 +191,45 @@ class Controller:
                 exc_info=None if isinstance(error, Error) else error,
             )
 
+    @property
+    def condition_owner(self) -> str:
+        """The `owner` the runtime writes on the conditions it sets for this controller."""
+        return f"runtime/{self.name}"
+
     async def _set_stalled(self, request: Request, exc: TerminalError) -> None:
+        owner = self.condition_owner
+
         def stall(status: dict[str, object], generation: int) -> bool:
-            """Stalled=True, and Ready=False for the same reason (kstatus)."""
+            """Stalled=True, and Ready=False for the same reason (kstatus), each only if
+            the reconciler has not written it itself."""
             changed = False
             for type_, value in ((STALLED, True), (READY, False)):
+                current = get_condition(status, type_)
+                if current is not None and current.get("owner") != owner:
+                    continue  # the reconciler's condition: it says what it means
                 changed |= set_condition(
                     status, type_, value, reason=exc.reason, message=str(exc),
-                    now=self._clock.now(), observed_generation=generation,
+                    now=self._clock.now(), observed_generation=generation, owner=owner,
                 )  # fmt: skip
             return changed
 
         await self._edit_status(request, stall)
 
     async def _clear_stalled(self, request: Request) -> None:
-        """After a success: drop `Stalled`, and the `Ready=False` written with it."""
+        """After a success: drop the `Stalled` (and `Ready=False`) the runtime wrote."""
+        owner = self.condition_owner
         cached = self.informer.cache.get(request.name, request.namespace)
         stalled = get_condition(cached.get("status") if cached else None, STALLED)
-        if stalled is None:
+        if stalled is None or stalled.get("owner") != owner:
             return
 
         def clear(status: dict[str, object], _: int) -> bool:
-            ready = get_condition(status, READY)
-            if ready and ready["status"] == "False" and ready["reason"] == stalled["reason"]:
-                remove_condition(status, READY)
-            return remove_condition(status, STALLED)
+            changed = False
+            for type_ in (STALLED, READY):
+                current = get_condition(status, type_)
+                if current is not None and current.get("owner") == owner:
+                    changed |= remove_condition(status, type_)
+            return changed
 
         await self._edit_status(request, clear)
 

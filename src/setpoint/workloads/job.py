@@ -78,6 +78,7 @@ from setpoint.model import (
     remove_condition,
     set_condition,
 )
+from setpoint.model.wellknown import JOB_FINALIZER
 from setpoint.workloads import children
 from setpoint.workloads.children import (
     ENVIRONMENT_BACKOFF,
@@ -115,7 +116,7 @@ __all__ = [
     "setup",
 ]
 
-FINALIZER = "setpoint.dev/job"
+FINALIZER = JOB_FINALIZER
 COMPLETE = "Complete"
 FAILED = "Failed"
 MAX_CONCURRENT = 16

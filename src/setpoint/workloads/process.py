@@ -71,6 +71,7 @@ from pydantic_core import PydanticCustomError
 from setpoint.errors import Conflict, Error, Invalid
 from setpoint.model import READY, Kind, Object, PrinterColumn, Schema, set_condition
 from setpoint.model.redaction import redact
+from setpoint.model.wellknown import PROCESS_FINALIZER
 from setpoint.workloads import children
 from setpoint.workloads.children import (
     ENVIRONMENT_BACKOFF,
@@ -122,7 +123,7 @@ __all__ = [
     "supervisor_name",
 ]
 
-FINALIZER = "setpoint.dev/process"
+FINALIZER = PROCESS_FINALIZER
 MAX_CONCURRENT = 16
 """Processes reconciled at once (one key is never reconciled by two workers)."""
 STARTED = "Started"

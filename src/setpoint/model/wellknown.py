@@ -1,0 +1,53 @@
+"""Well-known names: the annotations, labels and finalizers setpoint writes on objects and
+reads back, defined once for every layer (the workloads that write them, the CLI, the
+timeline that reads them). Names only: no logic, no I/O.
+
+Annotations a user may write too: `CHANGED_BY` (sign a change so the timeline names its
+actor) and `CHANGE_CAUSE` (why, shown by `rollout history`).
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CHANGED_AT",
+    "CHANGED_BY",
+    "CHANGE_CAUSE",
+    "DEPLOYMENT_LABEL",
+    "HASH_LABEL",
+    "JOB_FINALIZER",
+    "PROCESS_FINALIZER",
+    "RESTARTED_AT",
+    "REVISION_ANNOTATION",
+]
+
+# -- annotations ---------------------------------------------------------------------
+
+CHANGED_BY = "setpoint.dev/changed-by"
+"""Who last changed an object's spec: `alice@host`, `setpoint rollout`, or
+`controller/deployment` (the rollback remediation). The timeline records it as the
+change's actor."""
+CHANGED_AT = "setpoint.dev/changed-at"
+"""When a signed change was made: keeps each signed write distinct when `CHANGED_BY`
+stays the same."""
+CHANGE_CAUSE = "kubernetes.io/change-cause"
+"""Why a Deployment's template changed (Kubernetes' name), copied onto its
+ControllerRevision and shown by `setpoint rollout history`."""
+RESTARTED_AT = "setpoint.dev/restartedAt"
+"""Stamped on a Deployment's template by `setpoint rollout restart`: a new template, so
+every replica is replaced."""
+REVISION_ANNOTATION = "setpoint.dev/revision"
+"""On a Deployment's replica: the revision number of the template it runs."""
+
+# -- labels --------------------------------------------------------------------------
+
+DEPLOYMENT_LABEL = "setpoint.dev/deployment"
+"""On a Deployment's replicas and ControllerRevisions: the Deployment's name."""
+HASH_LABEL = "setpoint.dev/template-hash"
+"""On a Deployment's replicas and ControllerRevisions: the hash of their template."""
+
+# -- finalizers ----------------------------------------------------------------------
+
+PROCESS_FINALIZER = "setpoint.dev/process"
+"""Held by a Process until its child has been stopped."""
+JOB_FINALIZER = "setpoint.dev/job"
+"""Held by a Job until its running attempt has been stopped."""

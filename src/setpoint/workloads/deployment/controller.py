@@ -1,0 +1,264 @@
+"""The Deployment controller: observe (the Deployment, the replicas and revisions it owns
+from the caches, its dependencies, ports other programs hold), `plan` (pure), then apply:
+carry the plan out and nothing more (create and delete replicas and revisions, record
+its events, write its status, roll the spec back).
+
+Apply decides nothing. What it learns while carrying the plan out (a replica the store
+refuses) it reports, as an event and a `ReplicaFailure` condition, and the next look
+plans again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import logging
+import socket
+from collections.abc import Sequence
+
+from setpoint.clock import SYSTEM_CLOCK, Clock
+from setpoint.errors import AlreadyExists, Conflict, Invalid, NotFound, UnknownKind
+from setpoint.model import Object
+from setpoint.model.wellknown import (
+    CHANGE_CAUSE,
+    CHANGED_BY,
+    DEPLOYMENT_LABEL,
+    HASH_LABEL,
+    REVISION_ANNOTATION,
+)
+from setpoint.runtime.cache import Cache
+from setpoint.runtime.controller import Controller
+from setpoint.runtime.events import EventRecorder
+from setpoint.runtime.lifecycle import owner_reference
+from setpoint.runtime.manager import Manager
+from setpoint.runtime.reconciler import Request, Result, requested_object
+from setpoint.store import Store
+from setpoint.workloads.dependencies import (
+    DEPENDS_ON_INDEX,
+    dependency_keys,
+    dependents_of,
+    unmet_in_store,
+)
+from setpoint.workloads.deployment.inputs import (
+    Desired,
+    Observed,
+    Replica,
+    desired_of,
+    observe_replica,
+    observe_revision,
+)
+from setpoint.workloads.deployment.kind import CONTROLLER_REVISION, DEPLOYMENT, substitute
+from setpoint.workloads.deployment.progress import Rollback, with_failed_create
+from setpoint.workloads.deployment.rollout import NewReplica, Plan, plan
+from setpoint.workloads.process import PROCESS
+
+log = logging.getLogger("setpoint.deployment")
+
+ACTOR = "controller/deployment"
+"""How the controller signs the spec changes it makes (the rollback remediation)."""
+
+
+def replica_object(
+    deployment: Object, desired: Desired, replica: NewReplica, revision: int
+) -> Object:
+    """The Process object of a new replica of `deployment` (whose `Desired` is `desired`):
+    the template with `$(PORT)` and `$(REPLICA)` replaced, `PORT` and `REPLICA` in its
+    environment, labelled with the Deployment and the template hash."""
+    template = desired.spec.template
+    process_spec = substitute(template.spec, port=replica.port, replica=replica.name)
+    env = dict(process_spec.get("env") or {})
+    env["REPLICA"] = replica.name
+    if replica.port is not None:
+        env["PORT"] = str(replica.port)
+        process_spec["ports"] = [replica.port]
+    process_spec["env"] = env
+    meta = deployment["metadata"]
+    labels = {**template.metadata.labels, DEPLOYMENT_LABEL: meta["name"], HASH_LABEL: desired.hash}
+    annotations = {**template.metadata.annotations, REVISION_ANNOTATION: str(revision)}
+    return {
+        "apiVersion": PROCESS.api_version,
+        "kind": PROCESS.kind,
+        "metadata": {
+            "name": replica.name,
+            "namespace": meta.get("namespace") or "default",
+            "labels": labels,
+            "annotations": annotations,
+            "ownerReferences": [owner_reference(deployment)],
+        },
+        "spec": process_spec,
+    }
+
+
+class DeploymentController:
+    """Reconciles Deployments: observes replicas and revisions, plans, applies."""
+
+    def __init__(self, store: Store, events: EventRecorder, *, clock: Clock = SYSTEM_CLOCK):
+        self.store = store
+        self.events = events
+        self.clock = clock
+        self.controller: Controller | None = None
+        self._caches: dict[str, Cache] = {}
+
+    def _owned(self, kind_name: str, obj: Object) -> list[Object]:
+        """The cached objects (`process` or `revision`) that `obj` owns."""
+        return self._caches[kind_name].by_index("owner", obj["metadata"].get("uid", ""))
+
+    async def reconcile(self, request: Request) -> Result | None:
+        obj = await requested_object(self.store, DEPLOYMENT, request)
+        if obj is None:
+            return None
+        desired = desired_of(obj)
+        if desired.deleting:
+            return None  # the garbage collector removes the replicas and revisions
+        step = plan(desired, await self._observe(obj, desired), self.clock.now())
+        await self._apply(obj, desired, step)
+        return None if step.requeue_after is None else Result(requeue_after=step.requeue_after)
+
+    async def _observe(self, obj: Object, desired: Desired) -> Observed:
+        replicas = tuple(observe_replica(p) for p in self._owned("process", obj))
+        return Observed(
+            replicas=replicas,
+            revisions=tuple(observe_revision(r) for r in self._owned("revision", obj)),
+            status=obj.get("status") or {},
+            unmet=await unmet_in_store(self.store, obj),
+            busy_ports=_busy_ports(desired, replicas),
+        )
+
+    async def _apply(self, obj: Object, desired: Desired, step: Plan) -> None:
+        namespace = obj["metadata"].get("namespace") or "default"
+        status = step.status
+        if step.create_revision or step.renumber_revision:
+            await self._write_revision(obj, desired, step.revision)
+        for replica in step.create:
+            try:
+                await self.store.create(replica_object(obj, desired, replica, step.revision))
+            except AlreadyExists:
+                continue  # created by an earlier look whose cache had not caught up
+            except Invalid as exc:
+                message = f"{replica.name}: {exc}"
+                await self.events.warning(obj, "FailedCreate", message)
+                status = with_failed_create(
+                    status, message, generation=desired.generation, now=self.clock.now()
+                )
+                break
+            port = "" if replica.port is None else f", port {replica.port}"
+            await self.events.normal(
+                obj,
+                "ScalingReplicaSet",
+                f"created replica {replica.name} (revision {step.revision}{port})",
+            )
+        for name in step.delete:
+            try:
+                await self.store.delete(PROCESS.api_version, PROCESS.kind, name, namespace)
+            except NotFound:
+                continue
+            await self.events.normal(obj, "ScalingReplicaSet", f"removed replica {name}")
+        for name in step.delete_revisions:
+            with contextlib.suppress(NotFound):
+                await self.store.delete(
+                    CONTROLLER_REVISION.api_version, CONTROLLER_REVISION.kind, name, namespace
+                )
+        for event in step.events:
+            record = self.events.warning if event.warning else self.events.normal
+            await record(obj, event.reason, event.message)
+        if obj.get("status") != status:
+            obj["status"] = dict(status)
+            try:
+                obj = await self.store.update_status(obj)
+            except (Conflict, NotFound):
+                return  # a newer version is queued already
+        if step.rollback is not None:
+            await self._roll_back(obj, step.rollback)
+
+    async def _write_revision(self, obj: Object, desired: Desired, number: int) -> None:
+        meta = obj["metadata"]
+        namespace = meta.get("namespace") or "default"
+        name = f"{meta['name']}-{desired.hash}"
+        try:
+            revision = await self.store.get(
+                CONTROLLER_REVISION.api_version, CONTROLLER_REVISION.kind, name, namespace
+            )
+        except NotFound:
+            cause = (meta.get("annotations") or {}).get(CHANGE_CAUSE)
+            await self.store.create(
+                {
+                    "apiVersion": CONTROLLER_REVISION.api_version,
+                    "kind": CONTROLLER_REVISION.kind,
+                    "metadata": {
+                        "name": name,
+                        "namespace": namespace,
+                        "labels": {DEPLOYMENT_LABEL: meta["name"], HASH_LABEL: desired.hash},
+                        "annotations": {CHANGE_CAUSE: cause} if cause else {},
+                        "ownerReferences": [owner_reference(obj)],
+                    },
+                    "revision": number,
+                    "data": {"template": desired.spec.template.wire()},
+                }
+            )
+            return
+        if revision.get("revision") != number:
+            revision["revision"] = number
+            await self.store.update(revision)
+
+    async def _roll_back(self, obj: Object, rollback: Rollback) -> None:
+        """Put the template of `rollback.revision` back into the spec, signed."""
+        obj = copy.deepcopy(obj)
+        obj["spec"]["template"] = copy.deepcopy(dict(rollback.template))
+        obj["metadata"].setdefault("annotations", {})[CHANGED_BY] = ACTOR
+        try:
+            await self.store.update(obj)
+        except (Conflict, NotFound):
+            return  # changed meanwhile: the next look decides again
+        log.info(
+            "deployment %s: rolled back to revision %d", obj["metadata"]["name"], rollback.revision
+        )
+
+    def attach(self, manager: Manager) -> Controller:
+        """Wire this reconciler into `manager`; return the controller."""
+        cache = manager.cache(DEPLOYMENT)
+        cache.add_index(DEPENDS_ON_INDEX, dependency_keys)
+        self._caches = {
+            "process": manager.cache(PROCESS),
+            "revision": manager.cache(CONTROLLER_REVISION),
+        }
+        builder = (
+            manager.controller("deployment")
+            .for_(DEPLOYMENT)
+            .owns(PROCESS)
+            .owns(CONTROLLER_REVISION)
+            .watches(PROCESS, dependents_of(cache))
+        )
+        try:
+            job = manager.store.registry.get(PROCESS.api_version, "Job")
+            builder.watches(job, dependents_of(cache))
+        except UnknownKind:
+            pass
+        self.controller = builder.complete(self)
+        return self.controller
+
+
+def _busy_ports(desired: Desired, replicas: Sequence[Replica]) -> frozenset[int]:
+    """The ports of `desired`'s range, not held by a replica, that cannot be bound now:
+    another program has them, and a replica given one would only crash-loop."""
+    spec = desired.spec
+    if desired.ports is None or len(replicas) >= spec.replicas + spec.max_surge:
+        return frozenset()
+    held = {r.port for r in replicas}
+    busy = set()
+    for port in range(desired.ports[0], desired.ports[1] + 1):
+        if port in held:
+            continue
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                busy.add(port)
+    return frozenset(busy)
+
+
+def setup(manager: Manager, *, clock: Clock = SYSTEM_CLOCK) -> Controller:
+    """Run the Deployment controller in `manager`."""
+    reconciler = DeploymentController(
+        manager.store, manager.event_recorder("deployment-controller"), clock=clock
+    )
+    return reconciler.attach(manager)

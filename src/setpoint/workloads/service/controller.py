@@ -1,0 +1,230 @@
+"""The Service controller: one `ServiceProxy` per Service, listening where its spec says,
+and each Service's status. observe (the Service, its proxy, the endpoints in the Process
+cache) -> `plan` (pure) -> apply (open or move the listener, write the status).
+
+The reconciler owns every condition it writes, `Stalled` included: a listen that fails
+(the port is held by another program) is reported as `Stalled` and `Ready` False with
+reason `ListenFailed`, once, and tried again every `LISTEN_RETRY_SECONDS` through the
+`Result` it returns; nothing is written while the port stays taken.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+
+from setpoint.clock import SYSTEM_CLOCK, Clock
+from setpoint.model import Object
+from setpoint.runtime.builder import request_for
+from setpoint.runtime.cache import Cache
+from setpoint.runtime.controller import Controller
+from setpoint.runtime.lifecycle import is_deleting
+from setpoint.runtime.manager import Manager
+from setpoint.runtime.predicates import generation_changed
+from setpoint.runtime.reconciler import Request, Result, requested_object
+from setpoint.store import Store
+from setpoint.workloads.process import PROCESS
+from setpoint.workloads.service.kind import SERVICE
+from setpoint.workloads.service.plan import (
+    Endpoint,
+    ServicePlan,
+    Target,
+    endpoints_of,
+    plan,
+    selects,
+    service_status,
+    target_of,
+)
+from setpoint.workloads.service.proxy import ProxyCounters, ProxyStatistics, ServiceProxy
+
+log = logging.getLogger("setpoint.service")
+
+LISTEN_RETRY_SECONDS = 5.0
+"""How soon a Service whose listen failed (port in use, say) tries again."""
+SHUTDOWN_GRACE_SECONDS = 2.0
+"""How long connections in flight may go on once the engine stops, before they are cut."""
+
+
+def services_selecting(services: Cache) -> Callable[[Object], Iterable[Request]]:
+    """Map a Process to the Services (from the `services` cache) that select it."""
+
+    def mapper(process: Object) -> Iterable[Request]:
+        meta = process["metadata"]
+        namespace = meta.get("namespace") or ""
+        labels = meta.get("labels") or {}
+        for svc in services.list(namespace):
+            if selects(target_of(svc).selector, labels):
+                yield request_for(svc)
+
+    return mapper
+
+
+Key = tuple[str, str]
+
+
+class ServiceController:
+    """Keeps one `ServiceProxy` per Service listening where its spec says, and writes each
+    Service's status (see the module docstring). `reconcile(request)` is the one entry
+    point; `attach(manager)` wires it (what `setup` does)."""
+
+    def __init__(
+        self,
+        store: Store,
+        processes: Cache,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+        registry: CollectorRegistry | None = None,
+    ) -> None:
+        self.store = store
+        self.clock = clock
+        self._processes = processes
+        self._counters = None if registry is None else ProxyCounters(registry)
+        self._proxies: dict[Key, ServiceProxy] = {}
+        self._connections: set[asyncio.Task[Any]] = set()
+        """Every connection in flight, through any proxy (listening or not)."""
+        self.controller: Controller | None = None
+
+    def endpoints(self, target: Target) -> list[Endpoint]:
+        """The endpoints of `target` in the Process cache now."""
+        if not target.selector:
+            return []
+        first = "=".join(target.selector[0])
+        return endpoints_of(self._processes.by_index("label", first), target)
+
+    def statistics(self, name: str, namespace: str = "default") -> ProxyStatistics | None:
+        """The statistics of the Service's proxy, None if it has none (not listening)."""
+        proxy = self._proxies.get((namespace, name))
+        return None if proxy is None else proxy.statistics()
+
+    # -- the reconciler --------------------------------------------------------------
+
+    async def reconcile(self, request: Request) -> Result | None:
+        key = (request.namespace, request.name)
+        obj = await requested_object(self.store, SERVICE, request)
+        if obj is None or is_deleting(obj):
+            self._close(key)
+            return None
+        target = target_of(obj)
+        proxy = self._proxies.get(key)
+        step = plan(
+            target,
+            listening=None if proxy is None else proxy.listening,
+            endpoints=self.endpoints(target),
+            previous=obj.get("status"),
+            generation=_generation(obj),
+            now=self.clock.now(),
+        )
+        return await self._apply(key, obj, step)
+
+    async def _apply(self, key: Key, obj: Object, step: ServicePlan) -> Result | None:
+        """Listen where the plan says and record its status; a listen that fails is
+        recorded instead, and looked at again in `LISTEN_RETRY_SECONDS`."""
+        status, retry = step.status, None
+        if not step.listen:
+            self._proxies[key].target = step.target  # a new selector serves the next connection
+        elif (error := await self._listen(key, step.target)) is not None:
+            status = service_status(
+                obj.get("status"),
+                step.target,
+                [],
+                generation=_generation(obj),
+                listen_error=error,
+                now=self.clock.now(),
+            )
+            retry = Result(requeue_after=LISTEN_RETRY_SECONDS)
+        if status != (obj.get("status") or {}):
+            obj["status"] = dict(status)
+            await self.store.update_status(obj)
+        return retry
+
+    async def _listen(self, key: Key, target: Target) -> str | None:
+        """Listen where `target` says, instead of where the Service's proxy listened before
+        (if anywhere); return why it cannot (or None)."""
+        self._close(key)
+        proxy = ServiceProxy(
+            f"{key[0]}/{key[1]}",
+            target,
+            self.endpoints,
+            connections=self._connections,
+            counters=self._counters,
+        )
+        try:
+            await proxy.open()
+        except OSError as exc:
+            reason = os.strerror(exc.errno) if exc.errno else str(exc)
+            return f"cannot listen on {target.address}: {reason}"
+        self._proxies[key] = proxy
+        log.info("service %s/%s: listening on %s", key[0], key[1], target.address)
+        return None
+
+    def _close(self, key: Key) -> None:
+        proxy = self._proxies.pop(key, None)
+        if proxy is None:
+            return
+        proxy.close_listener()
+        log.info("service %s/%s: stopped listening on %s", key[0], key[1], proxy.target.address)
+
+    # -- wiring and shutdown ---------------------------------------------------------
+
+    def attach(self, manager: Manager) -> Controller:
+        """Wire this reconciler into `manager`: its controller (which a Process change
+        wakes for every Service selecting that Process, before and after the change),
+        and a runnable that closes every listener when the manager stops."""
+        services = manager.cache(SERVICE)
+        controller = (
+            manager.controller("service")
+            .for_(SERVICE, predicates=[generation_changed])
+            .watches(PROCESS, services_selecting(services))
+            .max_concurrent(4)
+            .complete(self)
+        )
+        self.controller = controller
+        manager.add_runnable(self.close_on_stop)
+        return controller
+
+    async def close_on_stop(self) -> None:
+        """Wait until cancelled (the manager stopping), then `close_all`."""
+        try:
+            await asyncio.Event().wait()
+        finally:
+            await self.close_all()
+
+    async def close_all(self, grace: float = SHUTDOWN_GRACE_SECONDS) -> None:
+        """Stop listening everywhere; give connections in flight `grace` seconds to end,
+        then cut them."""
+        for key in list(self._proxies):
+            self._close(key)
+        tasks = set(self._connections)
+        if not tasks:
+            return
+        _, late = await asyncio.wait(tasks, timeout=grace)
+        for task in late:
+            task.cancel()
+        if late:
+            log.info("services: %d connections cut at shutdown", len(late))
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.gather(*late, return_exceptions=True)
+
+
+def _generation(obj: Object) -> int:
+    return int(obj["metadata"].get("generation", 1))
+
+
+def setup(manager: Manager) -> Controller:
+    """Add the Service controller to `manager`; return the controller. Its metrics go to
+    the manager's Prometheus registry (`setpoint_service_connections_total{service}`,
+    `setpoint_service_connection_failures_total{service}`,
+    `setpoint_service_connect_retries_total{service}`)."""
+    reconciler = ServiceController(
+        manager.store,
+        manager.cache(PROCESS),
+        clock=manager.clock,
+        registry=None if manager.metrics is None else manager.metrics.registry,
+    )
+    return reconciler.attach(manager)
