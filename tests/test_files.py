@@ -86,6 +86,9 @@ async def test_a_childs_log_and_state_files_are_private(tmp_path: Path) -> None:
     logs.mkdir(mode=0o755)
     old_log.write_text("from an earlier version\n")
     old_log.chmod(0o644)
+    old_backup = logs / "default_web.log.1"
+    old_backup.write_text("older still\n")
+    old_backup.chmod(0o644)
     spec = supervisor.ProcessSpec(
         args=[sys.executable, "-c", "print('hello', flush=True)"], log_dir=logs, marker="m"
     )
@@ -95,6 +98,7 @@ async def test_a_childs_log_and_state_files_are_private(tmp_path: Path) -> None:
         assert mode(logs) == 0o700
         assert mode(state / "default_web.json") == 0o600
         assert mode(old_log) == 0o600
+        assert mode(old_backup) == 0o600
         await child.wait()
         await child.wait_logs_closed()
     finally:

@@ -17,10 +17,13 @@ from process_support import SLEEP_FOREVER, condition, process, python, wait_for
 
 from setpoint import testing
 from setpoint.errors import Invalid
-from setpoint.model import Object
+from setpoint.model import Object, get_condition
 from setpoint.model.redaction import MASK
 from setpoint.runtime import EVENT
 from setpoint.testing import Harness
+from setpoint.workloads import job as jobs
+from setpoint.workloads import process as processes
+from setpoint.workloads.children import Action, ChildDesired, StartFailure
 from setpoint.workloads.deployment import DEPLOYMENT
 from setpoint.workloads.job import JOB, JobController, JobSettings
 from setpoint.workloads.process import PROCESS, ProcessController, ProcessSettings
@@ -205,6 +208,44 @@ def test_a_nul_byte_in_a_value_is_unavailable_and_best_effort_leaves_it_out() ->
         resolve_env(spec, nul.get)
     assert caught.value.condition_reason == "SecretInvalid"
     assert resolve_env(spec, nul.get, best_effort=True).env == {"PLAIN": "p"}
+
+
+# -- the plans (pure) ------------------------------------------------------------------------
+
+
+MISSING = StartFailure('env P: secret "db" not found', False, 1, secret_reason="SecretMissing")
+
+
+def test_a_start_that_wants_a_secret_stalls_pending_with_its_reason() -> None:
+    steps = [
+        processes.plan(
+            ChildDesired(1, processes.ProcessSpecSchema(args=["x"])),
+            processes.Observed(start_failure=MISSING),
+            1000.0,
+        ),
+        jobs.plan(
+            ChildDesired(1, jobs.JobSpecSchema(args=["x"])),
+            jobs.JobObserved(start_failure=MISSING),
+            1000.0,
+        ),
+    ]
+    for step in steps:
+        assert step.action is Action.NOTHING
+        assert step.phase == "Pending"
+        assert step.stall == ("SecretMissing", MISSING.message)
+        assert step.status is not None
+        ready = get_condition(step.status, "Ready")
+        assert ready is not None
+        assert (ready["status"], ready["reason"]) == ("False", "SecretMissing")
+
+
+def test_a_new_spec_starts_again_after_a_secret_failure() -> None:
+    step = processes.plan(
+        ChildDesired(2, processes.ProcessSpecSchema(args=["x"])),
+        processes.Observed(generation=1, start_failure=MISSING),
+        1000.0,
+    )
+    assert step.action is Action.START
 
 
 # -- the controllers, with real children ---------------------------------------------------
