@@ -735,12 +735,20 @@ def _pin_members(child: _Child, pinned: _Pinned) -> None:
         pinned[pid, st.starttime] = pidfd
 
 
-def _signal_pinned(pinned: _Pinned, signum: int) -> list[tuple[int, int]]:
-    """Send `signum` to every pinned process that has not exited; return those it reached."""
+def _signal_pinned(
+    pinned: _Pinned, signum: int, *, besides_group: int | None = None
+) -> list[tuple[int, int]]:
+    """Send `signum` to every pinned process that has not exited (but those still in the
+    process group `besides_group`, which were sent it with their group); return those it
+    reached."""
     reached = []
     for key, pidfd in pinned.items():
         if select.select([pidfd], [], [], 0)[0]:
             continue  # exited
+        if besides_group is not None:
+            st = _proc_stat(key[0])
+            if st is not None and st.pgid == besides_group:
+                continue  # a second stop signal may be a program's "quit now"
         with contextlib.suppress(ProcessLookupError, PermissionError):
             signal.pidfd_send_signal(pidfd, signum)
             reached.append(key)
@@ -790,7 +798,7 @@ async def stop(child: Running | Adopted, grace: float, stop_signal: int = signal
     try:
         _pin_members(child, pinned)  # before any dies: its descendants are known by parent
         _signal_group(child.pgid, stop_signal)
-        _signal_pinned(pinned, stop_signal)
+        _signal_pinned(pinned, stop_signal, besides_group=child.pgid)
         try:
             await asyncio.wait_for(asyncio.shield(exit_task), max(0.0, grace))
         except TimeoutError:
