@@ -2,7 +2,8 @@
 
     Error
     ├── Invalid            input refused before anything was written (names the field)
-    │   └── UnknownKind    apiVersion/kind not registered
+    │   ├── UnknownKind    apiVersion/kind not registered
+    │   └── SecretUnavailable  a Secret (or key) a child's environment needs is missing
     ├── NotFound           the object does not exist
     ├── AlreadyExists      create of a name that is taken
     ├── Conflict           stale resourceVersion: re-read, re-apply, retry
@@ -48,6 +49,16 @@ class UnknownKind(Invalid):
 
     code = 404
     reason = "NotFound"
+
+
+class SecretUnavailable(Invalid):
+    """A child cannot be started (`setpoint.workloads.secret`): a Secret or key its spec
+    needs is missing (`condition_reason` `SecretMissing`), or holds a value an environment
+    cannot (`SecretInvalid`)."""
+
+    def __init__(self, message: str, *, reason: str = "SecretMissing") -> None:
+        super().__init__(message)
+        self.condition_reason = reason
 
 
 class NotFound(Error):

@@ -45,7 +45,7 @@ from typing import Annotated, Any
 from pydantic import BeforeValidator, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from setpoint.errors import Invalid, NotFound
+from setpoint.errors import NotFound, SecretUnavailable
 from setpoint.model import Kind, Object, PrinterColumn, Schema
 from setpoint.model.redaction import decode_secret
 from setpoint.runtime.cache import Cache
@@ -236,15 +236,6 @@ def referring_to(cache: Cache) -> Callable[[Object], Iterable[Request]]:
 
 
 # -- resolution ---------------------------------------------------------------------------
-
-
-class SecretUnavailable(Invalid):
-    """A child cannot be started: a Secret or key its spec needs is missing (`reason`
-    `SecretMissing`), or holds a value an environment cannot (`SecretInvalid`)."""
-
-    def __init__(self, message: str, *, reason: str = "SecretMissing") -> None:
-        super().__init__(message)
-        self.condition_reason = reason
 
 
 @dataclass(frozen=True, slots=True)
