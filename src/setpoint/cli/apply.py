@@ -21,7 +21,6 @@ import argparse
 import copy
 import getpass
 import socket
-import sys
 import time
 from collections.abc import Sequence
 from typing import Literal
@@ -32,6 +31,7 @@ from setpoint.cli.render import object_ref
 from setpoint.errors import AlreadyExists, Conflict, Error, Invalid, NotFound, UnknownKind
 from setpoint.insight.timeline import ActorNotes, Timeline, timeline_path_for
 from setpoint.model import Kind, Object, Registry
+from setpoint.model.admission import refuse_duplicates
 from setpoint.store.base import Store
 from setpoint.workloads.dependencies import find_cycle
 
@@ -135,7 +135,8 @@ def _declared_onto(current: Object, desired: Object) -> Object:
 def check_manifests(
     manifests: list[Manifest], registry: Registry, namespace: str, namespace_explicit: bool
 ) -> tuple[list[tuple[Manifest, Kind, Object]], list[str]]:
-    """Validate every manifest without writing: the ones that pass, and one message per failure."""
+    """Validate every manifest without writing: the ones that pass, and one message per
+    failure. Two manifests naming one object (kind, namespace, name) are a failure too."""
     ok: list[tuple[Manifest, Kind, Object]] = []
     problems: list[str] = []
     for manifest in manifests:
@@ -155,7 +156,18 @@ def check_manifests(
             problems.append(str(exc))
             continue
         ok.append((manifest, kind, obj))
+    try:
+        refuse_duplicates((m.where(), _identity(k, obj)) for m, k, obj in ok)
+    except Invalid as exc:
+        problems.append(str(exc))
     return ok, problems
+
+
+def _identity(kind: Kind, obj: Object) -> str:
+    meta = obj["metadata"]
+    if kind.namespaced:
+        return f"{kind.kind}/{meta.get('namespace') or 'default'}/{meta['name']}"
+    return f"{kind.kind}/{meta['name']}"
 
 
 WORKLOAD_KINDS = ("Process", "Job", "Deployment")
@@ -254,29 +266,33 @@ async def run(ctx: Context, args: argparse.Namespace) -> int:
     checked, problems = check_manifests(
         manifests, ctx.registry, ctx.namespace, ctx.namespace_explicit
     )
-    for problem in problems:
-        print(f"error: {problem}", file=sys.stderr)
     if problems:
-        return 1
-    status = 0
+        more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
+        raise Invalid(f"{problems[0]}{more}; nothing was applied")
     timeline_path = timeline_path_for(ctx.store_url)
-    async with ctx.open_store() as store:
+    async with ctx.open_store(create=True) as store:
         await refuse_dependency_cycles(store, [obj for _, _, obj in checked])
         notes = Timeline.open(timeline_path) if timeline_path is not None else None
         try:
-            for manifest, kind, obj in checked:
+            written: list[str] = []
+            for i, (manifest, kind, obj) in enumerate(checked):
                 ref = object_ref(kind, obj["metadata"]["name"])
                 try:
                     result = await apply_object(store, obj, notes=notes)
                 except Error as exc:
-                    print(
-                        f"error: {manifest.where(getattr(exc, 'field', None))}: {ref}: {exc}",
-                        file=sys.stderr,
-                    )
-                    status = 1
-                    continue
+                    left = [object_ref(k, o["metadata"]["name"]) for _, k, o in checked[i + 1 :]]
+                    raise type(exc)(
+                        f"{manifest.where(getattr(exc, 'field', None))}: {ref}: {exc}; "
+                        f"{_listed('applied before it', written)}; "
+                        f"{_listed('not applied', [ref, *left])}"
+                    ) from None
+                written.append(ref)
                 print(f"{ref} {result}", flush=True)
         finally:
             if notes is not None:
                 notes.close()
-    return status
+    return 0
+
+
+def _listed(what: str, refs: list[str]) -> str:
+    return f"{what}: {', '.join(refs)}" if refs else f"{what}: none"

@@ -97,7 +97,7 @@ async def run(ctx: Context, args: argparse.Namespace) -> int:
     if problems:
         return 1
     workspace = workspace_of(ctx.store_url)
-    async with ctx.open_store() as store:
+    async with ctx.open_store(create=True) as store:
         await refuse_dependency_cycles(store, [obj for _, _, obj in checked])
         objects = [(kind, obj) for _, kind, obj in checked]
         return await _run_engine(store, objects, workspace, ctx.store_url)

@@ -76,6 +76,7 @@ from setpoint.model import (
     remove_condition,
     set_condition,
 )
+from setpoint.model.fields import EnvName, OsString
 from setpoint.runtime.controller import Controller
 from setpoint.runtime.events import EventRecorder
 from setpoint.runtime.lifecycle import add_finalizer, is_deleting, remove_finalizer
@@ -150,10 +151,10 @@ class JobBackoffSchema(Schema):
 class JobSpecSchema(Schema):
     """What to run, how often to retry it, for how long, and what it waits for."""
 
-    args: list[str] = Field(min_length=1)
-    env: dict[str, str] = Field(default_factory=dict)
-    cwd: str | None = None
-    user: str | None = None
+    args: list[OsString] = Field(min_length=1)
+    env: dict[EnvName, OsString] = Field(default_factory=dict)
+    cwd: OsString | None = None
+    user: OsString | None = None
     backoff_limit: int = Field(default=6, ge=0)
     active_deadline_seconds: float | None = Field(default=None, gt=0)
     backoff: JobBackoffSchema = Field(default_factory=JobBackoffSchema)

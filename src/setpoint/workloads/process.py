@@ -62,6 +62,7 @@ from pydantic_core import PydanticCustomError
 from setpoint.clock import SYSTEM_CLOCK, Clock
 from setpoint.errors import Conflict, Error, Invalid, NotFound, TerminalError, UnknownKind
 from setpoint.model import READY, Object, PrinterColumn, Schema, register_kind, set_condition
+from setpoint.model.fields import EnvName, OsString
 from setpoint.runtime.controller import Controller
 from setpoint.runtime.events import EventRecorder
 from setpoint.runtime.lifecycle import add_finalizer, is_deleting, remove_finalizer
@@ -147,10 +148,10 @@ class BackoffSchema(Schema):
 class ProcessSpecSchema(Schema):
     """What to run, how to restart it, how to tell it is healthy, and what it waits for."""
 
-    args: list[str] = Field(min_length=1)
-    env: dict[str, str] = Field(default_factory=dict)
-    cwd: str | None = None
-    user: str | None = None
+    args: list[OsString] = Field(min_length=1)
+    env: dict[EnvName, OsString] = Field(default_factory=dict)
+    cwd: OsString | None = None
+    user: OsString | None = None
     ports: list[int] = Field(default_factory=list)
     restart_policy: RestartPolicy = "Always"
     backoff: BackoffSchema = Field(default_factory=BackoffSchema)
