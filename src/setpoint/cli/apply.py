@@ -10,6 +10,10 @@ timeline of its store, `setpoint.insight.timeline`), `apply_object` notes
 `user@host` against the spec it is about to write, and the recorder names that
 actor on the change it then sees. The stored object carries no trace of it.
 
+`check_manifests` is the whole admission of a set of manifests (every document
+parsed, validated as the store will, within the store's size limit, and no object
+named twice): `apply` writes nothing unless all pass, and if a write still fails it
+stops there and says which objects were applied and which were not.
 `refuse_dependency_cycles` is checked by every writer of manifests (`apply`,
 `up`) before anything is written: a `spec.dependsOn` cycle among the objects
 being applied and those already stored is refused as `Invalid`, naming it.
@@ -33,6 +37,7 @@ from setpoint.insight.timeline import ActorNotes, Timeline, timeline_path_for
 from setpoint.model import Kind, Object, Registry
 from setpoint.model.admission import refuse_duplicates
 from setpoint.store.base import Store
+from setpoint.store.rules import encode as stored_form
 from setpoint.workloads.dependencies import find_cycle
 
 ApplyResult = Literal["created", "configured", "unchanged"]
@@ -145,6 +150,7 @@ def check_manifests(
             checked = copy.deepcopy(obj)
             try:
                 kind.validate(checked)
+                stored_form(checked)  # over the store's size limit: refused now, not midway
             except Invalid as exc:
                 name = checked.get("metadata", {}).get("name")
                 ref = f"{object_ref(kind, name)}: " if isinstance(name, str) and name else ""

@@ -77,7 +77,6 @@ async def run(ctx: Context, args: argparse.Namespace) -> int:
     check_name(name)
     if args.tail is not None and args.tail < 0:
         raise Invalid("--tail: want a number of lines, 0 or more")
-    ctx.require_store()
     log_dir = workspace_of(ctx.store_url).log_dir
     files = log_files(log_dir, ctx.namespace, name)
     current = log_dir / f"{ctx.namespace}_{name}.log"

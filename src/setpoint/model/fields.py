@@ -31,7 +31,7 @@ def _env_name(value: str) -> str:
         raise PydanticCustomError("env_name", "an environment variable name cannot be empty")
     if "=" in value:
         raise PydanticCustomError(
-            "env_name", "{name!r}: an environment variable name cannot contain '='", {"name": value}
+            "env_name", "'{name}': an environment variable name cannot contain '='", {"name": value}
         )
     return _no_nul(value)
 

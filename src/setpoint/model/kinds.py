@@ -15,6 +15,7 @@ unknown field is an error rather than silently dropped. Pure: no I/O.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, get_args
@@ -179,9 +180,18 @@ def _inner_model(annotation: Any) -> Any:
 
 
 def _path(root: str, loc: tuple[int | str, ...]) -> str:
+    """`spec.args[0]`, `spec.env.HOME`; a refused map key as `spec.env["A=B"]`."""
     out = root
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else f".{part}"
+    parts = list(loc)
+    for i, part in enumerate(parts):
+        if part == "[key]":
+            continue
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif i + 1 < len(parts) and parts[i + 1] == "[key]":
+            out += f"[{json.dumps(part)}]"
+        else:
+            out += f".{part}"
     return out.lstrip(".")
 
 
