@@ -88,8 +88,9 @@ def parse_manifests(
     if as_json:
         return _unpack(_json_document(text, source, limits), None, source, 1, limits)
     out: list[Manifest] = []
-    loader = _Loader(text, source, limits)
+    loader: _Loader | None = None
     try:
+        loader = _Loader(text, source, limits)  # reading starts here: it can fail already
         while loader.check_node():
             node = loader.get_node()
             if node is None:
@@ -102,11 +103,12 @@ def parse_manifests(
     except yaml.MarkedYAMLError as exc:
         raise Invalid(_yaml_message(exc, source)) from None
     except yaml.YAMLError as exc:
-        raise Invalid(f"{source}: invalid YAML: {exc}") from None
+        raise Invalid(f"{source}: invalid YAML: {' '.join(str(exc).split())}") from None
     except RecursionError:  # a safety net: the limits above keep every step shallow
         raise Invalid(f"{source}: nested too deeply to read") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     return out
 
 
