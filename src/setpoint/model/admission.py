@@ -1,16 +1,14 @@
 """Checks every object passes before it is written, whatever front end it came through.
 
 The CLI, the store and the HTTP API call these same functions, so each refuses the same
-input with the same message: values JSON cannot carry safely (integers beyond 64 bits,
-NaN), nesting deeper than `MAX_DEPTH`, unknown field names (with the nearest valid name
-suggested), and two objects of one name in one set. Each raises `Invalid` naming the
-field. Pure: no I/O, no clock.
+input with the same message: integers beyond 64 bits, nesting deeper than `MAX_DEPTH`,
+unknown field names (with the nearest valid name suggested), and two objects of one
+name in one set. Each raises `Invalid` naming the field. Pure: no I/O, no clock.
 """
 
 from __future__ import annotations
 
 import difflib
-import math
 from collections.abc import Iterable
 from typing import Any
 
@@ -25,8 +23,9 @@ INT64_MAX = 2**63 - 1
 
 
 def check_values(value: Any, root: str = "", *, max_depth: int = MAX_DEPTH) -> None:
-    """Refuse integers outside 64 bits, non-finite numbers and nesting deeper than
-    `max_depth`, naming the field. Walks iteratively: any depth is safe to check."""
+    """Refuse integers outside 64 bits and nesting deeper than `max_depth`, naming the
+    field. Walks iteratively: any depth is safe to check. (Non-finite floats are refused
+    when manifests are parsed; the store encodes them as null, as it always has.)"""
     stack: list[tuple[Any, str, int]] = [(value, root, 0)]
     while stack:
         node, path, depth = stack.pop()
@@ -44,8 +43,6 @@ def check_values(value: Any, root: str = "", *, max_depth: int = MAX_DEPTH) -> N
                 f"({INT64_MIN} to {INT64_MAX})",
                 field=path or None,
             )
-        elif isinstance(node, float) and not math.isfinite(node):
-            raise Invalid(f"{node}: not a finite number", field=path or None)
 
 
 def child_path(path: str, key: object) -> str:
