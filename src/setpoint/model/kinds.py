@@ -104,13 +104,15 @@ class Kind:
 
     def validate(self, obj: Object) -> None:
         """Check values and field names, metadata, then spec and status, in place; raise
-        `Invalid` naming the field (an unknown one with the nearest valid name).
+        `Invalid` naming the field (an unknown one with the nearest valid name). Top-level
+        fields are checked for kinds with a spec (apiVersion, kind, metadata, spec, status)
+        or a body schema; a kind with neither keeps any top-level field.
 
         Spec and status are replaced by their normalised form (defaults filled,
         camelCase keys), so what is stored is what the schema means.
         """
         check_values(obj)
-        if self.body is None:
+        if self.spec is not None:  # a kind with neither spec nor body schema takes any field
             refuse_unknown_fields(obj, _TOP_LEVEL)
         check_metadata(obj, namespaced=self.namespaced)
         if self.body is not None:
