@@ -140,8 +140,9 @@ def _declared_onto(current: Object, desired: Object) -> Object:
 def check_manifests(
     manifests: list[Manifest], registry: Registry, namespace: str, namespace_explicit: bool
 ) -> tuple[list[tuple[Manifest, Kind, Object]], list[str]]:
-    """Validate every manifest without writing: the ones that pass, and one message per
-    failure. Two manifests naming one object (kind, namespace, name) are a failure too."""
+    """Validate every manifest without writing: the ones that pass, and the failures as
+    one message (empty if none): the first, and how many more. Two manifests naming one
+    object (kind, namespace, name) are a failure too."""
     ok: list[tuple[Manifest, Kind, Object]] = []
     problems: list[str] = []
     for manifest in manifests:
@@ -166,7 +167,10 @@ def check_manifests(
         refuse_duplicates((m.where(), _identity(k, obj)) for m, k, obj in ok)
     except Invalid as exc:
         problems.append(str(exc))
-    return ok, problems
+    if not problems:
+        return ok, []
+    more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
+    return ok, [f"{problems[0]}{more}; nothing was applied"]
 
 
 def _identity(kind: Kind, obj: Object) -> str:
@@ -273,8 +277,7 @@ async def run(ctx: Context, args: argparse.Namespace) -> int:
         manifests, ctx.registry, ctx.namespace, ctx.namespace_explicit
     )
     if problems:
-        more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
-        raise Invalid(f"{problems[0]}{more}; nothing was applied")
+        raise Invalid(problems[0])
     timeline_path = timeline_path_for(ctx.store_url)
     async with ctx.open_store(create=True) as store:
         await refuse_dependency_cycles(store, [obj for _, _, obj in checked])

@@ -68,8 +68,8 @@ def check_size(size: int, source: str, limits: Limits = DEFAULT_LIMITS) -> None:
     """Refuse a manifest of `size` bytes over the limit (call it before reading, too)."""
     if size > limits.max_bytes:
         raise Invalid(
-            f"{source}: {size} bytes is over the limit of {limits.max_bytes} bytes for one "
-            "manifest; split it into several files"
+            f"{source}: over the limit of {limits.max_bytes} bytes for one manifest; "
+            "split it into several files"
         )
 
 
