@@ -141,9 +141,9 @@ class StatusBoard:
 class PlainView:
     """Prints one line each time an object's row changes (and `Kind/name deleted`)."""
 
-    def __init__(self, board: StatusBoard, out: TextIO = sys.stdout) -> None:
+    def __init__(self, board: StatusBoard, out: TextIO | None = None) -> None:
         self.board = board
-        self.out = out
+        self.out = out or sys.stdout  # read now, not at import: the CLI's escaped stdout
         self._printed: dict[str, tuple[str, ...]] = {}
 
     async def run(self) -> None:
@@ -197,6 +197,7 @@ class LiveView:
                 live.update(self.table(time.time()), refresh=True)
 
 
-def view_for(board: StatusBoard, out: TextIO = sys.stdout) -> PlainView | LiveView:
-    """A live table when `out` is a terminal, plain lines otherwise."""
+def view_for(board: StatusBoard, out: TextIO | None = None) -> PlainView | LiveView:
+    """A live table when `out` (default: stdout) is a terminal, plain lines otherwise."""
+    out = out or sys.stdout
     return LiveView(board) if out.isatty() else PlainView(board, out)
