@@ -13,6 +13,8 @@ import pytest
 from cli_kit import CLI, greeting
 from test_cli_errors import nothing_stored, one_error
 
+from setpoint.cli.render import escape
+
 PROCESS = "setpoint.dev/v1alpha1"
 
 
@@ -377,3 +379,10 @@ def test_the_store_is_found_in_a_parent_directory(cli: CLI) -> None:
     found = below("get", "greetings", "-o", "name", store=False)
     assert (found.code, found.lines) == (0, ["greeting.example.com/a"]), found
     assert not (deeper / ".setpoint").exists()
+
+
+def test_escape_keeps_tabs_and_newlines_and_shows_every_control_character() -> None:
+    assert escape("a\tb\nc") == "a\tb\nc"
+    assert escape("\x1b[31m\r\x00\x7f\x9b") == "\\x1b[31m\\x0d\\x00\\x7f\\x9b"
+    assert escape("abc\u202edef\u2066") == "abc\\u202edef\\u2066"
+    assert escape("héllo ✓") == "héllo ✓"
