@@ -48,6 +48,7 @@ from pydantic import Field
 from setpoint.clock import SYSTEM_CLOCK, Clock, parse_rfc3339
 from setpoint.errors import AlreadyExists, Invalid, NotFound, TerminalError, UnknownKind
 from setpoint.model import Kind, Object, Schema
+from setpoint.model.fields import EnvName, OsString
 from setpoint.runtime.controller import Controller
 from setpoint.runtime.events import EventRecorder
 from setpoint.runtime.lifecycle import add_finalizer, is_deleting, remove_finalizer
@@ -145,10 +146,10 @@ def backoff_delay(count: int, backoff: BackoffSchema) -> float:
 class CommandSchema(Schema):
     """What to run, and how to stop it: the spec fields of a Process and of a Job."""
 
-    args: list[str] = Field(min_length=1)
-    env: dict[str, str] = Field(default_factory=dict)
-    cwd: str | None = None
-    user: str | None = None
+    args: list[OsString] = Field(min_length=1)
+    env: dict[EnvName, OsString] = Field(default_factory=dict)
+    cwd: OsString | None = None
+    user: OsString | None = None
     termination_grace_period_seconds: float = Field(default=30.0, ge=0)
     stop_signal: StopSignal = "SIGTERM"
 
