@@ -101,6 +101,7 @@ def test_label_selector(applied: CLI, selector: str, names: list[str]) -> None:
 
 
 def test_nothing_found_says_so_on_stderr_and_succeeds(cli: CLI) -> None:
+    cli.ok("apply", "-f", str(cli.write("a.yaml", greeting("elsewhere", namespace="other"))))
     result = cli("get", "greetings")
     assert (result.code, result.out) == (0, "")
     assert result.err_lines == ["No resources found in default namespace."]

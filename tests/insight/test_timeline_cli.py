@@ -97,6 +97,10 @@ def test_timeline_refuses_bad_input_in_one_line(tmp_path: Path) -> None:
     )
     assert memory.returncode == 1
     assert "keeps no timeline on disk" in memory.stderr
+    no_store = setpoint(tmp_path, "timeline")
+    assert no_store.returncode == 1
+    assert f"no store at {tmp_path / 'state.db'}" in no_store.stderr
+    (tmp_path / "state.db").touch()  # an empty store, with no timeline yet
     empty = setpoint(tmp_path, "timeline")
     assert (empty.returncode, empty.stdout, empty.stderr) == (0, "", "No timeline entries found.\n")
 

@@ -10,6 +10,10 @@ timeline of its store, `setpoint.insight.timeline`), `apply_object` notes
 `user@host` against the spec it is about to write, and the recorder names that
 actor on the change it then sees. The stored object carries no trace of it.
 
+`check_manifests` is the whole admission of a set of manifests (every document
+parsed, validated as the store will, within the store's size limit, and no object
+named twice): `apply` writes nothing unless all pass, and if a write still fails it
+stops there and says which objects were applied and which were not.
 `refuse_dependency_cycles` is checked by every writer of manifests (`apply`,
 `up`) before anything is written: a `spec.dependsOn` cycle among the objects
 being applied and those already stored is refused as `Invalid`, naming it.
@@ -21,7 +25,6 @@ import argparse
 import copy
 import getpass
 import socket
-import sys
 import time
 from collections.abc import Sequence
 from typing import Literal
@@ -32,7 +35,9 @@ from setpoint.cli.render import object_ref
 from setpoint.errors import AlreadyExists, Conflict, Error, Invalid, NotFound, UnknownKind
 from setpoint.insight.timeline import ActorNotes, Timeline, timeline_path_for
 from setpoint.model import Kind, Object, Registry
+from setpoint.model.admission import refuse_duplicates
 from setpoint.store.base import Store
+from setpoint.store.rules import encode as stored_form
 from setpoint.workloads.dependencies import find_cycle
 
 ApplyResult = Literal["created", "configured", "unchanged"]
@@ -135,7 +140,9 @@ def _declared_onto(current: Object, desired: Object) -> Object:
 def check_manifests(
     manifests: list[Manifest], registry: Registry, namespace: str, namespace_explicit: bool
 ) -> tuple[list[tuple[Manifest, Kind, Object]], list[str]]:
-    """Validate every manifest without writing: the ones that pass, and one message per failure."""
+    """Validate every manifest without writing: the ones that pass, and the failures as
+    one message (empty if none): the first, and how many more. Two manifests naming one
+    object (kind, namespace, name) are a failure too."""
     ok: list[tuple[Manifest, Kind, Object]] = []
     problems: list[str] = []
     for manifest in manifests:
@@ -144,6 +151,7 @@ def check_manifests(
             checked = copy.deepcopy(obj)
             try:
                 kind.validate(checked)
+                stored_form(checked)  # over the store's size limit: refused now, not midway
             except Invalid as exc:
                 name = checked.get("metadata", {}).get("name")
                 ref = f"{object_ref(kind, name)}: " if isinstance(name, str) and name else ""
@@ -155,7 +163,21 @@ def check_manifests(
             problems.append(str(exc))
             continue
         ok.append((manifest, kind, obj))
-    return ok, problems
+    try:
+        refuse_duplicates((m.where(), _identity(k, obj)) for m, k, obj in ok)
+    except Invalid as exc:
+        problems.append(str(exc))
+    if not problems:
+        return ok, []
+    more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
+    return ok, [f"{problems[0]}{more}; nothing was applied"]
+
+
+def _identity(kind: Kind, obj: Object) -> str:
+    meta = obj["metadata"]
+    if kind.namespaced:
+        return f"{kind.kind}/{meta.get('namespace') or 'default'}/{meta['name']}"
+    return f"{kind.kind}/{meta['name']}"
 
 
 WORKLOAD_KINDS = ("Process", "Job", "Deployment")
@@ -254,29 +276,32 @@ async def run(ctx: Context, args: argparse.Namespace) -> int:
     checked, problems = check_manifests(
         manifests, ctx.registry, ctx.namespace, ctx.namespace_explicit
     )
-    for problem in problems:
-        print(f"error: {problem}", file=sys.stderr)
     if problems:
-        return 1
-    status = 0
+        raise Invalid(problems[0])
     timeline_path = timeline_path_for(ctx.store_url)
-    async with ctx.open_store() as store:
+    async with ctx.open_store(create=True) as store:
         await refuse_dependency_cycles(store, [obj for _, _, obj in checked])
         notes = Timeline.open(timeline_path) if timeline_path is not None else None
         try:
-            for manifest, kind, obj in checked:
+            written: list[str] = []
+            for i, (manifest, kind, obj) in enumerate(checked):
                 ref = object_ref(kind, obj["metadata"]["name"])
                 try:
                     result = await apply_object(store, obj, notes=notes)
                 except Error as exc:
-                    print(
-                        f"error: {manifest.where(getattr(exc, 'field', None))}: {ref}: {exc}",
-                        file=sys.stderr,
-                    )
-                    status = 1
-                    continue
+                    left = [object_ref(k, o["metadata"]["name"]) for _, k, o in checked[i + 1 :]]
+                    raise type(exc)(
+                        f"{manifest.where(getattr(exc, 'field', None))}: {ref}: {exc}; "
+                        f"{_listed('applied before it', written)}; "
+                        f"{_listed('not applied', [ref, *left])}"
+                    ) from None
+                written.append(ref)
                 print(f"{ref} {result}", flush=True)
         finally:
             if notes is not None:
                 notes.close()
-    return status
+    return 0
+
+
+def _listed(what: str, refs: list[str]) -> str:
+    return f"{what}: {', '.join(refs)}" if refs else f"{what}: none"

@@ -3,7 +3,8 @@ one plain line per status change otherwise (pipes, log files, tests).
 
 `status_row` and `plain_line` decide what is shown and are pure (the time a table is
 drawn at is an argument); `StatusBoard` collects the objects an informer reports;
-`PlainView` and `LiveView` draw the board until cancelled. Nothing here writes to the
+`PlainView` and `LiveView` draw the board until cancelled (the live table escapes each
+cell with `render.escape` and writes to the raw terminal). Nothing here writes to the
 store or touches processes.
 """
 
@@ -19,8 +20,9 @@ from typing import TextIO
 from rich.console import Console
 from rich.live import Live
 from rich.table import Table
+from rich.text import Text
 
-from setpoint.cli.render import timestamp_age
+from setpoint.cli.render import escape, timestamp_age
 from setpoint.model import READY, Object, get_condition
 from setpoint.runtime.informer import InformerEvent
 
@@ -139,9 +141,9 @@ class StatusBoard:
 class PlainView:
     """Prints one line each time an object's row changes (and `Kind/name deleted`)."""
 
-    def __init__(self, board: StatusBoard, out: TextIO = sys.stdout) -> None:
+    def __init__(self, board: StatusBoard, out: TextIO | None = None) -> None:
         self.board = board
-        self.out = out
+        self.out = out or sys.stdout  # read now, not at import: the CLI's escaped stdout
         self._printed: dict[str, tuple[str, ...]] = {}
 
     async def run(self) -> None:
@@ -168,7 +170,7 @@ class LiveView:
 
     def __init__(self, board: StatusBoard, console: Console | None = None) -> None:
         self.board = board
-        self.console = console or Console()
+        self.console = console or Console(file=getattr(sys.stdout, "raw", sys.stdout))
 
     def table(self, now: float) -> Table:
         table = Table(box=None, header_style="bold", pad_edge=False)
@@ -179,7 +181,7 @@ class LiveView:
                 table.add_column(name, no_wrap=True, min_width=len(name))
         for cells in table_rows(self.board.sorted_rows(), now):
             style = "green" if cells[1] == "True" else ("red" if cells[1] == "False" else "")
-            table.add_row(*cells, style=style)
+            table.add_row(*(Text(escape(cell)) for cell in cells), style=style)
         return table
 
     async def run(self) -> None:
@@ -195,6 +197,7 @@ class LiveView:
                 live.update(self.table(time.time()), refresh=True)
 
 
-def view_for(board: StatusBoard, out: TextIO = sys.stdout) -> PlainView | LiveView:
-    """A live table when `out` is a terminal, plain lines otherwise."""
+def view_for(board: StatusBoard, out: TextIO | None = None) -> PlainView | LiveView:
+    """A live table when `out` (default: stdout) is a terminal, plain lines otherwise."""
+    out = out or sys.stdout
     return LiveView(board) if out.isatty() else PlainView(board, out)

@@ -1,32 +1,49 @@
 """Reading what the user points the CLI at: manifest files and the modules that define kinds.
 
-Every failure is a `setpoint.errors.Invalid` whose message names the file and,
-where there is one, the line: a missing file, YAML or JSON that does not parse,
-a document that is not an object, a kind module that cannot be imported or has no
-`register(registry)` function.
-Nothing here touches a store.
+The files are read here (each one's size checked before it is read); their text is
+parsed and limited by `setpoint.model.manifests.parse_manifests`, the code the HTTP
+API calls too. Every failure is a `setpoint.errors.Invalid` whose message names the
+file and, where there is one, the line: a missing or oversized file, YAML or JSON that
+does not parse or exceeds a limit, a document that is not an object, a kind module
+that cannot be imported or has no `register(registry)` function. Nothing here touches
+a store.
 """
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import importlib
 import importlib.util
-import json
 import os
 import re
 import sys
 import traceback
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any, TextIO
-
-import yaml
+from typing import BinaryIO
 
 from setpoint.errors import Error, Invalid
 from setpoint.model import Kind, Object, Registry
+from setpoint.model.manifests import (
+    DEFAULT_LIMITS,
+    Limits,
+    Manifest,
+    check_size,
+    parse_manifests,
+)
+
+__all__ = [
+    "KINDS_HINT",
+    "MANIFEST_SUFFIXES",
+    "Manifest",
+    "identify",
+    "load_kinds",
+    "manifest_limits",
+    "parse_manifests",
+    "read_manifests",
+]
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 
@@ -34,150 +51,53 @@ KINDS_HINT = "kinds come from --kinds MODULE_OR_FILE or SETPOINT_KINDS"
 """Added to every unknown-kind message the CLI prints."""
 
 
-@dataclass(frozen=True)
-class Manifest:
-    """One object read from a file; `node` is its YAML node (for line numbers), if any."""
-
-    obj: Object
-    path: str
-    line: int
-    node: yaml.Node | None = None
-
-    def where(self, field: str | None = None) -> str:
-        """`greeting.yaml:9`: the line of `field` in this document if known, else its first line."""
-        line = _field_line(self.node, field) if field else None
-        return f"{self.path}:{line or self.line}"
+def manifest_limits() -> Limits:
+    """The parsing limits: the defaults, with `SETPOINT_MAX_MANIFEST_BYTES` if set."""
+    raw = os.environ.get("SETPOINT_MAX_MANIFEST_BYTES")
+    if raw is None:
+        return DEFAULT_LIMITS
+    if not raw.isdigit() or int(raw) < 1:
+        raise Invalid(f"SETPOINT_MAX_MANIFEST_BYTES={raw!r}: want a positive number of bytes")
+    return Limits(max_bytes=int(raw))
 
 
-class _Loader(yaml.SafeLoader):
-    """Safe YAML, but timestamps stay strings, as Kubernetes reads them."""
-
-
-_Loader.yaml_implicit_resolvers = {
-    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
-
-
-def read_manifests(paths: Sequence[str], stdin: TextIO | None = None) -> list[Manifest]:
+def read_manifests(paths: Sequence[str], stdin: BinaryIO | None = None) -> list[Manifest]:
     """Every object in `paths`, in order: files, directories (their *.yaml, *.yml and
-    *.json files, sorted, not recursive) and `-` for stdin. `kind: List` is unpacked."""
+    *.json files, sorted, not recursive) and `-` for stdin. `kind: List` is unpacked.
+    Every file is parsed (within `manifest_limits()`) before any object is returned."""
+    limits = manifest_limits()
     out: list[Manifest] = []
     for path in paths:
         if path == "-":
-            out += parse_manifests((stdin or sys.stdin).read(), "stdin")
+            data = (stdin or sys.stdin.buffer).read(limits.max_bytes + 1)
+            out += parse_manifests(data, "stdin", limits=limits)
             continue
         p = Path(path)
         if p.is_dir():
             files = sorted(f for f in p.iterdir() if f.suffix in MANIFEST_SUFFIXES and f.is_file())
             for f in files:
-                out += parse_manifests(_read(f), str(f), as_json=f.suffix == ".json")
+                out += parse_manifests(
+                    _read(f, limits), str(f), as_json=f.suffix == ".json", limits=limits
+                )
         else:
-            out += parse_manifests(_read(p), path, as_json=p.suffix == ".json")
+            out += parse_manifests(
+                _read(p, limits), path, as_json=p.suffix == ".json", limits=limits
+            )
     return out
 
 
-def _read(path: Path) -> str:
+def _read(path: Path, limits: Limits) -> bytes:
+    """The file's bytes; its size is checked before it is read."""
     try:
-        return path.read_text(encoding="utf-8")
+        with path.open("rb") as f:
+            check_size(os.fstat(f.fileno()).st_size, str(path), limits)
+            return f.read(limits.max_bytes + 1)
     except FileNotFoundError:
         raise Invalid(f"{path}: no such file or directory") from None
-    except UnicodeDecodeError:
-        raise Invalid(f"{path}: not a text file (want UTF-8 YAML or JSON)") from None
+    except IsADirectoryError:
+        raise Invalid(f"{path}: is a directory") from None
     except OSError as exc:
         raise Invalid(f"{path}: {exc.strerror or exc}") from None
-
-
-def parse_manifests(text: str, path: str, *, as_json: bool = False) -> list[Manifest]:
-    """The objects in one file's text; `path` is only used in messages."""
-    if as_json:
-        try:
-            doc = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise Invalid(f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
-        return _unpack(doc, None, path, 1)
-    out: list[Manifest] = []
-    loader = _Loader(text)
-    try:
-        while loader.check_node():
-            node = loader.get_node()
-            if node is None:
-                continue
-            doc = loader.construct_document(node)
-            if doc is not None:
-                out += _unpack(doc, node, path, node.start_mark.line + 1)
-    except yaml.MarkedYAMLError as exc:
-        raise Invalid(_yaml_message(exc, path)) from None
-    except yaml.YAMLError as exc:
-        raise Invalid(f"{path}: invalid YAML: {exc}") from None
-    finally:
-        loader.dispose()
-    return out
-
-
-def _yaml_message(exc: yaml.MarkedYAMLError, path: str) -> str:
-    mark = exc.problem_mark or exc.context_mark
-    where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else path
-    what = exc.problem or "invalid YAML"
-    if exc.context:
-        what = f"{what} ({exc.context})"
-    return f"{where}: invalid YAML: {what}"
-
-
-def _unpack(doc: Any, node: yaml.Node | None, path: str, line: int) -> list[Manifest]:
-    if not isinstance(doc, dict):
-        raise Invalid(
-            f"{path}:{line}: a manifest must be an object with apiVersion, kind and metadata, "
-            f"not {type(doc).__name__}"
-        )
-    if doc.get("kind") == "List" and isinstance(doc.get("items"), list):
-        items_node = _child(node, "items")
-        out: list[Manifest] = []
-        for i, item in enumerate(doc["items"]):
-            item_node = _child(items_node, i)
-            item_line = item_node.start_mark.line + 1 if item_node else line
-            out += _unpack(item, item_node, path, item_line)
-        return out
-    return [Manifest(doc, path, line, node)]
-
-
-def _child(node: yaml.Node | None, key: str | int) -> yaml.Node | None:
-    """The value node under `key` (a mapping key or a sequence index), or None."""
-    if isinstance(node, yaml.MappingNode) and isinstance(key, str):
-        for k, v in node.value:
-            if isinstance(k, yaml.ScalarNode) and k.value == key:
-                return v  # type: ignore[no-any-return]
-    if isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
-        return node.value[key]  # type: ignore[no-any-return]
-    return None
-
-
-_FIELD_PART = re.compile(r"\[(\d+)\]|\['([^']*)'\]|\[\"([^\"]*)\"\]|([^.\[\]]+)")
-
-
-def _field_line(node: yaml.Node | None, field: str) -> int | None:
-    """The line of the deepest part of `field` (`spec.items[0].name`) present in the document."""
-    line = None
-    for index, quoted, dquoted, plain in _FIELD_PART.findall(field):
-        key: str | int = int(index) if index else (quoted or dquoted or plain)
-        if isinstance(node, yaml.MappingNode) and isinstance(key, str):
-            pair = next(
-                (
-                    (k, v)
-                    for k, v in node.value
-                    if isinstance(k, yaml.ScalarNode) and k.value == key
-                ),
-                None,
-            )
-            if pair is None:
-                break
-            line, node = pair[0].start_mark.line + 1, pair[1]
-        else:
-            child = _child(node, key)
-            if child is None:
-                break
-            line, node = child.start_mark.line + 1, child
-    return line
 
 
 def identify(
@@ -188,10 +108,7 @@ def identify(
     A namespaced object without `metadata.namespace` goes to `namespace`; one
     whose namespace differs from an explicit `-n` is refused, as kubectl does.
     """
-    try:
-        obj: Object = json.loads(json.dumps(manifest.obj))
-    except (TypeError, ValueError) as exc:
-        raise Invalid(f"{manifest.where()}: only JSON values are allowed: {exc}") from None
+    obj: Object = copy.deepcopy(manifest.obj)
     try:
         kind = registry.for_object(obj)
     except Invalid as exc:

@@ -4,8 +4,10 @@ The file is `<log_dir>/<namespace>_<name>.log`, `log_dir` being where `setpoint 
 on the same store puts logs (`setpoint.engine.workspace_of`). Without `--tail` the
 rotated files (`.log.3`, `.log.2`, `.log.1`) come first, oldest first; `--tail N`
 prints the last N lines of them all. `-f` then follows the file, reading it every
-0.2 s and reopening it when it is rotated, until Ctrl-C or SIGTERM (exit 0). Reads
-files only: no store, no processes.
+0.2 s and reopening it when it is rotated, until Ctrl-C or SIGTERM (exit 0). The name
+and namespace are checked object names, so no path outside the log directory is ever
+read. Reads files only: no store, no processes. The output is the child's, byte for
+byte (as `kubectl logs`): it is not escaped.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import BinaryIO
 
-from setpoint.cli.context import Context, until_signalled
+from setpoint.cli.context import Context, check_name, count, until_signalled
 from setpoint.engine import workspace_of
 from setpoint.errors import Invalid, NotFound
 
@@ -38,17 +40,22 @@ def add_parser(
     )
     p.add_argument("name", metavar="NAME", help="the Process or Job (also KIND/NAME)")
     p.add_argument("-f", "--follow", action="store_true", help="keep printing new output")
-    p.add_argument("--tail", type=int, metavar="N", help="only the last N lines")
+    p.add_argument("--tail", type=count, metavar="N", help="only the last N lines")
     p.set_defaults(run=run)
 
 
 def log_files(log_dir: Path, namespace: str, name: str) -> list[Path]:
-    """The existing files of one log, oldest first (`.log.N` ... `.log.1`, `.log`)."""
+    """The existing files of one log, oldest first (`.log.N` ... `.log.1`, `.log`).
+
+    `namespace` and `name` must be checked names (no `/`, no `..`): they are part of a
+    file name. Files are matched by exact name, never by a pattern."""
     current = log_dir / f"{namespace}_{name}.log"
     rotated: list[tuple[int, Path]] = []
-    for path in log_dir.glob(f"{current.name}.*"):
-        suffix = path.name[len(current.name) + 1 :]
-        if suffix.isdigit():
+    prefix = current.name + "."
+    entries = sorted(log_dir.iterdir()) if log_dir.is_dir() else []
+    for path in entries:
+        suffix = path.name[len(prefix) :]
+        if path.name.startswith(prefix) and suffix.isdigit():
             rotated.append((int(suffix), path))
     files = [p for _, p in sorted(rotated, reverse=True)]
     return [*files, current] if current.is_file() else files
@@ -64,9 +71,10 @@ def last_lines(chunks: list[bytes], count: int) -> bytes:
 
 
 async def run(ctx: Context, args: argparse.Namespace) -> int:
-    name = args.name.rpartition("/")[2]
-    if not name:
+    kind, _, name = args.name.rpartition("/")
+    if not name or "/" in kind:
         raise Invalid(f"{args.name!r}: want NAME or KIND/NAME")
+    check_name(name)
     if args.tail is not None and args.tail < 0:
         raise Invalid("--tail: want a number of lines, 0 or more")
     log_dir = workspace_of(ctx.store_url).log_dir

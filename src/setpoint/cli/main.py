@@ -2,7 +2,9 @@
 
 A `setpoint.errors.Error`, an unreadable manifest, an unknown kind or a bad
 argument ends the command with `error: <message>` on stderr and exit status 1,
-never a traceback. Global options may be given before or after the verb.
+never a traceback (an unexpected exception too: it is a bug, reported in one line;
+SETPOINT_DEBUG=1 shows its traceback). Everything printed is escaped for the
+terminal. Global options may be given before or after the verb.
 """
 
 from __future__ import annotations
@@ -12,7 +14,8 @@ import asyncio
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any, NoReturn
+from pathlib import Path
+from typing import Any, NoReturn, TextIO, cast
 
 from setpoint.cli import (
     apply,
@@ -28,8 +31,9 @@ from setpoint.cli import (
     tune,
     up,
 )
-from setpoint.cli.context import DEFAULT_STORE, Context
+from setpoint.cli.context import DEFAULT_STORE, Context, store_url_for
 from setpoint.cli.load import KINDS_HINT, load_kinds
+from setpoint.cli.render import EscapedOutput
 from setpoint.engine import builtin_kinds
 from setpoint.errors import Error, UnknownKind
 
@@ -50,7 +54,8 @@ def _global_options(suffix: str) -> argparse.ArgumentParser:
         dest="store" + suffix,
         metavar="URL",
         help=f"memory://, sqlite:///relative.db or sqlite:////abs.db "
-        f"(default: $SETPOINT_STORE, else {DEFAULT_STORE})",
+        f"(default: $SETPOINT_STORE, else {DEFAULT_STORE} in the nearest of this directory "
+        "and its parents that has one)",
     )
     p.add_argument(
         "--kinds",
@@ -98,8 +103,12 @@ def make_context(args: argparse.Namespace) -> Context:
     registry = builtin_kinds()
     load_kinds(kinds, registry)
     namespace = _option(args, "namespace")
+    store_url, searched = store_url_for(
+        _option(args, "store") or os.environ.get("SETPOINT_STORE"), Path.cwd()
+    )
     return Context(
-        store_url=_option(args, "store") or os.environ.get("SETPOINT_STORE") or DEFAULT_STORE,
+        store_url=store_url,
+        store_searched=searched,
         namespace=namespace or "default",
         namespace_explicit=namespace is not None,
         registry=registry,
@@ -107,7 +116,18 @@ def make_context(args: argparse.Namespace) -> Context:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line `argv` (default: `sys.argv[1:]`); return the exit status."""
+    """Run the command line `argv` (default: `sys.argv[1:]`); return the exit status.
+    Everything it prints is escaped for the terminal (`render.EscapedOutput`)."""
+    raw_out, raw_err = sys.stdout, sys.stderr
+    sys.stdout = cast(TextIO, EscapedOutput(raw_out))
+    sys.stderr = cast(TextIO, EscapedOutput(raw_err))
+    try:
+        return _main(argv)
+    finally:
+        sys.stdout, sys.stderr = raw_out, raw_err
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     try:
         ctx = make_context(args)
@@ -125,6 +145,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(str(exc))
     except OSError as exc:
         return _fail(f"{exc.filename}: {exc.strerror}" if exc.filename else str(exc))
+    except Exception as exc:
+        if os.environ.get("SETPOINT_DEBUG"):
+            raise
+        return _fail(
+            f"internal error: {type(exc).__name__}: {exc} (a bug in setpoint; "
+            "SETPOINT_DEBUG=1 shows the traceback)"
+        )
     return status
 
 

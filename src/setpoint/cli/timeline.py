@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 
 from setpoint.cli import render
-from setpoint.cli.context import Context
+from setpoint.cli.context import Context, check_name, count
 from setpoint.errors import Invalid, UnknownKind
 from setpoint.insight.timeline import Entry, Timeline, dump_jsonl, object_of, timeline_path_for
 
@@ -59,7 +59,7 @@ def add_parser(
         help="only entries of this type: change, condition, event, exit, log, edge "
         "(repeatable, or comma-separated)",
     )
-    p.add_argument("--limit", type=int, metavar="N", help="only the newest N entries")
+    p.add_argument("--limit", type=count, metavar="N", help="only the newest N entries")
     p.add_argument(
         "-o", "--output", choices=("table", "json", "jsonl"), default="table", help="format"
     )
@@ -72,6 +72,7 @@ def _object(ctx: Context, arg: str | None) -> dict[str, Any] | None:
     kind_name, _, name = arg.partition("/")
     if not kind_name or not name or "/" in name:
         raise Invalid(f"{arg!r}: want KIND/NAME, e.g. process/db")
+    check_name(name, "KIND/NAME")
     try:
         kind = ctx.registry.resolve(kind_name)
     except UnknownKind:
@@ -83,8 +84,6 @@ async def run(ctx: Context, args: argparse.Namespace) -> int:
     about = _object(ctx, args.object)
     since = time.time() - parse_duration(args.since) if args.since else None
     types = [t.strip() for arg in args.types or [] for t in arg.split(",") if t.strip()] or None
-    if args.limit is not None and args.limit < 0:
-        raise Invalid("must be >= 0", field="--limit")
     path = timeline_path_for(ctx.store_url)
     if path is None:
         raise Invalid(
@@ -92,6 +91,7 @@ async def run(ctx: Context, args: argparse.Namespace) -> int:
             "on a sqlite:/// store does)",
             field="store",
         )
+    ctx.require_store()
     entries: list[Entry] = []
     if path.exists():
         with Timeline.open(path) as timeline:

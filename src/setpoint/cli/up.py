@@ -75,7 +75,7 @@ async def run(ctx: Context, args: argparse.Namespace) -> int:
         print(f"error: {problem}", file=sys.stderr)
     if problems:
         return 1
-    async with ctx.open_store() as store:
+    async with ctx.open_store(create=True) as store:
         await refuse_dependency_cycles(store, [obj for _, _, obj in checked])
         objects = [(kind, obj) for _, kind, obj in checked]
         async with Engine(store, EngineSettings(store_url=ctx.store_url)) as engine:

@@ -24,14 +24,16 @@ unknown field is an error rather than silently dropped. Pure: no I/O.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, get_args
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic.alias_generators import to_camel
 
 from setpoint.errors import Invalid, UnknownKind
+from setpoint.model.admission import check_values, refuse_unknown_fields, unknown_field_message
 from setpoint.model.meta import Object, check_metadata
 
 
@@ -126,11 +128,17 @@ class Kind:
         return self.kind.lower()
 
     def validate(self, obj: Object) -> None:
-        """Check metadata, then spec and status, in place; raise `Invalid` naming the field.
+        """Check values and field names, metadata, then spec and status, in place; raise
+        `Invalid` naming the field (an unknown one with the nearest valid name). Top-level
+        fields are checked for kinds with a spec (apiVersion, kind, metadata, spec, status)
+        or a body schema; a kind with neither keeps any top-level field.
 
         Spec and status are replaced by their normalised form (defaults filled,
         camelCase keys), so what is stored is what the schema means.
         """
+        check_values(obj)
+        if self.spec is not None:  # a kind with neither spec nor body schema takes any field
+            refuse_unknown_fields(obj, _TOP_LEVEL)
         check_metadata(obj, namespaced=self.namespaced)
         if self.body is not None:
             fields = {k: v for k, v in obj.items() if k not in _ENVELOPE}
@@ -145,6 +153,7 @@ class Kind:
     def validate_status(self, status: Any) -> Any:
         if self.status is None or status is None:
             return status
+        check_values(status, "status")
         return _validated(self.status, status, "status")
 
 
@@ -153,18 +162,68 @@ def _validated(model: type[BaseModel], value: Any, root: str) -> dict[str, Any]:
         parsed = model.model_validate({} if value is None else value)
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]
-        raise Invalid(first["msg"], field=_path(root, first["loc"])) from None
+        message = first["msg"]
+        if first["type"] == "extra_forbidden":
+            names = _field_names(model, first["loc"][:-1])
+            if names:
+                message = unknown_field_message(str(first["loc"][-1]), names)
+        raise Invalid(message, field=_path(root, first["loc"])) from None
     return parsed.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
-def _path(root: str, loc: tuple[int | str, ...]) -> str:
-    out = root
+def _field_names(model: type[BaseModel], loc: tuple[int | str, ...]) -> list[str]:
+    """The wire names of the fields of the model at `loc` inside `model` ([] if not found)."""
+    current: Any = model
     for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else f".{part}"
+        if isinstance(part, int) or not _is_model(current):
+            current = _inner_model(current)
+            if isinstance(part, int):
+                continue
+        if not _is_model(current):
+            return []
+        field = next(
+            (f for n, f in current.model_fields.items() if part in (n, f.alias)),
+            None,
+        )
+        if field is None:
+            return []
+        current = field.annotation
+    current = current if _is_model(current) else _inner_model(current)
+    if not _is_model(current):
+        return []
+    return [f.alias or n for n, f in current.model_fields.items()]
+
+
+def _is_model(value: Any) -> bool:
+    return isinstance(value, type) and issubclass(value, BaseModel)
+
+
+def _inner_model(annotation: Any) -> Any:
+    """The model inside `list[M]`, `dict[str, M]` or `M | None`, if there is one."""
+    for arg in get_args(annotation):
+        if _is_model(arg):
+            return arg
+    return None
+
+
+def _path(root: str, loc: tuple[int | str, ...]) -> str:
+    """`spec.args[0]`, `spec.env.HOME`; a refused map key as `spec.env["A=B"]`."""
+    out = root
+    parts = list(loc)
+    for i, part in enumerate(parts):
+        if part == "[key]":
+            continue
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif i + 1 < len(parts) and parts[i + 1] == "[key]":
+            out += f"[{json.dumps(part)}]"
+        else:
+            out += f".{part}"
     return out.lstrip(".")
 
 
 _ENVELOPE = ("apiVersion", "kind", "metadata", "status")
+_TOP_LEVEL = (*_ENVELOPE, "spec")
 
 
 @dataclass

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from setpoint.errors import Invalid
+from setpoint.model.admission import refuse_unknown_fields
 
 Object = dict[str, Any]
 """A resource in wire form: apiVersion, kind, metadata, spec, status."""
@@ -21,6 +22,25 @@ _QUALIFIED_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
 _LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
 
 MAX_ANNOTATIONS_BYTES = 256 * 1024
+
+METADATA_FIELDS = (
+    "name",
+    "namespace",
+    "labels",
+    "annotations",
+    "finalizers",
+    "ownerReferences",
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "generateName",
+    "managedFields",
+    "selfLink",
+)
+"""The fields `metadata` may hold (Kubernetes' ObjectMeta); any other is refused."""
 
 
 def check_dns1123_subdomain(value: object, field: str) -> str:
@@ -93,6 +113,7 @@ def check_metadata(obj: Object, *, namespaced: bool) -> None:
     meta = obj.get("metadata")
     if not isinstance(meta, dict):
         raise Invalid("required: an object with at least a name", field="metadata")
+    refuse_unknown_fields(meta, METADATA_FIELDS, "metadata")
     check_dns1123_subdomain(meta.get("name"), "metadata.name")
     if namespaced:
         meta["namespace"] = check_dns1123_label(

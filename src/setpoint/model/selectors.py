@@ -74,28 +74,45 @@ class Selector:
 
     @classmethod
     def from_dict(cls, spec: Mapping[str, Any]) -> Selector:
-        """`{matchLabels: {...}, matchExpressions: [{key, operator, values}]}`."""
-        reqs = [
-            _requirement(k, "=", [v]) for k, v in sorted((spec.get("matchLabels") or {}).items())
-        ]
+        """`{matchLabels: {...}, matchExpressions: [{key, operator, values}]}`; anything
+        else (a value of the wrong type included) is `Invalid`, naming the field."""
+        if not isinstance(spec, Mapping):
+            raise Invalid("want an object with matchLabels and matchExpressions", field="selector")
+        labels = spec.get("matchLabels") or {}
+        if not isinstance(labels, Mapping):
+            raise Invalid("want a map of label keys to values", field="matchLabels")
+        reqs = [_requirement(k, "=", [v]) for k, v in sorted(labels.items(), key=_by_key)]
         ops: dict[str, Operator] = {
             "In": "in",
             "NotIn": "notin",
             "Exists": "exists",
             "DoesNotExist": "!",
         }
-        for i, expr in enumerate(spec.get("matchExpressions") or []):
-            op = ops.get(expr.get("operator", ""))
+        expressions = spec.get("matchExpressions") or []
+        if not isinstance(expressions, list):
+            raise Invalid("want a list of {key, operator, values}", field="matchExpressions")
+        for i, expr in enumerate(expressions):
+            field = f"matchExpressions[{i}]"
+            if not isinstance(expr, Mapping):
+                raise Invalid("want an object with key, operator and values", field=field)
+            operator = expr.get("operator", "")
+            op = ops.get(operator) if isinstance(operator, str) else None
             if op is None:
                 raise Invalid(
-                    f"{expr.get('operator')!r}: want one of {', '.join(ops)}",
-                    field=f"matchExpressions[{i}].operator",
+                    f"{operator!r}: want one of {', '.join(ops)}", field=f"{field}.operator"
                 )
-            reqs.append(_requirement(expr.get("key", ""), op, expr.get("values") or []))
+            values = expr.get("values") or []
+            if not isinstance(values, list):
+                raise Invalid("want a list of label values", field=f"{field}.values")
+            reqs.append(_requirement(expr.get("key", ""), op, values))
         return cls(tuple(reqs))
 
 
-def _requirement(key: str, op: Operator, values: list[str]) -> Requirement:
+def _by_key(item: tuple[Any, Any]) -> str:
+    return str(item[0])
+
+
+def _requirement(key: Any, op: Operator, values: list[Any]) -> Requirement:
     check_qualified_name(key, "labelSelector")
     for v in values:
         check_label_value(v, "labelSelector")

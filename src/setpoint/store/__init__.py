@@ -12,10 +12,14 @@ URLs
     sqlite:////abs/path.db?sync=normal  options: history=N revisions of watch history
                                         kept (default 10000); sync=full (default,
                                         fsync per commit) | normal | off
+
+`open_store(url, create=False)` is how readers open a store: one that does not exist
+is `NotFound`, never created empty.
 """
 
 from __future__ import annotations
 
+import os
 from typing import cast
 from urllib.parse import parse_qs, urlsplit
 
@@ -51,11 +55,20 @@ __all__ = [
 
 
 async def open_store(
-    url: str, registry: Registry | None = None, *, clock: Clock = SYSTEM_CLOCK
+    url: str,
+    registry: Registry | None = None,
+    *,
+    clock: Clock = SYSTEM_CLOCK,
+    create: bool = True,
 ) -> Store:
-    """Open (creating if needed) the store at `url`; see the module docstring for URLs."""
-    parts = urlsplit(url)
-    options = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+    """Open the store at `url` (see the module docstring for URLs); `Invalid` naming the
+    field `store` for a URL that is not one. With `create=False` a store that does not
+    exist yet is `NotFound` instead of being created: readers never create state."""
+    try:
+        parts = urlsplit(url)
+        options = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+    except ValueError as exc:
+        raise Invalid(f"{url!r}: not a URL ({exc})", field="store") from None
     history = _int_option(options.pop("history", "10000"), "history")
     if parts.scheme == "memory":
         _no_more(options, url)
@@ -63,20 +76,39 @@ async def open_store(
 
         return MemoryStore(registry, clock=clock, history=history)
     if parts.scheme == "sqlite":
-        path = url.split("://", 1)[1].split("?", 1)[0]
-        if not path.startswith("/") or path == "/":
-            raise Invalid(
-                f"{url!r}: want sqlite:///relative/path.db or sqlite:////abs/path.db", field="store"
-            )
+        path = sqlite_path(url)
         sync = options.pop("sync", "full")
         if sync not in ("full", "normal", "off"):
             raise Invalid(f"sync={sync!r}: want full, normal or off", field="store")
         _no_more(options, url)
+        if not create and not os.path.exists(path):  # noqa: ASYNC240
+            where = os.path.abspath(path)  # noqa: ASYNC240
+            raise NotFound(
+                f"no store at {where} (it does not exist, and reading never creates one)"
+            )
         from setpoint.store.sqlite import SqliteStore, Sync
 
-        store = SqliteStore(path[1:], registry, clock=clock, history=history, sync=cast(Sync, sync))
+        store = SqliteStore(path, registry, clock=clock, history=history, sync=cast(Sync, sync))
         return await store.open()
     raise Invalid(f"{url!r}: unknown store; want memory:// or sqlite:///path.db", field="store")
+
+
+def sqlite_path(url: str) -> str:
+    """The file of a `sqlite:///relative.db` or `sqlite:////abs.db` URL; `Invalid` otherwise."""
+    _, separator, rest = url.partition("://")
+    path = rest.split("?", 1)[0]
+    if not separator or not path.startswith("/") or path == "/":
+        raise Invalid(
+            f"{url!r}: want sqlite:///relative/path.db or sqlite:////abs/path.db", field="store"
+        )
+    path = path[1:]
+    if path == ":memory:" or path.startswith("file:") or "\0" in path:
+        raise Invalid(
+            f"{url!r}: want a file path (for a store in memory, use memory://)", field="store"
+        )
+    if path.endswith("/"):
+        raise Invalid(f"{url!r}: want the path of a file, not of a directory", field="store")
+    return path
 
 
 def _int_option(value: str, name: str) -> int:

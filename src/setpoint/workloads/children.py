@@ -57,6 +57,7 @@ from pydantic import Field
 from setpoint.clock import SYSTEM_CLOCK, Clock, parse_rfc3339
 from setpoint.errors import AlreadyExists, Invalid, NotFound, TerminalError, UnknownKind
 from setpoint.model import Kind, Object, Schema
+from setpoint.model.fields import OsString
 from setpoint.model.redaction import redact
 from setpoint.runtime.controller import Controller
 from setpoint.runtime.events import EventRecorder
@@ -167,11 +168,11 @@ class CommandSchema(Schema):
     """What to run, and how to stop it: the spec fields of a Process and of a Job. `env`
     values and `envFrom` may come from Secrets (`setpoint.workloads.secret`)."""
 
-    args: list[str] = Field(min_length=1)
+    args: list[OsString] = Field(min_length=1)
     env: Env = Field(default_factory=dict)
     env_from: list[EnvFromSource] = Field(default_factory=list)
-    cwd: str | None = None
-    user: str | None = None
+    cwd: OsString | None = None
+    user: OsString | None = None
     termination_grace_period_seconds: float = Field(default=30.0, ge=0)
     stop_signal: StopSignal = "SIGTERM"
 

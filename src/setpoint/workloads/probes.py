@@ -44,6 +44,7 @@ from pydantic_core import PydanticCustomError
 from setpoint.clock import Clock
 from setpoint.errors import Invalid
 from setpoint.model import Schema
+from setpoint.model.fields import OsString
 
 __all__ = [
     "ExecAction",
@@ -78,7 +79,7 @@ def _no_line_breaks(value: str) -> str:
 class ExecAction(Schema):
     """Run `command`, an argv list (no shell: write `["sh", "-c", "..."]`); exit 0 is success."""
 
-    command: list[str] = Field(min_length=1)
+    command: list[OsString] = Field(min_length=1)
 
 
 class HTTPHeader(Schema):

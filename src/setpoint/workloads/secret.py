@@ -47,6 +47,7 @@ from pydantic_core import PydanticCustomError
 
 from setpoint.errors import NotFound, SecretUnavailable
 from setpoint.model import Kind, Object, PrinterColumn, Schema
+from setpoint.model.fields import EnvName, OsString
 from setpoint.model.redaction import decode_secret
 from setpoint.runtime.cache import Cache
 from setpoint.runtime.reconciler import Request
@@ -202,7 +203,7 @@ def _env_from_list(value: Any) -> Any:
     return env
 
 
-Env = Annotated[dict[str, str | EnvVarFrom], BeforeValidator(_env_from_list)]
+Env = Annotated[dict[EnvName, OsString | EnvVarFrom], BeforeValidator(_env_from_list)]
 """A spec's `env`: name -> a value, or `{valueFrom: {secretKeyRef: ...}}`."""
 
 
