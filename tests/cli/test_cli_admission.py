@@ -217,7 +217,7 @@ def test_values_a_process_cannot_use_are_refused_at_admission(
 
 FLAKY_KINDS = """
 from pydantic import model_validator
-from setpoint import Schema, register_kind
+from setpoint import Kind, Registry, Schema
 
 CHECKS = {"count": 0}
 
@@ -236,7 +236,8 @@ class FlakySpec(Schema):
         return self
 
 
-register_kind("example.com/v1", "Flaky", spec=FlakySpec)
+def register(registry: Registry) -> None:
+    registry.register(Kind("example.com/v1", "Flaky", spec=FlakySpec))
 """
 
 

@@ -11,11 +11,12 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from setpoint.engine import builtin_kinds
 from setpoint.errors import Error
-from setpoint.model import REGISTRY, Selector, apply_patch, merge_patch, parse_selector
+from setpoint.model import Selector, apply_patch, merge_patch, parse_selector
 from setpoint.model.manifests import Limits, parse_manifests
-from setpoint.workloads import process  # noqa: F401  registers the Process kind
 
+REGISTRY = builtin_kinds()
 FUZZ = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 YAML_PIECES = [
