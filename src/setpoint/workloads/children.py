@@ -435,6 +435,8 @@ class ChildSettings:
 
 MAX_CONCURRENT = 16
 """Objects of one kind reconciled at once (one key is never reconciled by two workers)."""
+LOGS_AFTER_EXIT_SECONDS = 1.0
+"""How long an exit waits for the child's last output to reach its log file."""
 DEPENDABLE_KINDS = ("Process", "Job")
 """The kinds (of the object's own apiVersion) whose changes wake their dependents."""
 
@@ -719,6 +721,11 @@ class ChildLifecycle(Generic[S, P]):
 
     async def _wait_exit(self, key: Key, child: Supervised) -> None:
         exit_ = await child.handle.wait()
+        # Its last lines reach the log through its holder a moment after it ended: the exit
+        # reason quotes them, and the timeline reads them when the exit is recorded. (A
+        # daemonized grandchild may keep the pipe open: then do not wait for long.)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(child.handle.wait_logs_closed(), LOGS_AFTER_EXIT_SECONDS)
         child.exit = exit_
         child.finished_at = self.clock.now()
         for task in child.tasks:
