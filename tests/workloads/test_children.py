@@ -231,10 +231,11 @@ async def test_a_readopted_child_shows_its_real_pid_and_restarts(tmp_path: Path)
 
 
 async def test_a_readopted_child_stays_ready_until_a_probe_says_otherwise(tmp_path: Path) -> None:
-    """A Ready child adopted by the next engine keeps the readiness its status records:
-    no revision of it shows `Ready=False` (its Service would drop it meanwhile), and the
-    adoption writes at most once. The probe fails from then on, but once only, under its
-    `failureThreshold`: the result stays Unknown, which says nothing new."""
+    """A Ready child adopted by the next engine keeps the startup and readiness its status
+    records: no revision of it shows `Ready=False` (its Service would drop it meanwhile),
+    and the adoption writes at most once. Its passed startup probe is not run again; its
+    readiness probe fails from then on, but once only, under its `failureThreshold`: the
+    result stays Unknown, which says nothing new."""
     url = f"sqlite:///{tmp_path / 'state.db'}"
     process_dirs = ChildSettings(tmp_path / "processes", tmp_path / "logs")
     job_dirs = ChildSettings(tmp_path / "jobs", tmp_path / "logs")
@@ -246,7 +247,9 @@ async def test_a_readopted_child_stays_ready_until_a_probe_says_otherwise(tmp_pa
         async for harness, processes, _ in _world(
             testing.ManualClock(), process_dirs, job_dirs, url
         ):
-            await harness.store.create(process("web", python(SLEEP_FOREVER), readinessProbe=probe))
+            await harness.store.create(
+                process("web", python(SLEEP_FOREVER), startupProbe=probe, readinessProbe=probe)
+            )
             obj = await wait_for(
                 harness.store, "web", lambda o: condition(o, "Ready").get("status") == "True"
             )
@@ -267,7 +270,7 @@ async def test_a_readopted_child_stays_ready_until_a_probe_says_otherwise(tmp_pa
             assert condition(obj, "Ready")["status"] == "True"
             writes = await writes_since(store, before)
             assert len(writes) <= 1, writes
-            assert all("Ready=True" in write for write in writes), writes
+            assert all("Started=True Ready=True" in write for write in writes), writes
     finally:
         if pid is not None:
             kill_group(pid)
