@@ -743,12 +743,18 @@ def _pin_members(child: _Child, pinned: _Pinned) -> None:
         pinned[pid, st.starttime] = pidfd
 
 
-def _signal_pinned(pinned: _Pinned, signum: int) -> list[tuple[int, int]]:
-    """Send `signum` to every pinned process that has not exited; return those it reached."""
+def _signal_pinned(
+    pinned: _Pinned, signum: int, *, but_group: int | None = None
+) -> list[tuple[int, int]]:
+    """Send `signum` to every pinned process that has not exited (but those in process group
+    `but_group`, signalled already); return those it reached."""
     reached = []
     for key, pidfd in pinned.items():
         if select.select([pidfd], [], [], 0)[0]:
             continue  # exited
+        st = _proc_stat(key[0])  # the pidfd pins it: this pid is not reused yet
+        if but_group is not None and st is not None and st.pgid == but_group:
+            continue
         with contextlib.suppress(ProcessLookupError, PermissionError):
             signal.pidfd_send_signal(pidfd, signum)
             reached.append(key)
@@ -837,7 +843,9 @@ async def stop(child: Running | Adopted, grace: float, stop_signal: int = signal
     try:
         _pin_members(child, pinned)  # before any dies: its descendants are known by parent
         _signal_group(child.pgid, stop_signal)
-        _signal_pinned(pinned, stop_signal)
+        # Once each: a second SIGINT may find a child that handled the first one (Python's
+        # `sys.exit` in a handler) finalizing, back on the default action: killed by it.
+        _signal_pinned(pinned, stop_signal, but_group=child.pgid)
         try:
             await asyncio.wait_for(asyncio.shield(exit_task), max(0.0, grace))
         except TimeoutError:
