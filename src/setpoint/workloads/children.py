@@ -524,9 +524,12 @@ class ChildLifecycle(Generic[S, P]):
         kind = self.child_kind
         return kind.plan(desired, kind.observe(obj.get("status") or {}, facts, unmet, now), now)
 
-    def follow(self, key: Key, child: Supervised, spec: S) -> None:
-        """Start watching a child that was just started or adopted (the exit is watched
-        already). By default nothing more."""
+    def follow(
+        self, key: Key, child: Supervised, spec: S, recorded: Mapping[str, Any] | None
+    ) -> None:
+        """Start watching a child that was just started (`recorded` None) or adopted
+        (`recorded`: the stored status, what an earlier engine saw of it). Its exit is
+        watched already; by default nothing more."""
 
     # -- the reconciler ------------------------------------------------------------------
 
@@ -668,7 +671,8 @@ class ChildLifecycle(Generic[S, P]):
         )
         self._table[key] = child
         child.tasks.append(asyncio.create_task(self._wait_exit(key, child)))
-        self.follow(key, child, spec)
+        adopted = isinstance(handle, supervisor.Adopted)
+        self.follow(key, child, spec, (obj.get("status") or {}) if adopted else None)
         return child
 
     def _adopt(self, key: Key, obj: Object) -> Supervised | None:
