@@ -49,6 +49,7 @@ from setpoint.clock import SYSTEM_CLOCK, Clock, parse_rfc3339
 from setpoint.errors import AlreadyExists, Invalid, NotFound, TerminalError, UnknownKind
 from setpoint.model import Kind, Object, Schema
 from setpoint.model.fields import EnvName, OsString
+from setpoint.model.wellknown import child_name
 from setpoint.runtime.controller import Controller
 from setpoint.runtime.events import EventRecorder
 from setpoint.runtime.lifecycle import add_finalizer, is_deleting, remove_finalizer
@@ -83,7 +84,6 @@ __all__ = [
     "Supervised",
     "backoff_delay",
     "parse_time",
-    "supervisor_name",
     "timestamp",
 ]
 
@@ -113,12 +113,6 @@ def parse_time(value: Any) -> float | None:
         return parse_rfc3339(value)
     except ValueError:
         return None
-
-
-def supervisor_name(namespace: str, name: str) -> str:
-    """The name a child goes by in the supervisor's state and log directories (`_` cannot
-    occur in a namespace or name, so the pair is unambiguous)."""
-    return f"{namespace or 'default'}_{name}"
 
 
 # -- the schemas both kinds share ------------------------------------------------------
@@ -677,7 +671,7 @@ class ChildLifecycle(Generic[S, P]):
 
     def _adopt(self, key: Key, obj: Object) -> Supervised | None:
         """The child an earlier engine left running for this object, if provably ours."""
-        name = supervisor_name(*key)
+        name = child_name(*key)
         handle = supervisor.find_adoptable(name, self.state_dir)
         if handle is None:
             supervisor.stray(name, self.state_dir)
@@ -691,7 +685,7 @@ class ChildLifecycle(Generic[S, P]):
         stale = self._table.pop(key, None)
         if stale is not None:
             await self._cleanup(stale)
-        name = supervisor_name(*key)
+        name = child_name(*key)
         generation = int(obj["metadata"].get("generation", 1))
         try:
             process_spec = supervisor.ProcessSpec(

@@ -92,7 +92,6 @@ from setpoint.workloads.children import (
     PlannedEvent,
     Supervised,
     backoff_delay,
-    supervisor_name,
     timestamp,
 )
 from setpoint.workloads.dependencies import (
@@ -126,7 +125,6 @@ __all__ = [
     "plan",
     "recorded_probes",
     "setup",
-    "supervisor_name",
 ]
 
 FINALIZER = PROCESS_FINALIZER
