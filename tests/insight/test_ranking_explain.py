@@ -18,6 +18,7 @@ from explain_support import (
     by_ts,
     change,
     db_breaks,
+    edge,
     log,
     ready,
     webapp,
@@ -311,3 +312,49 @@ def test_a_stall_ends_when_stalled_turns_false_and_the_next_one_is_explained() -
     assert [o.ts - T0 for o in index.onsets[TARGET]] == [200, 1100]
     assert ranking.find_failure(index, TARGET).failure == "Stalled"
     assert explain(index, TARGET)[0].entry is second
+
+
+def test_a_replica_stopping_because_it_is_deleted_is_no_trouble_that_came_first() -> None:
+    """A rollout deletes the old replica, which turns Ready=False as it stops and is gone: that
+    is no failure still going on when a later change to db breaks web."""
+    web1 = {"kind": "Process", "name": "web-1", "namespace": "default"}
+    rollout = [
+        change(100, WEB, "spec.template.spec.env.VERSION", "1", "2"),
+        ready(100.1, WEB, "False", "RollingUpdate"),
+        {**change(100.2, web1, "spec", None, {"args": ["web"]}, "controller"), "action": "created"},
+        edge(100.2, web1, WEB, "ownerReference"),
+        ready(101, web1, "True", "ReadinessProbeSucceeded"),
+        change(
+            101.1, WEB0, "metadata.deletionTimestamp", None, "2025-11-24T16:01:41Z", "controller"
+        ),
+        ready(102, WEB0, "False", "NotRunning"),
+        {"ts": T0 + 102, "type": "exit", "object": WEB0, "exitCode": 0, "stoppedOnRequest": True},
+        {**change(102.1, WEB0, "spec", {"args": ["web"]}, None, "unknown"), "action": "deleted"},
+        ready(102.2, WEB, "True", "Available"),
+    ]
+    cause = change(110, DB, "spec.args[2]", None, "listen_addresses=")
+    broken = [cause, ready(110.2, DB, "False", "ReadinessProbePending"),
+              ready(110.3, WEB, "False", "DependencyNotReady")]  # fmt: skip
+    index = TimelineIndex.build(by_ts(webapp() + rollout + broken))
+    assert ObjectRef("Process", "web-0", "default") not in index.onsets
+    first = explain(index, TARGET)[0]
+    assert first.entry is cause
+    assert "already showed trouble" not in first.reason
+
+
+def test_a_failing_object_that_is_deleted_fails_no_more_and_fails_anew_when_recreated() -> None:
+    crashing = [
+        ready(100, WEB0, "False", "CrashLoopBackOff"),
+        change(200, WEB0, "metadata.deletionTimestamp", None, "2025-11-24T16:03:20Z"),
+        ready(201, WEB0, "False", "NotRunning"),
+        {**change(202, WEB0, "spec", {"args": ["web"]}, None, "unknown"), "action": "deleted"},
+        {**change(300, WEB0, "spec", None, {"args": ["web"]}), "action": "created"},
+        ready(301, WEB0, "False", "ReadinessProbeFailed"),
+    ]
+    index = TimelineIndex.build(by_ts(webapp() + crashing))
+    ref = ObjectRef("Process", "web-0", "default")
+    assert [(o.ts - T0, o.failure) for o in index.onsets[ref]] == [
+        (100, "CrashLoop"),
+        (301, "NotReady"),
+    ]
+    assert index.failing_at(ref, T0 + 250, since=T0) is None

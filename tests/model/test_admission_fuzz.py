@@ -17,7 +17,6 @@ from setpoint.model import Selector, apply_patch, merge_patch, parse_selector
 from setpoint.model.manifests import Limits, parse_manifests
 
 REGISTRY = builtin_kinds()
-
 FUZZ = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 YAML_PIECES = [

@@ -25,6 +25,11 @@ def test_only_the_wellknown_module_spells_our_names() -> None:
 
 
 def test_every_name_is_exported_and_distinct() -> None:
-    names = [getattr(wellknown, n) for n in wellknown.__all__]
+    names = [getattr(wellknown, n) for n in wellknown.__all__ if n.isupper()]
     assert len(set(names)) == len(names)
     assert all("/" in n for n in names)
+
+
+def test_a_child_and_its_log_are_named_after_namespace_and_name() -> None:
+    assert wellknown.child_name("", "db") == "default_db"
+    assert wellknown.child_log_file("shop", "web-0") == "shop_web-0.log"

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from process_support import SLEEP_FOREVER, condition, process, python, wait_for
 from supervisor_support import is_alive, kill_group
+from writes_support import writes_since
 
 from setpoint import testing
 from setpoint.clock import Clock
@@ -224,6 +225,52 @@ async def test_a_readopted_child_shows_its_real_pid_and_restarts(tmp_path: Path)
             assert obj["status"]["restarts"] == 2
             assert obj["status"]["startTime"]
             assert processes.pids() == {("default", "web"): pid}
+    finally:
+        if pid is not None:
+            kill_group(pid)
+
+
+async def test_a_readopted_child_stays_ready_until_a_probe_says_otherwise(tmp_path: Path) -> None:
+    """A Ready child adopted by the next engine keeps the startup and readiness its status
+    records: no revision of it shows `Ready=False` (its Service would drop it meanwhile),
+    and the adoption writes at most once. Its passed startup probe is not run again; its
+    readiness probe fails from then on, but once only, under its `failureThreshold`: the
+    result stays Unknown, which says nothing new."""
+    url = f"sqlite:///{tmp_path / 'state.db'}"
+    process_dirs = ChildSettings(tmp_path / "processes", tmp_path / "logs")
+    job_dirs = ChildSettings(tmp_path / "jobs", tmp_path / "logs")
+    healthy = tmp_path / "healthy"
+    healthy.touch()
+    probe = {"exec": {"command": ["test", "-e", str(healthy)]}, "failureThreshold": 3}
+    pid = None
+    try:
+        async for harness, processes, _ in _world(
+            testing.ManualClock(), process_dirs, job_dirs, url
+        ):
+            await harness.store.create(
+                process("web", python(SLEEP_FOREVER), startupProbe=probe, readinessProbe=probe)
+            )
+            obj = await wait_for(
+                harness.store, "web", lambda o: condition(o, "Ready").get("status") == "True"
+            )
+            assert obj is not None
+            pid = obj["status"]["pid"]
+            await harness.stop()
+            await processes.detach()  # as if the engine had died: the child keeps running
+            before = await harness.store.revision()
+        healthy.unlink()
+
+        async for harness, processes, _ in _world(
+            testing.ManualClock(), process_dirs, job_dirs, url
+        ):
+            store = harness.store
+            await reconcile_until_stable(harness)
+            assert processes.pids() == {("default", "web"): pid}
+            obj = await store.get(PROCESS.api_version, PROCESS.kind, "web", "default")
+            assert condition(obj, "Ready")["status"] == "True"
+            writes = await writes_since(store, before)
+            assert len(writes) <= 1, writes
+            assert all("Started=True Ready=True" in write for write in writes), writes
     finally:
         if pid is not None:
             kill_group(pid)

@@ -34,13 +34,13 @@ from supervisor_support import Notifications, is_alive, kill_group, wait_pid_gon
 from setpoint.clock import SYSTEM_CLOCK, Clock
 from setpoint.errors import Invalid
 from setpoint.model import Object
+from setpoint.model.wellknown import child_name
 from setpoint.testing import Harness, ManualClock, capture_events, reconcile_until_stable
 from setpoint.workloads.process import (
     PROCESS,
     ProcessController,
     ProcessSettings,
     setup,
-    supervisor_name,
 )
 
 
@@ -293,7 +293,7 @@ async def test_delete_stops_the_process_and_the_object_goes(world: World) -> Non
     await store.delete(PROCESS.api_version, PROCESS.kind, "web", "default")
     assert await wait_for(store, "web", lambda o: o is None) is None
     await wait_pid_gone(pid)
-    assert not (world.state_dir / f"{supervisor_name('default', 'web')}.json").exists()
+    assert not (world.state_dir / f"{child_name('default', 'web')}.json").exists()
 
 
 async def test_depends_on_waits_then_starts(world: World, tmp_path: Path) -> None:

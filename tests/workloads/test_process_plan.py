@@ -19,8 +19,10 @@ from setpoint.workloads.process import (
     Desired,
     Observed,
     ProcessSpecSchema,
+    RecordedProbes,
     desired_of,
     plan,
+    recorded_probes,
 )
 
 NOW = 1_000.0
@@ -192,6 +194,38 @@ def test_never_starts_while_running(desired: Desired, observed: Observed, now: f
         assert step.action not in (Action.STOP, Action.RESTART)
     if step.action is Action.STOP:
         assert desired.deleting or observed.unhealthy is not None
+
+
+@given(
+    st.booleans(),
+    st.sampled_from(["Unknown", "Success", "Failure"]),
+    st.text(max_size=20),
+    st.booleans(),
+)
+def test_a_running_child_s_probes_read_back_from_the_status_they_wrote(
+    started: bool, readiness: Any, message: str, startup_probe: bool
+) -> None:
+    """What a plan writes of a running child's probes, `recorded_probes` reads back: an
+    adopted child resumes from it (readiness only once its startup probe has passed)."""
+    probe = {"exec": {"command": ["true"]}}
+    spec: dict[str, Any] = {"readiness_probe": probe}
+    if startup_probe:
+        spec["startup_probe"] = probe
+    started = started or not startup_probe
+    observed = Observed(
+        running=True,
+        generation=1,
+        started=started,
+        readiness=readiness,
+        probe_message=message if readiness != "Unknown" else "",
+    )
+    status = plan(wanted(1, **spec), observed, NOW).status
+    assert status is not None
+    recorded = recorded_probes(status)
+    if started:
+        assert recorded == RecordedProbes(True, readiness, observed.probe_message)
+    else:
+        assert recorded == RecordedProbes(False, "Unknown", "")
 
 
 @given(desireds, observeds, st.floats(0, 3 * NOW))

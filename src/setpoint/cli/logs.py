@@ -22,6 +22,7 @@ from typing import BinaryIO
 from setpoint.cli.context import Context, check_name, count, until_signalled
 from setpoint.engine import workspace_of
 from setpoint.errors import Invalid, NotFound
+from setpoint.model.wellknown import child_log_file
 
 FOLLOW_SECONDS = 0.2
 """How often `-f` reads the log file again."""
@@ -49,7 +50,7 @@ def log_files(log_dir: Path, namespace: str, name: str) -> list[Path]:
 
     `namespace` and `name` must be checked names (no `/`, no `..`): they are part of a
     file name. Files are matched by exact name, never by a pattern."""
-    current = log_dir / f"{namespace}_{name}.log"
+    current = log_dir / child_log_file(namespace, name)
     rotated: list[tuple[int, Path]] = []
     prefix = current.name + "."
     entries = sorted(log_dir.iterdir()) if log_dir.is_dir() else []
@@ -79,7 +80,7 @@ async def run(ctx: Context, args: argparse.Namespace) -> int:
         raise Invalid("--tail: want a number of lines, 0 or more")
     log_dir = workspace_of(ctx.store_url).log_dir
     files = log_files(log_dir, ctx.namespace, name)
-    current = log_dir / f"{ctx.namespace}_{name}.log"
+    current = log_dir / child_log_file(ctx.namespace, name)
     if not files:
         raise NotFound(
             f'no log for "{name}" in namespace "{ctx.namespace}" ({current} does not exist; '

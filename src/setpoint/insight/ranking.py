@@ -59,6 +59,11 @@ A symptom is an exit other than a stop on request (SIGTERM, code 0 or 143), a Wa
 event, a failure onset, or an error line (ERROR, FATAL, Traceback, ...Error) whose template
 its object did not log in the hour before. A log line's template is the line with numbers,
 addresses, ids and quoted strings masked (`line_shape`: each word with a digit in it).
+
+Deletion is a stop on request too: once a change sets an object's `deletionTimestamp`, its
+conditions (a replica turning Ready=False as a rollout removes it) are neither failures nor
+symptoms, until it is created again; and when it is deleted, a failure it had ends with it
+(a removed crash-looping replica is not still failing).
 """
 
 from __future__ import annotations
@@ -109,6 +114,12 @@ def failure_class(entry: Entry) -> str | None:
     elif kind == "event" and entry.get("reason") in CRASH_LOOP_REASONS:
         return "CrashLoop"
     return None
+
+
+def deletion_begun(entry: Entry) -> bool:
+    """Whether a change entry sets its object's `metadata.deletionTimestamp`."""
+    values = (entry.get("diff") or {}).get("metadata.deletionTimestamp")
+    return isinstance(values, list | tuple) and len(values) == 2 and values[1] is not None
 
 
 def recovered_from(entry: Entry) -> frozenset[str]:
@@ -270,6 +281,7 @@ class TimelineIndex:
         seen_values: dict[tuple[ObjectRef, str], set[bytes]] = {}
         template_seen: dict[tuple[ObjectRef, str], float] = {}
         failing: dict[ObjectRef, set[str]] = defaultdict(set)  # its failure classes now
+        deleting: set[ObjectRef] = set()  # their deletion has begun
         objects = index.objects
         ts_list = index.ts
         last = float("-inf")
@@ -325,7 +337,19 @@ class TimelineIndex:
                 novel = index._novel_paths(entry, ref, seen_values)
                 if novel:
                     index.novel_paths[position] = novel
+                action = entry.get("action")
+                if action == "created":
+                    deleting.discard(ref)
+                elif deletion_begun(entry):
+                    deleting.add(ref)
+                elif action == "deleted":
+                    deleting.discard(ref)
+                    if failing[ref]:  # it is gone, and its failure with it
+                        failing[ref].clear()
+                        index.recoveries.setdefault(ref, []).append(ts)
                 continue
+            if kind == "condition" and ref in deleting:
+                continue  # stopping because it was asked to, as an exit stopped on request
             cls_ = failure_class(entry)
             if cls_ is not None:
                 if not failing[ref]:  # it was healthy: a failure begins
@@ -413,7 +437,8 @@ class TimelineIndex:
         return None
 
     def recovered(self, obj: ObjectRef, since: float, until: float) -> float | None:
-        """When `obj` first turned Ready again after `since`, if it did by `until`."""
+        """When `obj` first turned Ready again (or was deleted) after `since`, if it did by
+        `until`."""
         recoveries = self.recoveries.get(obj, [])
         j = bisect_right(recoveries, since)
         return recoveries[j] if j < len(recoveries) and recoveries[j] <= until else None

@@ -67,7 +67,7 @@ from setpoint.insight.timeline import (
 )
 from setpoint.model import Object
 from setpoint.model.redaction import Redactor, secret_values
-from setpoint.model.wellknown import CHANGED_AT, CHANGED_BY
+from setpoint.model.wellknown import CHANGED_AT, CHANGED_BY, child_name
 from setpoint.runtime.manager import Manager
 from setpoint.store.base import Store
 
@@ -864,8 +864,8 @@ def _key_of(obj: Object) -> _Key:
 
 
 def _log_stem(key: _Key) -> str:
-    """`<namespace>_<name>`: the log file of a Process's or Job's child (`supervisor_name`)."""
-    return f"{key[2] or 'default'}_{key[3]}"
+    """The log file's stem of a Process's or Job's child."""
+    return child_name(key[2], key[3])
 
 
 def _format_key(key: _Key) -> str:

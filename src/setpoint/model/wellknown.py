@@ -1,6 +1,7 @@
 """Well-known names: the annotations, labels and finalizers setpoint writes on objects and
-reads back, defined once for every layer (the workloads that write them, the CLI, the
-timeline that reads them). Names only: no logic, no I/O.
+reads back, and the name of a Process's or Job's child and its log file, defined once for
+every layer (the workloads that write them, the CLI, the timeline that reads them). Names
+only: no I/O.
 
 Annotations a user may write too: `CHANGED_BY` (sign a change so the timeline names its
 actor) and `CHANGE_CAUSE` (why, shown by `rollout history`).
@@ -18,6 +19,8 @@ __all__ = [
     "PROCESS_FINALIZER",
     "RESTARTED_AT",
     "REVISION_ANNOTATION",
+    "child_log_file",
+    "child_name",
 ]
 
 # -- annotations ---------------------------------------------------------------------
@@ -51,3 +54,17 @@ PROCESS_FINALIZER = "setpoint.dev/process"
 """Held by a Process until its child has been stopped."""
 JOB_FINALIZER = "setpoint.dev/job"
 """Held by a Job until its running attempt has been stopped."""
+
+# -- a child's name and its log file ------------------------------------------------------
+
+
+def child_name(namespace: str, name: str) -> str:
+    """`<namespace>_<name>`: what a Process's or Job's child is called in the supervisor's
+    state and log directories (`_` cannot occur in a namespace or name, so the pair is
+    unambiguous)."""
+    return f"{namespace or 'default'}_{name}"
+
+
+def child_log_file(namespace: str, name: str) -> str:
+    """The file name of a Process's or Job's current log (rotated ones add `.1`, `.2`, ...)."""
+    return f"{child_name(namespace, name)}.log"

@@ -59,6 +59,7 @@ from setpoint.errors import AlreadyExists, Invalid, NotFound, TerminalError, Unk
 from setpoint.model import Kind, Object, Schema
 from setpoint.model.fields import OsString
 from setpoint.model.redaction import redact
+from setpoint.model.wellknown import child_name
 from setpoint.runtime.controller import Controller
 from setpoint.runtime.events import EventRecorder
 from setpoint.runtime.lifecycle import add_finalizer, is_deleting, remove_finalizer
@@ -104,7 +105,6 @@ __all__ = [
     "Supervised",
     "backoff_delay",
     "parse_time",
-    "supervisor_name",
     "timestamp",
 ]
 
@@ -134,12 +134,6 @@ def parse_time(value: Any) -> float | None:
         return parse_rfc3339(value)
     except ValueError:
         return None
-
-
-def supervisor_name(namespace: str, name: str) -> str:
-    """The name a child goes by in the supervisor's state and log directories (`_` cannot
-    occur in a namespace or name, so the pair is unambiguous)."""
-    return f"{namespace or 'default'}_{name}"
 
 
 # -- the schemas both kinds share ------------------------------------------------------
@@ -470,6 +464,8 @@ class ChildSettings:
 
 MAX_CONCURRENT = 16
 """Objects of one kind reconciled at once (one key is never reconciled by two workers)."""
+LOGS_AFTER_EXIT_SECONDS = 1.0
+"""How long an exit waits for the child's last output to reach its log file."""
 DEPENDABLE_KINDS = ("Process", "Job")
 """The kinds (of the object's own apiVersion) whose changes wake their dependents."""
 
@@ -562,9 +558,12 @@ class ChildLifecycle(Generic[S, P]):
         kind = self.child_kind
         return kind.plan(desired, kind.observe(obj.get("status") or {}, facts, unmet, now), now)
 
-    def follow(self, key: Key, child: Supervised, spec: S) -> None:
-        """Start watching a child that was just started or adopted (the exit is watched
-        already). By default nothing more."""
+    def follow(
+        self, key: Key, child: Supervised, spec: S, recorded: Mapping[str, Any] | None
+    ) -> None:
+        """Start watching a child that was just started (`recorded` None) or adopted
+        (`recorded`: the stored status, what an earlier engine saw of it). Its exit is
+        watched already; by default nothing more."""
 
     # -- the reconciler ------------------------------------------------------------------
 
@@ -651,8 +650,7 @@ class ChildLifecycle(Generic[S, P]):
 
     async def _facts(self, key: Key, obj: Object) -> ChildFacts:
         """The child in the table, else one adopted from an earlier engine; how a child
-        ended that the status does not record yet (cleared up first: its log holder has
-        written all of its output, so `_ended` quotes its true last line)."""
+        ended that the status does not record yet."""
         status = obj.get("status") or {}
         child = self._table.get(key) or await self._adopt(key, obj)
         failure = self._failures.get(key)
@@ -663,7 +661,6 @@ class ChildLifecycle(Generic[S, P]):
             return ChildFacts(ended=lost, start_failure=failure)
         if child.running:
             return ChildFacts(child, start_failure=failure)
-        await self._cleanup(child)
         return ChildFacts(child, self._ended(child), failure)
 
     def _ended(self, child: Supervised) -> ChildExit:
@@ -719,14 +716,15 @@ class ChildLifecycle(Generic[S, P]):
         )
         self._table[key] = child
         child.tasks.append(asyncio.create_task(self._wait_exit(key, child)))
-        self.follow(key, child, spec)
+        adopted = isinstance(handle, supervisor.Adopted)
+        self.follow(key, child, spec, (obj.get("status") or {}) if adopted else None)
         return child
 
     async def _adopt(self, key: Key, obj: Object) -> Supervised | None:
         """The child an earlier engine left running for this object, if provably ours. Its
         environment is resolved again, best effort (its Secrets as they are now: for its exec
         probes and the values to mask)."""
-        name = supervisor_name(*key)
+        name = child_name(*key)
         handle = supervisor.find_adoptable(name, self.state_dir)
         if handle is None:
             supervisor.stray(name, self.state_dir)
@@ -742,7 +740,7 @@ class ChildLifecycle(Generic[S, P]):
         stale = self._table.pop(key, None)
         if stale is not None:
             await self._cleanup(stale)
-        name = supervisor_name(*key)
+        name = child_name(*key)
         generation = int(obj["metadata"].get("generation", 1))
         try:
             resolved = await resolve_env_in_store(self.store, obj)
@@ -796,6 +794,11 @@ class ChildLifecycle(Generic[S, P]):
 
     async def _wait_exit(self, key: Key, child: Supervised) -> None:
         exit_ = await child.handle.wait()
+        # Its last lines reach the log through its holder a moment after it ended: the exit
+        # reason quotes them, and the timeline reads them when the exit is recorded. (A
+        # daemonized grandchild may keep the pipe open: then do not wait for long.)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(child.handle.wait_logs_closed(), LOGS_AFTER_EXIT_SECONDS)
         child.exit = exit_
         child.finished_at = self.clock.now()
         for task in child.tasks:

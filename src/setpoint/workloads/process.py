@@ -49,7 +49,8 @@ the whole new status and the events to emit:
 `ProcessController` (wired by `setup`) is a `ChildLifecycle` (`setpoint.workloads.children`,
 shared with the Job controller): it observes the child (exits are learnt from the
 supervisor and enqueue the object at once; children an earlier engine left running are
-re-adopted; children whose objects are gone are stopped), runs the child's probes, and
+re-adopted, keeping the startup and readiness their status records until a probe says
+otherwise; children whose objects are gone are stopped), runs the child's probes, and
 carries out the plan.
 """
 
@@ -69,7 +70,15 @@ from pydantic import Field, model_validator
 from pydantic_core import PydanticCustomError
 
 from setpoint.errors import Conflict, Error, Invalid
-from setpoint.model import READY, Kind, Object, PrinterColumn, Schema, set_condition
+from setpoint.model import (
+    READY,
+    Kind,
+    Object,
+    PrinterColumn,
+    Schema,
+    get_condition,
+    set_condition,
+)
 from setpoint.model.redaction import redact
 from setpoint.model.wellknown import PROCESS_FINALIZER
 from setpoint.workloads import children
@@ -88,7 +97,6 @@ from setpoint.workloads.children import (
     PlannedEvent,
     Supervised,
     backoff_delay,
-    supervisor_name,
     timestamp,
 )
 from setpoint.workloads.dependencies import (
@@ -116,11 +124,12 @@ __all__ = [
     "ProcessSettings",
     "ProcessSpecSchema",
     "ProcessStatusSchema",
+    "RecordedProbes",
     "desired_of",
     "observe",
     "plan",
+    "recorded_probes",
     "setup",
-    "supervisor_name",
 ]
 
 FINALIZER = PROCESS_FINALIZER
@@ -475,6 +484,32 @@ def _conditions(
     return _Conditions(up, (False, "ReadinessProbePending", "waiting for the readiness probe"))
 
 
+@dataclass(frozen=True, slots=True)
+class RecordedProbes:
+    """What a stored status says of a running child's probes: whether its startup probe
+    has succeeded (`started`), and its readiness with the probe's message."""
+
+    started: bool
+    readiness: ProbeResult
+    message: str
+
+
+_READINESS_OF_REASON: Mapping[str, ProbeResult] = {
+    "ReadinessProbeSucceeded": "Success",
+    "ReadinessProbeFailed": "Failure",
+}
+
+
+def recorded_probes(status: Mapping[str, Any]) -> RecordedProbes:
+    """What `status` (as `_conditions` wrote it) records of its child's probes; `Unknown`
+    readiness where the `Ready` condition says nothing of the probe. Pure."""
+    started = get_condition(status, STARTED) or {}
+    ready = get_condition(status, READY) or {}
+    readiness = _READINESS_OF_REASON.get(str(ready.get("reason")), "Unknown")
+    message = str(ready.get("message") or "") if readiness != "Unknown" else ""
+    return RecordedProbes(started.get("status") == "True", readiness, message)
+
+
 # -- the controller -------------------------------------------------------------------
 
 
@@ -493,17 +528,38 @@ class ProcessController(ChildLifecycle[ProcessSpecSchema, Plan]):
 
     # -- probes ----------------------------------------------------------------------
 
-    def follow(self, key: Key, child: Supervised, spec: ProcessSpecSchema) -> None:
-        """Run the child's probes: the startup probe first, if there is one."""
-        child.started = spec.startup_probe is None
-        if spec.startup_probe is not None:
+    def follow(
+        self,
+        key: Key,
+        child: Supervised,
+        spec: ProcessSpecSchema,
+        recorded: Mapping[str, Any] | None,
+    ) -> None:
+        """Run the child's probes: the startup probe first, if there is one. An adopted child
+        keeps what its stored status says of its probes (`recorded_probes`) until a probe
+        says otherwise, as the kubelet keeps a running container's across its restart:
+        an engine restart neither makes it unready nor re-runs a startup probe it passed."""
+        recorded_state = None if recorded is None else recorded_probes(recorded)
+        child.started = spec.startup_probe is None or (
+            recorded_state is not None and recorded_state.started
+        )
+        if not child.started:
+            assert spec.startup_probe is not None
             self._probe(key, child, spec, "startup", spec.startup_probe)
         else:
-            self._probe_health(key, child, spec)
+            self._probe_health(key, child, spec, recorded_state)
 
-    def _probe_health(self, key: Key, child: Supervised, spec: ProcessSpecSchema) -> None:
+    def _probe_health(
+        self,
+        key: Key,
+        child: Supervised,
+        spec: ProcessSpecSchema,
+        recorded: RecordedProbes | None = None,
+    ) -> None:
         if spec.readiness_probe is not None:
-            child.readiness = "Unknown"
+            child.readiness, child.probe_message = "Unknown", ""
+            if recorded is not None:
+                child.readiness, child.probe_message = recorded.readiness, recorded.message
             self._probe(key, child, spec, "readiness", spec.readiness_probe)
         if spec.liveness_probe is not None:
             self._probe(key, child, spec, "liveness", spec.liveness_probe)

@@ -22,9 +22,14 @@ drives it.
   escaped it (a process carrying the child's `SETPOINT_MARKER`, or a
   descendant of one: a daemon that called `setsid`), SIGKILL after `grace`
   seconds, kills all that is left, checks that nothing of it runs any more,
-  and removes the state file. Call it also after a child exited on its own:
-  it clears up. `kill(child)` SIGKILLs the group at once (a stop in progress
-  then goes straight to killing what is left).
+  waits (a bounded poll: no event says so) until its exited processes are reaped
+  too, and removes the state file. Call it also after a child exited on its own:
+  it clears up. An adopted child's parent is init (or whatever adopted the orphan),
+  which may reap it late; until then its pid still answers `kill(pid, 0)`, and a
+  daemon started again at once takes its own lock file for another's (PostgreSQL's
+  `postmaster.pid`). One nobody reaps within `_REAP_TIMEOUT` is logged and left.
+  `kill(child)` SIGKILLs the group at once (a stop in progress then goes straight
+  to killing what is left).
 * After an engine restart, `find_adoptable(name, state_dir)` returns an
   `Adopted` handle only for a process that is provably the one recorded
   (same pid, same start time, `SETPOINT_MARKER` in its environment); its exit
@@ -101,6 +106,10 @@ is wrong: `start` lets them through as `OSError`."""
 _KILL_TIMEOUT = 5.0
 _KILL_ROUNDS = 5
 """Scan-and-kill passes over a stopped child's processes (each catches what forked meanwhile)."""
+_REAP_TIMEOUT = 5.0
+"""How long `stop` waits for a parent other than this engine to reap a child's processes."""
+_REAP_POLL_MAX = 0.05
+"""The longest pause between two looks at whether they are reaped (from 1 ms, doubling)."""
 _HOLDER_PROGRAM = Path(__file__).with_name("log_holder.py")
 _PR_SET_CHILD_SUBREAPER = 36
 _KTHREADD = 2
@@ -483,6 +492,10 @@ class _Child:
     async def wait(self) -> Exit:
         raise NotImplementedError
 
+    def _unreaped_leader(self) -> int | None:
+        """A pidfd on the group leader if it may have exited without being reaped yet."""
+        return None
+
     async def wait_logs_closed(self) -> None:
         """Return once all output is in the log file: every holder of the pipe has exited."""
         if self._logs is not None:
@@ -523,7 +536,7 @@ class Running(_Child):
         self._process = process
 
     async def wait(self) -> Exit:
-        returncode = await self._process.wait()
+        returncode = await self._process.wait()  # returns once the child watcher reaped it
         _started.discard(self.pid)
         return Exit.from_returncode(returncode)
 
@@ -534,7 +547,7 @@ class Running(_Child):
 class Adopted(_Child):
     """A process started by an earlier engine, proven ours. Its exit code cannot be known.
 
-    It holds a pidfd until `wait()` (or `stop()`) has seen the exit.
+    It holds a pidfd until `stop()` has seen it exit and be reaped (by its parent: not us).
     """
 
     def __init__(
@@ -560,12 +573,20 @@ class Adopted(_Child):
 
             def on_exit() -> None:
                 loop.remove_reader(self._pidfd)
-                os.close(self._pidfd)
                 if not exited.done():
                     exited.set_result(_ADOPTED_EXIT)
 
             loop.add_reader(self._pidfd, on_exit)  # a pidfd turns readable at exit
         return await asyncio.shield(self._exited)
+
+    def _unreaped_leader(self) -> int | None:
+        return self._pidfd if self._pidfd >= 0 else None
+
+    def _forget(self) -> None:
+        super()._forget()
+        if self._pidfd >= 0:
+            os.close(self._pidfd)
+            self._pidfd = -1
 
     def __repr__(self) -> str:
         return f"<Adopted {self.name} pid={self.pid}>"
@@ -736,19 +757,17 @@ def _pin_members(child: _Child, pinned: _Pinned) -> None:
 
 
 def _signal_pinned(
-    pinned: _Pinned, signum: int, *, besides_group: int | None = None
+    pinned: _Pinned, signum: int, *, but_group: int | None = None
 ) -> list[tuple[int, int]]:
-    """Send `signum` to every pinned process that has not exited (but those still in the
-    process group `besides_group`, which were sent it with their group); return those it
-    reached."""
+    """Send `signum` to every pinned process that has not exited (but those in process group
+    `but_group`, signalled already); return those it reached."""
     reached = []
     for key, pidfd in pinned.items():
         if select.select([pidfd], [], [], 0)[0]:
             continue  # exited
-        if besides_group is not None:
-            st = _proc_stat(key[0])
-            if st is not None and st.pgid == besides_group:
-                continue  # a second stop signal may be a program's "quit now"
+        st = _proc_stat(key[0])  # the pidfd pins it: this pid is not reused yet
+        if but_group is not None and st is not None and st.pgid == but_group:
+            continue
         with contextlib.suppress(ProcessLookupError, PermissionError):
             signal.pidfd_send_signal(pidfd, signum)
             reached.append(key)
@@ -781,6 +800,45 @@ async def _kill_members(child: _Child, pinned: _Pinned) -> None:
         _logger.warning("%s: pids %s outlived its stop (another user's?)", child.name, left)
 
 
+def _unreaped(pidfd: int) -> bool:
+    """Whether the process of `pidfd` exists still (running, or exited and not reaped: a
+    zombie, which `kill(pid, 0)` still finds)."""
+    try:
+        signal.pidfd_send_signal(pidfd, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # another user's: it exists
+    return True
+
+
+async def _wait_reaped(child: _Child, exited: Sequence[tuple[int, int]]) -> None:
+    """Return once every process of `exited` ((pid, pidfd) of processes that exited) is
+    reaped, reaping those re-parented to this engine; after `_REAP_TIMEOUT`, log those
+    left and return.
+
+    Their parent (init, say) tells nobody when it reaps: this polls, from 1 ms to
+    `_REAP_POLL_MAX` apart."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + _REAP_TIMEOUT
+    me = os.getpid()
+    pause = 0.001
+    while left := [(pid, fd) for pid, fd in exited if _unreaped(fd)]:
+        for pid, _ in left:
+            st = _proc_stat(pid)  # the pidfd pins it: this pid is not reused yet
+            if st is not None and st.ppid == me and pid not in _started:
+                _reap(pid)  # re-parented to this subreaper
+        if loop.time() >= deadline:
+            pids = sorted(pid for pid, _ in left)
+            _logger.warning(
+                "%s: pids %s exited but their parent has not reaped them in %gs; going on",
+                child.name, pids, _REAP_TIMEOUT,
+            )  # fmt: skip
+            return
+        await asyncio.sleep(pause)
+        pause = min(pause * 2, _REAP_POLL_MAX)
+
+
 def kill(child: Running | Adopted) -> None:
     """SIGKILL the child's whole group now; a `stop` of it in progress then returns at once."""
     _signal_group(child.pgid, signal.SIGKILL)
@@ -798,7 +856,9 @@ async def stop(child: Running | Adopted, grace: float, stop_signal: int = signal
     try:
         _pin_members(child, pinned)  # before any dies: its descendants are known by parent
         _signal_group(child.pgid, stop_signal)
-        _signal_pinned(pinned, stop_signal, besides_group=child.pgid)
+        # Once each: a second SIGINT may find a child that handled the first one (Python's
+        # `sys.exit` in a handler) finalizing, back on the default action: killed by it.
+        _signal_pinned(pinned, stop_signal, but_group=child.pgid)
         try:
             await asyncio.wait_for(asyncio.shield(exit_task), max(0.0, grace))
         except TimeoutError:
@@ -806,6 +866,9 @@ async def stop(child: Running | Adopted, grace: float, stop_signal: int = signal
         ended = await exit_task
         _signal_group(child.pgid, signal.SIGKILL)  # members that outlived the leader
         await _kill_members(child, pinned)  # and those that escaped its group
+        exited = [(pid, fd) for (pid, _), fd in pinned.items() if select.select([fd], [], [], 0)[0]]
+        leader = child._unreaped_leader()
+        await _wait_reaped(child, exited if leader is None else [(child.pid, leader), *exited])
     finally:
         if not exit_task.done():
             exit_task.cancel()
