@@ -2,7 +2,8 @@
 
     Error
     ├── Invalid            input refused before anything was written (names the field)
-    │   └── UnknownKind    apiVersion/kind not registered
+    │   ├── UnknownKind    apiVersion/kind not registered
+    │   └── SecretUnavailable  a Secret (or key) a child's environment needs is missing
     ├── NotFound           the object does not exist
     ├── AlreadyExists      create of a name that is taken
     ├── Conflict           stale resourceVersion: re-read, re-apply, retry
@@ -18,8 +19,10 @@ Kubernetes API would answer with, and `reason` its `Status.reason`.
 
 Not in the tree, on purpose: the work queue's `Empty` and `ShutDown`
 (`setpoint.runtime.queue`) are control flow between a queue and its workers, as
-`asyncio.QueueEmpty` is, and the health server's private `_BadRequest` becomes a
-400 answer; none of them reaches a user. tests/test_errors_tree.py keeps this true.
+`asyncio.QueueEmpty` is, the health server's private `_BadRequest` becomes a
+400 answer, and the manifest parser's private `_DuplicateKey`
+(`setpoint.model.manifests`) an `Invalid`; none of them reaches a user.
+tests/test_errors_tree.py keeps this true.
 """
 
 from __future__ import annotations
@@ -48,6 +51,16 @@ class UnknownKind(Invalid):
 
     code = 404
     reason = "NotFound"
+
+
+class SecretUnavailable(Invalid):
+    """A child cannot be started (`setpoint.workloads.secret`): a Secret or key its spec
+    needs is missing (`condition_reason` `SecretMissing`), or holds a value an environment
+    cannot (`SecretInvalid`)."""
+
+    def __init__(self, message: str, *, reason: str = "SecretMissing") -> None:
+        super().__init__(message)
+        self.condition_reason = reason
 
 
 class NotFound(Error):

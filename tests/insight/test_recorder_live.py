@@ -210,3 +210,30 @@ async def test_a_crashing_child_leaves_its_exit_last_lines_and_error_lines(
     fatal = [e for e in of_type(entries, "log") if "FATAL" in e["line"]]
     assert fatal[0]["kept"] in ("new", "error")
     assert "template" in fatal[0]
+
+
+async def test_secret_values_never_reach_the_timeline(store: Store, tmp_path: Path) -> None:
+    """A Secret's change is recorded without its values, and a child that prints the value
+    has it masked in its log lines and exit entry."""
+    from setpoint.workloads.secret import SECRET
+
+    password = "hunter2-correct-horse"
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    timeline = Timeline.open(tmp_path / "state.db")
+    async with recording(store, timeline, log_dir=logs):
+        secret = {"apiVersion": SECRET.api_version, "kind": SECRET.kind,
+                  "metadata": {"name": "db", "namespace": "default"},
+                  "stringData": {"password": password}}  # fmt: skip
+        await apply_object(store, secret, notes=timeline, actor="alice@h")
+        secret["stringData"] = {"password": password + "-2"}
+        await apply_object(store, secret, notes=timeline, actor="alice@h")
+        (logs / "default_db.log").write_text(f"ERROR: cannot log in with {password}\n")
+        entries = await wait_for_entries(
+            timeline, lambda es: len(of_type(es, "change")) == 2 and bool(of_type(es, "log"))
+        )
+    changes = of_type(entries, "change")
+    assert changes[1]["diff"] == {"data.password": ["(hidden)", "(changed)"]}
+    [line] = of_type(entries, "log")
+    assert line["line"] == "ERROR: cannot log in with ***"
+    assert password not in repr(entries)

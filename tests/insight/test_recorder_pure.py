@@ -292,3 +292,35 @@ def test_error_lines_are_recognised_by_word() -> None:
     assert is_error_line("2024-01-01 ERROR db down")
     assert not is_error_line("0 errors, all fine")
     assert not is_error_line("ready to accept connections")
+
+
+# -- secrets ---------------------------------------------------------------------------
+
+
+def _secret(data: dict[str, str], uid: str = "u1") -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "db", "namespace": "default", "uid": uid},
+        "data": data,
+    }
+
+
+def test_a_secrets_values_are_recorded_as_changed_never_shown() -> None:
+    fields = ("data",)
+    created = project(_secret({"password": "aHVudGVyMg=="}), 1, fields)
+    changed = project(_secret({"password": "c2VjcmV0Mw==", "user": "YWRtaW4="}), 2, fields)
+    same = project(_secret({"password": "c2VjcmV0Mw==", "user": "YWRtaW4="}), 3, fields)
+    made = entries_for(None, created, now=1.0)
+    updated = entries_for(created, changed, now=2.0)
+    gone = entries_for(same, None, now=3.0)
+    assert made[0]["diff"] == {"data": [None, {"password": "(hidden)"}]}
+    assert updated[0]["diff"] == {
+        "data.password": ["(hidden)", "(changed)"],
+        "data.user": [None, "(hidden)"],
+    }
+    assert entries_for(changed, same, now=3.0) == []
+    assert gone[0]["diff"]["data"] == [{"password": "(hidden)", "user": "(hidden)"}, None]
+    everything = repr([created, changed, made, updated, gone])
+    for value in ("aHVudGVyMg==", "hunter2", "c2VjcmV0Mw==", "YWRtaW4=", "admin"):
+        assert value not in everything

@@ -6,13 +6,17 @@ API Version, Labels, Annotations, Created, Generation, Observed Generation,
 Finalizers, Owner References, Deletion Timestamp if set); one section per
 declared top-level field (`Spec` as YAML); `Status` with its conditions as a
 table and its other fields as YAML; and `Events`, oldest first. A kind may add
-header fields of its own through `SUMMARIES`. Without NAMEs every object of
+header fields of its own through `SUMMARIES`. A kind's secret fields
+(`Kind.secret_fields`, a Secret's `data`) show their keys and sizes in bytes, never
+their values, as `kubectl describe secret` does. Without NAMEs every object of
 the kind in the namespace is described.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
+import binascii
 import re
 import sys
 import time
@@ -41,8 +45,11 @@ _ENVELOPE = ("apiVersion", "kind", "metadata", "status")
 _INDENT = "  "
 
 
-def describe_object(obj: Object, events: Sequence[Object], now: float) -> str:
-    """The text `describe` prints for `obj` and its `events` (any order), at time `now`."""
+def describe_object(
+    obj: Object, events: Sequence[Object], now: float, secret_fields: Sequence[str] = ()
+) -> str:
+    """The text `describe` prints for `obj` and its `events` (any order), at time `now`;
+    of `secret_fields` only keys and sizes."""
     meta = obj.get("metadata") or {}
     status = obj.get("status")
     fields: list[tuple[str, str]] = [("Name", str(meta.get("name", "")))]
@@ -68,7 +75,9 @@ def describe_object(obj: Object, events: Sequence[Object], now: float) -> str:
         fields.append(("Deletion Timestamp", _when(meta["deletionTimestamp"], now)))
     lines = _fields(fields)
     for key, value in obj.items():
-        if key not in _ENVELOPE:
+        if key in secret_fields:
+            lines += _sizes(_title(key), value)
+        elif key not in _ENVELOPE:
             lines += _section(_title(key), value)
     lines += _status(status, now)
     lines += _events(events, now)
@@ -123,6 +132,21 @@ def _section(title: str, value: Any, indent: str = "") -> list[str]:
         return [f"{indent}{title}:  {value}"]
     body = render.to_yaml(value).rstrip("\n").split("\n")
     return [f"{indent}{title}:"] + [indent + _INDENT + line for line in body]
+
+
+def _sizes(title: str, value: Any) -> list[str]:
+    """A secret field: each key and the size of its value (decoded, if base64) in bytes."""
+    if not isinstance(value, dict) or not value:
+        return [f"{title}:  {NONE}"]
+    sizes = []
+    for key, held in sorted(value.items()):
+        text = str(held)
+        try:
+            size = len(base64.b64decode(text, validate=True))
+        except (binascii.Error, ValueError):
+            size = len(text.encode())
+        sizes.append((str(key), f"{size} bytes"))
+    return [f"{title}:", *_fields(sizes, _INDENT)]
 
 
 def _status(status: Any, now: float) -> list[str]:
@@ -237,4 +261,4 @@ async def run(ctx: Context, args: argparse.Namespace) -> int:
 
 def _describe(kind: Kind, obj: Object, events: Sequence[Object], now: float) -> str:
     involved = Involved.of(kind, obj)
-    return describe_object(obj, [e for e in events if involved.matches(e)], now)
+    return describe_object(obj, [e for e in events if involved.matches(e)], now, kind.secret_fields)

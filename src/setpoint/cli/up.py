@@ -5,7 +5,7 @@ them converging until stopped.
 The store is the CLI's (by default `sqlite:///.setpoint/state.db`), so `get`,
 `describe`, `events`, `logs`, `delete` and `apply` run from the same directory reach
 it with no flags. Children's state files and logs go beside the SQLite file
-(`setpoint.engine.workspace_of`).
+(`setpoint.engine.workspace_of`), in directories of mode 0700.
 
 One engine per store: if another `up` already runs on the store, this one prints one line
 naming it (`error: an engine (pid 1234 on host x) already runs on ...`) and exits 1 before

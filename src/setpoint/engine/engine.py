@@ -11,7 +11,8 @@ re-parented to it and reaped by it, `setpoint.workloads.supervisor`), a `Manager
 from `EngineSettings.manager`), the Process, Job,
 Deployment, Service, Thermostat and Autoscaler controllers, and the timeline recorder
 (`setpoint.insight.recorder`), with children's state files and logs in the `Workspace`
-beside the store. Entering claims the store's engine lease first (`setpoint.engine.claim`):
+beside the store, whose directories are made (or tightened to) mode 0700 (`setpoint.files`).
+Entering claims the store's engine lease first (`setpoint.engine.claim`):
 a second engine on the same store is refused with `EngineRunning` before it touches
 anything, so it can never stop or adopt the first one's children.
 
@@ -39,6 +40,7 @@ from setpoint.clock import SYSTEM_CLOCK, Clock
 from setpoint.control import autoscaler, thermostat
 from setpoint.engine.claim import EngineHolder, claim_engine_lease
 from setpoint.errors import LeadershipLost
+from setpoint.files import ensure_private_dir
 from setpoint.runtime.leases import LeaderElector
 from setpoint.runtime.manager import Manager, ManagerOptions
 from setpoint.store import Store
@@ -64,6 +66,16 @@ class Workspace:
     state_dir: Path
     job_state_dir: Path
     log_dir: Path
+
+    def make_private(self) -> None:
+        """Make (or tighten, if an earlier version made them 0755) its directories mode
+        0700, and `.setpoint/` too when they are in one; never the directory of a store
+        elsewhere (`/tmp` for `sqlite:////tmp/x.db`)."""
+        base = self.state_dir.parent
+        if base.name == WORKSPACE.name:
+            ensure_private_dir(base)
+        for directory in (self.state_dir, self.job_state_dir, self.log_dir):
+            ensure_private_dir(directory)
 
 
 def workspace_of(store_url: str) -> Workspace:
@@ -137,6 +149,7 @@ class Engine:
 
     def _wire(self) -> None:
         manager, ws = self.manager, self.workspace
+        ws.make_private()
         # A child's daemonized grandchild is re-parented to the engine, which reaps it.
         supervisor.become_subreaper()
         manager.add_runnable(supervisor.reap_orphans_forever)

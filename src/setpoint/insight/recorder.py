@@ -21,6 +21,13 @@ are no news), each entry stamped with the time the recorder saw it:
   an error (ERROR, FATAL, panic, Traceback ...; rate-limited), and a few samples per
   template per minute.
 
+Secrets: a kind's secret fields (`Kind.secret_fields`, a Secret's `data`) are never
+recorded. The recorder keeps a fingerprint of each value (a hash salted with the object's
+uid) to tell that it changed, and its entries say only which keys changed (`(hidden)` ->
+`(changed)`). Every value of those fields it has seen is masked (`***`,
+`setpoint.model.redaction`) in everything it writes: log lines, exit reasons and lines,
+messages. Log lines are taken only once the first list has shown every Secret.
+
 How: one watch of every kind from the store, after a list of each (and again after
 `Gone`); the last view of each object (a small projection, `project`) is kept in
 memory and, with the last revision recorded, saved in the timeline as its
@@ -37,6 +44,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import re
 import threading
@@ -47,7 +55,7 @@ from pathlib import Path
 from typing import Any
 
 from setpoint.clock import SYSTEM_CLOCK, Clock
-from setpoint.errors import Gone, StoreClosed
+from setpoint.errors import Gone, StoreClosed, UnknownKind
 from setpoint.insight.templates import TemplateMiner
 from setpoint.insight.timeline import (
     ACTOR_DIGEST,
@@ -58,6 +66,7 @@ from setpoint.insight.timeline import (
     timeline_path_for,
 )
 from setpoint.model import Object
+from setpoint.model.redaction import Redactor, secret_values
 from setpoint.model.wellknown import CHANGED_AT, CHANGED_BY, child_name
 from setpoint.runtime.manager import Manager
 from setpoint.store.base import Store
@@ -145,9 +154,10 @@ def object_ref(kind: str, name: str, namespace: str | None) -> dict[str, Any]:
     return {"kind": kind, "name": name, "namespace": namespace or None}
 
 
-def project(obj: Object, revision: int) -> Snapshot:
+def project(obj: Object, revision: int, secret_fields: tuple[str, ...] = ()) -> Snapshot:
     """The parts of `obj` the recorder compares: identity, declared fields, conditions,
-    last exit, references, and an Event's own fields. Pure."""
+    last exit, references, and an Event's own fields. Of `secret_fields` only each key's
+    fingerprint is kept (`fingerprint`), and their names under `hidden`. Pure."""
     meta = obj.get("metadata") or {}
     status = obj.get("status") if isinstance(obj.get("status"), dict) else {}
     assert isinstance(status, dict)
@@ -172,6 +182,13 @@ def project(obj: Object, revision: int) -> Snapshot:
             "deletionTimestamp": meta.get("deletionTimestamp"),
         },
     }
+    for name in secret_fields:
+        held = obj.get(name)
+        if isinstance(held, Mapping):
+            uid = str(meta.get("uid") or "")
+            snap["declared"][name] = {k: fingerprint(uid, str(k), v) for k, v in held.items()}
+    if secret_fields:
+        snap["hidden"] = list(secret_fields)
     snap["stamps"] = {k: v for k, v in (meta.get("annotations") or {}).items() if k in STAMPS}
     snap["owners"] = [
         {"kind": r.get("kind"), "name": r.get("name")}
@@ -187,6 +204,48 @@ def project(obj: Object, revision: int) -> Snapshot:
     last_exit = status.get("lastExit")
     snap["lastExit"] = last_exit if isinstance(last_exit, dict) else None
     return snap
+
+
+def fingerprint(salt: str, key: str, value: Any) -> str:
+    """A value of a secret field as the recorder keeps it: enough to tell that it changed,
+    nothing to show. Pure."""
+    text = "\0".join((salt, key, value if isinstance(value, str) else repr(value)))
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+HIDDEN = "(hidden)"
+CHANGED = "(changed)"
+"""What a change entry shows of a secret value: `(hidden)` before, `(changed)` after."""
+
+
+def _hide(diff: dict[str, list[Any]], hidden: list[str]) -> dict[str, list[Any]]:
+    """`diff` with the values of paths under the `hidden` fields replaced by markers."""
+    out: dict[str, list[Any]] = {}
+    for path, (old, new) in diff.items():
+        if path_parts(path)[0] in hidden:
+            old, new = _mask(old, HIDDEN), _mask(new, CHANGED if old is not None else HIDDEN)
+        out[path] = [old, new]
+    return out
+
+
+def _mask(value: Any, marker: str) -> Any:
+    if isinstance(value, Mapping):
+        return {k: marker for k in value}
+    return None if value is None else marker
+
+
+def _declared_diff(snap: Snapshot, created: bool) -> dict[str, list[Any]]:
+    """The diff of an object created (or, `created=False`, deleted): its spec, and the
+    keys of its secret fields."""
+    hidden = snap.get("hidden") or []
+    spec = snap["declared"]["spec"]
+    diff: dict[str, list[Any]] = {"spec": [None, spec]} if spec is not None or not hidden else {}
+    for name in hidden:
+        if name in snap["declared"]:
+            diff[name] = [None, snap["declared"][name]]
+    if not created:
+        diff = {path: [new, old] for path, (old, new) in diff.items()}
+    return _hide(diff, hidden)
 
 
 def actor_of(old: Snapshot | None, new: Snapshot) -> str:
@@ -218,17 +277,13 @@ def entries_for(old: Snapshot | None, new: Snapshot | None, *, now: float) -> li
     ref = object_ref(str(about["kind"]), str(about["name"]), about.get("namespace"))
     if new is None:
         assert old is not None
-        spec = old["declared"]["spec"]
-        return [_change(now, ref, {"spec": [spec, None]}, "deleted", "unknown")]
+        return [_change(now, ref, _declared_diff(old, created=False), "deleted", "unknown")]
     out: list[Entry] = []
     if old is None:
-        out.append(
-            _change(
-                now, ref, {"spec": [None, new["declared"]["spec"]]}, "created", actor_of(None, new)
-            )
-        )
+        diff = _declared_diff(new, created=True)
+        out.append(_change(now, ref, diff, "created", actor_of(None, new)))
     else:
-        diff = diff_paths(old["declared"], new["declared"])
+        diff = _hide(diff_paths(old["declared"], new["declared"]), new.get("hidden") or [])
         if diff:
             out.append(_change(now, ref, diff, "updated", actor_of(old, new)))
     out += _condition_entries(ref, old, new, now)
@@ -539,6 +594,8 @@ class Recorder:
         self._wake = asyncio.Event()
         self._watching = asyncio.Event()
         self._sampler = LogSampler(settings.samples_per_minute, settings.errors_per_minute)
+        self._secret_values: set[str] = set()  # every secret value seen: masked in entries
+        self._redactor = Redactor(())
         self.recorded = 0
         """Entries written so far."""
 
@@ -623,7 +680,10 @@ class Recorder:
         old = self._seen.get(key)
         if old is not None and revision <= int(old.get("revision") or 0) and not listing:
             return
-        new = None if deleted else project(obj, revision)
+        secret_fields = self._secret_fields(api_version, kind)
+        if secret_fields and not deleted:
+            self._learn_secrets(secret_values(obj, secret_fields))
+        new = None if deleted else project(obj, revision, secret_fields)
         if old is not None and new is not None and revision <= int(old.get("revision") or 0):
             return  # listing an object already seen at this revision
         exited = new is not None and new.get("lastExit") not in (None, (old or {}).get("lastExit"))
@@ -644,6 +704,19 @@ class Recorder:
         self._revision = max(self._revision, revision)
         self._add(entries)
 
+    def _secret_fields(self, api_version: str, kind: str) -> tuple[str, ...]:
+        try:
+            return self.store.registry.get(api_version, kind).secret_fields
+        except UnknownKind:
+            return ()
+
+    def _learn_secrets(self, values: set[str]) -> None:
+        """Mask `values` too from now on (values once seen stay masked: a child may still
+        hold a Secret's old value)."""
+        if not values <= self._secret_values:
+            self._secret_values |= values
+            self._redactor = Redactor(self._secret_values)
+
     def _read_log_of(self, key: _Key) -> None:
         if self.tailer is not None:
             for source, line in self.tailer.poll_one(_log_stem(key)):
@@ -658,6 +731,7 @@ class Recorder:
 
     async def _follow_logs(self) -> None:
         assert self.tailer is not None
+        await self._watching.wait()  # every Secret known first, so its values are masked
         while True:
             try:
                 for source, line in await asyncio.to_thread(self.tailer.poll):
@@ -720,7 +794,7 @@ class Recorder:
 
     def _add(self, entries: list[Entry]) -> None:
         if entries:
-            self._pending += entries
+            self._pending += [self._redactor.value(e) for e in entries]
             if len(self._pending) >= self.settings.batch_size:
                 self._wake.set()
 

@@ -15,7 +15,8 @@ indexed on `ts` and on `(kind, namespace, name, ts)`, so a time window and one
 object's history are both range scans. `setpoint up` keeps the table in the
 store's own SQLite file (`timeline_path_for`), opened with a connection of its own
 (WAL, `busy_timeout`, one short transaction per batch), so the store's writer is
-never held up for long. `Timeline.memory()` is the same in memory.
+never held up for long; a file it opens is made mode 0600 (`setpoint.files`).
+`Timeline.memory()` is the same in memory.
 
 The recorder's resume point (`checkpoint`: the last store revision it recorded
 and what it last saw of each object) is kept in two side tables and written in
@@ -44,6 +45,7 @@ import orjson
 
 from setpoint.clock import SYSTEM_CLOCK, Clock
 from setpoint.errors import Invalid
+from setpoint.files import ensure_private_dir, make_private, sqlite_files
 
 Entry = dict[str, Any]
 """One timeline entry (see the module docstring)."""
@@ -142,10 +144,12 @@ class Timeline:
                 raise Invalid(f"{text!r}: no timeline for this store", field="store")
         else:
             path = Path(text)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.parent.is_dir():
+            ensure_private_dir(path.parent)
         conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30.0)
         conn.execute("PRAGMA busy_timeout=30000")
         conn.execute("PRAGMA journal_mode=WAL")
+        make_private(*sqlite_files(path))  # 0600, before an entry is written
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA cache_size=-32768")  # 32 MiB: the indexes' hot pages stay put
         return cls(conn, clock=clock)

@@ -1,4 +1,5 @@
-"""The resource model: objects, metadata rules, kinds, label selectors, conditions, patches.
+"""The resource model: objects, metadata rules, kinds, label selectors, conditions, patches,
+and the masking of secret values (`setpoint.model.redaction`).
 
 Everything here is pure: no I/O, no clock reads, no asyncio. Objects are plain
 dicts in wire form (`apiVersion`, `kind`, `metadata`, `spec`, `status`).

@@ -99,6 +99,10 @@ class Kind:
     """The scale subresource (`setpoint scale`, autoscalers), if the kind has one."""
     columns: tuple[PrinterColumn, ...] = ()
     """Extra columns of `setpoint get`."""
+    secret_fields: tuple[str, ...] = ()
+    """Top-level fields whose values are secret (a Secret's `data`): the timeline records
+    only which keys changed, `describe` shows keys and sizes, and the values are masked
+    wherever a child's output is quoted (`setpoint.model.redaction`)."""
 
     def __post_init__(self) -> None:
         if "/" not in self.api_version and self.api_version != "v1":

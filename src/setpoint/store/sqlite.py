@@ -10,6 +10,10 @@ caller's future; each compare-and-swap is checked inside that transaction, so a
 conflict fails only its own write. Durability: WAL with `synchronous=FULL`
 (`?sync=normal` survives a killed process but not a power cut; `?sync=off` neither).
 
+Files: the database (and its `-wal` and `-shm`) is mode 0600, tightened when opened if an
+earlier version left it wider; a directory the store has to make for it is 0700
+(`setpoint.files`); an existing directory is left as it is.
+
 Watchers in this process are fed from the writer after commit. Changes written by
 other processes are found by polling `PRAGMA data_version` (a free check) every
 `poll_interval` seconds and reading the log after the last published revision.
@@ -32,6 +36,7 @@ from typing import Any, Literal
 
 from setpoint.clock import SYSTEM_CLOCK, Clock
 from setpoint.errors import Error, Gone, Invalid, StoreClosed
+from setpoint.files import ensure_private_dir, make_private, sqlite_files
 from setpoint.model import Object, Registry, Selector, codec
 from setpoint.store.backend import Backend
 from setpoint.store.rules import Change, Write, decide, encode, key_of, not_found, stamp
@@ -130,8 +135,11 @@ class SqliteStore(Backend):
     async def open(self) -> SqliteStore:
         self._loop = asyncio.get_running_loop()
         try:
-            os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)  # noqa: ASYNC240
+            directory = os.path.dirname(os.path.abspath(self.path))  # noqa: ASYNC240
+            if not os.path.isdir(directory):  # noqa: ASYNC240
+                ensure_private_dir(directory)
             self._conn = _connect(self.path, self._sync)
+            make_private(*sqlite_files(self.path))  # before anything is written to it
             self._conn.executescript(_SCHEMA)
             self._published = self._revision_now(self._conn)
         except (OSError, sqlite3.Error) as exc:

@@ -3,10 +3,10 @@
 A Process and a Job each supervise one local child (a Job's child is its current attempt).
 Everything about that child that does not depend on the kind lives here, once:
 
-* the spec fields of a command (`CommandSchema`: args, env, cwd, user, grace period, stop
-  signal), the back-off arithmetic (`BackoffSchema`, `backoff_delay`) and the exit record
-  of a status (`ExitSchema`, `ChildExit`: how a child ended, and whether the controller
-  stopped it on request, as a field, not as text in the reason);
+* the spec fields of a command (`CommandSchema`: args, env and envFrom, cwd, user, grace
+  period, stop signal), the back-off arithmetic (`BackoffSchema`, `backoff_delay`) and the
+  exit record of a status (`ExitSchema`, `ChildExit`: how a child ended, and whether the
+  controller stopped it on request, as a field, not as text in the reason);
 * the plan's inputs both kinds share (`ChildDesired`: generation, typed spec, deleting;
   `ChildObserved`: the child, its last exit, unmet dependencies, a failed start, the
   stored status) and what a plan is to the lifecycle (`ChildPlan`: the child action, the
@@ -26,7 +26,16 @@ conditions. It only does what a plan says, and reports what happened when it did
 (the pid of a started child; a start that failed). How a start fails matters: a spec
 the supervisor refuses (`Invalid`: no such command, no such user) fails until the spec
 changes; an OS failure (no space, no file descriptors, an unwritable state or log
-directory, a failed mkfifo) is transient and retried with `ENVIRONMENT_BACKOFF`.
+directory, a failed mkfifo) is transient and retried with `ENVIRONMENT_BACKOFF`; a Secret
+the spec needs that is missing (or holds a value an environment cannot) fails until a
+Secret changes: the lifecycle watches the Secrets its objects refer to, and tries such a
+start again at each reconcile.
+
+Secrets: a child's `env` and `envFrom` are resolved when it starts
+(`setpoint.workloads.secret`), and again, best effort, when an earlier engine's child is
+adopted. The child keeps its environment (`Supervised.env`, for exec probes) and the values
+that came from Secrets (`Supervised.secret_values`), which are masked in the output line its
+exit reason quotes (and, by the Process controller, in exec probe output).
 """
 
 from __future__ import annotations
@@ -48,7 +57,8 @@ from pydantic import Field
 from setpoint.clock import SYSTEM_CLOCK, Clock, parse_rfc3339
 from setpoint.errors import AlreadyExists, Invalid, NotFound, TerminalError, UnknownKind
 from setpoint.model import Kind, Object, Schema
-from setpoint.model.fields import EnvName, OsString
+from setpoint.model.fields import OsString
+from setpoint.model.redaction import redact
 from setpoint.model.wellknown import child_name
 from setpoint.runtime.controller import Controller
 from setpoint.runtime.events import EventRecorder
@@ -63,6 +73,17 @@ from setpoint.workloads.dependencies import (
     dependency_keys,
     dependents_of,
     unmet_in_store,
+)
+from setpoint.workloads.secret import (
+    SECRET,
+    SECRETS_INDEX,
+    Env,
+    EnvFromSource,
+    ResolvedEnv,
+    SecretUnavailable,
+    referring_to,
+    resolve_env_in_store,
+    secret_keys,
 )
 
 __all__ = [
@@ -138,10 +159,12 @@ def backoff_delay(count: int, backoff: BackoffSchema) -> float:
 
 
 class CommandSchema(Schema):
-    """What to run, and how to stop it: the spec fields of a Process and of a Job."""
+    """What to run, and how to stop it: the spec fields of a Process and of a Job. `env`
+    values and `envFrom` may come from Secrets (`setpoint.workloads.secret`)."""
 
     args: list[OsString] = Field(min_length=1)
-    env: dict[EnvName, OsString] = Field(default_factory=dict)
+    env: Env = Field(default_factory=dict)
+    env_from: list[EnvFromSource] = Field(default_factory=list)
     cwd: OsString | None = None
     user: OsString | None = None
     termination_grace_period_seconds: float = Field(default=30.0, ge=0)
@@ -243,13 +266,21 @@ class PlannedEvent:
 @dataclass(frozen=True, slots=True)
 class StartFailure:
     """A start that failed, for the spec `generation`, `count` times in a row, last at `at`.
-    `transient`: an OS failure, retried; otherwise the spec must change."""
+    `transient`: an OS failure, retried; `secret_reason` (`SecretMissing`, `SecretInvalid`):
+    a Secret the spec needs is missing or unusable, tried again when it changes; otherwise
+    the spec must change."""
 
     message: str
     transient: bool
     generation: int
     count: int = 1
     at: float = 0.0
+    secret_reason: str | None = None
+
+    @property
+    def reason(self) -> str:
+        """The reason of the conditions that report it: `StartFailed`, or the Secret's."""
+        return self.secret_reason or "StartFailed"
 
 
 class ChildPlan(Protocol):
@@ -374,6 +405,10 @@ class Supervised:
     probe_message: str = ""
     unhealthy: str | None = None
     """Why a liveness or startup probe says to restart it."""
+    env: Mapping[str, str] = field(default_factory=dict)
+    """The environment it was started with (`env` and `envFrom`, Secrets' values resolved)."""
+    secret_values: frozenset[str] = frozenset()
+    """The values from Secrets in its environment: masked in what is quoted of its output."""
 
     @property
     def running(self) -> bool:
@@ -491,10 +526,12 @@ class ChildLifecycle(Generic[S, P]):
 
     def attach(self, manager: Manager) -> Controller:
         """Wire this reconciler into `manager` (what `setup` does): its controller, the
-        `dependsOn` index, the watches of the Processes and Jobs an object may depend on,
-        and the orphan collector; return the controller."""
+        `dependsOn` and Secrets indexes, the watches of the Processes and Jobs an object may
+        depend on and of the Secrets it refers to (one that appears starts the children
+        waiting for it), and the orphan collector; return the controller."""
         cache = manager.cache(self.kind)
         cache.add_index(DEPENDS_ON_INDEX, dependency_keys)
+        cache.add_index(SECRETS_INDEX, secret_keys)
         builder = (
             manager.controller(self.kind.singular)
             .for_(self.kind, predicates=[generation_changed])
@@ -504,6 +541,9 @@ class ChildLifecycle(Generic[S, P]):
             with contextlib.suppress(UnknownKind):  # a kind that is not registered here
                 watched = manager.store.registry.get(self.kind.api_version, kind)
                 builder.watches(watched, dependents_of(cache))
+        with contextlib.suppress(UnknownKind):  # a registry without Secrets
+            secrets = manager.store.registry.get(SECRET.api_version, SECRET.kind)
+            builder.watches(secrets, referring_to(cache))
         self.controller = builder.complete(self)
         manager.add_runnable(self.collect_orphans)
         return self.controller
@@ -547,8 +587,11 @@ class ChildLifecycle(Generic[S, P]):
         if not is_deleting(obj) and add_finalizer(obj, self.child_kind.finalizer):
             obj = await self.store.update(obj)
         spec = self.child_kind.spec_schema.model_validate(obj["spec"])
+        failure = self._failures.get(key)
+        if failure is not None and failure.secret_reason is not None:
+            del self._failures[key]  # waiting for a Secret: each reconcile tries again
         for _ in range(4):  # stop, record the exit and start: at most three looks
-            facts = self._facts(key, obj)
+            facts = await self._facts(key, obj)
             step = await self.decide(obj, spec, facts)
             if step.action is not Action.NOTHING:
                 log.info(
@@ -605,11 +648,11 @@ class ChildLifecycle(Generic[S, P]):
 
     # -- observe -------------------------------------------------------------------------
 
-    def _facts(self, key: Key, obj: Object) -> ChildFacts:
+    async def _facts(self, key: Key, obj: Object) -> ChildFacts:
         """The child in the table, else one adopted from an earlier engine; how a child
         ended that the status does not record yet."""
         status = obj.get("status") or {}
-        child = self._table.get(key) or self._adopt(key, obj)
+        child = self._table.get(key) or await self._adopt(key, obj)
         failure = self._failures.get(key)
         if child is None:
             if status.get("pid") is None:
@@ -624,14 +667,15 @@ class ChildLifecycle(Generic[S, P]):
         """How `child` ended. One that failed by itself (a non-zero code, or a signal nobody
         sent) has the last line of its output added to the reason, as Kubernetes'
         `FallbackToLogsOnError` termination message: `exited with code 2: initdb: not
-        found` says at once what `exited with code 2` makes one go and look for."""
+        found` says at once what `exited with code 2` makes one go and look for. The
+        child's `secret_values` are masked in that line."""
         exit_ = child.exit or supervisor.Exit(None, None, "stopped")
         reason = exit_.reason
         failed = exit_.code not in (0, None) or exit_.signal is not None
         if failed and child.stop_reason is None:
             line = supervisor.last_line(self.log_dir / f"{child.handle.name}.log")
             if line:
-                reason = f"{reason}: {line[:LAST_LINE_CHARS]}"
+                reason = f"{reason}: {redact(line, child.secret_values)[:LAST_LINE_CHARS]}"
         finished = child.finished_at if child.finished_at is not None else self.clock.now()
         return ChildExit(
             exit_.code,
@@ -646,7 +690,12 @@ class ChildLifecycle(Generic[S, P]):
     # -- apply ---------------------------------------------------------------------------
 
     def _new_child(
-        self, key: Key, obj: Object, spec: S, handle: supervisor.Running | supervisor.Adopted
+        self,
+        key: Key,
+        obj: Object,
+        spec: S,
+        handle: supervisor.Running | supervisor.Adopted,
+        resolved: ResolvedEnv,
     ) -> Supervised:
         meta = obj["metadata"]
         generation = int(meta.get("generation", 1))
@@ -662,6 +711,8 @@ class ChildLifecycle(Generic[S, P]):
                 "kind": obj["kind"],
                 "metadata": {k: meta[k] for k in ("name", "namespace", "uid") if meta.get(k)},
             },
+            env=resolved.env,
+            secret_values=resolved.secret_values,
         )
         self._table[key] = child
         child.tasks.append(asyncio.create_task(self._wait_exit(key, child)))
@@ -669,34 +720,49 @@ class ChildLifecycle(Generic[S, P]):
         self.follow(key, child, spec, (obj.get("status") or {}) if adopted else None)
         return child
 
-    def _adopt(self, key: Key, obj: Object) -> Supervised | None:
-        """The child an earlier engine left running for this object, if provably ours."""
+    async def _adopt(self, key: Key, obj: Object) -> Supervised | None:
+        """The child an earlier engine left running for this object, if provably ours. Its
+        environment is resolved again, best effort (its Secrets as they are now: for its exec
+        probes and the values to mask)."""
         name = child_name(*key)
         handle = supervisor.find_adoptable(name, self.state_dir)
         if handle is None:
             supervisor.stray(name, self.state_dir)
             return None
         spec = self.child_kind.spec_schema.model_validate(obj["spec"])
+        resolved = await resolve_env_in_store(self.store, obj, best_effort=True)
         log.info("%s %s/%s: adopted pid %d", self.kind.singular, key[0], key[1], handle.pid)
-        return self._new_child(key, obj, spec, handle)
+        return self._new_child(key, obj, spec, handle, resolved)
 
     async def _start(self, key: Key, obj: Object, spec: S) -> bool:
-        """Start the object's child; on failure record a `StartFailure` and return False."""
+        """Start the object's child, its environment resolved (Secrets' values as the store
+        has them now); on failure record a `StartFailure` and return False."""
         stale = self._table.pop(key, None)
         if stale is not None:
             await self._cleanup(stale)
         name = child_name(*key)
         generation = int(obj["metadata"].get("generation", 1))
         try:
+            resolved = await resolve_env_in_store(self.store, obj)
             process_spec = supervisor.ProcessSpec(
                 args=spec.args,
                 log_dir=self.log_dir,
                 marker=f"{self.child_kind.finalizer}:{obj['metadata'].get('uid', '')}",
-                env=spec.env,
+                env=resolved.env,
                 cwd=None if spec.cwd is None else Path(spec.cwd),
                 user=spec.user,
             )
             handle = await supervisor.start(name, process_spec, self.state_dir, clock=self.clock)
+        except SecretUnavailable as exc:
+            await self._start_failed(
+                key,
+                obj,
+                str(exc),
+                transient=False,
+                generation=generation,
+                secret_reason=exc.condition_reason,
+            )
+            return False
         except Invalid as exc:
             await self._start_failed(key, obj, str(exc), transient=False, generation=generation)
             return False
@@ -705,16 +771,25 @@ class ChildLifecycle(Generic[S, P]):
             await self._start_failed(key, obj, message, transient=True, generation=generation)
             return False
         self._failures.pop(key, None)
-        self._new_child(key, obj, spec, handle)
+        self._new_child(key, obj, spec, handle, resolved)
         await self.events.normal(obj, "Started", f"started pid {handle.pid}: {spec.args[0]}")
         return True
 
     async def _start_failed(
-        self, key: Key, obj: Object, message: str, *, transient: bool, generation: int
+        self,
+        key: Key,
+        obj: Object,
+        message: str,
+        *,
+        transient: bool,
+        generation: int,
+        secret_reason: str | None = None,
     ) -> None:
         earlier = self._failures.get(key)
         count = 1 if earlier is None else earlier.count + 1
-        self._failures[key] = StartFailure(message, transient, generation, count, self.clock.now())
+        self._failures[key] = StartFailure(
+            message, transient, generation, count, self.clock.now(), secret_reason
+        )
         await self.events.warning(obj, "FailedStart", message)
 
     async def _wait_exit(self, key: Key, child: Supervised) -> None:

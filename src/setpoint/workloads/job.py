@@ -1,7 +1,7 @@
 """The `Job` kind (setpoint.dev/v1alpha1, namespaced, plural `jobs`) and its controller:
 run one local command to completion, retrying failures (database migrations, say).
 
-`spec`: `args` (argv, required), `env`, `cwd`, `user` (as for a Process),
+`spec`: `args` (argv, required), `env` and `envFrom`, `cwd`, `user` (as for a Process),
 `backoffLimit` (retries after failures), `activeDeadlineSeconds` (optional), `backoff`
 (`initialSeconds`, `maxSeconds`: the wait before each retry),
 `terminationGracePeriodSeconds`, `stopSignal` and `dependsOn` (see
@@ -45,7 +45,9 @@ action, the whole new status and the events to emit:
   object go.
 * a start that fails for a reason of the spec fails the Job (`Stalled`, reason
   `StartFailed`) until its spec changes; an OS failure is retried with back-off (phase
-  Pending, `Ready=False` with reason `StartFailed` and the error), and is no attempt.
+  Pending, `Ready=False` with reason `StartFailed` and the error), and is no attempt; a
+  missing Secret (or key) keeps it Pending and `Stalled`, reason `SecretMissing`
+  (`SecretInvalid`: a value holds a NUL byte), until the Secret changes.
 
 `JobController` (wired by `setup`) is a `ChildLifecycle` (`setpoint.workloads.children`,
 shared with the Process controller): an attempt's exit enqueues the Job at once, output
@@ -319,6 +321,9 @@ def _decide(desired: JobDesired, observed: JobObserved, now: float) -> JobPlan:
         )
     failure = observed.start_failure
     if failure is not None and failure.generation == desired.generation:
+        if failure.secret_reason is not None:
+            stall = (failure.secret_reason, failure.message)
+            return JobPlan(Action.NOTHING, failure.message, "Pending", stall=stall)
         if not failure.transient:
             stall = ("StartFailed", failure.message)
             return JobPlan(Action.NOTHING, failure.message, "Failed", stall=stall)
@@ -405,7 +410,7 @@ def _status(
         and failure.generation == generation
         and not observed.running
     ):
-        reason, message = "StartFailed", failure.message
+        reason, message = failure.reason, failure.message
     if step.outcome in ("BackoffLimitExceeded", "DeadlineExceeded"):
         recorded = get_condition(observed.status, FAILED)
         if observed.finished == step.outcome and recorded is not None:

@@ -8,7 +8,9 @@ restart. It writes each chunk to `LOG` as soon as it is read (readers see lines 
 they come), rotates `LOG` by size only at a line end (`LOG` -> `LOG.1` -> `LOG.2` ...,
 `BACKUPS` kept; a line longer than 64 KiB may be cut to rotate anyway), drops what it
 cannot write (a full disk) rather than stop reading, and exits once every writer has
-closed the FIFO.
+closed the FIFO. It makes each log file mode 0600 (the mode `setpoint.files` gives every
+private file; this program cannot import it), and the supervisor tightens files an
+earlier version left wider before it starts a holder.
 
 It must import nothing but `os` and `sys` (it runs once per child: a few MB each), and
 decides nothing about the child: it never signals nor waits for it.

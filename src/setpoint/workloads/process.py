@@ -1,7 +1,8 @@
 """The `Process` kind (setpoint.dev/v1alpha1, namespaced, short name `proc`) and its controller:
 one supervised local command, kept running as its spec says.
 
-`spec`: `args` (argv, required), `env`, `cwd`, `user`, `ports` (informational),
+`spec`: `args` (argv, required), `env` and `envFrom` (values may come from Secrets: see
+`setpoint.workloads.secret`), `cwd`, `user`, `ports` (informational),
 `restartPolicy` (Always | OnFailure | Never), `backoff` (`initialSeconds`, `maxSeconds`,
 `resetAfterSeconds`), `terminationGracePeriodSeconds`, `stopSignal` (e.g. SIGINT for
 PostgreSQL's fast shutdown), `startupProbe` / `readinessProbe` / `livenessProbe` (see
@@ -13,8 +14,9 @@ through it.
 CrashLoopBackOff), `pid`, `startTime`, `restarts`, `lastExit` (`ExitSchema`: code, signal,
 reason, finishedAt, and `stoppedOnRequest` / `stopReason` when the controller stopped it),
 `nextStartAt` while backing off, `observedGeneration`, conditions `Started` and `Ready`
-(plus `Stalled` when the command cannot be started at all: reason `StartFailed`), and two
-fields the controller keeps for itself: `startedGeneration` (the spec generation the child
+(plus `Stalled` when the command cannot be started at all: reason `StartFailed`, or
+`SecretMissing` while a Secret it needs is missing), and two fields the controller keeps
+for itself: `startedGeneration` (the spec generation the child
 runs) and `recentRestarts` (restarts since the child last ran `resetAfterSeconds`; it sets
 the back-off).
 
@@ -40,7 +42,9 @@ the whole new status and the events to emit:
   Process is Failed and `Stalled` (reason `StartFailed`) until its spec changes; for a
   reason of the machine (an OS error: no space, no file descriptors, an unwritable state
   or log directory) it stays Pending, `Ready=False` with reason `StartFailed` and the
-  error, and is retried with back-off.
+  error, and is retried with back-off; for want of a Secret (one it refers to, or a key
+  of it, is missing: `SecretMissing`; a value holds a NUL byte: `SecretInvalid`) it stays
+  Pending and `Stalled` with that reason until the Secret changes, and is tried again then.
 
 `ProcessController` (wired by `setup`) is a `ChildLifecycle` (`setpoint.workloads.children`,
 shared with the Job controller): it observes the child (exits are learnt from the
@@ -75,6 +79,7 @@ from setpoint.model import (
     get_condition,
     set_condition,
 )
+from setpoint.model.redaction import redact
 from setpoint.model.wellknown import PROCESS_FINALIZER
 from setpoint.workloads import children
 from setpoint.workloads.children import (
@@ -317,6 +322,15 @@ def _decide(desired: Desired, observed: Observed, now: float) -> Plan:
         return Plan(Action.NOTHING, "running", phase="Running", recent_restarts=recent)
     failure = observed.start_failure
     if failure is not None and failure.generation == desired.generation:
+        if failure.secret_reason is not None:
+            stall = (failure.secret_reason, failure.message)
+            return Plan(
+                Action.NOTHING,
+                failure.message,
+                phase="Pending",
+                recent_restarts=recent,
+                stall=stall,
+            )
         if not failure.transient:
             stall = ("StartFailed", failure.message)
             return Plan(
@@ -410,7 +424,7 @@ def _status(desired: Desired, observed: Observed, step: Plan, now: float) -> dic
     )
     failure = observed.start_failure
     if not running and failure is not None and failure.generation == generation:
-        failed = (False, "StartFailed", failure.message)
+        failed = (False, failure.reason, failure.message)
         conditions = _Conditions(failed, failed)
     for type_, (value, reason, message) in (
         (STARTED, conditions.started),
@@ -555,7 +569,7 @@ class ProcessController(ChildLifecycle[ProcessSpecSchema, Plan]):
     ) -> None:
         on_change = functools.partial(self._on_probe, key, child, spec, role)
         # An exec probe runs as the child does: with its environment and working directory.
-        runner = functools.partial(run_probe, env={**os.environ, **spec.env}, cwd=spec.cwd)
+        runner = functools.partial(run_probe, env={**os.environ, **child.env}, cwd=spec.cwd)
         prober = Prober(probe, self.clock, on_change, runner=runner)
         child.tasks.append(asyncio.create_task(prober.run(), name=f"{role} probe of {key}"))
 
@@ -570,6 +584,7 @@ class ProcessController(ChildLifecycle[ProcessSpecSchema, Plan]):
     ) -> None:
         if self._table.get(key) is not child or not child.running:
             return
+        message = redact(message, child.secret_values)  # an exec probe's output, quoted
         if role == "startup":
             if result == "Success":
                 child.started = True

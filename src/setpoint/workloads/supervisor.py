@@ -48,6 +48,10 @@ The holder, not the engine, reads the FIFO: a child never blocks on its output
 while the engine is down, and no line is lost across an engine restart. The
 child holds the FIFO open for reading and writing, so it never dies of SIGPIPE,
 even if its holder is killed (a new holder is started then). Linux only.
+
+Files are private (`setpoint.files`): the state and log directories are mode 0700;
+state files, the FIFO and log files 0600. A log file (or backup) or directory an
+earlier version left wider is tightened before a holder is started on it.
 """
 
 from __future__ import annotations
@@ -72,6 +76,7 @@ from typing import Any, NamedTuple
 
 from setpoint.clock import SYSTEM_CLOCK, Clock
 from setpoint.errors import AlreadyExists, Invalid
+from setpoint.files import ensure_private_dir, make_private, open_private
 
 __all__ = [
     "Adopted",
@@ -288,7 +293,7 @@ def _fifo_path(name: str, state_dir: Path) -> Path:
 
 def _write_atomically(path: Path, data: dict[str, Any]) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
+    with os.fdopen(open_private(tmp, os.O_WRONLY | os.O_TRUNC), "w", encoding="utf-8") as f:
         json.dump(data, f, sort_keys=True)
         f.write("\n")
         f.flush()
@@ -339,6 +344,11 @@ class _LogSettings:
     max_bytes: int
     backups: int
 
+    def files(self) -> list[Path]:
+        """The log file and its backups (`.1`, `.2` ...)."""
+        rotated = [self.path.with_name(f"{self.path.name}.{i}") for i in range(1, self.backups + 1)]
+        return [self.path, *rotated]
+
 
 class _Holder:
     """One child's log holder: a process started by this engine or an earlier one, pinned
@@ -352,7 +362,10 @@ class _Holder:
 
     @staticmethod
     def start(fifo: Path, log: _LogSettings) -> _Holder:
-        """Start a holder reading `fifo` (which must have a writer: it exits at end of file)."""
+        """Start a holder reading `fifo` (which must have a writer: it exits at end of file).
+        Log files an earlier version left wider than 0600 are tightened first (the holder
+        makes new ones 0600)."""
+        make_private(*log.files())
         argv = [sys.executable, "-I", "-S", str(_HOLDER_PROGRAM), str(log.path)]
         argv += [str(log.max_bytes), str(log.backups)]
         read_end = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # never blocks, even unwritten
@@ -641,8 +654,8 @@ async def start(
     )
     # The child's stdout/stderr holds both ends, so it never gets SIGPIPE, even after we die.
     try:
-        state_dir.mkdir(parents=True, exist_ok=True)
-        log.path.parent.mkdir(parents=True, exist_ok=True)
+        ensure_private_dir(state_dir)
+        ensure_private_dir(log.path.parent)
         fifo.unlink(missing_ok=True)
         os.mkfifo(fifo, 0o600)
         out = os.open(fifo, os.O_RDWR)
