@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import sqlite3
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -145,6 +146,8 @@ def _main(argv: Sequence[str] | None) -> int:
         return _fail(str(exc))
     except OSError as exc:
         return _fail(f"{exc.filename}: {exc.strerror}" if exc.filename else str(exc))
+    except sqlite3.Error as exc:  # the machine's, e.g. a full or read-only disk under the store
+        return _fail(f"the store's database: {exc}")
     except Exception as exc:
         if os.environ.get("SETPOINT_DEBUG"):
             raise
