@@ -70,15 +70,8 @@ from pydantic import Field, model_validator
 from pydantic_core import PydanticCustomError
 
 from setpoint.errors import Conflict, Error, Invalid
-from setpoint.model import (
-    READY,
-    Kind,
-    Object,
-    PrinterColumn,
-    Schema,
-    get_condition,
-    set_condition,
-)
+from setpoint.model import Kind, Object, PrinterColumn, Schema
+from setpoint.model.conditions import READY, get_condition, set_condition
 from setpoint.model.redaction import redact
 from setpoint.model.wellknown import PROCESS_FINALIZER
 from setpoint.workloads import children
