@@ -115,6 +115,7 @@ from chaos_world import (
     stranger,
 )
 
+from setpoint.engine import builtin_kinds
 from setpoint.errors import Error, StoreClosed
 from setpoint.model import READY, Kind, Object, is_true
 from setpoint.runtime import LEASE
@@ -248,7 +249,7 @@ class Writes:
 
 async def write_loop(world: World, writes: Writes, stop: asyncio.Event, deadline: float) -> None:
     """Write until `stop` or `deadline`: see the module docstring."""
-    store = await open_store(world.store_url)
+    store = await open_store(world.store_url, builtin_kinds())
     try:
         seq = 0
         next_cli = time.monotonic() + CLI_EVERY_S
@@ -269,7 +270,7 @@ async def write_loop(world: World, writes: Writes, stop: asyncio.Event, deadline
                 if isinstance(error, StoreClosed):  # a broken handle: start afresh
                     with contextlib.suppress(Exception):
                         await store.close()
-                    store = await open_store(world.store_url)
+                    store = await open_store(world.store_url, builtin_kinds())
             except Exception as error:
                 writes.fail(error)
             if time.monotonic() >= next_cli:
@@ -699,7 +700,7 @@ async def chaos(
     if not kinds:
         raise RuntimeError("no fault kind left to inject")
     world.start_engine()
-    store = await open_store(world.store_url)
+    store = await open_store(world.store_url, builtin_kinds())
     recorder = Recorder(world, store)
     stop = asyncio.Event()
     tasks: list[asyncio.Task[None]] = []
