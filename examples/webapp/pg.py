@@ -14,13 +14,18 @@ PostgreSQL, and the exit code is 2.
 
 PostgreSQL refuses to run as root. Run by root, `init` creates DATADIR, gives it to the
 `postgres` OS user and runs initdb as that user, and `serve` becomes that user before it
-execs postgres; run by anyone else, both run as the caller. Authentication is `trust`, and
+execs postgres; run by anyone else, both run as the caller. When root's DATADIR lies where
+the `postgres` user cannot reach (inside the private `.setpoint/`, or a 0700 home or
+`mktemp -d` directory), the cluster lives in a directory of its own under that user's home
+(`~postgres/setpoint/<hash of DATADIR>`), and DATADIR is a symbolic link to it: nothing to
+chmod. Authentication is `trust`, and
 the server listens on 127.0.0.1 only, with its unix socket in DATADIR (or the temporary
 directory when that path is too long for a socket), never in /var/run/postgresql.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import pwd
 import re
@@ -122,14 +127,30 @@ def can_search(path: Path, user: pwd.struct_passwd) -> bool:
     return bool(info.st_mode & stat.S_IXOTH)
 
 
-def check_reachable(datadir: Path, user: pwd.struct_passwd) -> None:
-    """PgError naming the first parent of `datadir` that `user` cannot traverse."""
+def unreachable_parent(datadir: Path, user: pwd.struct_passwd) -> Path | None:
+    """The first parent of `datadir` that `user` cannot traverse, if any (one that does not
+    exist yet is made when the data directory is)."""
     for parent in reversed(datadir.parents):
-        if not can_search(parent, user):
-            raise PgError(
-                f"pg.py: the {user.pw_name} user cannot reach {datadir}: {parent} is not "
-                f"searchable by it (chmod o+x {parent}, or put the data directory elsewhere)"
-            )
+        if parent.exists() and not can_search(parent, user):
+            return parent
+    return None
+
+
+def reachable_home(datadir: Path, user: pwd.struct_passwd) -> Path:
+    """Where `user` can keep the cluster named `datadir`: `datadir` itself when it can reach
+    it, else a directory of its own under its home, linked from `datadir`."""
+    parent = unreachable_parent(datadir, user)
+    if parent is None:
+        return datadir
+    digest = hashlib.sha256(os.fsencode(datadir)).hexdigest()[:16]
+    home = Path(user.pw_dir) / "setpoint" / digest
+    if unreachable_parent(home, user) is not None or not Path(user.pw_dir).is_dir():
+        raise PgError(
+            f"pg.py: the {user.pw_name} user cannot reach {datadir} ({parent} is not "
+            f"searchable by it) nor its home {user.pw_dir}: put the data directory elsewhere"
+        )
+    print(f"pg.py: {parent} is closed to {user.pw_name}: the cluster lives in {home}", flush=True)
+    return home
 
 
 def become(user: pwd.struct_passwd) -> None:
@@ -152,9 +173,19 @@ def init(datadir: Path, initdb_args: list[str]) -> None:
         return
     initdb = find_binary("initdb")
     user = postgres_user()
+    if user is not None and not datadir.is_symlink():
+        home = reachable_home(datadir, user)
+        if home != datadir:
+            home.mkdir(parents=True, exist_ok=True)
+            os.chown(home.parent, user.pw_uid, user.pw_gid)
+            datadir.parent.mkdir(parents=True, exist_ok=True)
+            datadir.symlink_to(home, target_is_directory=True)
+    datadir = datadir.resolve()
+    if (datadir / "PG_VERSION").exists():
+        print(f"pg.py: {datadir} is initialised already: nothing to do", flush=True)
+        return
     datadir.mkdir(parents=True, exist_ok=True)
     if user is not None:
-        check_reachable(datadir, user)
         os.chown(datadir, user.pw_uid, user.pw_gid)
     datadir.chmod(0o700)
     argv = [
@@ -192,7 +223,7 @@ def socket_dir(datadir: Path, port: int) -> Path:
 
 def serve(datadir: Path, port: int, postgres_args: list[str]) -> None:
     """Replace this process with postgres on 127.0.0.1:`port` (as the postgres user if root)."""
-    datadir = datadir.absolute()
+    datadir = datadir.resolve()  # the cluster itself, where `init` linked it
     if not (datadir / "PG_VERSION").exists():
         raise PgError(f"pg.py: {datadir} holds no database cluster: run `pg.py init {datadir}`")
     postgres = find_binary("postgres")

@@ -28,7 +28,9 @@ from webapp_support import (
     PG,
     App,
     Postgres,
+    free_port,
     migrate,
+    require_postgresql,
     run_script,
     running_app,
     running_postgres,
@@ -108,6 +110,35 @@ def test_pg_init_is_a_no_op_on_an_initialised_cluster(postgres: Postgres) -> Non
     assert stat.S_IMODE(info.st_mode) == 0o700
     if os.geteuid() == 0:  # PostgreSQL refuses root: the cluster belongs to postgres
         assert pwd.getpwuid(info.st_uid).pw_name == "postgres"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root hands the cluster to the postgres user")
+def test_pg_as_root_in_a_private_directory_keeps_the_cluster_where_postgres_reaches_it(
+    tmp_path: Path,
+) -> None:
+    """`.setpoint/` is 0700, as are `mktemp -d` and root's home: the postgres user cannot
+    reach a data directory there, so the cluster lives under its home, linked from there."""
+    require_postgresql()
+    private = tmp_path / ".setpoint"
+    private.mkdir(mode=0o700)
+    datadir = private / "webapp-pg"
+    init = run_script(PG, "init", datadir, "--no-sync")
+    cluster = datadir.resolve()
+    try:
+        assert init.returncode == 0, init.stdout + init.stderr
+        assert datadir.is_symlink()
+        assert cluster.parent == Path(pwd.getpwnam("postgres").pw_dir) / "setpoint"
+        assert pwd.getpwuid(cluster.stat().st_uid).pw_name == "postgres"
+        again = run_script(PG, "init", datadir)
+        assert "nothing to do" in again.stdout, again.stdout + again.stderr
+        server = Postgres(datadir=datadir, port=free_port(), log=tmp_path / "postgres.log")
+        server.start()
+        try:
+            assert server.is_ready()
+        finally:
+            server.stop()
+    finally:
+        shutil.rmtree(cluster, ignore_errors=True)
 
 
 # -- migrate.py ----------------------------------------------------------------------------
