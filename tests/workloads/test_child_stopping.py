@@ -1,4 +1,5 @@
-"""A child the Process controller stops is `Ready=False` before its stop signal is sent.
+"""A child the Process (or Job) controller stops is `Ready=False` before its stop signal
+is sent.
 
 Each child here ignores SIGTERM (with a grace period far longer than any test), so the
 stop is in flight, and provably so, until the test SIGKILLs the child itself: what the
@@ -8,6 +9,7 @@ outcome depends on how long anything takes.)"""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 from collections.abc import AsyncIterator
@@ -15,13 +17,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from process_support import condition, process, python, wait_for
+from process_support import TIMEOUT, condition, process, python, wait_for
 from supervisor_support import is_alive, wait_pid_gone
 
+from setpoint import testing
 from setpoint.clock import SYSTEM_CLOCK
 from setpoint.model import Object
 from setpoint.store import Store
 from setpoint.testing import Harness
+from setpoint.workloads.job import JOB, JobController, JobSettings
 from setpoint.workloads.process import PROCESS, ProcessController, ProcessSettings
 
 GRACE = 3600.0
@@ -38,12 +42,20 @@ async def store(tmp_path: Path) -> AsyncIterator[Store]:
             clock=harness.clock,
         )
         processes.attach(harness.manager)
+        jobs = JobController(
+            harness.store,
+            harness.manager.event_recorder("job-controller"),
+            JobSettings(tmp_path / "job-state", tmp_path / "logs"),
+            clock=harness.clock,
+        )
+        jobs.attach(harness.manager)
         await harness.start()
         try:
             yield harness.store
         finally:
             await harness.stop()
             await processes.stop_all(grace=0)
+            await jobs.stop_all(grace=0)
 
 
 def stubborn(armed: Path, *extra: str) -> list[str]:
@@ -143,3 +155,42 @@ async def test_a_deleted_process_is_terminating_while_its_child_is_alive(
 
     os.kill(pid, signal.SIGKILL)
     assert await wait_for(store, "web", lambda o: o is None) is None
+
+
+async def test_a_deleted_jobs_attempt_is_terminating_while_it_runs(
+    store: Store, tmp_path: Path
+) -> None:
+    armed = tmp_path / "armed"
+    os.mkfifo(armed)
+    code = f"""
+        import signal, time
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        with open({str(armed)!r}, "w") as gate: gate.write("armed\\n")
+        while True: time.sleep(3600)
+    """
+    await store.create(
+        {
+            "apiVersion": JOB.api_version,
+            "kind": JOB.kind,
+            "metadata": {"name": "migrate", "namespace": "default"},
+            "spec": {"args": python(code), "terminationGracePeriodSeconds": GRACE},
+        }
+    )
+    # The attempt says it ignores SIGTERM (a fifo: the read returns once it has written).
+    assert await asyncio.wait_for(asyncio.to_thread(armed.read_text), TIMEOUT) == "armed\n"
+    obj = await testing.wait_for(store, JOB, "migrate", lambda o: "pid" in o["status"])
+    assert obj is not None
+    pid = obj["status"]["pid"]
+    await store.delete(JOB.api_version, JOB.kind, "migrate", "default")
+
+    gone = await testing.wait_for(
+        store, JOB, "migrate", lambda o: ready_reason(o["status"])[1] == "Terminating"
+    )
+    assert gone is not None
+    assert gone["status"]["phase"] == "Running"
+    assert condition(gone, "Complete").get("status") == "False"
+    assert gone["status"]["pid"] == pid
+    assert is_alive(pid)  # the stop is in flight
+
+    os.kill(pid, signal.SIGKILL)
+    assert await testing.wait_for(store, JOB, "migrate", lambda o: o is None) is None
