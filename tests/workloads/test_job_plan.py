@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from setpoint.errors import Invalid
-from setpoint.model import Object
+from setpoint.model import READY, Object, get_condition
 from setpoint.workloads.children import BackoffSchema, ChildDesired, ChildExit, backoff_delay
 from setpoint.workloads.job import (
     JOB,
@@ -291,10 +291,18 @@ def test_the_planned_status_is_valid(
     desired: JobDesired, observed: JobObserved, now: float
 ) -> None:
     step = plan(desired, observed, now)
-    if step.action in (Action.STOP, Action.RESTART):
-        assert step.status is None  # the next look records the exit
-        return
     assert step.status is not None
+    if step.action in (Action.STOP, Action.RESTART):  # not ready while it stops
+        JOB.validate_status(dict(step.status))
+        ready = get_condition(step.status, READY)
+        assert ready is not None
+        assert ready["status"] == "False"
+        assert ready["reason"] == ("Terminating" if desired.deleting else ready["reason"])
+        assert ready["reason"] in ("Terminating", "Restarting", "Stopping")
+        assert step.status["pid"] == observed.pid  # the exit is the next look's to record
+        assert step.status.get("observedGeneration") == observed.status.get("observedGeneration")
+        assert step.status["phase"] == "Running"  # until it has exited
+        return
     JOB.validate_status(dict(step.status))
     assert step.status["phase"] == step.phase
     assert ("pid" in step.status) == observed.running

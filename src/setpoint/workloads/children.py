@@ -15,9 +15,12 @@ Everything about that child that does not depend on the kind lives here, once:
   `ChildKind` (the kind, its finalizer and spec schema, its pure `observe` and `plan`).
   Its `reconcile` reads the object, adds the finalizer, looks at the child (in the table,
   adopted from an earlier engine, or gone while no engine watched it: `ChildFacts`),
-  observes the dependencies, plans, and carries the plan out: stop (then look again, so
-  the exit is recorded by the next plan), start, emit events, write the status the plan
-  computed (only when it differs from the stored one), release the finalizer, raise
+  observes the dependencies, plans, and carries the plan out: stop (the plan's status,
+  `Ready=False` with reason `Terminating`, `Restarting` or `Stopping`, written *before*
+  the stop signal, so that dependents and Services stop counting on a child that is
+  shutting down; then look again, so the exit is recorded by the next plan), start, emit
+  events, write the status the plan computed (only when it differs from the stored
+  one), release the finalizer, raise
   `TerminalError` for a plan that stalls, requeue for one that waits. It also wires the
   controller (`setup`, `attach`), collects orphans and stops or detaches every child.
 
@@ -104,7 +107,9 @@ __all__ = [
     "StartFailure",
     "Supervised",
     "backoff_delay",
+    "keep_observed_generation",
     "parse_time",
+    "stopping_reason",
     "timestamp",
 ]
 
@@ -254,6 +259,26 @@ class Action(StrEnum):
     NOTHING = "nothing"
 
 
+def keep_observed_generation(status: dict[str, Any], stored: Mapping[str, Any]) -> None:
+    """Give a stopping status (`status`) the `observedGeneration` of the `stored` one: while
+    the old child still runs, the status still describes it; the status that records its
+    exit moves on to the new generation. Pure."""
+    previous = stored.get("observedGeneration")
+    if previous is None:
+        status.pop("observedGeneration", None)
+    else:
+        status["observedGeneration"] = previous
+
+
+def stopping_reason(action: Action, deleting: bool) -> str:
+    """The `Ready` reason of a child that a plan stops (`action` STOP or RESTART), while
+    it stops: `Terminating` when its object is being deleted, `Restarting` when it is
+    replaced, `Stopping` otherwise (a failed liveness probe, a deadline). Pure."""
+    if deleting:
+        return "Terminating"
+    return "Restarting" if action is Action.RESTART else "Stopping"
+
+
 @dataclass(frozen=True, slots=True)
 class PlannedEvent:
     """An event a plan emits: Normal (or Warning), its reason and message."""
@@ -286,8 +311,9 @@ class StartFailure:
 class ChildPlan(Protocol):
     """What `ChildLifecycle` carries out: the plan of a Process or of a Job.
 
-    `status` is the whole new status (None: write nothing: a stop is followed at once by
-    another look, which records the exit); when a child starts, its `pid` (and `startTime`
+    `status` is the whole new status (None: write nothing); for a stop, the status while
+    the child stops (`Ready=False`, `stopping_reason`), written before the stop signal is
+    sent; the next look records the exit. When a child starts, its `pid` (and `startTime`
     unless the plan set one) are added to it. `stall` (reason, message): raise
     `TerminalError` after writing. `wait_seconds` > 0: look again then."""
 
@@ -606,6 +632,13 @@ class ChildLifecycle(Generic[S, P]):
                 await record(obj, event.reason, event.message)
             if step.action in (Action.STOP, Action.RESTART) and facts.running:
                 assert facts.child is not None
+                if step.status is not None:  # not ready any more, before the stop signal
+                    written = await self._write_status(obj, dict(step.status))
+                    if written is None:  # deleted behind the finalizer's back
+                        self._table.pop(key, None)
+                        await self._stop(facts.child, 0.0)
+                        return None
+                    obj = written
                 await self._stop(facts.child, None, because=step.reason)
                 continue
             if step.action is Action.START and not await self._start(key, obj, spec):
@@ -622,12 +655,10 @@ class ChildLifecycle(Generic[S, P]):
             if child is not None and step.action is Action.START:
                 status["pid"] = child.handle.pid
                 status.setdefault("startTime", timestamp(child.handle.started_at))
-            if self.kind.validate_status(status) != self.kind.validate_status(obj.get("status")):
-                obj["status"] = status
-                try:
-                    obj = await self.store.update_status(obj)
-                except NotFound:
-                    return None
+            written = await self._write_status(obj, status)
+            if written is None:
+                return None
+            obj = written
         if child is not None and child is facts.child and facts.ended is not None:
             self._table.pop(key, None)  # its end is in the stored status now
             await self._cleanup(child)
@@ -645,6 +676,17 @@ class ChildLifecycle(Generic[S, P]):
         if step.wait_seconds > 0:
             return Result(requeue_after=step.wait_seconds)
         return None
+
+    async def _write_status(self, obj: Object, status: dict[str, Any]) -> Object | None:
+        """Store `status` as `obj`'s, unless it says what the stored one does; return the
+        object as stored (None: it is gone)."""
+        if self.kind.validate_status(status) == self.kind.validate_status(obj.get("status")):
+            return obj
+        obj["status"] = status
+        try:
+            return await self.store.update_status(obj)
+        except NotFound:
+            return None
 
     # -- observe -------------------------------------------------------------------------
 

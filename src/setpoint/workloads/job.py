@@ -43,6 +43,10 @@ action, the whole new status and the events to emit:
   a new spec runs again, while an unchanged one is never re-run.
 * deletion (the finalizer `setpoint.dev/job`) stops a running attempt, then lets the
   object go.
+* an attempt the plan stops (deletion, a spec change, the deadline) is recorded as
+  stopping before its stop signal is sent: `Complete` and `Ready` False with reason
+  `Terminating`, `Restarting` or `Stopping` (the stop's reason as message), phase Running
+  (and `observedGeneration` unchanged) until it has exited.
 * a start that fails for a reason of the spec fails the Job (`Stalled`, reason
   `StartFailed`) until its spec changes; an OS failure is retried with back-off (phase
   Pending, `Ready=False` with reason `StartFailed` and the error), and is no attempt; a
@@ -90,7 +94,9 @@ from setpoint.workloads.children import (
     ExitSchema,
     PlannedEvent,
     backoff_delay,
+    keep_observed_generation,
     parse_time,
+    stopping_reason,
     timestamp,
 )
 from setpoint.workloads.dependencies import (
@@ -195,8 +201,9 @@ class JobPlan:
 
     `wait_seconds` > 0: look again then (a retry's back-off, or the deadline).
     `outcome`: the run has ended so (`Complete`, or why it Failed). `fresh`: the
-    start begins a new run (counts start over). `status` is the whole new status (None
-    for a stop: the next look records the exit), `events` what to emit, `stall`
+    start begins a new run (counts start over). `status` is the whole new status (for a
+    stop: the status while the attempt stops, `stopping_reason`; the next look records
+    the exit), `events` what to emit, `stall`
     (reason, message) when the Job cannot progress until its spec changes."""
 
     action: Action
@@ -251,7 +258,9 @@ def plan(desired: JobDesired, observed: JobObserved, now: float) -> JobPlan:
             events.append(PlannedEvent("DeadlineExceeded", step.reason, warning=True))
         else:
             events.append(PlannedEvent("Killing", f"stopping: {step.reason}"))
-        return dataclasses.replace(step, events=tuple(events))
+        return dataclasses.replace(
+            step, status=_stopping_status(desired, observed, step, now), events=tuple(events)
+        )
     before = observed.status
     if (
         step.action is Action.WAIT
@@ -425,6 +434,22 @@ def _status(
                       observed_generation=generation)  # fmt: skip
     else:
         remove_condition(status, FAILED)
+    return status
+
+
+def _stopping_status(
+    desired: JobDesired, observed: JobObserved, step: JobPlan, now: float
+) -> dict[str, Any]:
+    """The status while a running attempt is stopped (`step` STOP or RESTART): phase
+    Running and `observedGeneration` as they were, `Complete` and `Ready` False with the
+    `stopping_reason`. How the run ends, the next look records, once the attempt exited."""
+    status = _status(desired, observed, dataclasses.replace(step, outcome=None), now)
+    status["phase"] = "Running"
+    keep_observed_generation(status, observed.status)
+    reason = stopping_reason(step.action, desired.deleting)
+    for type_ in (COMPLETE, READY):
+        set_condition(status, type_, False, reason=reason, message=step.reason, now=now,
+                      observed_generation=desired.generation)  # fmt: skip
     return status
 
 

@@ -31,6 +31,12 @@ the whole new status and the events to emit:
 * a spec change (a new generation) restarts the child with the new spec.
 * deletion (the finalizer `setpoint.dev/process`) stops the child, then lets the
   object go.
+* a child the plan stops (deletion, a spec change, a failed liveness probe) is
+  `Ready=False` *before* its stop signal is sent (reason `Terminating`, `Restarting` or
+  `Stopping`, the stop's reason as message; its phase, pid and `observedGeneration`
+  unchanged until it has exited), as
+  Kubernetes takes a terminating pod out of its endpoints first: dependents and
+  Services stop counting on a process that is shutting down.
 * dependencies: a process whose `dependsOn` does not hold is not started (phase
   Waiting, `Ready=False`, reason `WaitingForDependency` naming it). A process
   already running when a dependency stops holding is *kept running* (stopping it
@@ -90,6 +96,8 @@ from setpoint.workloads.children import (
     PlannedEvent,
     Supervised,
     backoff_delay,
+    keep_observed_generation,
+    stopping_reason,
     timestamp,
 )
 from setpoint.workloads.dependencies import (
@@ -234,9 +242,9 @@ class Plan:
     """One step: `action` for `reason`. `wait_seconds` > 0: look again then (back-off).
     `phase` is the phase once applied (None: unchanged); `recent_restarts` the count to
     record; `counts_as_restart` whether `status.restarts` goes up. `status` is the whole
-    new status (None for a stop: the next look records the exit), `events` what to
-    emit, `stall` (reason, message) when the Process cannot progress until its spec
-    changes."""
+    new status (for a stop: the status while the child stops, `Ready=False`; the next
+    look records the exit), `events` what to emit, `stall` (reason, message) when the
+    Process cannot progress until its spec changes."""
 
     action: Action
     reason: str
@@ -282,7 +290,12 @@ def plan(desired: Desired, observed: Observed, now: float) -> Plan:
     events = list(observed.exit_events())
     if step.action in (Action.STOP, Action.RESTART):
         events.append(PlannedEvent("Killing", f"stopping: {step.reason}"))
-        return dataclasses.replace(step, events=tuple(events))
+        status = _status(desired, observed, step, now)
+        keep_observed_generation(status, observed.status)
+        stopping = stopping_reason(step.action, desired.deleting)
+        set_condition(status, READY, False, reason=stopping, message=step.reason, now=now,
+                      observed_generation=desired.generation)  # fmt: skip
+        return dataclasses.replace(step, status=status, events=tuple(events))
     if (
         step.phase == "CrashLoopBackOff"
         and step.action is Action.WAIT
@@ -299,7 +312,9 @@ def _decide(desired: Desired, observed: Observed, now: float) -> Plan:
     recent = observed.recent_restarts
     if desired.deleting:
         if observed.running:
-            return Plan(Action.STOP, "the object is being deleted", recent_restarts=recent)
+            return Plan(
+                Action.STOP, "the object is being deleted", phase="Running", recent_restarts=recent
+            )
         return Plan(Action.NOTHING, "stopped; the object can go", recent_restarts=recent)
     if observed.running:
         if observed.generation is not None and observed.generation != desired.generation:
