@@ -21,7 +21,12 @@ from typing import Any
 
 import pytest
 from webapp_engine import Engine, Staged, ready_line, stage_webapp
-from webapp_support import postgres_scratch_dir, require_postgresql, wait_until
+from webapp_support import (
+    postgres_scratch_dir,
+    processes_under,
+    require_postgresql,
+    wait_until,
+)
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -37,22 +42,6 @@ def setpoint(base: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def get(url: str) -> tuple[int, str]:
     with urllib.request.urlopen(url, timeout=10) as response:
         return response.status, response.read().decode()
-
-
-def processes_under(base: Path) -> list[int]:
-    """Live processes whose working directory is in `base` (what the engine started)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            cwd = os.readlink(entry / "cwd")
-            state = (entry / "stat").read_bytes().rpartition(b")")[2].split()[0]
-        except OSError:
-            continue
-        if cwd.startswith(str(base)) and state not in (b"Z", b"X"):
-            found.append(int(entry.name))
-    return found
 
 
 def with_version(staged: Staged, version: str) -> list[dict[str, Any]]:
@@ -222,6 +211,9 @@ def test_an_autoscaler_scales_web_on_requests_in_flight() -> None:
             assert up[0]["final"] > 3, up
             wait_until(lambda: desired_replicas(base) > 3, 240, "web scaled above 3 replicas")
             stop.set()
+            code, err = engine.stop()
+            assert code == 0, err
+            assert processes_under(base) == []
         finally:
             stop.set()
             engine.kill()

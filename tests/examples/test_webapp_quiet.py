@@ -17,9 +17,8 @@ import time
 from pathlib import Path
 
 import pytest
-from test_webapp import processes_under
 from webapp_engine import Engine, ready_line, stage_webapp
-from webapp_support import postgres_scratch_dir, require_postgresql
+from webapp_support import postgres_scratch_dir, processes_under, require_postgresql
 
 pytestmark = [pytest.mark.timeout(600), pytest.mark.slow]
 

@@ -146,7 +146,36 @@ def postgres_scratch_dir() -> Iterator[Path]:
         base.chmod(0o711)
         yield base
     finally:
+        for place in linked_from(base):  # a cluster pg.py kept where postgres reaches it
+            shutil.rmtree(place, ignore_errors=True)
         shutil.rmtree(base, ignore_errors=True)
+
+
+def linked_from(base: Path) -> list[Path]:
+    """Where the symbolic links under `base/.setpoint` point (as root, pg.py keeps a cluster
+    the postgres user could not reach there under its home, and links it)."""
+    workspace = base / ".setpoint"
+    if not workspace.is_dir():
+        return []
+    return [link.resolve() for link in workspace.iterdir() if link.is_symlink()]
+
+
+def processes_under(base: Path) -> list[int]:
+    """Live processes whose working directory is in `base`, or where a link in it points
+    (what an engine started there)."""
+    places = [str(base), *map(str, linked_from(base))]
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cwd = os.readlink(entry / "cwd")
+            state = (entry / "stat").read_bytes().rpartition(b")")[2].split()[0]
+        except OSError:
+            continue
+        if any(cwd.startswith(place) for place in places) and state not in (b"Z", b"X"):
+            found.append(int(entry.name))
+    return found
 
 
 @contextlib.contextmanager
