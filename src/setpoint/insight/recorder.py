@@ -287,7 +287,9 @@ def entries_for(old: Snapshot | None, new: Snapshot | None, *, now: float) -> li
         if diff:
             out.append(_change(now, ref, diff, "updated", actor_of(old, new)))
     out += _condition_entries(ref, old, new, now)
-    if old is not None and new.get("lastExit") and new["lastExit"] != old.get("lastExit"):
+    # An object first seen with an exit (its child ended before the recorder looked) has
+    # that exit recorded with its creation, as its conditions are.
+    if new.get("lastExit") and new["lastExit"] != (old or {}).get("lastExit"):
         out.append(_exit_entry(ref, new["lastExit"], now))
     out += _edge_entries(ref, old, new, now)
     return out
