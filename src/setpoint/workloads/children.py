@@ -526,6 +526,8 @@ class ChildLifecycle(Generic[S, P]):
         self._failures: dict[Key, StartFailure] = {}
         self._orphans_collected = asyncio.Event()
         self._stopping: list[Supervised] = []
+        self._detached = False
+        """Set by `detach`: the children are left to the next engine, none adopted again."""
         self._kill_now = False
 
     @property
@@ -776,6 +778,22 @@ class ChildLifecycle(Generic[S, P]):
         log.info("%s %s/%s: adopted pid %d", self.kind.singular, key[0], key[1], handle.pid)
         return self._new_child(key, obj, spec, handle, resolved)
 
+    async def _adopt_left_behind(self) -> None:
+        """Adopt the children an earlier engine left that no reconcile has looked at yet (a
+        stop soon after start), so that stopping every child stops them too."""
+        for path in sorted(self.state_dir.glob("*.json")):
+            namespace, _, name = path.stem.partition("_")
+            key = (namespace, name)
+            if key in self._table:
+                continue
+            try:
+                obj = await self.store.get(
+                    self.kind.api_version, self.kind.kind, name, namespace or None
+                )
+            except (NotFound, Invalid):
+                continue  # not this kind's, or its object is gone: the orphan collector's
+            await self._adopt(key, obj)
+
     async def _start(self, key: Key, obj: Object, spec: S) -> bool:
         """Start the object's child, its environment resolved (Secrets' values as the store
         has them now); on failure record a `StartFailure` and return False."""
@@ -908,6 +926,8 @@ class ChildLifecycle(Generic[S, P]):
     async def _stop_children(self, grace: float | None = None) -> list[Key]:
         """Stop every child in the table (emptying it), each with its own grace period
         unless `grace` is given; return whose they were."""
+        if not self._detached:
+            await self._adopt_left_behind()
         children = list(self._table.items())
         self._table.clear()
         self._stopping = [c for _, c in children]
@@ -930,6 +950,7 @@ class ChildLifecycle(Generic[S, P]):
     async def detach(self) -> None:
         """Stop watching every child but leave them running (as an engine that dies would);
         a later controller on the same `state_dir` adopts them."""
+        self._detached = True
         children = list(self._table.values())
         self._table.clear()
         for child in children:
