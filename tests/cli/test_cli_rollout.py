@@ -11,6 +11,7 @@ from __future__ import annotations
 import signal
 import sys
 import textwrap
+import time
 import urllib.request
 from typing import Any
 
@@ -148,9 +149,17 @@ def test_up_killed_mid_rollout_converges_without_duplicates_or_orphans(
     status = cli("rollout", "status", "deployment/web", "--timeout", "90s", store=False)
     assert status.code == 0, status
     assert served_versions(cli) == {"v2"}
-    running = replicas(token)
-    got = cli("get", "processes", "-o", "json", store=False, kinds=False).json()["items"]
-    assert sorted(running) == sorted(p["metadata"]["name"] for p in got)
+    # `rollout status` is done once the old replicas are scaled down; an old one may still
+    # be terminating (its object goes once its child's exit is recorded): wait for that.
+    deadline = time.monotonic() + 60
+    while True:
+        running = replicas(token)
+        got = cli("get", "processes", "-o", "json", store=False, kinds=False).json()["items"]
+        names = sorted(p["metadata"]["name"] for p in got)
+        if sorted(running) == names or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)  # polling the condition above, bounded by the deadline
+    assert sorted(running) == names
     assert len(running) == 3
     assert {p["status"]["pid"] for p in got} == set(running.values())
 
