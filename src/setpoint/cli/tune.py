@@ -33,7 +33,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from setpoint.cli.context import Context
-from setpoint.cli.timeline import parse_duration
 from setpoint.control.autoscaler import AUTOSCALER
 from setpoint.control.autoscaler import spec_of as autoscaler_spec_of
 from setpoint.control.plant import RoomPlant, RoomSchema, RoomSettings
@@ -53,6 +52,7 @@ from setpoint.control.tuning import (
 )
 from setpoint.errors import Gone, Invalid, NotFound
 from setpoint.model import Kind, Object
+from setpoint.model.durations import parse_duration
 from setpoint.runtime.scale import read_scale, write_scale
 from setpoint.store.base import Store
 
