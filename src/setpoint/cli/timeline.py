@@ -19,8 +19,8 @@ import orjson
 from setpoint.cli import render
 from setpoint.cli.context import Context, check_name, count
 from setpoint.errors import Invalid, UnknownKind
-from setpoint.model.durations import parse_duration
 from setpoint.insight.timeline import Entry, Timeline, dump_jsonl, object_of, timeline_path_for
+from setpoint.model.durations import parse_duration
 
 _DETAIL_WIDTH = 120
 
