@@ -77,6 +77,7 @@ from typing import Any, NamedTuple
 from setpoint.clock import SYSTEM_CLOCK, Clock
 from setpoint.errors import AlreadyExists, Invalid
 from setpoint.files import ensure_private_dir, make_private, open_private
+from setpoint.workloads import log_holder
 
 __all__ = [
     "Adopted",
@@ -345,9 +346,10 @@ class _LogSettings:
     backups: int
 
     def files(self) -> list[Path]:
-        """The log file and its backups (`.1`, `.2` ...)."""
+        """The log file and its backups (`.1`, `.2` ...), and the time index of each."""
         rotated = [self.path.with_name(f"{self.path.name}.{i}") for i in range(1, self.backups + 1)]
-        return [self.path, *rotated]
+        logs = [self.path, *rotated]
+        return [*logs, *(Path(log_holder.times_path(str(log))) for log in logs)]
 
 
 class _Holder:
