@@ -133,9 +133,12 @@ class LogFile:
             self._size += written
             view = view[written:]
 
-    def _rotate(self) -> None:
+    def close(self) -> None:
         os.close(self._fd)
         os.close(self._times)
+
+    def _rotate(self) -> None:
+        self.close()
         try:
             for i in range(self.backups - 1, 0, -1):
                 _move(f"{self.path}.{i}", f"{self.path}.{i + 1}")
