@@ -202,6 +202,7 @@ async def run(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def _check_options(args: argparse.Namespace) -> None:
+    parse_duration(args.timeout, "--timeout")  # refused before a live object is touched
     if args.apply and not (args.thermostat or args.autoscaler):
         raise Invalid(
             "--apply writes gains into a live object: give --thermostat NAME or --autoscaler NAME"
