@@ -153,6 +153,11 @@ def test_logs_selector_and_deployment_replicas(cli: CLI) -> None:
     assert cli.ok("logs", "-l", "tier=db").lines == ["db | db"]
     none = cli("logs", "-l", "tier=none")
     assert (none.code, none.out, none.err) == (0, "", "No resources found in default namespace.\n")
+    missing = cli("logs", "deployment/nope")
+    assert (missing.code, missing.err) == (
+        1,
+        'error: Deployment "nope" not found in namespace "default"\n',
+    )
     refused = cli("logs", "greeting/hello")
     assert (refused.code, refused.err) == (
         1,

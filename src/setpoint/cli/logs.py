@@ -109,35 +109,70 @@ async def run(ctx: Context, args: argparse.Namespace) -> int:
     )
     out = sys.stdout.buffer
     if isinstance(target, LogFollower):
-        _print(target.backlog(tail=args.tail, since=since, final=not args.follow), style, out)
         if not args.follow:
+            _print(target.backlog(tail=args.tail, since=since), style, out)
             return 0
-        return await until_signalled(_follow({target.name: target}, style, out, None))
+
+        async def show_and_follow() -> int:
+            _print(target.backlog(tail=args.tail, since=since, final=False), style, out)
+            return await _follow({target.name: target}, style, out, None)
+
+        # The signal handlers go in first: a signal right after the first lines ends it cleanly.
+        return await until_signalled(show_and_follow())
     async with ctx.open_store() as store:
-        names, revision = await _names(store, target)
-        followers = {n: LogFollower(log_dir, ctx.namespace, n) for n in sorted(names)}
-        style.fit(followers)
-        backlogs = [
-            f.backlog(tail=args.tail, since=since, final=not args.follow)
-            for f in followers.values()
-        ]
-        _print(in_time_order(backlogs), style, out)
         if not args.follow:
-            if not followers:
+            if not await _show(store, target, log_dir, args.tail, since, style, out, final=True):
                 print(f"No resources found in {ctx.namespace} namespace.", file=sys.stderr)
             return 0
-        found: asyncio.Queue[str] = asyncio.Queue()
-        watches = [
-            asyncio.create_task(_watch(store, target, kind, revision, found))
-            for kind in target.kinds
-        ]
-        try:
-            new = _New(found, log_dir, ctx.namespace, since)
-            return await until_signalled(_follow(followers, style, out, new))
-        finally:
-            for watch in watches:
-                watch.cancel()
-            await asyncio.gather(*watches, return_exceptions=True)
+        return await until_signalled(
+            _show_and_follow(store, target, log_dir, args.tail, since, style, out)
+        )
+
+
+async def _show(
+    store: Store,
+    target: _Objects,
+    log_dir: Path,
+    tail: int | None,
+    since: int | None,
+    style: LineStyle,
+    out: BinaryIO,
+    *,
+    final: bool,
+) -> dict[str, LogFollower]:
+    """Print the logs of the objects, interleaved; return a follower of each, by name."""
+    names = await _names(store, target)
+    followers = {n: LogFollower(log_dir, target.namespace, n) for n in sorted(names)}
+    style.fit(followers)
+    backlogs = [f.backlog(tail=tail, since=since, final=final) for f in followers.values()]
+    _print(in_time_order(backlogs), style, out)
+    return followers
+
+
+async def _show_and_follow(
+    store: Store,
+    target: _Objects,
+    log_dir: Path,
+    tail: int | None,
+    since: int | None,
+    style: LineStyle,
+    out: BinaryIO,
+) -> int:
+    """`_show`, then follow those logs and the logs of objects made from then on."""
+    started = time.time_ns()  # objects found later were made after it: lines before are old
+    revision = await store.revision()  # before the lists: what changes after them is seen
+    followers = await _show(store, target, log_dir, tail, since, style, out, final=False)
+    found: asyncio.Queue[str] = asyncio.Queue()
+    watches = [
+        asyncio.create_task(_watch(store, target, kind, revision, found)) for kind in target.kinds
+    ]
+    try:
+        new = _New(found, log_dir, target.namespace, max(since or 0, started))
+        return await _follow(followers, style, out, new)
+    finally:
+        for watch in watches:
+            watch.cancel()
+        await asyncio.gather(*watches, return_exceptions=True)
 
 
 async def _target(ctx: Context, args: argparse.Namespace, log_dir: Path) -> LogFollower | _Objects:
@@ -153,6 +188,8 @@ async def _target(ctx: Context, args: argparse.Namespace, log_dir: Path) -> LogF
     check_name(name)
     kind = ctx.registry.resolve(kind_name) if kind_name else None
     if kind is not None and kind == _deployment_kind(ctx):
+        if not await _is_deployment(ctx, name):
+            raise NotFound(f'Deployment "{name}" not found in namespace "{ctx.namespace}"')
         return _replicas_of(ctx, name)
     if kind is not None and kind not in _logged_kinds(ctx):
         raise Invalid(f"{args.name!r}: only Processes, Jobs and Deployments have logs")
@@ -196,9 +233,8 @@ async def _is_deployment(ctx: Context, name: str) -> bool:
     return True
 
 
-async def _names(store: Store, objects: _Objects) -> tuple[set[str], int]:
-    """The names of the objects, and the revision to watch for new ones from."""
-    revision = await store.revision()
+async def _names(store: Store, objects: _Objects) -> set[str]:
+    """The names of the objects."""
     names: set[str] = set()
     for kind in objects.kinds:
         items, _ = await store.list(
@@ -208,7 +244,7 @@ async def _names(store: Store, objects: _Objects) -> tuple[set[str], int]:
             label_selector=objects.selector,
         )
         names.update(str(o["metadata"]["name"]) for o in items)
-    return names, revision
+    return names
 
 
 async def _watch(
@@ -229,12 +265,14 @@ async def _watch(
 
 @dataclass(frozen=True)
 class _New:
-    """Where `_follow` learns of objects to follow from now on, and how to read their logs."""
+    """Where `_follow` learns of objects to follow from now on, and how to read their logs:
+    the lines written at or after `since` (an earlier object of the same name wrote those
+    before)."""
 
     names: asyncio.Queue[str]
     log_dir: Path
     namespace: str
-    since: int | None
+    since: int
 
     def followers(self, known: Container[str]) -> list[LogFollower]:
         out: list[LogFollower] = []
@@ -249,8 +287,7 @@ async def _follow(
     followers: dict[str, LogFollower], style: LineStyle, out: BinaryIO, new: _New | None
 ) -> int:
     """Print what is appended to every log, in time order within each look, until
-    cancelled; with `new`, also the logs of the objects it names (from their start, or
-    `since`)."""
+    cancelled; with `new`, also the logs of the objects it names."""
     try:
         while True:
             await asyncio.sleep(FOLLOW_SECONDS)
