@@ -49,6 +49,12 @@ def test_a_condition_already_met_is_reported_at_once(applied: CLI) -> None:
     assert met.lines == ["greeting.example.com/hello condition met"]
     met = applied.ok("wait", "--for", "condition=Ready=false", "greeting", "bonjour")
     assert met.lines == ["greeting.example.com/bonjour condition met"]
+    set_status(applied, "bonjour", True)
+    met = applied.ok("wait", "--for=condition=Ready", "greeting", "--all", "--timeout", "0")
+    assert met.lines == [
+        "greeting.example.com/bonjour condition met",
+        "greeting.example.com/hello condition met",
+    ]
 
 
 def test_wait_follows_the_store_until_every_object_meets_the_condition(applied: CLI) -> None:

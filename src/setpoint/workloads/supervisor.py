@@ -50,8 +50,8 @@ child holds the FIFO open for reading and writing, so it never dies of SIGPIPE,
 even if its holder is killed (a new holder is started then). Linux only.
 
 Files are private (`setpoint.files`): the state and log directories are mode 0700;
-state files, the FIFO and log files 0600. A log file (or backup) or directory an
-earlier version left wider is tightened before a holder is started on it.
+state files, the FIFO, log files and their time indexes 0600. A log file (or backup)
+or directory an earlier version left wider is tightened before a holder is started on it.
 """
 
 from __future__ import annotations
