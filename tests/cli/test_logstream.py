@@ -19,6 +19,7 @@ from setpoint.cli.logstream import (
 from setpoint.workloads.log_holder import LogFile
 
 T = 1_700_000_000 * 10**9
+MS = 10**6
 
 
 def writer(tmp_path: Path, max_bytes: int = 10**6) -> LogFile:
@@ -32,11 +33,13 @@ def texts(lines: list[LogLine]) -> list[tuple[int, bytes]]:
 def test_each_line_has_the_time_its_first_byte_was_read(tmp_path: Path) -> None:
     log = writer(tmp_path)
     log.write(b"one\ntw", T)
-    log.write(b"o\nthree\n", T + 1)
+    log.write(b"o\nthree\n", T + MS)
+    log.write(b"four\n", T + 2 * MS - 1)  # within 1 ms of the last record: shares its time
     follower = LogFollower(tmp_path, "default", "web")
-    assert texts(follower.backlog()) == [(T, b"one"), (T, b"two"), (T + 1, b"three")]
-    assert texts(follower.backlog(tail=1)) == [(T + 1, b"three")]
-    assert texts(follower.backlog(since=T + 1)) == [(T + 1, b"three")]
+    expected = [(T, b"one"), (T, b"two"), (T + MS, b"three"), (T + MS, b"four")]
+    assert texts(follower.backlog()) == expected
+    assert texts(follower.backlog(tail=1)) == expected[-1:]
+    assert texts(follower.backlog(since=T + MS)) == expected[-2:]
 
 
 def test_an_unfinished_line_waits_for_its_end_unless_final(tmp_path: Path) -> None:
@@ -58,14 +61,14 @@ def test_rotation_keeps_every_line_and_its_time(tmp_path: Path) -> None:
     follower = LogFollower(tmp_path, "default", "web")
     seen = follower.backlog(final=False)
     for i in range(1, 12):  # 8 bytes a line: a rotation every other line, 3 backups kept
-        log.write(b"line %02d\n" % i, T + i)
+        log.write(b"line %02d\n" % i, T + i * MS)
         seen += follower.poll()  # a look between two rotations sees all (as `tail -F`)
-    assert texts(seen) == [(T + n, b"line %02d" % n) for n in range(12)]
+    assert texts(seen) == [(T + n * MS, b"line %02d" % n) for n in range(12)]
     kept = LogFollower(tmp_path, "default", "web").backlog()
-    assert texts(kept) == [(T + n, b"line %02d" % n) for n in range(6, 12)]  # what is kept
+    assert texts(kept) == [(T + n * MS, b"line %02d" % n) for n in range(6, 12)]  # what is kept
     # --tail reads rotated files only as far back as it needs.
     assert texts(LogFollower(tmp_path, "default", "web").backlog(tail=3)) == [
-        (T + n, b"line %02d" % n) for n in range(9, 12)
+        (T + n * MS, b"line %02d" % n) for n in range(9, 12)
     ]
 
 

@@ -14,8 +14,10 @@ earlier version left wider before it starts a holder.
 
 Beside each log file it keeps a time index, `LOG.times` (`LOG.1.times` for `LOG.1`...,
 rotated with it, mode 0600): a header naming the log file's inode, `setpoint-log-times 1
-INODE`, then one record `OFFSET NANOSECONDS` per write, written before the bytes it
-stamps: the wall-clock time the holder read the chunk that starts at byte OFFSET. The log
+INODE`, then a record `OFFSET NANOSECONDS` per write, written before the bytes it
+stamps: the wall-clock time the holder read the chunk that starts at byte OFFSET. Writes
+less than `STAMP_EVERY_NS` after the last record share its time and write none, which
+keeps the index small when a child prints many short lines. The log
 itself stays the child's output, byte for byte; `LogTimes` (below) reads the index back
 for `setpoint logs --since/--timestamps`. A line's time is that of the last record at or
 before its first byte. A log written by an older holder has no index (or one naming
@@ -34,6 +36,8 @@ import time
 CHUNK_BYTES = 65536
 OVERLONG_LINE_BYTES = 65536
 """How far past `MAX_BYTES` a file may grow waiting for a line end before it rotates."""
+STAMP_EVERY_NS = 1_000_000
+"""The finest time the index records: a write within 1 ms of the last record shares its time."""
 TIMES_SUFFIX = ".times"
 """The time index of `LOG` is `LOG + TIMES_SUFFIX`."""
 _HEADER = b"setpoint-log-times 1 %d\n"
@@ -97,6 +101,7 @@ class LogFile:
         self._times = -1
         self._size = 0
         self._at_ns = 0
+        self._stamped = 0
         self._open()
 
     def _open(self) -> None:
@@ -104,6 +109,7 @@ class LogFile:
         self._fd = os.open(self.path, os.O_WRONLY | flags, 0o600)
         st = os.fstat(self._fd)
         self._size = st.st_size
+        self._stamped = -STAMP_EVERY_NS  # the time of the file's last record: none yet
         self._times = os.open(times_path(self.path), os.O_RDWR | flags, 0o600)
         header = _HEADER % st.st_ino
         if os.pread(self._times, len(header), 0) != header:  # new, or of another log file
@@ -126,8 +132,10 @@ class LogFile:
             self._rotate()
 
     def _append(self, data: bytes) -> None:
-        os.write(self._times, b"%d %d\n" % (self._size, self._at_ns))  # before: readers
-        view = memoryview(data)  # that see the bytes see their time
+        if not 0 <= self._at_ns - self._stamped < STAMP_EVERY_NS:  # before the bytes:
+            os.write(self._times, b"%d %d\n" % (self._size, self._at_ns))  # readers that
+            self._stamped = self._at_ns  # see them see their time
+        view = memoryview(data)
         while view:
             written = os.write(self._fd, view)
             self._size += written
