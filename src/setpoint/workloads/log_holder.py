@@ -17,10 +17,10 @@ rotated with it, mode 0600): a header naming the log file's inode, `setpoint-log
 INODE`, then a record `OFFSET NANOSECONDS` per write, written before the bytes it
 stamps: the wall-clock time the holder read the chunk that starts at byte OFFSET. Writes
 less than `STAMP_EVERY_NS` after the last record share its time and write none, which
-keeps the index small when a child prints many short lines. The log
-itself stays the child's output, byte for byte; `LogTimes` (below) reads the index back
-for `setpoint logs --since/--timestamps`. A line's time is that of the last record at or
-before its first byte. A log written by an older holder has no index (or one naming
+keeps the index small when a child prints many short lines. The log itself stays the
+child's output, byte for byte; `LogTimes` (below) reads the index back for `setpoint
+logs --since/--timestamps`. A line's time is that of the last record at or before its
+first byte. A log written by an older holder has no index (or one naming
 another inode, after the log was replaced): its lines have no recorded time.
 
 It must import nothing but `os`, `sys` and `time` (built in: it runs once per child, a
