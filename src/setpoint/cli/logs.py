@@ -4,9 +4,10 @@ print the output of Processes and Jobs from their log files.
 A Process's or Job's log is `<log_dir>/<namespace>_<name>.log` and its rotated files
 (`.log.1` ...), `log_dir` being where `setpoint up` on the same store puts logs
 (`setpoint.engine.workspace_of`). `logs NAME` (or `process/NAME`, `job/NAME`) prints one
-log and reads files only, no store. `logs deployment/NAME` (or a bare NAME with no log of
-its own that names a Deployment) prints its replicas' logs; no NAME, every Process's and
-Job's of the namespace; `-l SELECTOR`, those whose labels match. Several logs are
+log from its files alone (the store is asked only when there is no such log, whether NAME
+is a Deployment). `logs deployment/NAME` (or a bare NAME that is a Deployment) prints its
+replicas' logs; no NAME, every Process's and Job's of the namespace; `-l SELECTOR`, those
+whose labels match. Several logs are
 interleaved in the order their lines were written, each line behind its object's name in
 a colour of its own (`setpoint.cli.logstream`; `--prefix/--no-prefix` to choose).
 
