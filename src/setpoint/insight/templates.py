@@ -50,7 +50,7 @@ def mask(line: str) -> str:
 class TemplateMiner:
     """Mine templates from a stream of log lines, one line at a time.
 
-    Similarity threshold 0.6 rather than Drain's usual 0.4: the masked header of a line
+    Similarity threshold 0.6 rather than drain3's default 0.4: the masked header of a line
     (`<TS> [<NUM>] LOG:`) gives every line of a program two or three equal tokens, so two
     statements need more than half their tokens equal to be one template (on the labelled
     lines the tests ship, 0.5 groups 88% of the lines right and 0.6 94%)."""
