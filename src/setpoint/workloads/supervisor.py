@@ -77,6 +77,7 @@ from typing import Any, NamedTuple
 from setpoint.clock import SYSTEM_CLOCK, Clock
 from setpoint.errors import AlreadyExists, Invalid
 from setpoint.files import ensure_private_dir, make_private, open_private
+from setpoint.workloads.venv import activation
 
 __all__ = [
     "Adopted",
@@ -122,7 +123,8 @@ class ProcessSpec:
     """What to run and where its output goes.
 
     `args` is an argv list (no shell). `env` is merged over a minimal
-    inherited environment (PATH, HOME, locale, ...). `user` runs the child as
+    inherited environment (PATH, HOME, locale, ...; with the engine's virtual
+    environment first on PATH, as `setpoint.workloads.venv` says). `user` runs the child as
     that user (only possible when the engine is root). `marker` is set as
     `SETPOINT_MARKER` in the child's environment and proves ownership on
     re-adoption.
@@ -598,6 +600,7 @@ class Adopted(_Child):
 
 def _child_environment(spec: ProcessSpec, account: pwd.struct_passwd | None) -> dict[str, str]:
     env = {k: os.environ[k] for k in _INHERITED if k in os.environ}
+    env.update(activation(os.environ))  # the engine's virtual environment, as if activated
     if account is not None:
         env.update(HOME=account.pw_dir, USER=account.pw_name, LOGNAME=account.pw_name)
     env.update(spec.env)
