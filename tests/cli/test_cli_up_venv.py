@@ -45,13 +45,13 @@ def setpoint_script() -> Path:
     return script
 
 
-def write_manifest(directory: Path) -> Path:
+def write_manifest(directory: Path, token: str) -> Path:
     manifest = {
         "apiVersion": "setpoint.dev/v1alpha1",
         "kind": "Process",
         "metadata": {"name": "which-python"},
         "spec": {
-            "args": ["python3", "-c", textwrap.dedent(PRINT_PREFIX)],
+            "args": ["python3", "-c", textwrap.dedent(PRINT_PREFIX), token],  # killed after
             "terminationGracePeriodSeconds": 5,
             # Ready only when the probe's python3 is this environment's interpreter.
             "readinessProbe": {
@@ -67,7 +67,7 @@ def write_manifest(directory: Path) -> Path:
 
 @pytest.mark.parametrize("activated", [False, True], ids=["not-activated", "activated"])
 def test_up_from_a_virtual_environment_runs_python3_from_it(
-    setpoint_script: Path, tmp_path: Path, activated: bool
+    setpoint_script: Path, tmp_path: Path, token: str, activated: bool
 ) -> None:
     env = {
         k: v for k, v in os.environ.items() if not k.startswith("SETPOINT_") and k != "VIRTUAL_ENV"
@@ -76,7 +76,7 @@ def test_up_from_a_virtual_environment_runs_python3_from_it(
     if activated:
         env["PATH"] = f"{venv_bin()}{os.pathsep}{env['PATH']}"
         env["VIRTUAL_ENV"] = sys.prefix
-    manifest = write_manifest(tmp_path)
+    manifest = write_manifest(tmp_path, token)
     engine = subprocess.Popen(
         [setpoint_script, "up", manifest.name],
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
