@@ -1,6 +1,7 @@
 """`<venv>/bin/setpoint up`, with a PATH that does not name the virtual environment (or from
 an activated one): a child whose argv says `python3`, and its exec probe, run this
-environment's interpreter, as they would had the user activated it."""
+environment's interpreter, as they would had the user activated it. `./dev setpoint up`
+runs that same script, and a SIGINT to its process group reaches the engine once."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from cli_kit import TIMEOUT, Running
+from cli_kit import REPO, TIMEOUT, Running
 
 PRINT_PREFIX = """
     import sys, time
@@ -99,5 +100,60 @@ def test_up_from_a_virtual_environment_runs_python3_from_it(
         assert seen == sys.prefix
         code, err = up.stop(signal.SIGTERM)
         assert code == 0, err
+    finally:
+        up.kill()
+
+
+SLOW_TO_STOP = """
+    import pathlib, signal, sys, time
+    def stop(signum, frame):
+        time.sleep(1)  # a second of clean-up: time for a second signal to arrive, if one does
+        pathlib.Path(sys.argv[1]).write_text("stopped cleanly")
+        sys.exit(0)
+    signal.signal(signal.SIGTERM, stop)
+    pathlib.Path(sys.argv[1]).write_text("started")  # Ready from now on
+    while True:
+        time.sleep(3600)
+"""
+
+
+def test_dev_setpoint_up_stops_once_on_a_sigint_to_its_process_group(
+    tmp_path: Path, token: str
+) -> None:
+    """`./dev setpoint up` from a script: a SIGINT to its process group (`kill -INT -PGID`,
+    a service manager) stops the engine as Ctrl-C in a terminal does, gracefully; the
+    engine gets it once, not also forwarded by a wrapper (which would kill at once)."""
+    manifest, done = tmp_path / "slow.yaml", tmp_path / "done"
+    manifest.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "setpoint.dev/v1alpha1",
+                "kind": "Process",
+                "metadata": {"name": "slow-to-stop"},
+                "spec": {
+                    "args": ["python3", "-c", textwrap.dedent(SLOW_TO_STOP), str(done), token],
+                    "terminationGracePeriodSeconds": 30,
+                    "readinessProbe": {
+                        "exec": {"command": ["grep", "-q", "started", str(done)]},
+                        "periodSeconds": 1,
+                    },
+                },
+            }
+        )
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SETPOINT_")}
+    engine = subprocess.Popen(
+        [REPO / "dev", "setpoint", "--store", f"sqlite:///{tmp_path / 'state.db'}", "up",
+         manifest],
+        env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, start_new_session=True,
+    )  # fmt: skip
+    up = Running(engine)
+    try:
+        up.expect(lambda line: line.startswith("Process/slow-to-stop ready=True "), "Ready")
+        os.killpg(engine.pid, signal.SIGINT)
+        _, err = engine.communicate(timeout=TIMEOUT)
+        assert engine.returncode == 0, err
+        assert done.read_text() == "stopped cleanly"  # not killed in its clean-up
     finally:
         up.kill()
