@@ -78,6 +78,7 @@ from setpoint.clock import SYSTEM_CLOCK, Clock
 from setpoint.errors import AlreadyExists, Invalid
 from setpoint.files import ensure_private_dir, make_private, open_private
 from setpoint.workloads import log_holder
+from setpoint.workloads.venv import activation
 
 __all__ = [
     "Adopted",
@@ -123,7 +124,8 @@ class ProcessSpec:
     """What to run and where its output goes.
 
     `args` is an argv list (no shell). `env` is merged over a minimal
-    inherited environment (PATH, HOME, locale, ...). `user` runs the child as
+    inherited environment (PATH, HOME, locale, ...; with the engine's virtual
+    environment first on PATH, as `setpoint.workloads.venv` says). `user` runs the child as
     that user (only possible when the engine is root). `marker` is set as
     `SETPOINT_MARKER` in the child's environment and proves ownership on
     re-adoption.
@@ -600,6 +602,7 @@ class Adopted(_Child):
 
 def _child_environment(spec: ProcessSpec, account: pwd.struct_passwd | None) -> dict[str, str]:
     env = {k: os.environ[k] for k in _INHERITED if k in os.environ}
+    env.update(activation(os.environ))  # the engine's virtual environment, as if activated
     if account is not None:
         env.update(HOME=account.pw_dir, USER=account.pw_name, LOGNAME=account.pw_name)
     env.update(spec.env)
