@@ -1,0 +1,141 @@
+"""process-compose parity against real child processes: `dependsOn` conditions `Started` and
+`Completed`, `readinessProbe.logLine`, and `envFile`.
+
+Children are small `sys.executable -c` scripts; tests learn that a child reached a point
+from a line it writes into a FIFO, and wait for stored state through the store's watch,
+under timeouts, never on the wall clock. Back-off timing runs on a `ManualClock`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from process_support import (
+    SLEEP_FOREVER,
+    TIMEOUT,
+    condition,
+    open_gate,
+    process,
+    python,
+    wait_for,
+)
+from supervisor_support import Notifications
+
+from setpoint import testing
+from setpoint.clock import SYSTEM_CLOCK, Clock
+from setpoint.model import Object
+from setpoint.store import Store
+from setpoint.testing import Harness
+from setpoint.workloads.job import JOB, JobController, JobSettings
+from setpoint.workloads.process import ProcessController, ProcessSettings
+
+
+def job(name: str, args: list[str], **spec: Any) -> Object:
+    return {
+        "apiVersion": JOB.api_version,
+        "kind": JOB.kind,
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"args": args, **spec},
+    }
+
+
+async def wait_for_job(
+    store: Store, name: str, predicate: Callable[[Object | None], bool]
+) -> Object | None:
+    return await testing.wait_for(store, JOB, name, predicate, within=TIMEOUT)
+
+
+@dataclass
+class World:
+    harness: Harness
+    processes: ProcessController
+    jobs: JobController
+
+
+async def _world(tmp_path: Path, clock: Clock) -> AsyncIterator[World]:
+    async with Harness(clock=clock) as harness:
+        logs = tmp_path / "logs"
+        processes = ProcessController(
+            harness.store,
+            harness.manager.event_recorder("process-controller"),
+            ProcessSettings(tmp_path / "state", logs),
+            clock=clock,
+        )
+        jobs = JobController(
+            harness.store,
+            harness.manager.event_recorder("job-controller"),
+            JobSettings(tmp_path / "jobs", logs),
+            clock=clock,
+        )
+        processes.attach(harness.manager)
+        jobs.attach(harness.manager)
+        await harness.start()
+        try:
+            yield World(harness, processes, jobs)
+        finally:
+            await harness.stop()
+            await processes.stop_all(grace=0)
+            await jobs.stop_all(grace=0)
+
+
+@pytest.fixture
+async def world(tmp_path: Path) -> AsyncIterator[World]:
+    async for w in _world(tmp_path, SYSTEM_CLOCK):
+        yield w
+
+
+def phase(obj: Object | None) -> str | None:
+    return ((obj or {}).get("status") or {}).get("phase")
+
+
+def running(obj: Object | None) -> bool:
+    return phase(obj) == "Running" and (obj or {})["status"].get("pid") is not None
+
+
+def ready(obj: Object | None) -> bool:
+    return condition(obj, "Ready").get("status") == "True"
+
+
+# -- dependsOn: Started and Completed ------------------------------------------------------
+
+
+async def test_started_and_completed_wait_for_the_child_not_its_health(
+    world: World, tmp_path: Path
+) -> None:
+    """`seed` is never Ready (its readiness probe cannot pass) and fails with code 3; a
+    Process waiting for it to be Started starts once it runs, a Job waiting for it to be
+    Completed once it has exited."""
+    store = world.harness.store
+    gate = Notifications(tmp_path / "gate")
+    try:
+        seed = python(f"open({str(gate.path)!r}).readline(); raise SystemExit(3)")
+        never = {"exec": {"command": ["false"]}, "periodSeconds": 1}
+        await store.create(process("seed", seed, restartPolicy="Never", readinessProbe=never))
+        on_started = [{"kind": "Process", "name": "seed", "condition": "Started"}]
+        on_completed = [{"kind": "Process", "name": "seed", "condition": "Completed"}]
+        await store.create(process("client", python(SLEEP_FOREVER), dependsOn=on_started))
+        await store.create(job("report", python("print('done')"), dependsOn=on_completed))
+
+        client = await wait_for(store, "client", running)
+        assert ready(client)
+        seed_now = await wait_for(store, "seed", running)
+        assert not ready(seed_now)
+        report = await wait_for_job(store, "report", lambda o: phase(o) == "Waiting")
+        assert condition(report, "Ready")["message"] == (
+            "waiting for Process/seed to be Completed (phase Running)"
+        )
+
+        open_gate(gate.path)
+        done = await wait_for_job(store, "report", lambda o: phase(o) == "Succeeded")
+        assert condition(done, "Complete")["status"] == "True"
+        seed_now = await wait_for(store, "seed", lambda o: phase(o) == "Failed")
+        assert seed_now is not None
+        assert seed_now["status"]["lastExit"]["code"] == 3
+        # Started stays met after the child exited: the client is still Ready.
+        assert ready(await wait_for(store, "client", running))
+    finally:
+        gate.close()
