@@ -8,6 +8,7 @@ under timeouts, never on the wall clock. Back-off timing runs on a `ManualClock`
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,14 +25,18 @@ from process_support import (
     wait_for,
 )
 from supervisor_support import Notifications
+from writes_support import writes_since
 
 from setpoint import testing
 from setpoint.clock import SYSTEM_CLOCK, Clock
 from setpoint.model import Object
 from setpoint.store import Store
-from setpoint.testing import Harness
+from setpoint.testing import Harness, ManualClock, reconcile_until_stable
+from setpoint.workloads.children import ENVIRONMENT_BACKOFF
 from setpoint.workloads.job import JOB, JobController, JobSettings
-from setpoint.workloads.process import ProcessController, ProcessSettings
+from setpoint.workloads.process import PROCESS, ProcessController, ProcessSettings
+
+QUIET_SECONDS = 10
 
 
 def job(name: str, args: list[str], **spec: Any) -> Object:
@@ -139,3 +144,81 @@ async def test_started_and_completed_wait_for_the_child_not_its_health(
         assert ready(await wait_for(store, "client", running))
     finally:
         gate.close()
+
+
+# -- envFile -------------------------------------------------------------------------------
+
+
+def report_env(fifo: Path, *names: str) -> list[str]:
+    """argv of a child that writes the values of `names` in its environment, as one JSON
+    line, into `fifo`, then runs until stopped."""
+    code = f"""
+        import json, os, time
+        with open({str(fifo)!r}, "w") as f:
+            f.write(json.dumps([os.environ.get(n) for n in {list(names)!r}]) + "\\n")
+        while True: time.sleep(3600)
+    """
+    return python(code)
+
+
+async def test_env_files_are_read_at_each_start_in_order_under_env(
+    world: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # relative paths are the engine's working directory's
+    base, local = tmp_path / "base.env", tmp_path / "local.env"
+    base.write_text("A=base\nB=base\nC='from base'\n")
+    local.write_text('export B="local"\n')
+    store = world.harness.store
+    fifo = Notifications(tmp_path / "env")
+    try:
+        args = report_env(fifo.path, "A", "B", "C")
+        spec = {"envFile": ["base.env", "local.env"], "env": {"C": "from env"}}
+        await store.create(process("web", args, **spec))
+        assert json.loads(await fifo.line()) == ["base", "local", "from env"]
+
+        # Edited, then restarted (a spec change): the new values.
+        base.write_text("A=edited\n")
+        obj = await store.get(PROCESS.api_version, PROCESS.kind, "web", "default")
+        obj["spec"]["envFile"] = "base.env"
+        await store.update(obj)
+        assert json.loads(await fifo.line()) == ["edited", None, "from env"]
+    finally:
+        fifo.close()
+
+
+@pytest.fixture
+async def manual(tmp_path: Path) -> AsyncIterator[tuple[World, ManualClock]]:
+    clock = ManualClock()
+    async for w in _world(tmp_path, clock):
+        yield w, clock
+
+
+async def test_a_missing_env_file_is_retried_quietly_then_starts(
+    manual: tuple[World, ManualClock], tmp_path: Path
+) -> None:
+    world, clock = manual
+    store = world.harness.store
+    env_file = tmp_path / "app.env"
+    await store.create(process("web", python(SLEEP_FOREVER), envFile=str(env_file)))
+    obj = await wait_for(
+        store, "web", lambda o: condition(o, "Ready").get("reason") == "StartFailed"
+    )
+    assert obj is not None
+    assert obj["status"]["phase"] == "Pending"
+    assert condition(obj, "Ready")["message"] == (f"envFile {env_file}: No such file or directory")
+    assert condition(obj, "Stalled").get("status") != "True"
+
+    # Still missing for ten seconds: a retry at 1, 2 and 4 s back-off, and at most one
+    # write each (its nextStartAt).
+    before = await store.revision()
+    for _ in range(QUIET_SECONDS):
+        clock.advance(1)
+        await reconcile_until_stable(world.harness)
+    writes = await writes_since(store, before)
+    assert len(writes) <= 3, writes
+
+    env_file.write_text("GREETING=hello\n")
+    clock.advance(ENVIRONMENT_BACKOFF.max_seconds)
+    obj = await wait_for(store, "web", running)
+    assert obj is not None
+    assert condition(obj, "Ready")["status"] == "True"

@@ -2,7 +2,8 @@
 one supervised local command, kept running as its spec says.
 
 `spec`: `args` (argv, required), `env` and `envFrom` (values may come from Secrets: see
-`setpoint.workloads.secret`), `cwd`, `user`, `ports` (informational),
+`setpoint.workloads.secret`), `envFile` (see `setpoint.workloads.env_files`), `cwd`, `user`,
+`ports` (informational),
 `restartPolicy` (Always | OnFailure | Never), `backoff` (`initialSeconds`, `maxSeconds`,
 `resetAfterSeconds`), `terminationGracePeriodSeconds`, `stopSignal` (e.g. SIGINT for
 PostgreSQL's fast shutdown), `startupProbe` / `readinessProbe` / `livenessProbe` (see
@@ -47,10 +48,11 @@ the whole new status and the events to emit:
 * a start that fails: for a reason of the spec (no such command, no such user) the
   Process is Failed and `Stalled` (reason `StartFailed`) until its spec changes; for a
   reason of the machine (an OS error: no space, no file descriptors, an unwritable state
-  or log directory) it stays Pending, `Ready=False` with reason `StartFailed` and the
-  error, and is retried with back-off; for want of a Secret (one it refers to, or a key
-  of it, is missing: `SecretMissing`; a value holds a NUL byte: `SecretInvalid`) it stays
-  Pending and `Stalled` with that reason until the Secret changes, and is tried again then.
+  or log directory) or of an `envFile` (missing, unreadable, malformed) it stays Pending,
+  `Ready=False` with reason `StartFailed` and the error, and is retried with back-off;
+  for want of a Secret (one it refers to, or a key of it, is missing: `SecretMissing`; a
+  value holds a NUL byte: `SecretInvalid`) it stays Pending and `Stalled` with that
+  reason until the Secret changes, and is tried again then.
 
 `ProcessController` (wired by `setup`) is a `ChildLifecycle` (`setpoint.workloads.children`,
 shared with the Job controller): it observes the child (exits are learnt from the
