@@ -9,6 +9,8 @@ under timeouts, never on the wall clock. Back-off timing runs on a `ManualClock`
 from __future__ import annotations
 
 import json
+import os
+import signal
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,11 +26,12 @@ from process_support import (
     python,
     wait_for,
 )
-from supervisor_support import Notifications
+from supervisor_support import Notifications, eventually
 from writes_support import writes_since
 
 from setpoint import testing
 from setpoint.clock import SYSTEM_CLOCK, Clock
+from setpoint.errors import Invalid
 from setpoint.model import Object
 from setpoint.store import Store
 from setpoint.testing import Harness, ManualClock, reconcile_until_stable
@@ -222,3 +225,101 @@ async def test_a_missing_env_file_is_retried_quietly_then_starts(
     obj = await wait_for(store, "web", running)
     assert obj is not None
     assert condition(obj, "Ready")["status"] == "True"
+
+
+# -- readinessProbe.logLine ----------------------------------------------------------------
+
+
+LOG_LINE_PROBE = {"logLine": {"pattern": r"listening on port \d+"}}
+
+
+def print_after_gate(gate: Path, *, noise: bool = False) -> list[str]:
+    """argv of a child that prints lines that do not match (with `noise`: a 1 MiB line of
+    binary bytes, which ends with a match past the `MAX_LINE_BYTES` searched), waits for a
+    line on `gate`, prints `listening on port 8080`, and runs until stopped."""
+    code = f"""
+        import sys, time
+        print("starting up", flush=True)
+        if {noise!r}:
+            binary = bytes(b for b in range(256) if b != 10)  # no line feed: one long line
+            sys.stdout.buffer.write(binary * 4096 + b" listening on port 1\\n")
+            sys.stdout.flush()
+        with open({str(gate)!r}) as f:
+            f.readline()
+        print("server listening on port 8080", flush=True)
+        while True: time.sleep(3600)
+    """
+    return python(code)
+
+
+def waiting_for_the_line(obj: Object | None) -> bool:
+    ready_ = condition(obj, "Ready")
+    return running(obj) and ready_.get("reason") == "ReadinessProbePending"
+
+
+@pytest.mark.parametrize(
+    ("spec", "field", "words"),
+    [
+        (
+            {"readinessProbe": {"logLine": {"pattern": "(unclosed"}}},
+            "spec.readinessProbe.logLine.pattern",
+            "not a regular expression: missing ), unterminated subpattern",
+        ),
+        (
+            {"livenessProbe": LOG_LINE_PROBE},
+            "spec.livenessProbe.logLine",
+            "is for a readinessProbe only",
+        ),
+        (
+            {"startupProbe": LOG_LINE_PROBE},
+            "spec.startupProbe.logLine",
+            "is for a readinessProbe only",
+        ),
+        (
+            {"readinessProbe": {**LOG_LINE_PROBE, "periodSeconds": 1, "timeoutSeconds": 2}},
+            "spec.readinessProbe",
+            "periodSeconds, timeoutSeconds: not for a logLine probe",
+        ),
+    ],
+)
+async def test_a_bad_log_line_probe_is_refused_naming_the_field(
+    world: World, spec: dict[str, Any], field: str, words: str
+) -> None:
+    with pytest.raises(Invalid) as caught:
+        await world.harness.store.create(process("web", python(SLEEP_FOREVER), **spec))
+    # The field as the schema words it (`spec: livenessProbe.logLine: ...` for a role's rule).
+    assert f"{field.removeprefix('spec.')}: {words}" in str(caught.value)
+
+
+async def test_ready_once_a_line_matches_until_the_next_start(world: World, tmp_path: Path) -> None:
+    store = world.harness.store
+    gate = Notifications(tmp_path / "gate")
+    try:
+        args = print_after_gate(gate.path, noise=True)
+        await store.create(process("web", args, readinessProbe=LOG_LINE_PROBE))
+        obj = await wait_for(store, "web", waiting_for_the_line)
+        assert condition(obj, "Ready")["message"] == (
+            r"waiting for a line of its output to match 'listening on port \\d+'"
+        )
+        # A megabyte of binary output: still waiting, and the engine goes on.
+        log = tmp_path / "logs" / "default_web.log"
+        await eventually(lambda: log.stat().st_size > 1024 * 1024, within=TIMEOUT)
+        assert not ready(await store.get(PROCESS.api_version, PROCESS.kind, "web", "default"))
+
+        open_gate(gate.path)
+        obj = await wait_for(store, "web", ready)
+        assert condition(obj, "Ready")["reason"] == "ReadinessProbeSucceeded"
+        assert condition(obj, "Ready")["message"] == "matched: server listening on port 8080"
+        first = obj["status"]["pid"]
+
+        # Its next run starts unready: the earlier run's line in the same log does not count.
+        os.kill(first, signal.SIGKILL)
+        obj = await wait_for(
+            store, "web", lambda o: waiting_for_the_line(o) and o["status"]["pid"] != first
+        )
+        open_gate(gate.path)
+        obj = await wait_for(store, "web", ready)
+        assert obj is not None
+        assert obj["status"]["restarts"] == 1
+    finally:
+        gate.close()

@@ -104,6 +104,7 @@ from setpoint.workloads.secret import (
 
 __all__ = [
     "ENVIRONMENT_BACKOFF",
+    "LAST_LINE_CHARS",
     "Action",
     "BackoffSchema",
     "ChildDesired",
