@@ -26,7 +26,7 @@ from process_support import (
     python,
     wait_for,
 )
-from supervisor_support import Notifications, eventually
+from supervisor_support import Notifications, eventually, kill_group
 from writes_support import writes_since
 
 from setpoint import testing
@@ -37,6 +37,7 @@ from setpoint.store import Store
 from setpoint.testing import Harness, ManualClock, reconcile_until_stable
 from setpoint.workloads.children import ENVIRONMENT_BACKOFF
 from setpoint.workloads.job import JOB, JobController, JobSettings
+from setpoint.workloads.probes import MAX_LINE_BYTES, SCAN_BYTES_PER_LOOK, LogLineScanner
 from setpoint.workloads.process import PROCESS, ProcessController, ProcessSettings
 
 QUIET_SECONDS = 10
@@ -303,7 +304,7 @@ async def test_ready_once_a_line_matches_until_the_next_start(world: World, tmp_
         )
         # A megabyte of binary output: still waiting, and the engine goes on.
         log = tmp_path / "logs" / "default_web.log"
-        await eventually(lambda: log.stat().st_size > 1024 * 1024, within=TIMEOUT)
+        await eventually(lambda: log.stat().st_size > 1_000_000, within=TIMEOUT)
         assert not ready(await store.get(PROCESS.api_version, PROCESS.kind, "web", "default"))
 
         open_gate(gate.path)
@@ -323,3 +324,105 @@ async def test_ready_once_a_line_matches_until_the_next_start(world: World, tmp_
         assert obj["status"]["restarts"] == 1
     finally:
         gate.close()
+
+
+async def test_a_line_printed_while_no_engine_ran_makes_the_adopted_child_ready(
+    tmp_path: Path,
+) -> None:
+    url = f"sqlite:///{tmp_path / 'state.db'}"
+    settings = ProcessSettings(tmp_path / "state", tmp_path / "logs")
+    gate = Notifications(tmp_path / "gate")
+    pid = None
+    try:
+        async with Harness(url=url) as harness:
+            first = ProcessController(
+                harness.store, harness.manager.event_recorder("process-controller"), settings
+            )
+            first.attach(harness.manager)
+            await harness.start()
+            args = print_after_gate(gate.path)
+            await harness.store.create(process("web", args, readinessProbe=LOG_LINE_PROBE))
+            obj = await wait_for(harness.store, "web", waiting_for_the_line)
+            assert obj is not None
+            pid = obj["status"]["pid"]
+            await harness.stop()
+        await first.detach()  # as if the engine had died: the child keeps running
+
+        open_gate(gate.path)
+        log = tmp_path / "logs" / "default_web.log"
+        await eventually(lambda: b"listening on port 8080" in log.read_bytes(), within=TIMEOUT)
+
+        async with Harness(url=url) as harness:
+            second = ProcessController(
+                harness.store, harness.manager.event_recorder("process-controller"), settings
+            )
+            second.attach(harness.manager)
+            await harness.start()
+            try:
+                obj = await wait_for(harness.store, "web", ready)
+                assert obj is not None
+                assert obj["status"]["pid"] == pid
+                assert condition(obj, "Ready")["message"] == (
+                    "matched: server listening on port 8080"
+                )
+            finally:
+                await harness.stop()
+                await second.stop_all(grace=0)
+    finally:
+        gate.close()
+        if pid is not None:
+            kill_group(pid)
+
+
+# -- the scanner, on files written by the test --------------------------------------------
+
+
+def start_of(path: Path) -> tuple[int, int]:
+    """(inode, size) of `path`: where output written from now on begins."""
+    st = path.stat()
+    return st.st_ino, st.st_size
+
+
+def test_the_scanner_reads_from_the_run_start_across_rotations(tmp_path: Path) -> None:
+    log = tmp_path / "web.log"
+    log.write_bytes(b"ready: from an earlier run\n")
+    inode, offset = start_of(log)
+    scanner = LogLineScanner("^ready", log, 2, inode, offset)
+    assert scanner.look() is None  # the earlier run's line does not count
+    with log.open("ab") as f:
+        f.write(b"starting\nrea")  # half a line: not yet
+    assert scanner.look() is None
+    log.rename(tmp_path / "web.log.1")  # rotated: the line goes on in the new file
+    (tmp_path / "web.log").write_bytes(b"dy: at last\n")
+    assert scanner.look() == "ready: at last"
+
+
+def test_the_scanner_skips_what_was_rotated_away_and_starts_at_the_oldest(tmp_path: Path) -> None:
+    log = tmp_path / "web.log"
+    (tmp_path / "web.log.1").write_bytes(b"ready: written since the run began\n")
+    log.write_bytes(b"later\n")
+    scanner = LogLineScanner("^ready", log, 1, inode=1, offset=10)  # an inode that is gone
+    assert scanner.look() == "ready: written since the run began"
+
+
+def test_the_scanner_without_a_start_reads_what_comes(tmp_path: Path) -> None:
+    log = tmp_path / "web.log"
+    log.write_bytes(b"ready: before it looked\n")
+    scanner = LogLineScanner("ready", log, 1, None)
+    assert scanner.look() is None
+    with log.open("ab") as f:
+        f.write(b"ready: after\n")
+    assert scanner.look() == "ready: after"
+
+
+def test_the_scanner_reads_a_bounded_amount_and_long_lines_in_part(tmp_path: Path) -> None:
+    log = tmp_path / "web.log"
+    long_line = b"x" * MAX_LINE_BYTES + b" ready past the bound\n"
+    binary = bytes(b for b in range(256) if b != 10) * 16 + b"\n"
+    log.write_bytes(long_line + binary * (3 * SCAN_BYTES_PER_LOOK // len(binary)) + b"ready\n")
+    scanner = LogLineScanner("ready", log, 1, log.stat().st_ino, 0)
+    looks = 1
+    while scanner.look() is None:
+        looks += 1
+        assert looks < 10
+    assert looks == 4  # a megabyte a look
