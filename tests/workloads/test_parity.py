@@ -300,7 +300,7 @@ async def test_ready_once_a_line_matches_until_the_next_start(world: World, tmp_
         await store.create(process("web", args, readinessProbe=LOG_LINE_PROBE))
         obj = await wait_for(store, "web", waiting_for_the_line)
         assert condition(obj, "Ready")["message"] == (
-            r"waiting for a line of its output to match 'listening on port \\d+'"
+            r"waiting for a line of its output to match: listening on port \d+"
         )
         # A megabyte of binary output: still waiting, and the engine goes on.
         log = tmp_path / "logs" / "default_web.log"

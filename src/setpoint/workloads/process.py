@@ -438,7 +438,7 @@ def _status(desired: Desired, observed: Observed, step: Plan, now: float) -> dic
     )
     log_line = spec.readiness_probe.log_line if spec.readiness_probe is not None else None
     if log_line is not None and conditions.ready[1] == "ReadinessProbePending":
-        waiting = f"waiting for a line of its output to match {log_line.pattern!r}"
+        waiting = f"waiting for a line of its output to match: {log_line.pattern}"
         conditions = _Conditions(conditions.started, (False, "ReadinessProbePending", waiting))
     failure = observed.start_failure
     if not running and failure is not None and failure.generation == generation:
