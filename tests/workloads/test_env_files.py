@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from setpoint.errors import EnvFileUnavailable
-from setpoint.workloads.env_files import INHERITED, parse_env_file, read_env_files
+from setpoint.workloads.env_files import parse_env_file, read_env_files
 
 COMPOSE_EXAMPLES = r"""
 # a comment, then a blank line
@@ -24,6 +24,9 @@ NOT_A_COMMENT=VAL# not a comment
 DOUBLE_KEEPS_HASH="VAL # not a comment"
 DOUBLE_THEN_COMMENT="VAL" # comment
 SINGLE_LITERAL='$OTHER ${OTHER} \t'
+OTHER=other
+UNQUOTED_REFERENCE=$OTHER-${OTHER}-${UNSET:-default}-${EMPTY_SO_FAR-kept}
+DOUBLE_REFERENCE="${OTHER:+set} \${OTHER} $$OTHER ${HOME}"
 SINGLE_ESCAPED_QUOTE='Let\'s go!'
 DOUBLE_JSON="{\"hello\": \"json\"}"
 DOUBLE_ESCAPES="some\tvalue\nnext \\ \$HOME"
@@ -33,12 +36,14 @@ second"
 EMPTY=
 EMPTY_QUOTED=""
 dotted.key_1=ok
-ALONE
+HOME
+NOT_IN_THE_ENGINE
 """
 
 
 def test_docker_compose_examples() -> None:
-    assert parse_env_file(COMPOSE_EXAMPLES) == {
+    engine = {"HOME": "/home/me", "EMPTY_SO_FAR": ""}
+    assert parse_env_file(COMPOSE_EXAMPLES, "e.env", engine.get) == {
         "PLAIN": "VAL",
         "EXPORTED": "yes",
         "SPACED": "padded value",
@@ -49,6 +54,9 @@ def test_docker_compose_examples() -> None:
         "DOUBLE_KEEPS_HASH": "VAL # not a comment",
         "DOUBLE_THEN_COMMENT": "VAL",
         "SINGLE_LITERAL": r"$OTHER ${OTHER} \t",
+        "OTHER": "other",
+        "UNQUOTED_REFERENCE": "other-other-default-",
+        "DOUBLE_REFERENCE": "set ${OTHER} $OTHER /home/me",
         "SINGLE_ESCAPED_QUOTE": "Let's go!",
         "DOUBLE_JSON": '{"hello": "json"}',
         "DOUBLE_ESCAPES": "some\tvalue\nnext \\ $HOME",
@@ -57,7 +65,7 @@ def test_docker_compose_examples() -> None:
         "EMPTY": "",
         "EMPTY_QUOTED": "",
         "dotted.key_1": "ok",
-        "ALONE": INHERITED,
+        "HOME": "/home/me",
     }
 
 
@@ -76,6 +84,8 @@ def test_spaces_around_an_unquoted_value_are_dropped() -> None:
         ),
         ("A='x' y\n", "envFile e.env:1: A: unexpected 'y' after the closing quote"),
         ('A="two\nlines"\nB-C=1\n', "envFile e.env:3: 'B-C' is not a variable name"),
+        ("A=${NOPE:?must be set}\n", "envFile e.env:1: A: NOPE must be set"),
+        ("A=${NOPE?}\n", "envFile e.env:1: A: NOPE is not set"),
     ],
 )
 def test_a_malformed_line_is_named(text: str, message: str) -> None:
@@ -91,7 +101,7 @@ _VALUES = st.text(
 
 
 def _double_quoted(value: str) -> str:
-    escaped = value.replace("\\", "\\\\").replace('"', '\\"')
+    escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$")
     return '"' + escaped.replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t") + '"'
 
 
@@ -105,9 +115,9 @@ def test_double_quoted_values_come_back_as_written(env: dict[str, str], export: 
 def test_read_in_order_later_files_win_and_alone_inherits(tmp_path: Path) -> None:
     first, second = tmp_path / "a.env", tmp_path / "b.env"
     first.write_text("A=1\nB=1\nHOME\nUNSET\n")
-    second.write_text("B=2\n")
+    second.write_text("B=2\nC=${A}${B}\n")
     env = read_env_files([str(first), str(second)], {"HOME": "/home/me"})
-    assert env == {"A": "1", "B": "2", "HOME": "/home/me"}
+    assert env == {"A": "1", "B": "2", "HOME": "/home/me", "C": "12"}
 
 
 def test_unreadable_large_or_nul_files_say_so_in_one_line(tmp_path: Path) -> None:
