@@ -510,11 +510,13 @@ class LogLineScanner:
 
     def look(self) -> str | None:
         """The first matching line written since the last look, or None (none yet)."""
-        files = self._files()
         if self._inode is None:
-            if not files or files[-1][1] != self._path:
+            try:
+                st = os.stat(self._path)
+            except OSError:
                 return None
-            self._inode, self._offset = files[-1][0], os.stat(self._path).st_size
+            self._inode, self._offset = st.st_ino, st.st_size
+        files = self._files()
         budget = SCAN_BYTES_PER_LOOK
         while budget > 0:
             inodes = [inode for inode, _ in files]
