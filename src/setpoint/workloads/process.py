@@ -58,8 +58,10 @@ the whole new status and the events to emit:
 shared with the Job controller): it observes the child (exits are learnt from the
 supervisor and enqueue the object at once; children an earlier engine left running are
 re-adopted, keeping the startup and readiness their status records until a probe says
-otherwise; children whose objects are gone are stopped), runs the child's probes, and
-carries out the plan.
+otherwise; children whose objects are gone are stopped), runs the child's probes (a
+`logLine` readiness probe reads the child's log from where its run began, every
+`LOG_LINE_LOOK_SECONDS`, until a line matches: then it is Ready for the rest of the run,
+and an adopted child recorded Ready is not read again), and carries out the plan.
 """
 
 from __future__ import annotations
