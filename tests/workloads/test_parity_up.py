@@ -1,6 +1,7 @@
-"""examples/process-compose end to end through the real CLI: `setpoint up` starts `seed` once
-`server` has started, makes `server` Ready on its log line, starts `client` once `server` is
-Ready and `seed` has Completed (it failed), and both got their envFile's values."""
+"""process-compose parity through the real CLI: examples/process-compose end to end (`setpoint
+up` starts `seed` once `server` has started, makes `server` Ready on its log line, starts
+`client` once `server` is Ready and `seed` has Completed (it failed), and both got their
+envFile's values), and `apply` refusing a bad condition or pattern, naming the field."""
 
 from __future__ import annotations
 
@@ -64,3 +65,36 @@ def test_up_runs_the_process_compose_example(tmp_path: Path) -> None:
             for pid in pids:  # children run in sessions of their own
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(pid, signal.SIGKILL)
+
+
+BAD_MANIFESTS = {
+    "spec.dependsOn[0].condition: 'process_healthy' is not a condition: want one of Ready,"
+    " Complete, Started, Completed; for process-compose's process_healthy, write Ready": """
+spec:
+  args: [sleep, "1"]
+  dependsOn: [{kind: Process, name: db, condition: process_healthy}]
+""",
+    "spec.readinessProbe.logLine.pattern: not a regular expression: missing ),": """
+spec:
+  args: [sleep, "1"]
+  readinessProbe: {logLine: {pattern: "port (\\\\d+"}}
+""",
+}
+
+
+def test_apply_refuses_a_bad_condition_or_pattern_naming_the_field(tmp_path: Path) -> None:
+    for i, (message, spec) in enumerate(BAD_MANIFESTS.items()):
+        manifest = tmp_path / f"bad{i}.yaml"
+        head = "apiVersion: setpoint.dev/v1alpha1\nkind: Process\nmetadata: {name: web}"
+        manifest.write_text(head + spec)
+        store = f"sqlite:///{tmp_path / 's.db'}"
+        result = subprocess.run(
+            [sys.executable, "-m", "setpoint", "--store", store, "apply", "-f", str(manifest)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert result.returncode == 1
+        assert message in result.stderr
+        assert "nothing was applied" in result.stderr
