@@ -6,9 +6,9 @@
 
   - `Ready`, `Complete`: the object has that condition True (any kind);
   - `Started` (process-compose's `process_started`): a Process or Job has started a
-    child of its current spec, and a Process's startup probe (if any) has passed.
-    It stays met after that child exits, until the spec changes or the child is
-    stopped with the engine: a dependency for ordering, not for health;
+    child of its current spec (not while a Process is `Starting`: its startup probe
+    has not passed yet). It stays met after that child exits, until the spec changes
+    or the child is stopped with the engine: a dependency for ordering, not for health;
   - `Completed` (process-compose's `process_completed`): a Process or Job whose
     child of its current spec exited, whatever its exit code, and will not be
     started again (phase `Succeeded` or `Failed`).
