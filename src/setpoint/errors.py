@@ -12,6 +12,7 @@
     ├── LeadershipLost     a manager lost its leader lease and stopped
     ├── MetricUnavailable  an Autoscaler's metric could not be read (a one-line reason)
     ├── EngineRunning      another engine already runs on this store: stop it first
+    ├── EnvFileUnavailable a child's envFile cannot be read or parsed (its start is retried)
     └── TerminalError      a reconciler cannot progress without a change from outside
 
 Each carries a message that says what to do; `code` is the HTTP status the
@@ -118,6 +119,14 @@ class EngineRunning(Error):
     def __init__(self, message: str, *, holder: str) -> None:
         super().__init__(message)
         self.holder = holder
+
+
+class EnvFileUnavailable(Error):
+    """A child cannot be started yet (`setpoint.workloads.env_files`): an `envFile` of its
+    spec is missing, unreadable or malformed. One line naming the file (and line); the
+    start is retried with back-off, since the file, not the spec, has to change."""
+
+    reason = "EnvFileUnavailable"
 
 
 class TerminalError(Error):

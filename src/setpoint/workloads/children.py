@@ -29,16 +29,20 @@ conditions. It only does what a plan says, and reports what happened when it did
 (the pid of a started child; a start that failed). How a start fails matters: a spec
 the supervisor refuses (`Invalid`: no such command, no such user) fails until the spec
 changes; an OS failure (no space, no file descriptors, an unwritable state or log
-directory, a failed mkfifo) is transient and retried with `ENVIRONMENT_BACKOFF`; a Secret
+directory, a failed mkfifo) is transient and retried with `ENVIRONMENT_BACKOFF`, and so is
+an `envFile` that cannot be read or parsed (`EnvFileUnavailable`); a Secret
 the spec needs that is missing (or holds a value an environment cannot) fails until a
 Secret changes: the lifecycle watches the Secrets its objects refer to, and tries such a
 start again at each reconcile.
 
-Secrets: a child's `env` and `envFrom` are resolved when it starts
-(`setpoint.workloads.secret`), and again, best effort, when an earlier engine's child is
-adopted. The child keeps its environment (`Supervised.env`, for exec probes) and the values
-that came from Secrets (`Supervised.secret_values`), which are masked in the output line its
-exit reason quotes (and, by the Process controller, in exec probe output).
+The environment: a child's `envFile`s are read (`setpoint.workloads.env_files`), and its
+`envFrom` and `env` resolved (`setpoint.workloads.secret`), when it starts, each later one
+winning; and again, best effort, when an earlier engine's child is adopted. The child keeps
+its environment (`Supervised.env`, for exec probes) and the values that came from Secrets
+(`Supervised.secret_values`), which are masked in the output line its exit reason quotes
+(and, by the Process controller, in exec probe output). Values from env files are not
+masked: which of them are secret is not known, and masking every one would mask common
+words everywhere; a secret belongs in a Secret.
 """
 
 from __future__ import annotations
@@ -47,18 +51,26 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import os
 import signal
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Generic, Literal, Protocol, TypeVar
+from typing import Annotated, Any, Generic, Literal, Protocol, TypeVar
 
-from pydantic import Field
+from pydantic import BeforeValidator, Field
 
 from setpoint.clock import SYSTEM_CLOCK, Clock, parse_rfc3339
-from setpoint.errors import AlreadyExists, Invalid, NotFound, TerminalError, UnknownKind
+from setpoint.errors import (
+    AlreadyExists,
+    EnvFileUnavailable,
+    Invalid,
+    NotFound,
+    TerminalError,
+    UnknownKind,
+)
 from setpoint.model import Kind, Object, Schema
 from setpoint.model.fields import OsString
 from setpoint.model.redaction import redact
@@ -77,6 +89,7 @@ from setpoint.workloads.dependencies import (
     dependents_of,
     unmet_in_store,
 )
+from setpoint.workloads.env_files import read_env_files
 from setpoint.workloads.secret import (
     SECRET,
     SECRETS_INDEX,
@@ -91,6 +104,7 @@ from setpoint.workloads.secret import (
 
 __all__ = [
     "ENVIRONMENT_BACKOFF",
+    "LAST_LINE_CHARS",
     "Action",
     "BackoffSchema",
     "ChildDesired",
@@ -163,13 +177,24 @@ def backoff_delay(count: int, backoff: BackoffSchema) -> float:
     return float(min(backoff.max_seconds, backoff.initial_seconds * 2.0 ** min(count - 1, 60)))
 
 
+def _one_or_more(value: Any) -> Any:
+    """`envFile: .env` as `[".env"]`, as docker compose takes one path or a list."""
+    return [value] if isinstance(value, str) else value
+
+
+EnvFiles = Annotated[list[Annotated[OsString, Field(min_length=1)]], BeforeValidator(_one_or_more)]
+"""A spec's `envFile`: one path, or a list of them."""
+
+
 class CommandSchema(Schema):
     """What to run, and how to stop it: the spec fields of a Process and of a Job. `env`
-    values and `envFrom` may come from Secrets (`setpoint.workloads.secret`)."""
+    values and `envFrom` may come from Secrets (`setpoint.workloads.secret`), `envFile`
+    from files (`setpoint.workloads.env_files`)."""
 
     args: list[OsString] = Field(min_length=1)
     env: Env = Field(default_factory=dict)
     env_from: list[EnvFromSource] = Field(default_factory=list)
+    env_file: EnvFiles = Field(default_factory=list)
     cwd: OsString | None = None
     user: OsString | None = None
     termination_grace_period_seconds: float = Field(default=30.0, ge=0)
@@ -774,7 +799,7 @@ class ChildLifecycle(Generic[S, P]):
             supervisor.stray(name, self.state_dir)
             return None
         spec = self.child_kind.spec_schema.model_validate(obj["spec"])
-        resolved = await resolve_env_in_store(self.store, obj, best_effort=True)
+        resolved = await self._environment(obj, spec, best_effort=True)
         log.info("%s %s/%s: adopted pid %d", self.kind.singular, key[0], key[1], handle.pid)
         return self._new_child(key, obj, spec, handle, resolved)
 
@@ -794,6 +819,19 @@ class ChildLifecycle(Generic[S, P]):
                 continue  # not this kind's, or its object is gone: the orphan collector's
             await self._adopt(key, obj)
 
+    async def _environment(self, obj: Object, spec: S, *, best_effort: bool = False) -> ResolvedEnv:
+        """A child's environment: its `envFile`s read now, then `envFrom` and `env` (Secrets'
+        values as the store has them now), a later one winning. With `best_effort` (a child
+        that already runs), what cannot be read is left out rather than raised."""
+        resolved = await resolve_env_in_store(self.store, obj, best_effort=best_effort)
+        try:
+            from_files = read_env_files(spec.env_file, os.environ)
+        except EnvFileUnavailable:
+            if not best_effort:
+                raise
+            from_files = {}
+        return dataclasses.replace(resolved, env={**from_files, **resolved.env})
+
     async def _start(self, key: Key, obj: Object, spec: S) -> bool:
         """Start the object's child, its environment resolved (Secrets' values as the store
         has them now); on failure record a `StartFailure` and return False."""
@@ -803,7 +841,7 @@ class ChildLifecycle(Generic[S, P]):
         name = child_name(*key)
         generation = int(obj["metadata"].get("generation", 1))
         try:
-            resolved = await resolve_env_in_store(self.store, obj)
+            resolved = await self._environment(obj, spec)
             process_spec = supervisor.ProcessSpec(
                 args=spec.args,
                 log_dir=self.log_dir,
@@ -825,6 +863,9 @@ class ChildLifecycle(Generic[S, P]):
             return False
         except Invalid as exc:
             await self._start_failed(key, obj, str(exc), transient=False, generation=generation)
+            return False
+        except EnvFileUnavailable as exc:  # the file has to change, not the spec: retried
+            await self._start_failed(key, obj, str(exc), transient=True, generation=generation)
             return False
         except (OSError, AlreadyExists) as exc:
             message = f"cannot start {name}: {exc}"

@@ -2,10 +2,24 @@
 
 * `Dependency` is one entry of a workload's `spec.dependsOn`: another object
   (`kind`, `name`, `namespace`: the dependent's own by default) and the condition
-  it must have True (`Ready`, `Complete` or `Started`).
-* `unmet(deps, lookup, namespace=...)` names the first dependency that does not
-  hold, or returns None when all do; `lookup(kind, name, namespace)` returns the
-  object as last read, or None if there is none.
+  it must meet (`CONDITIONS`):
+
+  - `Ready`, `Complete`: the object has that condition True (any kind);
+  - `Started` (process-compose's `process_started`): a Process or Job has started a
+    child of its current spec (not while a Process is `Starting`: its startup probe
+    has not passed yet). It stays met after that child exits, until the spec changes
+    or the child is stopped with the engine: a dependency for ordering, not for health;
+  - `Completed` (process-compose's `process_completed`): a Process or Job whose
+    child of its current spec exited, whatever its exit code, and will not be
+    started again (phase `Succeeded` or `Failed`).
+
+  `Started` and `Completed` read the status fields Process and Job share
+  (`startedGeneration`, `phase`, `lastExit`) and the object's `metadata.generation`;
+  naming them for another kind is refused when applied.
+* `holds(dep, obj)` says whether one dependency holds for the object as last read,
+  and if not, why; `unmet(deps, lookup, namespace=...)` names the first dependency
+  that does not hold, or returns None when all do; `lookup(kind, name, namespace)`
+  returns the object as last read, or None if there is none.
 * `find_cycle(edges)` finds a dependency cycle, so that applying one can be refused.
 * `dependency_keys(obj)` is a cache index function (`DEPENDS_ON_INDEX`): it yields
   `Kind/namespace/name` for each dependency of `obj`; `dependents_of(cache)` maps a
@@ -22,7 +36,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from setpoint.errors import Invalid, NotFound
 from setpoint.model import Object, Schema, get_condition
@@ -31,6 +46,7 @@ from setpoint.runtime.reconciler import Request
 from setpoint.store import Store
 
 __all__ = [
+    "CONDITIONS",
     "DEPENDS_ON_INDEX",
     "Dependency",
     "Lookup",
@@ -38,22 +54,64 @@ __all__ = [
     "dependency_keys",
     "dependents_of",
     "find_cycle",
+    "holds",
     "unmet",
 ]
 
 DEPENDS_ON_INDEX = "dependsOn"
 """Name of the cache index that `dependency_keys` computes."""
 
-DependencyCondition = Literal["Ready", "Complete", "Started"]
+DependencyCondition = Literal["Ready", "Complete", "Started", "Completed"]
+CONDITIONS: tuple[DependencyCondition, ...] = ("Ready", "Complete", "Started", "Completed")
+"""What a `dependsOn` entry may wait for (see the module docstring)."""
+CHILD_CONDITIONS = ("Started", "Completed")
+"""The conditions read from a Process's or Job's child, not from a status condition."""
+CHILD_KINDS = frozenset({"process", "processes", "proc", "job", "jobs"})
+"""How a Process or a Job may be named in `dependsOn[].kind` (lower case)."""
+PROCESS_COMPOSE_NAMES = {
+    "process_started": "Started",
+    "process_completed": "Completed",
+    "process_completed_successfully": "Complete",
+    "process_healthy": "Ready",
+    "process_log_ready": "Ready",
+}
+"""process-compose's condition names, and the one to write instead."""
+FINISHED_PHASES = ("Succeeded", "Failed")
+"""The phases of a Process or Job whose child will not be started again for its spec."""
 
 
 class Dependency(Schema):
-    """One entry of `spec.dependsOn`: `kind/name` must have condition `condition` True."""
+    """One entry of `spec.dependsOn`: `kind/name` must meet `condition` (one of
+    `CONDITIONS`)."""
 
     kind: str = Field(min_length=1)
     name: str = Field(min_length=1)
     namespace: str | None = None
     condition: DependencyCondition = "Ready"
+
+    @field_validator("condition", mode="before")
+    @classmethod
+    def _known_condition(cls, value: Any) -> Any:
+        if value in CONDITIONS:
+            return value
+        hint = PROCESS_COMPOSE_NAMES.get(value) if isinstance(value, str) else None
+        instead = f"; for process-compose's {value}, write {hint}" if hint else ""
+        raise PydanticCustomError(
+            "dependency_condition",
+            "{value} is not a condition: want one of {valid}{instead}",
+            {"value": repr(value), "valid": ", ".join(CONDITIONS), "instead": instead},
+        )
+
+    @model_validator(mode="after")
+    def _child_condition_of_a_child_kind(self) -> Dependency:
+        kind = self.kind.partition(".")[0].lower()
+        if self.condition in CHILD_CONDITIONS and kind not in CHILD_KINDS:
+            raise PydanticCustomError(
+                "dependency_condition",
+                "condition {condition} is for a Process or a Job, not a {kind}",
+                {"condition": self.condition, "kind": self.kind},
+            )
+        return self
 
     def describe(self) -> str:
         """`Process/db` (with the namespace only when one is given: `Process/other/db`)."""
@@ -66,25 +124,51 @@ Lookup = Callable[[str, str, str], Object | None]
 """(kind, name, namespace) -> the object, or None if there is none."""
 
 
-def unmet(deps: Sequence[Dependency], lookup: Lookup, *, namespace: str) -> str | None:
-    """A message naming the first dependency that does not hold, or None when all hold.
+def holds(dep: Dependency, obj: Object | None) -> str | None:
+    """None when `dep` holds for `obj` (the dependency as last read; None: there is none),
+    else a message saying why not. Pure.
 
-    `namespace` is the dependent's, used for entries that name none. Messages:
-    `waiting for Process/db to be Ready` (absent, or the condition not yet
-    reported), `Process/db is not Ready: <its reason>: <its message>` (reported
-    False or Unknown).
-    """
+    Messages: `waiting for Process/db to be Ready` (absent, or the condition not yet
+    reported), `Process/db is not Ready: <its reason>: <its message>` (reported False or
+    Unknown), `waiting for Job/seed to be Completed (phase Running)`."""
+    if obj is None:
+        return f"waiting for {dep.describe()} to be {dep.condition}: it does not exist"
+    status: Mapping[str, Any] = obj.get("status") or {}
+    if dep.condition in CHILD_CONDITIONS:
+        if _child_condition(dep.condition, obj):
+            return None
+        phase = status.get("phase")
+        return f"waiting for {dep.describe()} to be {dep.condition}" + (
+            f" (phase {phase})" if phase else ""
+        )
+    condition = get_condition(status, dep.condition)
+    if condition is None:
+        return f"waiting for {dep.describe()} to be {dep.condition}"
+    if condition.get("status") == "True":
+        return None
+    why = ": ".join(str(p) for p in (condition.get("reason"), condition.get("message")) if p)
+    return f"{dep.describe()} is not {dep.condition}" + (f": {why}" if why else "")
+
+
+def _child_condition(condition: str, obj: Object) -> bool:
+    """Whether a Process or Job `obj` is `Started` or `Completed` (the module docstring)."""
+    status: Mapping[str, Any] = obj.get("status") or {}
+    generation = obj["metadata"].get("generation", 1)
+    if status.get("startedGeneration") is None or status["startedGeneration"] != generation:
+        return False  # no child of its current spec has started
+    phase = status.get("phase")
+    if condition == "Started":
+        return phase != "Starting"  # Starting: its startup probe has not passed yet
+    return phase in FINISHED_PHASES and status.get("lastExit") is not None
+
+
+def unmet(deps: Sequence[Dependency], lookup: Lookup, *, namespace: str) -> str | None:
+    """A message naming the first dependency that does not hold (`holds`), or None when
+    all hold. `namespace` is the dependent's, used for entries that name none."""
     for dep in deps:
-        obj = lookup(dep.kind, dep.name, dep.namespace or namespace)
-        if obj is None:
-            return f"waiting for {dep.describe()} to be {dep.condition}: it does not exist"
-        condition = get_condition(obj.get("status"), dep.condition)
-        if condition is None:
-            return f"waiting for {dep.describe()} to be {dep.condition}"
-        if condition.get("status") == "True":
-            continue
-        why = ": ".join(str(p) for p in (condition.get("reason"), condition.get("message")) if p)
-        return f"{dep.describe()} is not {dep.condition}" + (f": {why}" if why else "")
+        why = holds(dep, lookup(dep.kind, dep.name, dep.namespace or namespace))
+        if why is not None:
+            return why
     return None
 
 

@@ -1,9 +1,9 @@
 """The `Job` kind (setpoint.dev/v1alpha1, namespaced, plural `jobs`) and its controller:
 run one local command to completion, retrying failures (database migrations, say).
 
-`spec`: `args` (argv, required), `env` and `envFrom`, `cwd`, `user` (as for a Process),
-`backoffLimit` (retries after failures), `activeDeadlineSeconds` (optional), `backoff`
-(`initialSeconds`, `maxSeconds`: the wait before each retry),
+`spec`: `args` (argv, required), `env`, `envFrom` and `envFile`, `cwd`, `user` (as for a
+Process), `backoffLimit` (retries after failures), `activeDeadlineSeconds` (optional),
+`backoff` (`initialSeconds`, `maxSeconds`: the wait before each retry),
 `terminationGracePeriodSeconds`, `stopSignal` and `dependsOn` (see
 `setpoint.workloads.dependencies`). Every default is the schema's (`JobSpecSchema`); the
 controller reads the spec through it.

@@ -2,14 +2,17 @@
 
 Three parts, kept apart:
 
-* the schemas (`Probe` with one of `ExecAction`, `HTTPGetAction`, `TCPSocketAction`),
-  camelCase on the wire as Kubernetes writes them, with Kubernetes' defaults;
+* the schemas (`Probe` with one of `ExecAction`, `HTTPGetAction`, `TCPSocketAction`,
+  and `LogLineAction`, process-compose's `ready_log_line`), camelCase on the wire as
+  Kubernetes writes them, with Kubernetes' defaults;
 * the decision, pure (no I/O, no clock reads: time is an argument): `ProbeState`,
   `observe` (apply `successThreshold` / `failureThreshold`) and `due` (how long
   until the next run, honouring `initialDelaySeconds` and `periodSeconds`);
 * the edge: `run_probe` runs one probe once against the real world, and `Prober`
   loops `due` -> `run_probe` -> `observe` on an injected `Clock`, reporting
   transitions of the result.
+  `LogLineScanner` reads a child's output (its log file, from where its run began,
+  across rotations) for the first line a `logLine` pattern matches.
 
 What a result means depends on the role the probe plays for a workload:
 
@@ -20,7 +23,10 @@ What a result means depends on the role the probe plays for a workload:
 * **liveness**: a `Failure` means the process is restarted.
 
 As in Kubernetes, liveness and startup probes must have `successThreshold` 1
-(`check_probe_role`). This module decides nothing about restarts or conditions
+(`check_probe_role`). A `logLine` probe is for readiness only, and has no timing fields:
+its result is `Success` from the first matching line for the rest of the child's run
+(a line seen once says the process got somewhere, not that it is still alive, so it can
+neither fail nor say when to restart). This module decides nothing about restarts or conditions
 itself, and must not touch the store: it reports results, supervisors act on them.
 """
 
@@ -31,11 +37,13 @@ import contextlib
 import errno
 import inspect
 import os
+import re
 import signal
 import socket
 import ssl
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
@@ -50,6 +58,8 @@ __all__ = [
     "ExecAction",
     "HTTPGetAction",
     "HTTPHeader",
+    "LogLineAction",
+    "LogLineScanner",
     "Probe",
     "ProbeResult",
     "ProbeRole",
@@ -120,12 +130,41 @@ class TCPSocketAction(Schema):
     host: str = "127.0.0.1"
 
 
+class LogLineAction(Schema):
+    """Ready once a line of the child's output (stdout or stderr) matches `pattern`, a
+    Python regular expression searched in each line (`re.search`: a plain word matches
+    anywhere in the line, as process-compose's `ready_log_line`)."""
+
+    pattern: str = Field(min_length=1)
+
+    @field_validator("pattern")
+    @classmethod
+    def _compiles(cls, value: str) -> str:
+        try:
+            re.compile(value)
+        except re.error as exc:
+            raise PydanticCustomError(
+                "regex", "not a regular expression: {why}", {"why": str(exc)}
+            ) from None
+        return value
+
+
+_TIMING_FIELDS = {
+    "initial_delay_seconds": "initialDelaySeconds",
+    "period_seconds": "periodSeconds",
+    "timeout_seconds": "timeoutSeconds",
+    "success_threshold": "successThreshold",
+    "failure_threshold": "failureThreshold",
+}
+
+
 class Probe(Schema):
     """A Kubernetes probe: exactly one handler, and when and how often to run it."""
 
     exec: ExecAction | None = None
     http_get: HTTPGetAction | None = None
     tcp_socket: TCPSocketAction | None = None
+    log_line: LogLineAction | None = None
     initial_delay_seconds: int = Field(default=0, ge=0)
     period_seconds: int = Field(default=10, ge=1)
     timeout_seconds: float = Field(default=1, gt=0)
@@ -134,13 +173,29 @@ class Probe(Schema):
 
     @model_validator(mode="after")
     def _exactly_one_handler(self) -> Probe:
-        handlers = [h for h in (self.exec, self.http_get, self.tcp_socket) if h is not None]
+        handlers = [
+            h for h in (self.exec, self.http_get, self.tcp_socket, self.log_line) if h is not None
+        ]
         if len(handlers) != 1:
             raise PydanticCustomError(
                 "probe_handler",
-                "exactly one of exec, httpGet, tcpSocket must be set (found {found})",
+                "exactly one of exec, httpGet, tcpSocket, logLine must be set (found {found})",
                 {"found": len(handlers)},
             )
+        if self.log_line is not None:
+            fields = type(self).model_fields
+            given = sorted(
+                wire
+                for name, wire in _TIMING_FIELDS.items()
+                if getattr(self, name) != fields[name].default  # stored specs hold defaults
+            )
+            if given:
+                raise PydanticCustomError(
+                    "probe_timing",
+                    "{fields}: not for a logLine probe (it reads the output as it comes;"
+                    " once a line matched, it holds until the child's next start)",
+                    {"fields": ", ".join(given)},
+                )
         return self
 
 
@@ -161,7 +216,15 @@ def load_probe(value: Any, field: str = "") -> Probe:
 
 
 def check_probe_role(probe: Probe, role: ProbeRole, field: str = "") -> None:
-    """Refuse what Kubernetes refuses for a role: liveness and startup need `successThreshold` 1."""
+    """Refuse what Kubernetes refuses for a role: liveness and startup need `successThreshold`
+    1; and a `logLine` probe, which can neither fail nor say when to restart, for them."""
+    if role in ("liveness", "startup") and probe.log_line is not None:
+        where = f"{field}.logLine".lstrip(".")
+        raise Invalid(
+            f"is for a readinessProbe only: a line seen once cannot say that a process is"
+            f" still alive, nor when to restart it (not for a {role} probe)",
+            field=where,
+        )
     if role in ("liveness", "startup") and probe.success_threshold != 1:
         where = f"{field}.successThreshold".lstrip(".")
         raise Invalid(f"must be 1 for a {role} probe", field=where)
@@ -240,8 +303,9 @@ async def run_probe(
                 return await _run_exec(probe.exec, env, cwd)
             if probe.http_get is not None:
                 return await _run_http(probe.http_get)
-            assert probe.tcp_socket is not None  # the schema guarantees one handler
-            return await _run_tcp(probe.tcp_socket)
+            if probe.tcp_socket is not None:
+                return await _run_tcp(probe.tcp_socket)
+            raise ValueError("a logLine probe is not run: a LogLineScanner reads the output")
     except TimeoutError:
         return False, f"timed out after {probe.timeout_seconds:g}s"
 
@@ -410,3 +474,111 @@ class Prober:
                 if inspect.isawaitable(outcome):
                     await outcome
             state = new
+
+
+# --- the edge: a logLine probe ----------------------------------------------------------
+
+MAX_LINE_BYTES = 4096
+"""How much of one output line a `logLine` pattern is searched in (the rest is skipped)."""
+SCAN_BYTES_PER_LOOK = 1024 * 1024
+"""The most output one `LogLineScanner.look` reads: a chatty child cannot hold up the engine."""
+
+
+class LogLineScanner:
+    """Finds the first line of a child's output that a `logLine` pattern matches.
+
+    The output is the log file `path` and its rotated `backups` (`path.1` is the newest
+    of them). It is read from `offset` bytes into the file of inode `inode` (where the
+    child's run began: `setpoint.workloads.supervisor.LogStart`), or, with `inode` None,
+    from the end of `path` at the first look. Each `look()` reads what was written since
+    the last one, at most `SCAN_BYTES_PER_LOOK`, following the output into the next file
+    when the log was rotated. A line counts once it is complete (ends with a line feed);
+    it is decoded as UTF-8 (anything else replaced), and one longer than `MAX_LINE_BYTES`
+    is searched in its first `MAX_LINE_BYTES` only. Never raises for a missing or
+    unreadable file: it looks again next time.
+    """
+
+    def __init__(
+        self, pattern: str, path: Path, backups: int, inode: int | None, offset: int = 0
+    ) -> None:
+        self._pattern = re.compile(pattern)
+        self._path = Path(path)
+        self._backups = backups
+        self._inode = inode
+        self._offset = offset
+        self._line = bytearray()
+
+    def look(self) -> str | None:
+        """The first matching line written since the last look, or None (none yet)."""
+        if self._inode is None:
+            try:
+                st = os.stat(self._path)
+            except OSError:
+                return None
+            self._inode, self._offset = st.st_ino, st.st_size
+        files = self._files()
+        budget = SCAN_BYTES_PER_LOOK
+        while budget > 0:
+            inodes = [inode for inode, _ in files]
+            if self._inode not in inodes:
+                if not files:
+                    return None
+                # Rotated past the last backup: the oldest file there is was written since.
+                self._inode, self._offset = files[0][0], 0
+                continue
+            at = inodes.index(self._inode)
+            data = self._read(files[at][1], budget)
+            if data is None:
+                return None  # rotated between the listing and the read: next look
+            if data:
+                self._offset += len(data)
+                budget -= len(data)
+                found = self._feed(data)
+                if found is not None:
+                    return found
+                continue
+            if at + 1 == len(files):
+                return None  # at the end of the newest file
+            self._inode, self._offset = files[at + 1][0], 0
+
+        return None
+
+    def _files(self) -> list[tuple[int, Path]]:
+        """(inode, path) of the log's files that exist, oldest first."""
+        paths = [
+            self._path.with_name(f"{self._path.name}.{i}") for i in range(self._backups, 0, -1)
+        ]
+        found = []
+        for path in [*paths, self._path]:
+            try:
+                found.append((os.stat(path).st_ino, path))
+            except OSError:
+                continue
+        return found
+
+    def _read(self, path: Path, budget: int) -> bytes | None:
+        """Up to `budget` bytes of `path` from the offset, if it is still our file."""
+        try:
+            with path.open("rb") as f:
+                if os.fstat(f.fileno()).st_ino != self._inode:
+                    return None
+                f.seek(self._offset)
+                return f.read(budget)
+        except OSError:
+            return None
+
+    def _feed(self, data: bytes) -> str | None:
+        start = 0
+        while True:
+            end = data.find(b"\n", start)
+            piece = data[start:] if end < 0 else data[start:end]
+            room = MAX_LINE_BYTES - len(self._line)
+            if room > 0:
+                self._line += piece[:room]
+            if end < 0:
+                return None
+            line = self._line.decode("utf-8", "replace").rstrip("\r")
+            self._line.clear()
+            if self._pattern.search(line):
+                return line
+            start = end + 1

@@ -2,7 +2,8 @@
 one supervised local command, kept running as its spec says.
 
 `spec`: `args` (argv, required), `env` and `envFrom` (values may come from Secrets: see
-`setpoint.workloads.secret`), `cwd`, `user`, `ports` (informational),
+`setpoint.workloads.secret`), `envFile` (see `setpoint.workloads.env_files`), `cwd`, `user`,
+`ports` (informational),
 `restartPolicy` (Always | OnFailure | Never), `backoff` (`initialSeconds`, `maxSeconds`,
 `resetAfterSeconds`), `terminationGracePeriodSeconds`, `stopSignal` (e.g. SIGINT for
 PostgreSQL's fast shutdown), `startupProbe` / `readinessProbe` / `livenessProbe` (see
@@ -47,17 +48,20 @@ the whole new status and the events to emit:
 * a start that fails: for a reason of the spec (no such command, no such user) the
   Process is Failed and `Stalled` (reason `StartFailed`) until its spec changes; for a
   reason of the machine (an OS error: no space, no file descriptors, an unwritable state
-  or log directory) it stays Pending, `Ready=False` with reason `StartFailed` and the
-  error, and is retried with back-off; for want of a Secret (one it refers to, or a key
-  of it, is missing: `SecretMissing`; a value holds a NUL byte: `SecretInvalid`) it stays
-  Pending and `Stalled` with that reason until the Secret changes, and is tried again then.
+  or log directory) or of an `envFile` (missing, unreadable, malformed) it stays Pending,
+  `Ready=False` with reason `StartFailed` and the error, and is retried with back-off;
+  for want of a Secret (one it refers to, or a key of it, is missing: `SecretMissing`; a
+  value holds a NUL byte: `SecretInvalid`) it stays Pending and `Stalled` with that
+  reason until the Secret changes, and is tried again then.
 
 `ProcessController` (wired by `setup`) is a `ChildLifecycle` (`setpoint.workloads.children`,
 shared with the Job controller): it observes the child (exits are learnt from the
 supervisor and enqueue the object at once; children an earlier engine left running are
 re-adopted, keeping the startup and readiness their status records until a probe says
-otherwise; children whose objects are gone are stopped), runs the child's probes, and
-carries out the plan.
+otherwise; children whose objects are gone are stopped), runs the child's probes (a
+`logLine` readiness probe reads the child's log from where its run began, every
+`LOG_LINE_LOOK_SECONDS`, until a line matches: then it is Ready for the rest of the run,
+and an adopted child recorded Ready is not read again), and carries out the plan.
 """
 
 from __future__ import annotations
@@ -80,9 +84,10 @@ from setpoint.model import Kind, Object, PrinterColumn, Schema
 from setpoint.model.conditions import READY, get_condition, set_condition
 from setpoint.model.redaction import redact
 from setpoint.model.wellknown import PROCESS_FINALIZER
-from setpoint.workloads import children
+from setpoint.workloads import children, supervisor
 from setpoint.workloads.children import (
     ENVIRONMENT_BACKOFF,
+    LAST_LINE_CHARS,
     Action,
     ChildDesired,
     ChildFacts,
@@ -104,6 +109,7 @@ from setpoint.workloads.dependencies import (
     Dependency,
 )
 from setpoint.workloads.probes import (
+    LogLineScanner,
     Probe,
     Prober,
     ProbeResult,
@@ -138,6 +144,8 @@ FINALIZER = PROCESS_FINALIZER
 MAX_CONCURRENT = 16
 """Processes reconciled at once (one key is never reconciled by two workers)."""
 STARTED = "Started"
+LOG_LINE_LOOK_SECONDS = 0.25
+"""How often a `logLine` readiness probe reads the child's new output."""
 
 RestartPolicy = Literal["Always", "OnFailure", "Never"]
 Phase = Literal[
@@ -431,6 +439,10 @@ def _status(desired: Desired, observed: Observed, step: Plan, now: float) -> dic
     conditions = _conditions(
         phase, running, started, readiness, probe_message, observed.unmet, step.reason
     )
+    log_line = spec.readiness_probe.log_line if spec.readiness_probe is not None else None
+    if log_line is not None and conditions.ready[1] == "ReadinessProbePending":
+        waiting = f"waiting for a line of its output to match: {log_line.pattern}"
+        conditions = _Conditions(conditions.started, (False, "ReadinessProbePending", waiting))
     failure = observed.start_failure
     if not running and failure is not None and failure.generation == generation:
         failed = (False, failure.reason, failure.message)
@@ -565,11 +577,16 @@ class ProcessController(ChildLifecycle[ProcessSpecSchema, Plan]):
         spec: ProcessSpecSchema,
         recorded: RecordedProbes | None = None,
     ) -> None:
-        if spec.readiness_probe is not None:
+        probe = spec.readiness_probe
+        if probe is not None:
             child.readiness, child.probe_message = "Unknown", ""
             if recorded is not None:
                 child.readiness, child.probe_message = recorded.readiness, recorded.message
-            self._probe(key, child, spec, "readiness", spec.readiness_probe)
+            if probe.log_line is None:
+                self._probe(key, child, spec, "readiness", probe)
+            elif child.readiness != "Success":  # once matched, Ready for the rest of the run
+                task = self._follow_log_line(key, child, spec, probe.log_line.pattern)
+                child.tasks.append(asyncio.create_task(task, name=f"logLine probe of {key}"))
         if spec.liveness_probe is not None:
             self._probe(key, child, spec, "liveness", spec.liveness_probe)
 
@@ -582,6 +599,24 @@ class ProcessController(ChildLifecycle[ProcessSpecSchema, Plan]):
         runner = functools.partial(run_probe, env=env, cwd=spec.cwd)
         prober = Prober(probe, self.clock, on_change, runner=runner)
         child.tasks.append(asyncio.create_task(prober.run(), name=f"{role} probe of {key}"))
+
+    async def _follow_log_line(
+        self, key: Key, child: Supervised, spec: ProcessSpecSchema, pattern: str
+    ) -> None:
+        """Look at the child's output every `LOG_LINE_LOOK_SECONDS`, from where its run
+        began (also for a child adopted from an earlier engine), until a line matches
+        `pattern`: then it is Ready (`ReadinessProbeSucceeded`, the line as message) until
+        it next starts."""
+        start = child.handle.log_start
+        if start is not None:
+            scanner = LogLineScanner(pattern, start.path, start.backups, start.inode, start.offset)
+        else:  # an earlier version's child: from its output to come
+            path = self.log_dir / f"{child.handle.name}.log"
+            scanner = LogLineScanner(pattern, path, supervisor.DEFAULT_LOG_BACKUPS, None)
+        while (line := scanner.look()) is None:
+            await self.clock.sleep(LOG_LINE_LOOK_SECONDS)
+        message = f"matched: {line.strip()[:LAST_LINE_CHARS]}"
+        await self._on_probe(key, child, spec, "readiness", "Success", message)
 
     async def _on_probe(
         self,

@@ -10,9 +10,11 @@ drives it.
   containerd-shim and conmon are) that writes `<log_dir>/<name>.log`, rotated
   by size. It writes `<state_dir>/<name>.json` (pid, pgid, start time from
   `/proc/PID/stat`, marker, argv, the log's absolute path, the holder's pid)
-  atomically. It refuses a name whose recorded process still runs
-  (`AlreadyExists`) and a command that cannot start (`Invalid`, one line,
-  nothing left behind); an OS failure of the machine's (no space, no file
+  atomically, and where the child's output begins in its log (`LogStart`: the
+  file's inode and size before the child started, so a reader can find this run's
+  output after an engine restart and across rotations). It refuses a name whose
+  recorded process still runs (`AlreadyExists`) and a command that cannot start
+  (`Invalid`, one line, nothing left behind); an OS failure of the machine's (no space, no file
   descriptors, an unwritable state or log directory) is raised as the
   `OSError` it is, for the caller to retry.
 * `Running.wait()` returns the `Exit` as soon as the event loop's child
@@ -83,6 +85,7 @@ from setpoint.workloads.venv import activation
 __all__ = [
     "Adopted",
     "Exit",
+    "LogStart",
     "ProcessSpec",
     "Running",
     "become_subreaper",
@@ -354,6 +357,38 @@ class _LogSettings:
         return [*logs, *(Path(log_holder.times_path(str(log))) for log in logs)]
 
 
+@dataclass(frozen=True)
+class LogStart:
+    """Where a child's output begins: `offset` bytes into the file of inode `inode`, which is
+    the log file `path` or, once rotated, one of its `backups` (`path.1`, `path.2` ...)."""
+
+    path: Path
+    backups: int
+    inode: int
+    offset: int
+
+
+def _log_start(log: _LogSettings) -> LogStart:
+    """The end of `log`'s file now (made if missing): where the next child's output begins."""
+    fd = open_private(log.path, os.O_WRONLY | os.O_APPEND)
+    try:
+        st = os.fstat(fd)
+    finally:
+        os.close(fd)
+    return LogStart(log.path, log.backups, st.st_ino, st.st_size)
+
+
+def _recorded_log_start(record: Mapping[str, Any], log: _LogSettings) -> LogStart | None:
+    """The `LogStart` a state record holds (None: an earlier version's record, without one)."""
+    found = record.get("logStart")
+    if not isinstance(found, Mapping):
+        return None
+    try:
+        return LogStart(log.path, log.backups, int(found["inode"]), int(found["offset"]))
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
 class _Holder:
     """One child's log holder: a process started by this engine or an earlier one, pinned
     by a pidfd."""
@@ -486,6 +521,8 @@ class _Child:
         self.marker = marker
         self._holder = holder
         self._logs: asyncio.Task[None] | None = None
+        self.log_start: LogStart | None = None
+        """Where this child's output begins in its log (None: not known)."""
 
     def _hold(self, log: _LogSettings) -> None:
         if self._holder is not None:
@@ -661,6 +698,7 @@ async def start(
     try:
         ensure_private_dir(state_dir)
         ensure_private_dir(log.path.parent)
+        log_start = _log_start(log)
         fifo.unlink(missing_ok=True)
         os.mkfifo(fifo, 0o600)
         out = os.open(fifo, os.O_RDWR)
@@ -697,6 +735,7 @@ async def start(
     _started.add(process.pid)
     started_at = clock.now()
     running = Running(name, state_dir, process, started_at, spec.marker, holder)
+    running.log_start = log_start
     running._hold(log)
     proc = _proc_stat(process.pid)
     if proc is None:  # already gone: nothing to adopt later
@@ -713,6 +752,7 @@ async def start(
         "maxLogBytes": log.max_bytes,
         "logBackups": log.backups,
         "holder": holder.record(),
+        "logStart": {"inode": log_start.inode, "offset": log_start.offset},
     }
     try:
         _write_atomically(_state_path(name, state_dir), record)
@@ -942,6 +982,7 @@ def find_adoptable(name: str, state_dir: Path) -> Adopted | None:
         holder,
     )
     if log is not None:
+        adopted.log_start = _recorded_log_start(record, log)
         adopted._hold(log)
     return adopted
 
