@@ -170,7 +170,8 @@ def test_a_waiting_object_names_its_root_blocker_and_how_to_look_at_it() -> None
     for ref in ("Process/db", "Job/migrate", "Deployment/web"):
         at = next(i for i, line in enumerate(lines) if line.startswith(ref + " "))
         detail = lines[at + 1]
-        assert detail.startswith("  ↳ Job/db-init is not Complete: BackoffLimitExceeded"), detail
+        assert detail.startswith("  ↳ Job/db-init: BackoffLimitExceeded: the job failed"), detail
+        assert len(detail) == 80  # cut at the width's end, not at a word
         assert "setpoint describe job/db-init" in "\n".join(lines[at + 1 : at + 4])
     assert "waiting for" not in text
     # the failed one itself: its own reason, in full over several lines, and `explain`

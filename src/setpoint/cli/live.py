@@ -27,13 +27,12 @@ from rich.console import Console, Group
 from rich.live import Live
 from rich.text import Text
 
-from setpoint.cli.render import escape
+from setpoint.cli.render import cut, escape
 from setpoint.cli.status_table import (
     Health,
     Key,
     Line,
     Role,
-    cut,
     key_of,
     kind_aliases,
     plain_line,
@@ -200,7 +199,7 @@ class LiveView:
         if self.logs is not None:
             room = self.console.height - len(texts) - 2
             shown = list(self.logs.lines)[-max(LOG_LINES_MIN, room) :]
-            texts.append(Text(cut("── logs " + "─" * width, width), style="dim"))
+            texts.append(Text(("── logs " + "─" * width)[:width], style="dim"))
             name_width = max((len(source) for source, _ in shown), default=0)
             texts += [log_text(source, line, name_width, width) for source, line in shown]
         for text in texts:

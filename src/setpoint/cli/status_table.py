@@ -21,9 +21,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from pydantic import ValidationError
-from rich.cells import cell_len, set_cell_size
 
-from setpoint.cli.render import escape, timestamp_age
+from setpoint.cli.render import ELLIPSIS, cut, escape, text_width, timestamp_age
 from setpoint.model import READY, STALLED, Kind, Object, get_condition
 from setpoint.workloads.dependencies import Dependency, unmet
 
@@ -253,8 +252,9 @@ class Blockers:
 
     def detail(self, obj: Object) -> Detail | None:
         """What to say under `obj`: None when it is Ready (or has no Ready condition); its
-        own failure and `setpoint explain` when it failed; else its root blocker's reason
-        and `setpoint describe` of that; else its own reason and `setpoint describe`."""
+        own failure and `setpoint explain` when it failed; else its root blocker's
+        `headline` (`unmet`'s message when it has none or does not exist) and `setpoint
+        describe` of that; else its own reason and `setpoint describe`."""
         own = health(obj)
         if own in (Health.READY, Health.UNKNOWN):
             return None
@@ -263,8 +263,11 @@ class Blockers:
         root = self.root(obj)
         if root is not None:
             key, message, target = root
-            blocker = health(target) if target is not None else Health.PROGRESSING
-            return Detail(message, command("describe", key), blocker, blocked=True)
+            if target is None:
+                return Detail(message, command("describe", key), Health.PROGRESSING, blocked=True)
+            said = headline(target)
+            text = f"{ref_of(key)}: {said}" if said else message
+            return Detail(text, command("describe", key), health(target), blocked=True)
         return Detail(headline(obj) or "not Ready", command("describe", key_of(obj)), own)
 
 
@@ -282,12 +285,8 @@ GAP = "  "
 DETAIL_LINES = 4
 """Lines of a detail's text at most (an object's own failure or progress); the command
 follows on the last one if it fits."""
-BLOCKED_LINES = 1
-"""Lines of a root blocker's reason under each object it blocks (the blocker's own detail
-line says all of it)."""
 DETAIL_FIRST = "  ↳ "
 DETAIL_NEXT = "    "
-ELLIPSIS = "…"
 
 
 class Role(enum.Enum):
@@ -314,20 +313,11 @@ def line_text(line: Line) -> str:
     return "".join(piece.text for piece in line)
 
 
-def cut(text: str, width: int) -> str:
-    """`text` in at most `width` terminal columns, ending in `…` when cut."""
-    if cell_len(text) <= width:
-        return text
-    if width <= 0:
-        return ""
-    return set_cell_size(text, width - 1) + ELLIPSIS
-
-
 def fit_columns(rows: Sequence[Sequence[str]], width: int) -> tuple[list[int], list[int]]:
     """The columns shown (indices into `HEADER`) and the width of each, for `rows` (the
     header first) in `width` columns: see the module docstring. KIND/NAME keeps its full
     width even when that alone is wider than `width`."""
-    natural = [max(cell_len(row[i]) for row in rows) for i in range(len(HEADER))]
+    natural = [max(text_width(row[i]) for row in rows) for i in range(len(HEADER))]
     shown = list(range(len(HEADER)))
     drops = iter(DROP_ORDER)
     while True:
@@ -364,23 +354,27 @@ def table_cells(row: StatusRow, now: float) -> tuple[str, ...]:
 
 
 def detail_lines(detail: Detail, width: int) -> list[Line]:
-    """`detail` wrapped in `width` columns: its text (at most `DETAIL_LINES` lines, or
-    `BLOCKED_LINES`), then `→ COMMAND`, on the last line when it fits. The command is never
-    cut."""
-    room = max(width - cell_len(DETAIL_NEXT), 8)
-    wrapped = textwrap.wrap(
-        escape(detail.text),
-        room,
-        max_lines=BLOCKED_LINES if detail.blocked else DETAIL_LINES,
-        placeholder=" " + ELLIPSIS,
-        break_on_hyphens=False,
-    ) or [""]
+    """`detail` in `width` columns: its text (wrapped to at most `DETAIL_LINES` lines; one
+    line, cut, for a root blocker's, whose own detail says all of it), then `→ COMMAND`,
+    on the last line when it fits. The command is never cut."""
+    room = max(width - text_width(DETAIL_NEXT), 8)
+    text = escape(detail.text)
+    if detail.blocked:  # one line, cut where the width ends (not at a word)
+        wrapped = [cut(text, room)]
+    else:
+        wrapped = textwrap.wrap(
+            text,
+            room,
+            max_lines=DETAIL_LINES,
+            placeholder=" " + ELLIPSIS,
+            break_on_hyphens=False,
+        ) or [""]
     lines: list[Line] = [
         (Piece((DETAIL_NEXT if i else DETAIL_FIRST) + cut(text, room), Role.DETAIL, detail.health),)
         for i, text in enumerate(wrapped)
     ]
     hint = f"→ {escape(detail.hint)}"
-    if cell_len(wrapped[-1]) + len(GAP) + cell_len(hint) <= room:
+    if text_width(wrapped[-1]) + len(GAP) + text_width(hint) <= room:
         lines[-1] = (*lines[-1], Piece(GAP, Role.DETAIL), Piece(hint, Role.HINT, detail.health))
     else:
         lines.append((Piece(DETAIL_NEXT, Role.DETAIL), Piece(hint, Role.HINT, detail.health)))
@@ -405,7 +399,7 @@ def view_lines(
     def format_cells(values: Sequence[str]) -> str:
         pairs = zip(shown, widths, strict=True)
         parts = [cut(values[i], w) if i == REASON else values[i] for i, w in pairs]
-        padded = [p + " " * (w - cell_len(p)) for p, w in zip(parts, widths, strict=True)]
+        padded = [p + " " * (w - text_width(p)) for p, w in zip(parts, widths, strict=True)]
         return GAP.join(padded).rstrip()
 
     lines: list[Line] = [(Piece(format_cells(HEADER), Role.HEADER),)]
