@@ -132,7 +132,7 @@ def command(verb: str, key: Key) -> str:
 @dataclass(frozen=True, slots=True)
 class StatusRow:
     """What is shown of one object. `ref` is `Kind/name` (`Kind/namespace/name` outside
-    `default`); `reason` is `headline`, `-` when empty."""
+    `default`); `reason` is the Ready condition's `reason: message` (`-` without one)."""
 
     ref: str
     ready: str
@@ -156,7 +156,7 @@ def status_row(obj: Object) -> StatusRow:
         ref=escape(ref_of(key_of(obj))),
         ready=str(ready["status"]) if ready else "-",
         phase=escape(str(status.get("phase") or _replicas(obj) or "-")),
-        reason=escape(headline(obj)) or "-",
+        reason=(escape(_text(ready)) if ready else "") or "-",
         restarts=str(status.get("restarts", 0)),
         pid=str(status.get("pid") or "-"),
         created=(obj.get("metadata") or {}).get("creationTimestamp"),
@@ -370,8 +370,8 @@ def detail_lines(detail: Detail, width: int) -> list[Line]:
             break_on_hyphens=False,
         ) or [""]
     lines: list[Line] = [
-        (Piece((DETAIL_NEXT if i else DETAIL_FIRST) + cut(text, room), Role.DETAIL, detail.health),)
-        for i, text in enumerate(wrapped)
+        (Piece((DETAIL_NEXT if i else DETAIL_FIRST) + cut(part, room), Role.DETAIL, detail.health),)
+        for i, part in enumerate(wrapped)
     ]
     hint = f"→ {escape(detail.hint)}"
     if text_width(wrapped[-1]) + len(GAP) + text_width(hint) <= room:
