@@ -56,8 +56,12 @@ HEALTH_STYLE = {
     Health.FAILED: "red",
     Health.UNKNOWN: "",
 }
-LOG_COLOURS = ("cyan", "magenta", "blue", "green", "yellow", "bright_cyan", "bright_magenta")
-"""The colours of the names before children's lines; a name always gets the same one."""
+LOG_COLOURS = (
+    *("cyan", "yellow", "green", "magenta", "blue"),
+    *("bright_cyan", "bright_yellow", "bright_green", "bright_magenta", "bright_blue"),
+)
+"""The colours of the names before children's lines (as docker compose: red is left to
+errors); a CRC of the name picks one, so a name always gets the same."""
 
 
 class StatusBoard:

@@ -5,8 +5,9 @@ the layout of it all in a given number of terminal columns.
 
 Names (KIND/NAME) are never cut. When the width is short the REASON/MESSAGE column gives
 way first (cut to `REASON_MIN` columns, with an ellipsis), then the least important
-columns are left out, in `DROP_ORDER`. Detail lines wrap to the width (at most
-`DETAIL_LINES` lines, the last one cut with an ellipsis) and end with the command.
+columns are left out, in `DROP_ORDER`. An object's own failure or progress wraps to the
+width (at most `DETAIL_LINES` lines, the last one cut with an ellipsis); a root blocker's
+words under the objects it blocks take one line, cut; each ends with its command.
 
 Pure: no I/O, no clock (the time a table is drawn at is an argument), no colours: each
 piece of text says what it is (`Role`) and the health it belongs to; `cli.live` picks
