@@ -181,12 +181,19 @@ def test_a_waiting_object_names_its_root_blocker_and_how_to_look_at_it() -> None
     assert own == f"↳ BackoffLimitExceeded: {INIT_FAILED}  → setpoint explain job/db-init"
 
 
-def test_a_missing_dependency_and_a_cycle_end_the_chain() -> None:
+def test_the_chain_ends_at_a_missing_object_a_kind_not_shown_or_a_cycle() -> None:
     ghost = [{"kind": "Process", "name": "ghost"}]
     missing = board(obj("Process", "a", depends_on=ghost, ready=("False", "Pending", "...")))
     lines = texts(missing, 100)
     assert "waiting for Process/ghost to be Ready: it does not exist" in lines[2]
     assert "setpoint describe process/ghost" in "\n".join(lines)
+    other = [{"kind": "Greeting", "name": "hello"}]
+    waiting = ("False", "WaitingForDependency", "Greeting/hello is not Ready: Pending")
+    unshown = texts(board(obj("Process", "a", depends_on=other, ready=waiting)), 100)
+    assert unshown[2] == (
+        "  ↳ WaitingForDependency: Greeting/hello is not Ready: Pending"
+        "  → setpoint describe process/a"
+    )
     loop = board(
         obj("Process", "a", depends_on=[{"kind": "Process", "name": "b"}]),
         obj("Process", "b", depends_on=[{"kind": "Process", "name": "a"}]),

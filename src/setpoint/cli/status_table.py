@@ -236,11 +236,14 @@ class Blockers:
         """The end of `obj`'s chain of unmet dependencies: the first object on it that waits
         for nothing else (or failed, or does not exist, or closes a cycle), as its key,
         `unmet`'s message about it and the object (None if missing); None when every
-        dependency of `obj` holds."""
+        dependency of `obj` holds. The walk stops before a kind that is not shown (its
+        objects are not known here, so not to be called missing)."""
         seen = {key_of(obj)}
         current, found = obj, None
         while (hop := self.first_unmet(current)) is not None:
             dep, message = hop
+            if dep.kind.lower() not in self.kinds:
+                break  # a kind not shown: what it is up to is not known here
             namespace = dep.namespace or key_of(current)[1]
             target = self.find(dep.kind, dep.name, namespace)
             key = key_of(target) if target is not None else (dep.kind, namespace, dep.name)
