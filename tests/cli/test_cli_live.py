@@ -26,7 +26,7 @@ import pytest
 import yaml
 from cli_kit import CLI, REPO, Running
 
-TIMEOUT = 60.0
+TIMEOUT = 120.0
 """Seconds the engine may take to reach what a test waits for (never waited out)."""
 WIDTH = 80
 COLOUR = re.compile(r"\x1b\[[0-9;]*m")
