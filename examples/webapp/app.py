@@ -33,15 +33,22 @@ import time
 import urllib.parse
 from dataclasses import dataclass
 
-import psycopg
-from prometheus_client import (
-    CONTENT_TYPE_LATEST,
-    CollectorRegistry,
-    Counter,
-    Gauge,
-    disable_created_metrics,
-    generate_latest,
-)
+try:
+    import psycopg
+    from prometheus_client import (
+        CONTENT_TYPE_LATEST,
+        CollectorRegistry,
+        Counter,
+        Gauge,
+        disable_created_metrics,
+        generate_latest,
+    )
+except ModuleNotFoundError as missing:  # an interpreter without the example's dependencies
+    sys.exit(
+        f"app.py: {missing.name} is not installed for {sys.executable}: run the example with"
+        " ./dev or the environment it builds (.venv/bin/setpoint), or pip install"
+        " 'psycopg[binary]' prometheus-client"
+    )
 
 NEEDS_SCHEMA = 2
 """The schema version this app's queries need (migrations/002_*.sql adds `user_agent`)."""

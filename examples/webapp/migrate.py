@@ -17,8 +17,14 @@ import re
 import sys
 from pathlib import Path
 
-import psycopg
-from psycopg import errors, sql
+try:
+    import psycopg
+    from psycopg import errors, sql
+except ModuleNotFoundError as missing:  # an interpreter without the example's dependencies
+    sys.exit(
+        f"migrate.py: {missing.name} is not installed for {sys.executable}: run the example with"
+        " ./dev or the environment it builds (.venv/bin/setpoint), or pip install 'psycopg[binary]'"
+    )
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 LOCK_KEY = 0x5E7901

@@ -171,6 +171,15 @@ class Running:
             pytest.fail(f"still running {TIMEOUT}s after {sig.name}")
         return self.proc.returncode, err
 
+    def ended(self) -> tuple[int, str]:
+        """The exit status and stderr once the command ends by itself (fail after TIMEOUT)."""
+        try:
+            _, err = self.proc.communicate(timeout=TIMEOUT)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            pytest.fail(f"still running after {TIMEOUT}s; output so far: {self.seen}")
+        return self.proc.returncode, err
+
     def kill(self) -> None:
         if self.proc.poll() is None:
             self.proc.kill()

@@ -24,6 +24,8 @@ from pathlib import Path
 
 import pytest
 from webapp_support import (
+    APP,
+    MIGRATE,
     MIGRATIONS,
     PG,
     App,
@@ -142,6 +144,21 @@ def test_pg_as_root_in_a_private_directory_keeps_the_cluster_where_postgres_reac
 
 
 # -- migrate.py ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("script", [MIGRATE, APP], ids=["migrate", "app"])
+def test_an_interpreter_without_psycopg_says_how_to_get_it(script: Path) -> None:
+    """Run by a `python3` without the example's packages (no site-packages here: -S), a
+    script says which interpreter lacks what and how to run it with them; no traceback."""
+    ran = subprocess.run(
+        [sys.executable, "-I", "-S", script, "--help"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert ran.returncode == 1
+    [line] = ran.stderr.splitlines()
+    assert line.startswith(f"{script.name}: psycopg is not installed for {sys.executable}:")
+    assert "./dev" in line
+    assert "pip install 'psycopg[binary]'" in line
 
 
 def test_migrate_applies_each_file_once(postgres: Postgres, dbname: str) -> None:

@@ -3,19 +3,22 @@ whose status lines the test reads under deadlines.
 
 `stage_webapp(base)` copies the example under `base/examples/webapp/` (so its relative
 paths hold with `base` as the working directory), moves its ports to free ones and runs
-its scripts with this interpreter. `Engine` runs `setpoint up` there; `expect` returns the
-next status line that matches, or fails after a deadline.
+its scripts with this interpreter (or, `python=None`, with the `python3` the manifest
+names, as in a clone). `Engine` runs `setpoint up` there (this interpreter's, unless told
+which command, environment and OS user); `expect` returns the next status line that
+matches, or fails after a deadline.
 """
 
 from __future__ import annotations
 
+import pwd
 import queue
 import shutil
 import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -38,12 +41,13 @@ class Staged:
         self.manifest.write_text(yaml.safe_dump_all(objects, sort_keys=False))
 
 
-def stage_webapp(base: Path) -> Staged:
+def stage_webapp(base: Path, python: str | None = sys.executable) -> Staged:
     target = base / "examples" / "webapp"
     shutil.copytree(WEBAPP, target, ignore=shutil.ignore_patterns("__pycache__", ".setpoint"))
     db_port, service_port, first = free_port(), free_port(), free_port_range(19)
-    text = (target / "webapp.yaml").read_text()
-    text = text.replace("15433", str(db_port)).replace("python3", sys.executable)
+    text = (target / "webapp.yaml").read_text().replace("15433", str(db_port))
+    if python is not None:
+        text = text.replace("python3", python)
     objects = list(yaml.safe_load_all(text))
     for obj in objects:
         if obj["kind"] == "Deployment":
@@ -56,15 +60,31 @@ def stage_webapp(base: Path) -> Staged:
 
 
 class Engine:
-    """`setpoint up MANIFEST` in `cwd`; stdout lines are read by a thread."""
+    """`setpoint up MANIFEST` in `cwd`; stdout lines are read by a thread.
 
-    def __init__(self, cwd: Path, manifest: Path) -> None:
+    `command` is how setpoint is started (this interpreter's by default), `env` its whole
+    environment (this process's by default), `user` the OS user it runs as (only as root)."""
+
+    def __init__(
+        self,
+        cwd: Path,
+        manifest: Path,
+        *,
+        command: Sequence[str | Path] = (sys.executable, "-m", "setpoint"),
+        env: Mapping[str, str] | None = None,
+        user: pwd.struct_passwd | None = None,
+    ) -> None:
+        identity: dict[str, Any] = {}
+        if user is not None:
+            identity = {"user": user.pw_uid, "group": user.pw_gid, "extra_groups": []}
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "setpoint", "up", str(manifest)],
+            [*command, "up", str(manifest)],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
             cwd=cwd,
+            env=env,
+            **identity,
         )
         self.seen: list[str] = []
         self._lines: queue.Queue[str | None] = queue.Queue()

@@ -6,7 +6,8 @@ under the temporary directory (searchable by the `postgres` OS user, which owns 
 when the tests run as root), serves it on a free loopback port, waits until `pg.py ready`
 says it accepts connections, and stops it with SIGINT (fast shutdown) at the end. It fails
 the test with pg.py's install hint when PostgreSQL is not installed. A test whose PostgreSQL
-`setpoint up` starts needs only its parts: `require_postgresql()` and `postgres_scratch_dir()`.
+`setpoint up` starts needs only its parts: `require_postgresql()` and `postgres_scratch_dir()`
+(or `private_scratch_dir()`, closed to the postgres user as `mktemp -d` is).
 Waits are on conditions with deadlines; nothing sleeps a fixed time to let something happen.
 """
 
@@ -141,9 +142,17 @@ def postgres_scratch_dir() -> Iterator[Path]:
     """A fresh directory the postgres OS user can reach (for a data directory), removed with
     everything in it at the end. Not pytest's tmp_path: as root, its parents are closed to
     other users."""
+    with private_scratch_dir() as base:
+        base.chmod(0o711)
+        yield base
+
+
+@contextlib.contextmanager
+def private_scratch_dir() -> Iterator[Path]:
+    """A fresh directory as `mktemp -d` makes one (mode 0700: closed to the postgres user),
+    removed at the end with everything in it and any cluster pg.py kept elsewhere for it."""
     base = Path(tempfile.mkdtemp(prefix="setpoint-pg-"))
     try:
-        base.chmod(0o711)
         yield base
     finally:
         for place in linked_from(base):  # a cluster pg.py kept where postgres reaches it

@@ -87,7 +87,7 @@ def test_timeline_refuses_bad_input_in_one_line(tmp_path: Path) -> None:
     bad = setpoint(tmp_path, "timeline", "--since", "soon")
     assert (bad.returncode, bad.stderr.strip()) == (
         1,
-        "error: --since: 'soon': want a duration like 30s, 10m, 2h or 1d",
+        "error: --since: 'soon': want a duration like 90s, 1m30s, 2h or 500ms",
     )
     memory = subprocess.run(
         [sys.executable, "-m", "setpoint", "--store", "memory://", "timeline"],

@@ -14,6 +14,7 @@ import pwd
 import signal
 import sys
 import textwrap
+import time
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -33,6 +34,7 @@ from supervisor_support import (
 
 from setpoint.errors import AlreadyExists, Error, Invalid
 from setpoint.testing import ManualClock
+from setpoint.workloads.log_holder import LogTimes
 from setpoint.workloads.supervisor import (
     Exit,
     ProcessSpec,
@@ -232,24 +234,29 @@ async def test_logs_rotate_by_size_keeping_three(tmp_path: Path, state_dir: Path
         for i in range(100):
             print(f"line {i:04d}".ljust(19, "."))  # 20 bytes with the newline
     """
+    before = time.time_ns()
     running = await start("web-0", python(tmp_path, code, max_log_bytes=100), state_dir)
     try:
         await asyncio.wait_for(running.wait(), TIMEOUT)
         await asyncio.wait_for(running.wait_logs_closed(), TIMEOUT)
     finally:
         await finish(running)
+    after = time.time_ns()
     logs = tmp_path / "logs"
-    assert sorted(p.name for p in logs.iterdir()) == [
-        "web-0.log",
-        "web-0.log.1",
-        "web-0.log.2",
-        "web-0.log.3",
-    ]
-    kept = "".join((logs / n).read_text() for n in ["web-0.log.3", "web-0.log.2", "web-0.log.1"])
-    kept += (logs / "web-0.log").read_text()
+    files = ["web-0.log.3", "web-0.log.2", "web-0.log.1", "web-0.log"]
+    assert sorted(p.name for p in logs.iterdir()) == sorted(
+        [*files, *(f + ".times" for f in files)]  # each with its time index
+    )
+    kept = "".join((logs / n).read_text() for n in files)
     numbers = [int(line.split()[1].rstrip(".")) for line in kept.splitlines()]
     assert numbers == list(range(numbers[0], 100))  # the newest lines, in order, none lost
-    assert all((logs / n).stat().st_size <= 120 for n in os.listdir(logs))
+    assert all((logs / n).stat().st_size <= 120 for n in files)
+    for name in files:  # every byte of each file has the time it was read at
+        times = LogTimes((logs / name).stat().st_ino)
+        times.feed((logs / f"{name}.times").read_bytes())
+        assert times.offsets[0] == 0
+        assert times.offsets == sorted(times.offsets)
+        assert all(before <= t <= after for t in times.times)
 
 
 async def test_env_is_minimal_and_carries_the_marker(

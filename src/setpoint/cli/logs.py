@@ -1,31 +1,54 @@
-"""`setpoint logs NAME [-f] [--tail N]`: print a Process's (or Job's) output from its log file.
+"""`setpoint logs [NAME | KIND/NAME | -l SELECTOR] [-f] [--tail N] [--since D] [--timestamps]`:
+print the output of Processes and Jobs from their log files.
 
-The file is `<log_dir>/<namespace>_<name>.log`, `log_dir` being where `setpoint up`
-on the same store puts logs (`setpoint.engine.workspace_of`). Without `--tail` the
-rotated files (`.log.3`, `.log.2`, `.log.1`) come first, oldest first; `--tail N`
-prints the last N lines of them all. `-f` then follows the file, reading it every
-0.2 s and reopening it when it is rotated, until Ctrl-C or SIGTERM (exit 0). The name
-and namespace are checked object names, so no path outside the log directory is ever
-read. Reads files only: no store, no processes. The output is the child's, byte for
-byte (as `kubectl logs`): it is not escaped.
+A Process's or Job's log is `<log_dir>/<namespace>_<name>.log` and its rotated files
+(`.log.1` ...), `log_dir` being where `setpoint up` on the same store puts logs
+(`setpoint.engine.workspace_of`). `logs NAME` (or `process/NAME`, `job/NAME`) prints one
+log from its files alone (the store is asked only when there is no such log, whether NAME
+is a Deployment). `logs deployment/NAME` (or a bare NAME that is a Deployment) prints its
+replicas' logs; no NAME, every Process's and Job's of the namespace; `-l SELECTOR`, those
+whose labels match. Several logs are
+interleaved in the order their lines were written, each line behind its object's name in
+a colour of its own (`setpoint.cli.logstream`; `--prefix/--no-prefix` to choose).
+
+`--since 10m` keeps the lines written in the last 10 minutes, `--tail N` the last N of each
+log, `--timestamps` prints each line's time (RFC 3339, as kubectl). `-f` then prints what
+is appended, reading the files every `FOLLOW_SECONDS` (across rotations), and with
+several logs also starts on the objects created meanwhile (a store watch), until Ctrl-C
+or SIGTERM (exit 0). Names are checked object names, so no path outside the log
+directory is ever read. The child's output is printed byte for byte, not escaped (as
+`kubectl logs`).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
+import time
+from collections.abc import Container, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
 from setpoint.cli.context import Context, check_name, count, until_signalled
+from setpoint.cli.logstream import LineStyle, LogFollower, LogLine, in_time_order, use_colour
 from setpoint.engine import workspace_of
 from setpoint.errors import Invalid, NotFound
-from setpoint.model.wellknown import child_log_file
+from setpoint.model import Kind, Selector, parse_selector
+from setpoint.model.durations import parse_duration
+from setpoint.model.wellknown import DEPLOYMENT_LABEL, child_log_file
+from setpoint.store.base import Store
 
 FOLLOW_SECONDS = 0.2
-"""How often `-f` reads the log file again."""
+"""How often `-f` reads the log files again."""
+
+EXAMPLES = """examples:
+  setpoint logs web-0                 # one Process's (or Job's) output
+  setpoint logs deployment/web -f     # every replica of a Deployment, and follow
+  setpoint logs                       # every Process and Job of the namespace
+  setpoint logs -l tier=db --since 10m --timestamps
+"""
 
 
 def add_parser(
@@ -35,144 +58,256 @@ def add_parser(
     p = verbs.add_parser(
         "logs",
         parents=parents,
-        help="print the output of a Process or Job",
-        description="Print the output of a Process or Job run by `setpoint up` on this "
-        "store: its log file, rotated files first; -f follows it.",
+        help="print the output of Processes and Jobs",
+        description="Print the output of a Process or Job run by `setpoint up` on this store, "
+        "of a Deployment's replicas, or of every Process and Job (or those -l selects), "
+        "interleaved in time order; -f follows.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("name", metavar="NAME", help="the Process or Job (also KIND/NAME)")
+    p.add_argument(
+        "name",
+        nargs="?",
+        metavar="NAME",
+        help="a Process or Job (also KIND/NAME), or deployment/NAME; none: all of them",
+    )
+    p.add_argument("-l", "--selector", metavar="SELECTOR", help="only objects with these labels")
     p.add_argument("-f", "--follow", action="store_true", help="keep printing new output")
-    p.add_argument("--tail", type=count, metavar="N", help="only the last N lines")
+    p.add_argument("--tail", type=count, metavar="N", help="only the last N lines of each log")
+    p.add_argument(
+        "--since", metavar="DURATION", help="only lines written in the last DURATION, e.g. 10m"
+    )
+    p.add_argument(
+        "--timestamps", action="store_true", help="start each line with its time (RFC 3339)"
+    )
+    p.add_argument(
+        "--prefix",
+        action=argparse.BooleanOptionalAction,
+        help="start each line with its object's name (default: when several logs are shown)",
+    )
     p.set_defaults(run=run)
 
 
-def log_files(log_dir: Path, namespace: str, name: str) -> list[Path]:
-    """The existing files of one log, oldest first (`.log.N` ... `.log.1`, `.log`).
+@dataclass(frozen=True)
+class _Objects:
+    """The Processes and Jobs of a namespace that `selector` matches (every one if empty)."""
 
-    `namespace` and `name` must be checked names (no `/`, no `..`): they are part of a
-    file name. Files are matched by exact name, never by a pattern."""
-    current = log_dir / child_log_file(namespace, name)
-    rotated: list[tuple[int, Path]] = []
-    prefix = current.name + "."
-    entries = sorted(log_dir.iterdir()) if log_dir.is_dir() else []
-    for path in entries:
-        suffix = path.name[len(prefix) :]
-        if path.name.startswith(prefix) and suffix.isdigit():
-            rotated.append((int(suffix), path))
-    files = [p for _, p in sorted(rotated, reverse=True)]
-    return [*files, current] if current.is_file() else files
-
-
-def last_lines(chunks: list[bytes], count: int) -> bytes:
-    """The last `count` lines of the concatenation of `chunks` (pure)."""
-    if count <= 0:
-        return b""
-    data = b"".join(chunks)
-    lines = data.splitlines(keepends=True)
-    return b"".join(lines[-count:])
+    kinds: tuple[Kind, ...]
+    namespace: str
+    selector: Selector
 
 
 async def run(ctx: Context, args: argparse.Namespace) -> int:
-    kind, _, name = args.name.rpartition("/")
-    if not name or "/" in kind:
+    since = None
+    if args.since is not None:
+        since = time.time_ns() - round(parse_duration(args.since, "--since") * 1e9)
+    log_dir = workspace_of(ctx.store_url).log_dir
+    target = await _target(ctx, args, log_dir)
+    style = LineStyle(
+        prefix=args.prefix if args.prefix is not None else isinstance(target, _Objects),
+        colour=use_colour(sys.stdout),
+        timestamps=args.timestamps,
+    )
+    out = sys.stdout.buffer
+    if isinstance(target, LogFollower):
+        if not args.follow:
+            _print(target.backlog(tail=args.tail, since=since), style, out)
+            return 0
+
+        async def show_and_follow() -> int:
+            _print(target.backlog(tail=args.tail, since=since, final=False), style, out)
+            return await _follow({target.name: target}, style, out, None)
+
+        # The signal handlers go in first: a signal right after the first lines ends it cleanly.
+        return await until_signalled(show_and_follow())
+    async with ctx.open_store() as store:
+        if not args.follow:
+            if not await _show(store, target, log_dir, args.tail, since, style, out, final=True):
+                print(f"No resources found in {ctx.namespace} namespace.", file=sys.stderr)
+            return 0
+        return await until_signalled(
+            _show_and_follow(store, target, log_dir, args.tail, since, style, out)
+        )
+
+
+async def _show(
+    store: Store,
+    target: _Objects,
+    log_dir: Path,
+    tail: int | None,
+    since: int | None,
+    style: LineStyle,
+    out: BinaryIO,
+    *,
+    final: bool,
+) -> dict[str, LogFollower]:
+    """Print the logs of the objects, interleaved; return a follower of each, by name."""
+    names = await _names(store, target)
+    followers = {n: LogFollower(log_dir, target.namespace, n) for n in sorted(names)}
+    style.fit(followers)
+    backlogs = [f.backlog(tail=tail, since=since, final=final) for f in followers.values()]
+    _print(in_time_order(backlogs), style, out)
+    return followers
+
+
+async def _show_and_follow(
+    store: Store,
+    target: _Objects,
+    log_dir: Path,
+    tail: int | None,
+    since: int | None,
+    style: LineStyle,
+    out: BinaryIO,
+) -> int:
+    """`_show`, then follow those logs and the logs of objects made from then on."""
+    started = time.time_ns()  # objects found later were made after it: lines before are old
+    revision = await store.revision()  # before the lists: what changes after them is seen
+    followers = await _show(store, target, log_dir, tail, since, style, out, final=False)
+    found: asyncio.Queue[str] = asyncio.Queue()
+    watches = [
+        asyncio.create_task(_watch(store, target, kind, revision, found)) for kind in target.kinds
+    ]
+    try:
+        new = _New(found, log_dir, target.namespace, max(since or 0, started))
+        return await _follow(followers, style, out, new)
+    finally:
+        for watch in watches:
+            watch.cancel()
+        await asyncio.gather(*watches, return_exceptions=True)
+
+
+async def _target(ctx: Context, args: argparse.Namespace, log_dir: Path) -> LogFollower | _Objects:
+    """One log (a named Process or Job), or the objects whose logs to print."""
+    selector = parse_selector(args.selector)
+    if args.name is None:
+        return _Objects(_logged_kinds(ctx), ctx.namespace, selector)
+    if selector.requirements:
+        raise Invalid("give a NAME or a selector (-l), not both")
+    kind_name, _, name = args.name.rpartition("/")
+    if not name or "/" in kind_name:
         raise Invalid(f"{args.name!r}: want NAME or KIND/NAME")
     check_name(name)
-    if args.tail is not None and args.tail < 0:
-        raise Invalid("--tail: want a number of lines, 0 or more")
-    log_dir = workspace_of(ctx.store_url).log_dir
-    files = log_files(log_dir, ctx.namespace, name)
+    kind = ctx.registry.resolve(kind_name) if kind_name else None
+    if kind is not None and kind == _deployment_kind(ctx):
+        if not await _is_deployment(ctx, name):
+            raise NotFound(f'Deployment "{name}" not found in namespace "{ctx.namespace}"')
+        return _replicas_of(ctx, name)
+    if kind is not None and kind not in _logged_kinds(ctx):
+        raise Invalid(f"{args.name!r}: only Processes, Jobs and Deployments have logs")
+    one = LogFollower(log_dir, ctx.namespace, name)
+    if one.exists():
+        return one
+    if kind is None and await _is_deployment(ctx, name):
+        return _replicas_of(ctx, name)
     current = log_dir / child_log_file(ctx.namespace, name)
-    if not files:
-        raise NotFound(
-            f'no log for "{name}" in namespace "{ctx.namespace}" ({current} does not exist; '
-            "logs exist once `setpoint up` has started it)"
+    raise NotFound(
+        f'no log for "{name}" in namespace "{ctx.namespace}" ({current} does not exist; '
+        "logs exist once `setpoint up` has started it)"
+    )
+
+
+def _logged_kinds(ctx: Context) -> tuple[Kind, ...]:
+    return tuple(ctx.registry.resolve(k) for k in ("processes.setpoint.dev", "jobs.setpoint.dev"))
+
+
+def _deployment_kind(ctx: Context) -> Kind:
+    return ctx.registry.resolve("deployments.setpoint.dev")
+
+
+def _replicas_of(ctx: Context, deployment: str) -> _Objects:
+    process = ctx.registry.resolve("processes.setpoint.dev")
+    return _Objects((process,), ctx.namespace, parse_selector(f"{DEPLOYMENT_LABEL}={deployment}"))
+
+
+async def _is_deployment(ctx: Context, name: str) -> bool:
+    """Whether a Deployment `name` exists (False when there is no store to ask)."""
+    try:
+        ctx.require_store()
+    except NotFound:
+        return False
+    kind = _deployment_kind(ctx)
+    async with ctx.open_store() as store:
+        try:
+            await store.get(kind.api_version, kind.kind, name, ctx.namespace)
+        except NotFound:
+            return False
+    return True
+
+
+async def _names(store: Store, objects: _Objects) -> set[str]:
+    """The names of the objects."""
+    names: set[str] = set()
+    for kind in objects.kinds:
+        items, _ = await store.list(
+            kind.api_version,
+            kind.kind,
+            namespace=objects.namespace,
+            label_selector=objects.selector,
         )
-    out = sys.stdout.buffer
-    if not args.follow:
-        _print(files, args.tail, out)
-        return 0
-    # The signal handlers go in first: a signal right after the first lines still ends it cleanly.
-    return await until_signalled(_print_and_follow(files, args.tail, current, out))
+        names.update(str(o["metadata"]["name"]) for o in items)
+    return names
 
 
-def _print(files: list[Path], tail: int | None, out: BinaryIO) -> None:
-    if tail is not None:
-        out.write(last_lines(_tail_chunks(files, tail), tail))
-    else:
-        for path in files:
-            out.write(path.read_bytes())
-    out.flush()
+async def _watch(
+    store: Store, objects: _Objects, kind: Kind, revision: int, found: asyncio.Queue[str]
+) -> None:
+    """Put the name of every object of `kind` created (or newly matching) after `revision`."""
+    changes = store.watch(
+        kind.api_version,
+        kind.kind,
+        namespace=objects.namespace,
+        since=revision,
+        label_selector=objects.selector,
+    )
+    async for change in changes:
+        if change.type != "DELETED":
+            found.put_nowait(str(change.object["metadata"]["name"]))
 
 
-async def _print_and_follow(
-    files: list[Path], tail: int | None, current: Path, out: BinaryIO
+@dataclass(frozen=True)
+class _New:
+    """Where `_follow` learns of objects to follow from now on, and how to read their logs:
+    the lines written at or after `since` (an earlier object of the same name wrote those
+    before)."""
+
+    names: asyncio.Queue[str]
+    log_dir: Path
+    namespace: str
+    since: int
+
+    def followers(self, known: Container[str]) -> list[LogFollower]:
+        out: list[LogFollower] = []
+        while not self.names.empty():
+            name = self.names.get_nowait()
+            if name not in known and all(f.name != name for f in out):
+                out.append(LogFollower(self.log_dir, self.namespace, name))
+        return out
+
+
+async def _follow(
+    followers: dict[str, LogFollower], style: LineStyle, out: BinaryIO, new: _New | None
 ) -> int:
-    """Print, then follow from exactly where the printing stopped: the current file is
-    opened first and read through that handle, so a line appended meanwhile is not lost."""
-    f = _open(current)
-    head = f.read() if f is not None else b""
-    older = [path for path in files if path != current]
-    if tail is None:
-        for path in older:
-            out.write(path.read_bytes())
-        out.write(head)
-    else:
-        out.write(last_lines([*_tail_chunks(older, tail), head], tail))
-    out.flush()
-    return await _follow(current, out, f)
-
-
-def _tail_chunks(files: list[Path], count: int) -> list[bytes]:
-    """Enough of `files` (newest last) to hold their last `count` lines."""
-    chunks: list[bytes] = []
-    lines = 0
-    for path in reversed(files):
-        data = path.read_bytes()
-        chunks.insert(0, data)
-        lines += data.count(b"\n")
-        if lines > count:
-            break
-    return chunks
-
-
-async def _follow(path: Path, out: BinaryIO, f: BinaryIO | None) -> int:
-    """Print what is appended to `path` (read through `f`, if open) until cancelled, across
-    rotations."""
+    """Print what is appended to every log, in time order within each look, until
+    cancelled; with `new`, also the logs of the objects it names."""
     try:
         while True:
             await asyncio.sleep(FOLLOW_SECONDS)
-            if f is not None:
-                _copy(f, out)
-                if _replaced(f, path):
-                    f.close()
-                    f = None
-            if f is None:
-                f = _open(path)
-                if f is not None:
-                    _copy(f, out)
+            lines: list[LogLine] = []
+            if new is not None:
+                for follower in new.followers(followers):
+                    followers[follower.name] = follower
+                    style.fit([follower.name])
+                    lines += follower.backlog(since=new.since, final=False)
+            for follower in followers.values():
+                lines += follower.poll()
+            lines.sort(key=lambda line: line.at)
+            _print(lines, style, out)
     finally:
-        if f is not None:
-            f.close()
+        for follower in followers.values():
+            follower.close()
 
 
-def _open(path: Path) -> BinaryIO | None:
-    try:
-        return open(path, "rb")  # closed by _follow
-    except FileNotFoundError:
-        return None
-
-
-def _copy(f: BinaryIO, out: BinaryIO) -> None:
-    if os.fstat(f.fileno()).st_size < f.tell():
-        f.seek(0)  # truncated: start again
-    data = f.read()
-    if data:
-        out.write(data)
-        out.flush()
-
-
-def _replaced(f: BinaryIO, path: Path) -> bool:
-    """Whether `path` is no longer the file `f` reads (rotated away)."""
-    try:
-        return os.stat(path).st_ino != os.fstat(f.fileno()).st_ino
-    except FileNotFoundError:
-        return True
+def _print(lines: Iterable[LogLine], style: LineStyle, out: BinaryIO) -> None:
+    for line in lines:
+        out.write(style.render(line))
+    out.flush()

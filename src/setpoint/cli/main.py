@@ -31,6 +31,7 @@ from setpoint.cli import (
     timeline,
     tune,
     up,
+    wait,
 )
 from setpoint.cli.context import DEFAULT_STORE, Context, store_url_for
 from setpoint.cli.load import KINDS_HINT, load_kinds
@@ -38,7 +39,21 @@ from setpoint.cli.render import EscapedOutput
 from setpoint.engine import builtin_kinds
 from setpoint.errors import Error, UnknownKind
 
-VERBS = (apply, get, describe, events, delete, logs, rollout, up, timeline, explain, rca, tune)
+VERBS = (
+    apply,
+    get,
+    describe,
+    events,
+    delete,
+    logs,
+    wait,
+    rollout,
+    up,
+    timeline,
+    explain,
+    rca,
+    tune,
+)
 """Every verb module, in the order `--help` lists them."""
 
 

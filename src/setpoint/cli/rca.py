@@ -7,7 +7,8 @@ counts only its rows before that time), plus the rows of `--abnormal` before `--
 without `--normal` those rows alone are the baseline. `-o json` prints
 `[{"node", "metric", "score"}, ...]` best first, every node of the graph; the default
 is a table of the best ten. Reads files and prints; the ranking is
-`setpoint.insight.rca`.
+`setpoint.insight.rca`, which needs numpy (the extra `setpoint[rca]`; without it the
+command says how to install it).
 """
 
 from __future__ import annotations
@@ -20,12 +21,13 @@ from typing import TYPE_CHECKING
 
 from setpoint.cli import render
 from setpoint.cli.context import Context
-from setpoint.errors import Invalid
+from setpoint.errors import Error, Invalid
 
 if TYPE_CHECKING:
     from setpoint.insight.rca import RankedNode
 
 TABLE_ROWS = 10
+NEEDS_NUMPY = "setpoint rca needs numpy: pip install 'setpoint[rca]'"
 
 
 def add_parser(
@@ -67,9 +69,15 @@ def add_parser(
 
 def rank_files(args: argparse.Namespace) -> list[RankedNode]:
     """Read the files the arguments name and rank (what `run` prints)."""
-    # numpy is imported here, not with the CLI: every other verb starts faster.
-    from setpoint.insight import petshop
-    from setpoint.insight.rca import rank_root_causes
+    # numpy is imported here, not with the CLI: every other verb starts faster, and runs
+    # without it (it is the optional extra `setpoint[rca]`).
+    try:
+        from setpoint.insight import petshop
+        from setpoint.insight.rca import rank_root_causes
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").partition(".")[0] != "numpy":
+            raise
+        raise Error(NEEDS_NUMPY) from None
 
     graph = petshop.read_graph(args.graph)
     abnormal = petshop.read_metrics(args.abnormal)

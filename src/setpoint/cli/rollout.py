@@ -30,6 +30,7 @@ from setpoint.cli.render import human_duration, object_ref
 from setpoint.clock import rfc3339
 from setpoint.errors import Conflict, Invalid
 from setpoint.model import Object, get_condition
+from setpoint.model.durations import parse_duration
 from setpoint.model.wellknown import CHANGE_CAUSE, CHANGED_BY, DEPLOYMENT_LABEL, RESTARTED_AT
 from setpoint.runtime.scale import read_scale, write_scale
 from setpoint.store.base import Store
@@ -56,7 +57,9 @@ def add_parser(
     )
     p = actions.add_parser("status", parents=parents, help="follow a rollout until it is done")
     p.add_argument("target", metavar="deployment/NAME")
-    p.add_argument("--timeout", default="0", help="give up after this long (0: never), e.g. 5m")
+    p.add_argument(
+        "--timeout", default="0", help="give up after this long (0: never), e.g. 90s, 5m"
+    )
     p.add_argument(
         "-w", "--watch", default="true", choices=["true", "false"],
         help="follow until done (false: print the state once)",
@@ -100,16 +103,6 @@ def _deployment_name(ctx: Context, target: str) -> str:
     return names[0]
 
 
-def _parse_duration(text: str) -> float:
-    units = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-    for suffix in ("ms", "s", "m", "h"):
-        if text.endswith(suffix) and text[: -len(suffix)].replace(".", "", 1).isdigit():
-            return float(text[: -len(suffix)]) * units[suffix]
-    if text.replace(".", "", 1).isdigit():
-        return float(text)
-    raise Invalid(f"--timeout {text!r}: want a duration like 30s, 5m or 0", field="timeout")
-
-
 def rollout_state(obj: Object) -> tuple[bool, str]:
     """(done, message) of a Deployment's rollout, in kubectl's words."""
     name = obj["metadata"]["name"]
@@ -140,7 +133,7 @@ def rollout_state(obj: Object) -> tuple[bool, str]:
 
 async def status(ctx: Context, args: argparse.Namespace) -> int:
     name = _deployment_name(ctx, args.target)
-    timeout = _parse_duration(args.timeout)
+    timeout = parse_duration(args.timeout, "--timeout")
     async with ctx.open_store() as store:
 
         async def follow() -> int:

@@ -9,7 +9,6 @@ a `memory://` store has none outside its process. `-o jsonl` writes the file
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 import time
 from collections.abc import Mapping
@@ -21,18 +20,9 @@ from setpoint.cli import render
 from setpoint.cli.context import Context, check_name, count
 from setpoint.errors import Invalid, UnknownKind
 from setpoint.insight.timeline import Entry, Timeline, dump_jsonl, object_of, timeline_path_for
+from setpoint.model.durations import parse_duration
 
-_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h|d)?$")
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _DETAIL_WIDTH = 120
-
-
-def parse_duration(text: str, field: str = "--since") -> float:
-    """`90`, `30s`, `10m`, `2h`, `1d` -> seconds; `Invalid` naming `field` otherwise."""
-    match = _DURATION.match(text.strip())
-    if match is None:
-        raise Invalid(f"{text!r}: want a duration like 30s, 10m, 2h or 1d", field=field)
-    return float(match.group(1)) * _UNITS[match.group(2) or "s"]
 
 
 def add_parser(
@@ -49,7 +39,7 @@ def add_parser(
     )
     p.add_argument("object", nargs="?", metavar="KIND/NAME", help="e.g. process/db")
     p.add_argument(
-        "--since", metavar="DURATION", help="only the last DURATION (e.g. 30s, 10m, 2h, 1d)"
+        "--since", metavar="DURATION", help="only the last DURATION (e.g. 30s, 1m30s, 10m, 2h)"
     )
     p.add_argument(
         "--type",
@@ -82,7 +72,7 @@ def _object(ctx: Context, arg: str | None) -> dict[str, Any] | None:
 
 async def run(ctx: Context, args: argparse.Namespace) -> int:
     about = _object(ctx, args.object)
-    since = time.time() - parse_duration(args.since) if args.since else None
+    since = time.time() - parse_duration(args.since, "--since") if args.since else None
     types = [t.strip() for arg in args.types or [] for t in arg.split(",") if t.strip()] or None
     path = timeline_path_for(ctx.store_url)
     if path is None:

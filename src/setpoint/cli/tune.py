@@ -33,7 +33,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from setpoint.cli.context import Context
-from setpoint.cli.timeline import parse_duration
 from setpoint.control.autoscaler import AUTOSCALER
 from setpoint.control.autoscaler import spec_of as autoscaler_spec_of
 from setpoint.control.plant import RoomPlant, RoomSchema, RoomSettings
@@ -53,6 +52,7 @@ from setpoint.control.tuning import (
 )
 from setpoint.errors import Gone, Invalid, NotFound
 from setpoint.model import Kind, Object
+from setpoint.model.durations import parse_duration
 from setpoint.runtime.scale import read_scale, write_scale
 from setpoint.store.base import Store
 
@@ -202,6 +202,7 @@ async def run(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def _check_options(args: argparse.Namespace) -> None:
+    parse_duration(args.timeout, "--timeout")  # refused before a live object is touched
     if args.apply and not (args.thermostat or args.autoscaler):
         raise Invalid(
             "--apply writes gains into a live object: give --thermostat NAME or --autoscaler NAME"

@@ -154,7 +154,7 @@ class Engine:
         supervisor.become_subreaper()
         manager.add_runnable(supervisor.reap_orphans_forever)
         if self.settings.record_timeline:
-            # Imported here: the recorder (and drain3 with it) only where an engine runs.
+            # Imported here: the recorder (and its log parser) only where an engine runs.
             from setpoint.insight.recorder import setup as record_timeline
 
             self.recorder = record_timeline(

@@ -111,6 +111,7 @@ from setpoint.workloads.probes import (
     check_probe_role,
     run_probe,
 )
+from setpoint.workloads.venv import activation
 
 __all__ = [
     "FINALIZER",
@@ -577,7 +578,8 @@ class ProcessController(ChildLifecycle[ProcessSpecSchema, Plan]):
     ) -> None:
         on_change = functools.partial(self._on_probe, key, child, spec, role)
         # An exec probe runs as the child does: with its environment and working directory.
-        runner = functools.partial(run_probe, env={**os.environ, **child.env}, cwd=spec.cwd)
+        env = {**os.environ, **activation(os.environ), **child.env}
+        runner = functools.partial(run_probe, env=env, cwd=spec.cwd)
         prober = Prober(probe, self.clock, on_change, runner=runner)
         child.tasks.append(asyncio.create_task(prober.run(), name=f"{role} probe of {key}"))
 

@@ -50,8 +50,8 @@ child holds the FIFO open for reading and writing, so it never dies of SIGPIPE,
 even if its holder is killed (a new holder is started then). Linux only.
 
 Files are private (`setpoint.files`): the state and log directories are mode 0700;
-state files, the FIFO and log files 0600. A log file (or backup) or directory an
-earlier version left wider is tightened before a holder is started on it.
+state files, the FIFO, log files and their time indexes 0600. A log file (or backup)
+or directory an earlier version left wider is tightened before a holder is started on it.
 """
 
 from __future__ import annotations
@@ -77,6 +77,8 @@ from typing import Any, NamedTuple
 from setpoint.clock import SYSTEM_CLOCK, Clock
 from setpoint.errors import AlreadyExists, Invalid
 from setpoint.files import ensure_private_dir, make_private, open_private
+from setpoint.workloads import log_holder
+from setpoint.workloads.venv import activation
 
 __all__ = [
     "Adopted",
@@ -122,7 +124,8 @@ class ProcessSpec:
     """What to run and where its output goes.
 
     `args` is an argv list (no shell). `env` is merged over a minimal
-    inherited environment (PATH, HOME, locale, ...). `user` runs the child as
+    inherited environment (PATH, HOME, locale, ...; with the engine's virtual
+    environment first on PATH, as `setpoint.workloads.venv` says). `user` runs the child as
     that user (only possible when the engine is root). `marker` is set as
     `SETPOINT_MARKER` in the child's environment and proves ownership on
     re-adoption.
@@ -345,9 +348,10 @@ class _LogSettings:
     backups: int
 
     def files(self) -> list[Path]:
-        """The log file and its backups (`.1`, `.2` ...)."""
+        """The log file and its backups (`.1`, `.2` ...), and the time index of each."""
         rotated = [self.path.with_name(f"{self.path.name}.{i}") for i in range(1, self.backups + 1)]
-        return [self.path, *rotated]
+        logs = [self.path, *rotated]
+        return [*logs, *(Path(log_holder.times_path(str(log))) for log in logs)]
 
 
 class _Holder:
@@ -598,6 +602,7 @@ class Adopted(_Child):
 
 def _child_environment(spec: ProcessSpec, account: pwd.struct_passwd | None) -> dict[str, str]:
     env = {k: os.environ[k] for k in _INHERITED if k in os.environ}
+    env.update(activation(os.environ))  # the engine's virtual environment, as if activated
     if account is not None:
         env.update(HOME=account.pw_dir, USER=account.pw_name, LOGNAME=account.pw_name)
     env.update(spec.env)
