@@ -11,8 +11,10 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from rich.console import Console
+from rich.text import Text
 
 from setpoint.cli.live import LiveView, StatusBoard, log_colour, log_source
+from setpoint.cli.logstream import colour_of
 from setpoint.cli.status_table import (
     HEADER,
     Health,
@@ -281,5 +283,9 @@ def test_names_are_never_cut(refs: list[tuple[str, str]], width: int, message: s
 def test_log_lines_carry_their_object_and_a_stable_colour() -> None:
     assert log_source("default_web-1") == "web-1"
     assert log_source("team_web") == "team/web"
-    assert log_colour("web-1") == log_colour("web-1")
-    assert len({log_colour(f"p{i}") for i in range(20)}) > 1
+    for name in ("web-1", "db", "payments-reconciliation-database-init"):
+        out = io.StringIO()
+        Console(file=out, color_system="standard", force_terminal=True).print(
+            Text(name, style=log_colour(name)), end=""
+        )
+        assert out.getvalue().startswith(f"\x1b[{colour_of(name)}m")  # as `logs` colours it

@@ -17,7 +17,6 @@ import asyncio
 import contextlib
 import sys
 import time
-import zlib
 from collections import deque
 from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
@@ -27,6 +26,7 @@ from rich.console import Console, Group
 from rich.live import Live
 from rich.text import Text
 
+from setpoint.cli.logstream import colour_of
 from setpoint.cli.render import cut, escape
 from setpoint.cli.status_table import (
     Health,
@@ -56,12 +56,6 @@ HEALTH_STYLE = {
     Health.FAILED: "red",
     Health.UNKNOWN: "",
 }
-LOG_COLOURS = (
-    *("cyan", "yellow", "green", "magenta", "blue"),
-    *("bright_cyan", "bright_yellow", "bright_green", "bright_magenta", "bright_blue"),
-)
-"""The colours of the names before children's lines (as docker compose: red is left to
-errors); a CRC of the name picks one, so a name always gets the same."""
 
 
 class StatusBoard:
@@ -94,8 +88,10 @@ def log_source(stem: str) -> str:
 
 
 def log_colour(source: str) -> str:
-    """A colour of `LOG_COLOURS` for `source`, the same in every run."""
-    return LOG_COLOURS[zlib.crc32(source.encode()) % len(LOG_COLOURS)]
+    """The colour of `source`'s name, as rich writes it: `logstream.colour_of`'s, so that
+    `up --logs` and `logs` give a name the same colour, in every run."""
+    sgr = colour_of(source)  # 30-37, or 90-97 for the bright ones
+    return f"color({sgr - 30 if sgr < 90 else sgr - 90 + 8})"
 
 
 class LogTail:
