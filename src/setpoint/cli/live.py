@@ -96,14 +96,16 @@ def log_colour(source: str) -> str:
 
 class LogTail:
     """The newest lines the children wrote to their log files in `log_dir`, as (object,
-    line), at most `LOG_LINES`; `unread` holds every line not yet taken by a plain view.
-    Files present when it is made are read from their end (an earlier run's output is not
-    shown again); files that appear later, from their start."""
+    line), at most `LOG_LINES`; with `keep_unread` (a plain view), `unread` holds every
+    line not yet `take`n. Files present when it is made are read from their end (an earlier
+    run's output is not shown again); files that appear later, from their start. Lines are
+    escaped, their tabs expanded."""
 
-    def __init__(self, log_dir: Path) -> None:
+    def __init__(self, log_dir: Path, *, keep_unread: bool = False) -> None:
         from setpoint.insight.recorder import LogTailer  # where `up --logs` runs only
 
         self.tailer = LogTailer(log_dir)
+        self.keep_unread = keep_unread
         self.lines: deque[tuple[str, str]] = deque(maxlen=LOG_LINES)
         self.unread: list[tuple[str, str]] = []
 
@@ -112,12 +114,13 @@ class LogTail:
         try:
             while True:
                 new = [
-                    (log_source(stem), escape(line))
+                    (log_source(stem), escape(line).expandtabs())
                     for stem, line in await asyncio.to_thread(self.tailer.poll)
                 ]
                 if new:
                     self.lines.extend(new)
-                    self.unread += new
+                    if self.keep_unread:
+                        self.unread += new
                     board.changed.set()
                 await asyncio.sleep(LOG_POLL_SECONDS)
         finally:
@@ -253,5 +256,6 @@ def view_for(
     """A live view when `out` (default: stdout) is a terminal, plain lines otherwise; with
     `log_dir`, the children's output from there too (`up --logs`)."""
     out = out or sys.stdout
-    logs = LogTail(log_dir) if log_dir is not None else None
-    return LiveView(board, logs=logs) if out.isatty() else PlainView(board, out, logs)
+    live = out.isatty()
+    logs = LogTail(log_dir, keep_unread=not live) if log_dir is not None else None
+    return LiveView(board, logs=logs) if live else PlainView(board, out, logs)
