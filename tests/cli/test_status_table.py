@@ -6,6 +6,7 @@ progressing from failed."""
 from __future__ import annotations
 
 import io
+from pathlib import Path
 from typing import Any
 
 from hypothesis import given, settings
@@ -13,7 +14,15 @@ from hypothesis import strategies as st
 from rich.console import Console
 from rich.text import Text
 
-from setpoint.cli.live import LiveView, StatusBoard, log_colour, log_source
+from setpoint.cli.live import (
+    LOG_LINES,
+    LOG_LINES_MIN,
+    LiveView,
+    LogTail,
+    StatusBoard,
+    log_colour,
+    log_source,
+)
 from setpoint.cli.logstream import colour_of
 from setpoint.cli.status_table import (
     HEADER,
@@ -289,3 +298,26 @@ def test_log_lines_carry_their_object_and_a_stable_colour() -> None:
             Text(name, style=log_colour(name)), end=""
         )
         assert out.getvalue().startswith(f"\x1b[{colour_of(name)}m")  # as `logs` colours it
+
+
+def test_the_log_area_shows_the_newest_lines_each_after_its_name(tmp_path: Path) -> None:
+    logs = LogTail(tmp_path)
+    logs.lines.extend((f"web-{i % 2}", f"line {i} " + "x" * 100) for i in range(40))
+
+    def log_area(height: int) -> list[str]:
+        out = io.StringIO()
+        console = Console(file=out, width=60, height=height, color_system=None)
+        view = LiveView(StatusBoard(), console, logs=logs)
+        view.board.objects.update(webapp())
+        console.print(view.render(NOW))
+        lines = out.getvalue().splitlines()
+        assert all(len(line) <= 60 for line in lines)
+        return lines[lines.index("── logs " + "─" * 52) + 1 :]
+
+    tall = log_area(60)
+    assert len(tall) == LOG_LINES  # bounded: the newest LOG_LINES
+    assert [line.split()[3] for line in tall] == [str(i) for i in range(28, 40)]
+    assert tall[-1].startswith("web-1 | line 39 xxx")
+    assert tall[-1].endswith("x…")
+    short = log_area(20)  # the table takes most of it: the newest few
+    assert short == tall[-LOG_LINES_MIN:]
