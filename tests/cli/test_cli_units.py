@@ -6,7 +6,7 @@ import pytest
 
 from setpoint.cli.apply import apply_object
 from setpoint.cli.load import parse_manifests
-from setpoint.cli.render import format_table, human_duration, table_for
+from setpoint.cli.render import cut, fit_table, format_table, human_duration, table_for, text_width
 from setpoint.clock import parse_rfc3339
 from setpoint.errors import Conflict, Invalid
 from setpoint.model import Kind, Object, PrinterColumn, Registry, Schema
@@ -164,3 +164,21 @@ def test_a_kinds_printer_columns_come_between_ready_and_age() -> None:
     }
     assert table.header() == ["NAME", "READY", "TEMP", "MODE", "AGE"]
     assert table.row(obj, parse_rfc3339("2026-01-01T00:01:00Z"))[:4] == ["o", "True", "180.0", "-"]
+
+
+def test_cut_counts_terminal_columns_and_ends_in_an_ellipsis() -> None:
+    assert cut("abcdef", 6) == "abcdef"
+    assert cut("abcdef", 4) == "abc…"
+    assert cut("日本語です", 5) == "日本…"  # two columns a character
+    assert text_width("e\u0301") == 1  # a combining mark takes none
+
+
+def test_fit_table_narrows_the_columns_that_give_way_in_turn() -> None:
+    rows = [["A", "LONG", "REASON"], ["1", "x" * 30, "y" * 40]]
+    assert format_table(fit_table(rows, 200, [(2, 10)])) == format_table(rows)
+    fitted = format_table(fit_table(rows, 50, [(2, 10), (1, 20)]))
+    assert [len(line) for line in fitted] == [len("A   " + "LONG".ljust(30) + "   REASON"), 50]
+    assert fitted[1].endswith("y" * 9 + "…")
+    narrow = format_table(fit_table(rows, 40, [(2, 10), (1, 20)]))
+    assert narrow[1] == "1   " + "x" * 22 + "…   " + "y" * 9 + "…"
+    assert len(narrow[1]) == 40

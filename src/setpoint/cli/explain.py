@@ -1,19 +1,24 @@
-"""`setpoint explain KIND/NAME [--at TIME] [--timeline FILE.jsonl] [-o table|json]`: the probable
-causes of an object's failure, best first, each with its score and a one-line reason.
+"""`setpoint explain KIND/NAME [--at TIME] [--timeline FILE.jsonl] [-o table|wide|json]`: the
+probable causes of an object's failure, best first, each with its score and a one-line reason.
 
 Without `--timeline` the entries come from the timeline `setpoint up` records beside the
 store (`setpoint.insight.timeline`); with it, from a JSONL file (one entry per line, as
 `setpoint timeline -o jsonl` writes). KIND is matched as kubectl does (`deployment`,
 `Deployment`, `deploy`); a kind no module registered still matches the timeline's kinds by
 name, case-insensitively. The failure is the object's latest transition, at or before
-`--at` when given, to Ready=False, Stalled=True or a crash loop. `-o json` prints a JSON list,
-best first, of {"entry": <timeline entry>, "score": float, "reason": str}. The ranking
-itself is `setpoint.insight.ranking` (pure).
+`--at` when given, to Ready=False, Stalled=True or a crash loop. The table's REASON (then
+ENTRY) is cut to the terminal's width (`COLUMNS`, else the terminal's; nothing is cut in a
+pipe);
+`-o wide` shows all of it; `-o json` prints a JSON list, best first, of
+{"entry": <timeline entry>, "score": float, "reason": str}. The ranking itself is
+`setpoint.insight.ranking` (pure).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
 import sys
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
@@ -42,6 +47,9 @@ from setpoint.insight.ranking import (
 LIVE_WINDOW_S = 7 * 86400.0
 """How far back the live form reads the recorded timeline (edges: all of them)."""
 LIVE_MAX_ENTRIES = 1_000_000
+GIVE_WAY = ((4, 20), (3, 24), (4, 10))
+"""How the table fits a narrow terminal: REASON is cut down to 20 columns, then ENTRY to
+24, then REASON to 10."""
 
 
 def add_parser(
@@ -71,7 +79,13 @@ def add_parser(
     p.add_argument(
         "--limit", type=int, default=20, metavar="N", help="show the N best (0: all; default 20)"
     )
-    p.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    p.add_argument(
+        "-o",
+        "--output",
+        choices=("table", "wide", "json"),
+        default="table",
+        help="table (default): REASON cut to the terminal's width; wide: all of it; json",
+    )
     p.set_defaults(run=run)
 
 
@@ -108,8 +122,17 @@ async def run(ctx: Context, args: argparse.Namespace) -> int:
         doc = [{"entry": c.entry, "score": c.score, "reason": c.reason} for c in candidates]
         sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
         return 0
-    _print_table(target, failure.ts, failure.failure, candidates)
+    width = None if args.output == "wide" else table_width()
+    _print_table(target, failure.ts, failure.failure, candidates, width)
     return 0
+
+
+def table_width() -> int | None:
+    """The columns the table must fit in: `COLUMNS` when set, else the terminal's when
+    stdout is one; None (nothing is cut) when it goes to a pipe or a file."""
+    if os.environ.get("COLUMNS", "").isdigit() or sys.stdout.isatty():
+        return shutil.get_terminal_size().columns
+    return None
 
 
 def _recorded(ctx: Context, at: float | None) -> list[dict[str, Any]]:
@@ -138,7 +161,11 @@ def _recorded(ctx: Context, at: float | None) -> list[dict[str, Any]]:
 
 
 def _print_table(
-    target: ObjectRef, failed_at: float, failure: str, candidates: Sequence[Candidate]
+    target: ObjectRef,
+    failed_at: float,
+    failure: str,
+    candidates: Sequence[Candidate],
+    width: int | None,
 ) -> None:
     when = datetime.fromtimestamp(failed_at, UTC).isoformat(timespec="seconds")
     when = when.replace("+00:00", "Z")
@@ -158,7 +185,8 @@ def _print_table(
                 c.reason,
             ]
         )
-    for line in render.format_table(rows):
+    fitted = rows if width is None else render.fit_table(rows, width, GIVE_WAY)
+    for line in render.format_table(fitted):
         print(line)
 
 

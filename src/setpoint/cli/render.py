@@ -18,6 +18,7 @@ from __future__ import annotations
 import io
 import json
 import re
+import unicodedata
 from collections.abc import Sequence
 from typing import Any, TextIO
 
@@ -352,6 +353,49 @@ def format_table(rows: Sequence[Sequence[str]]) -> list[str]:
     """Rows (the header first) as aligned lines."""
     widths = column_widths(rows)
     return [format_row(row, widths) for row in rows]
+
+
+ELLIPSIS = "…"
+
+
+def _cells(char: str) -> int:
+    """Terminal columns of one character: 0 for a combining mark, 2 for a wide one."""
+    if unicodedata.combining(char):
+        return 0
+    return 2 if unicodedata.east_asian_width(char) in ("W", "F") else 1
+
+
+def text_width(text: str) -> int:
+    """Terminal columns `text` takes (one line, escaped)."""
+    return sum(_cells(char) for char in text)
+
+
+def cut(text: str, width: int) -> str:
+    """`text` in at most `width` terminal columns, ending in `…` when cut."""
+    if text_width(text) <= width:
+        return text
+    kept, used = [], 0
+    for char in text:
+        used += _cells(char)
+        if used > width - 1:
+            break
+        kept.append(char)
+    return "".join(kept) + ELLIPSIS if width > 0 else ""
+
+
+def fit_table(
+    rows: Sequence[Sequence[str]], width: int, give_way: Sequence[tuple[int, int]]
+) -> list[list[str]]:
+    """`rows` (the header first) with cells cut so that `format_table`'s lines fit in `width`
+    columns: each (column, least) of `give_way` in turn is narrowed, down to `least`
+    columns, until they fit (or all have given what they can; then lines stay longer)."""
+    widths = column_widths(rows)
+    excess = sum(widths) + len(GAP) * (len(widths) - 1) - width
+    for column, least in give_way:
+        given = min(max(0, excess), max(0, widths[column] - least))
+        widths[column] -= given
+        excess -= given
+    return [[cut(cell, widths[i]) for i, cell in enumerate(row)] for row in rows]
 
 
 def sort_key(obj: Object) -> tuple[str, str]:

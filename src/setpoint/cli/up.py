@@ -61,6 +61,12 @@ def add_parser(
         "adopts children that still run; only one `up` runs on a store at a time.",
     )
     p.add_argument("path", metavar="DIR|FILE", help="a manifest file or a directory of them")
+    p.add_argument(
+        "--logs",
+        action="store_true",
+        help="show the children's output too: the newest lines under the live view "
+        "(each after its object's name), or as lines of their own when not on a terminal",
+    )
     p.set_defaults(run=run)
 
 
@@ -79,11 +85,11 @@ async def run(ctx: Context, args: argparse.Namespace) -> int:
         await refuse_dependency_cycles(store, [obj for _, _, obj in checked])
         objects = [(kind, obj) for _, kind, obj in checked]
         async with Engine(store, EngineSettings(store_url=ctx.store_url)) as engine:
-            return await _run_engine(engine, objects)
+            return await _run_engine(engine, objects, logs=args.logs)
 
 
-async def _run_engine(engine: Engine, objects: list[tuple[Kind, Object]]) -> int:
-    board = StatusBoard()
+async def _run_engine(engine: Engine, objects: list[tuple[Kind, Object]], *, logs: bool) -> int:
+    board = StatusBoard(SHOWN)
     for kind in SHOWN:
         engine.manager.informer(kind).add_handler(board.on_change)
     signalled = _on_signals(engine)
@@ -92,7 +98,8 @@ async def _run_engine(engine: Engine, objects: list[tuple[Kind, Object]]) -> int
         for kind, obj in objects:
             result = await apply_object(engine.store, obj, notes=notes)
             print(f"{object_ref(kind, obj['metadata']['name'])} {result}", flush=True)
-        view = asyncio.create_task(view_for(board).run())
+        log_dir = engine.workspace.log_dir if logs else None
+        view = asyncio.create_task(view_for(board, log_dir=log_dir).run())
         try:
             await engine.run()
         finally:

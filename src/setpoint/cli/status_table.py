@@ -1,0 +1,415 @@
+"""What `setpoint up`'s live view shows, decided purely: one row per object, each object's
+`Health` (the one place that tells progressing from failed), a detail line under each object
+that is not Ready (the root blocker along its `dependsOn` chain, and a command to run), and
+the layout of it all in a given number of terminal columns.
+
+Names (KIND/NAME) are never cut. When the width is short the REASON/MESSAGE column gives
+way first (cut to `REASON_MIN` columns, with an ellipsis), then the least important
+columns are left out, in `DROP_ORDER`. An object's own failure or progress wraps to the
+width (at most `DETAIL_LINES` lines, the last one cut with an ellipsis); a root blocker's
+words under the objects it blocks take one line, cut; each ends with its command.
+
+Pure: no I/O, no clock (the time a table is drawn at is an argument), no colours: each
+piece of text says what it is (`Role`) and the health it belongs to; `cli.live` picks
+the colours. Every cell is escaped (`render.escape`), so what is measured is what is shown.
+"""
+
+from __future__ import annotations
+
+import enum
+import textwrap
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from pydantic import ValidationError
+
+from setpoint.cli.render import ELLIPSIS, cut, escape, text_width, timestamp_age
+from setpoint.model import READY, STALLED, Kind, Object, get_condition
+from setpoint.workloads.dependencies import Dependency, unmet
+
+Key = tuple[str, str, str]
+"""(kind, namespace, name) of a shown object; the namespace is never empty (`default`)."""
+
+
+class Health(enum.Enum):
+    """How an object is doing, as the live view colours it."""
+
+    READY = "ready"
+    """Ready=True (or finished as it should: reason `Completed`)."""
+    PROGRESSING = "progressing"
+    """Not Ready yet, and nothing says it cannot get there: starting, waiting, stopping."""
+    FAILED = "failed"
+    """Stalled, failed, crash-looping: it will not get Ready without a change or a retry."""
+    UNKNOWN = "unknown"
+    """No Ready condition (yet)."""
+
+
+FAILURE_CONDITIONS = (STALLED, "Failed", "ReplicaFailure")
+"""Conditions that, when True, mean the object failed (Stalled: kstatus's; Failed: a Job's;
+ReplicaFailure: a Deployment's)."""
+
+FAILED_REASONS = frozenset(
+    {
+        "CrashLoopBackOff",  # Process: restarting after exits, with a back-off
+        "Failed",  # Process: exited, and its restartPolicy starts it no more
+        "StartFailed",  # Process, Job: the command could not be started
+        "SecretMissing",  # Process, Job: a Secret (or key) it needs is missing
+        "SecretInvalid",  # Process, Job: a Secret's value cannot be used
+        "BackOff",  # Job: an attempt failed, the next waits out its back-off
+        "BackoffLimitExceeded",  # Job
+        "DeadlineExceeded",  # Job: activeDeadlineSeconds
+        "ProgressDeadlineExceeded",  # Deployment
+        "ListenFailed",  # Service: its port cannot be bound
+    }
+)
+"""Reasons of a False `Ready` condition that mean failed. Any other reason of a False or
+Unknown `Ready` (WaitingForDependency, DependencyNotReady, ReadinessProbePending,
+Terminating, Running, a reason of a kind we do not know, ...) means progressing."""
+
+DONE_REASONS = frozenset({"Completed"})
+"""Reasons of a False `Ready` that mean finished as it should (a Process that exited 0)."""
+
+
+def _text(condition: Mapping[str, object]) -> str:
+    """`reason: message`, whitespace folded to single spaces."""
+    parts = (condition.get("reason"), condition.get("message"))
+    return ": ".join(" ".join(str(p).split()) for p in parts if p)
+
+
+def _failure(status: Mapping[str, object] | None) -> Mapping[str, object] | None:
+    """The first condition of `FAILURE_CONDITIONS` that is True, if any."""
+    for type_ in FAILURE_CONDITIONS:
+        condition = get_condition(status, type_)
+        if condition is not None and condition.get("status") == "True":
+            return condition
+    return None
+
+
+def health(obj: Object) -> Health:
+    """`obj`'s health, from its conditions (see `Health`, `FAILED_REASONS`)."""
+    status = obj.get("status") or {}
+    if _failure(status) is not None:
+        return Health.FAILED
+    ready = get_condition(status, READY)
+    if ready is None:
+        return Health.UNKNOWN
+    if ready.get("status") == "True" or ready.get("reason") in DONE_REASONS:
+        return Health.READY
+    if ready.get("reason") in FAILED_REASONS:
+        return Health.FAILED
+    return Health.PROGRESSING
+
+
+def headline(obj: Object) -> str:
+    """`reason: message` of what says most about `obj`: a failure condition that is True,
+    else `Ready`; empty when there is neither."""
+    status = obj.get("status") or {}
+    condition = _failure(status) or get_condition(status, READY)
+    return _text(condition) if condition is not None else ""
+
+
+def key_of(obj: Object) -> Key:
+    meta = obj.get("metadata") or {}
+    namespace = str(meta.get("namespace") or "default")
+    return (str(obj.get("kind", "?")), namespace, str(meta.get("name", "?")))
+
+
+def ref_of(key: Key) -> str:
+    """`Kind/name` (`Kind/namespace/name` outside `default`)."""
+    kind, namespace, name = key
+    return f"{kind}/{name}" if namespace == "default" else f"{kind}/{namespace}/{name}"
+
+
+def command(verb: str, key: Key) -> str:
+    """`setpoint describe job/db-init` (with `-n NAMESPACE` outside `default`)."""
+    kind, namespace, name = key
+    where = "" if namespace == "default" else f" -n {namespace}"
+    return f"setpoint {verb}{where} {kind.lower()}/{name}"
+
+
+# -- rows ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class StatusRow:
+    """What is shown of one object. `ref` is `Kind/name` (`Kind/namespace/name` outside
+    `default`); `reason` is the Ready condition's `reason: message` (`-` without one)."""
+
+    ref: str
+    ready: str
+    phase: str
+    reason: str
+    restarts: str
+    pid: str
+    created: str | None
+    health: Health
+
+    def state(self) -> tuple[str, ...]:
+        """Everything but the age: a change here is news."""
+        return (self.ref, self.ready, self.phase, self.reason, self.restarts, self.pid)
+
+
+def status_row(obj: Object) -> StatusRow:
+    """The row of `obj` (a Process, a Job or any kind with a `Ready` condition)."""
+    status = obj.get("status") or {}
+    ready = get_condition(status, READY)
+    return StatusRow(
+        ref=escape(ref_of(key_of(obj))),
+        ready=str(ready["status"]) if ready else "-",
+        phase=escape(str(status.get("phase") or _replicas(obj) or "-")),
+        reason=(escape(_text(ready)) if ready else "") or "-",
+        restarts=str(status.get("restarts", 0)),
+        pid=str(status.get("pid") or "-"),
+        created=(obj.get("metadata") or {}).get("creationTimestamp"),
+        health=health(obj),
+    )
+
+
+def _replicas(obj: Object) -> str | None:
+    """`2/3 available` for an object with replicas (a Deployment)."""
+    status = obj.get("status") or {}
+    if "availableReplicas" not in status:
+        return None
+    return f"{status['availableReplicas']}/{(obj.get('spec') or {}).get('replicas', 0)} available"
+
+
+def plain_line(row: StatusRow) -> str:
+    """`Process/a ready=True phase=Running restarts=0 pid=123 ReadinessProbeSucceeded: ...`"""
+    return (
+        f"{row.ref} ready={row.ready} phase={row.phase} restarts={row.restarts} "
+        f"pid={row.pid} {row.reason}"
+    )
+
+
+# -- what holds an object back ------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Detail:
+    """The line under an object that is not Ready: `text` says what holds it back (its own
+    failure or progress, or its root blocker's), `hint` the command that tells more, and
+    `health` is that of the object `text` is about."""
+
+    text: str
+    hint: str
+    health: Health
+    blocked: bool = False
+    """Whether `text` is about another object (a root blocker, which has its own detail)."""
+
+
+def kind_aliases(kinds: Iterable[Kind]) -> dict[str, str]:
+    """What a `dependsOn` entry may call each kind (`Job`, `job`, `jobs`, a short name),
+    lower-cased, -> the kind's name."""
+    return {
+        alias: kind.kind
+        for kind in kinds
+        for alias in (kind.singular, kind.plural, *kind.short_names)
+    }
+
+
+class Blockers:
+    """Follows `dependsOn` among the objects shown; `aliases` as `kind_aliases` (a kind not
+    in it is matched by its name, case-insensitively)."""
+
+    def __init__(self, objects: Mapping[Key, Object], aliases: Mapping[str, str]) -> None:
+        self.objects = objects
+        self.kinds = {**{k.lower(): k for k, _, _ in objects}, **aliases}
+
+    def find(self, kind: str, name: str, namespace: str) -> Object | None:
+        """The object `kind/name` in `namespace` (a `dependencies.Lookup`)."""
+        return self.objects.get((self.kinds.get(kind.lower(), kind), namespace, name))
+
+    def first_unmet(self, obj: Object) -> tuple[Dependency, str] | None:
+        """`obj`'s first dependency that does not hold and `unmet`'s message about it."""
+        _, namespace, _ = key_of(obj)
+        for entry in (obj.get("spec") or {}).get("dependsOn") or ():
+            try:
+                dep = Dependency.model_validate(entry)
+            except ValidationError:
+                continue  # admission refuses these; nothing to follow
+            message = unmet([dep], self.find, namespace=namespace)
+            if message is not None:
+                return dep, message
+        return None
+
+    def root(self, obj: Object) -> tuple[Key, str, Object | None] | None:
+        """The end of `obj`'s chain of unmet dependencies: the first object on it that waits
+        for nothing else (or failed, or does not exist, or closes a cycle), as its key,
+        `unmet`'s message about it and the object (None if missing); None when every
+        dependency of `obj` holds. The walk stops before a kind that is not shown (its
+        objects are not known here, so not to be called missing)."""
+        seen = {key_of(obj)}
+        current, found = obj, None
+        while (hop := self.first_unmet(current)) is not None:
+            dep, message = hop
+            if dep.kind.lower() not in self.kinds:
+                break  # a kind not shown: what it is up to is not known here
+            namespace = dep.namespace or key_of(current)[1]
+            target = self.find(dep.kind, dep.name, namespace)
+            key = key_of(target) if target is not None else (dep.kind, namespace, dep.name)
+            found = (key, message, target)
+            if target is None or key in seen or health(target) is Health.FAILED:
+                break
+            seen.add(key)
+            current = target
+        return found
+
+    def detail(self, obj: Object) -> Detail | None:
+        """What to say under `obj`: None when it is Ready (or has no Ready condition); its
+        own failure and `setpoint explain` when it failed; else its root blocker's
+        `headline` (`unmet`'s message when it has none or does not exist) and `setpoint
+        describe` of that; else its own reason and `setpoint describe`."""
+        own = health(obj)
+        if own in (Health.READY, Health.UNKNOWN):
+            return None
+        if own is Health.FAILED:
+            return Detail(headline(obj), command("explain", key_of(obj)), own)
+        root = self.root(obj)
+        if root is not None:
+            key, message, target = root
+            if target is None:
+                return Detail(message, command("describe", key), Health.PROGRESSING, blocked=True)
+            said = headline(target)
+            text = f"{ref_of(key)}: {said}" if said else message
+            return Detail(text, command("describe", key), health(target), blocked=True)
+        return Detail(headline(obj) or "not Ready", command("describe", key_of(obj)), own)
+
+
+# -- layout -------------------------------------------------------------------------------
+
+HEADER = ("KIND/NAME", "READY", "PHASE", "REASON/MESSAGE", "RESTARTS", "PID", "AGE")
+NAME, REASON = 0, 3
+"""Indices of the column never cut and of the one cut first."""
+DROP_ORDER = (5, 6, 4, 2, 3, 1)
+"""Columns left out when the width is short, first the first: PID, AGE, RESTARTS, PHASE,
+REASON/MESSAGE, READY. KIND/NAME always stays."""
+REASON_MIN = 24
+"""Columns REASON/MESSAGE keeps before others are left out."""
+GAP = "  "
+DETAIL_LINES = 4
+"""Lines of a detail's text at most (an object's own failure or progress); the command
+follows on the last one if it fits."""
+DETAIL_FIRST = "  ↳ "
+DETAIL_NEXT = "    "
+
+
+class Role(enum.Enum):
+    """What a piece of text is; `cli.live` styles each."""
+
+    HEADER = "header"
+    ROW = "row"
+    DETAIL = "detail"
+    HINT = "hint"
+
+
+@dataclass(frozen=True, slots=True)
+class Piece:
+    text: str
+    role: Role
+    health: Health = Health.UNKNOWN
+
+
+Line = tuple[Piece, ...]
+"""One line of the view: pieces of text one after another."""
+
+
+def line_text(line: Line) -> str:
+    return "".join(piece.text for piece in line)
+
+
+def fit_columns(rows: Sequence[Sequence[str]], width: int) -> tuple[list[int], list[int]]:
+    """The columns shown (indices into `HEADER`) and the width of each, for `rows` (the
+    header first) in `width` columns: see the module docstring. KIND/NAME keeps its full
+    width even when that alone is wider than `width`."""
+    natural = [max(text_width(row[i]) for row in rows) for i in range(len(HEADER))]
+    shown = list(range(len(HEADER)))
+    drops = iter(DROP_ORDER)
+    while True:
+        others = sum(natural[i] for i in shown if i != REASON) + len(GAP) * (len(shown) - 1)
+        if REASON not in shown:
+            if others <= width:
+                break
+        else:
+            room = width - others
+            if room >= min(natural[REASON], REASON_MIN):
+                break
+        drop = next(drops, None)
+        if drop is None:
+            break
+        shown.remove(drop)
+    widths = [natural[i] for i in shown]
+    if REASON in shown:
+        least = min(natural[REASON], REASON_MIN)
+        widths[shown.index(REASON)] = max(least, min(natural[REASON], width - others))
+    return shown, widths
+
+
+def table_cells(row: StatusRow, now: float) -> tuple[str, ...]:
+    """`row`'s cells in `HEADER`'s order, at time `now`."""
+    return (
+        row.ref,
+        row.ready,
+        row.phase,
+        row.reason,
+        row.restarts,
+        row.pid,
+        timestamp_age(row.created, now),
+    )
+
+
+def detail_lines(detail: Detail, width: int) -> list[Line]:
+    """`detail` in `width` columns: its text (wrapped to at most `DETAIL_LINES` lines; one
+    line, cut, for a root blocker's, whose own detail says all of it), then `→ COMMAND`,
+    on the last line when it fits. The command is never cut."""
+    room = max(width - text_width(DETAIL_NEXT), 8)
+    text = escape(detail.text)
+    if detail.blocked:  # one line, cut where the width ends (not at a word)
+        wrapped = [cut(text, room)]
+    else:
+        wrapped = textwrap.wrap(
+            text,
+            room,
+            max_lines=DETAIL_LINES,
+            placeholder=" " + ELLIPSIS,
+            break_on_hyphens=False,
+        ) or [""]
+    lines: list[Line] = [
+        (Piece((DETAIL_NEXT if i else DETAIL_FIRST) + cut(part, room), Role.DETAIL, detail.health),)
+        for i, part in enumerate(wrapped)
+    ]
+    hint = f"→ {escape(detail.hint)}"
+    if text_width(wrapped[-1]) + len(GAP) + text_width(hint) <= room:
+        lines[-1] = (*lines[-1], Piece(GAP, Role.DETAIL), Piece(hint, Role.HINT, detail.health))
+    else:
+        lines.append((Piece(DETAIL_NEXT, Role.DETAIL), Piece(hint, Role.HINT, detail.health)))
+    return lines
+
+
+def view_lines(
+    objects: Mapping[Key, Object],
+    width: int,
+    now: float,
+    *,
+    aliases: Mapping[str, str] | None = None,
+) -> list[Line]:
+    """The whole view of `objects` (in key order) in `width` columns at time `now`: the
+    header, then each object's row and, when it is not Ready, its detail lines."""
+    keys = sorted(objects)
+    rows = [status_row(objects[k]) for k in keys]
+    cells = [HEADER, *(table_cells(r, now) for r in rows)]
+    shown, widths = fit_columns(cells, width)
+    blockers = Blockers(objects, aliases or {})
+
+    def format_cells(values: Sequence[str]) -> str:
+        pairs = zip(shown, widths, strict=True)
+        parts = [cut(values[i], w) if i == REASON else values[i] for i, w in pairs]
+        padded = [p + " " * (w - text_width(p)) for p, w in zip(parts, widths, strict=True)]
+        return GAP.join(padded).rstrip()
+
+    lines: list[Line] = [(Piece(format_cells(HEADER), Role.HEADER),)]
+    for key, row, values in zip(keys, rows, cells[1:], strict=True):
+        lines.append((Piece(format_cells(values), Role.ROW, row.health),))
+        detail = blockers.detail(objects[key])
+        if detail is not None:
+            lines += detail_lines(detail, width)
+    return lines
