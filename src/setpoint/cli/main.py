@@ -21,6 +21,7 @@ from typing import Any, NoReturn, TextIO, cast
 from setpoint.cli import (
     apply,
     delete,
+    down,
     describe,
     events,
     explain,
@@ -38,7 +39,21 @@ from setpoint.cli.render import EscapedOutput
 from setpoint.engine import builtin_kinds
 from setpoint.errors import Error, UnknownKind
 
-VERBS = (apply, get, describe, events, delete, logs, rollout, up, timeline, explain, rca, tune)
+VERBS = (
+    apply,
+    get,
+    describe,
+    events,
+    delete,
+    logs,
+    rollout,
+    up,
+    down,
+    timeline,
+    explain,
+    rca,
+    tune,
+)
 """Every verb module, in the order `--help` lists them."""
 
 

@@ -404,6 +404,17 @@ class ChildObserved:
 P = TypeVar("P", bound=ChildPlan)
 
 
+class StopTurns(Protocol):
+    """When each child may stop in a full shutdown, across controllers (the engine's
+    order: dependents before their dependencies, `setpoint.engine.shutdown`)."""
+
+    async def wait_turn(self, kind: str, key: Key) -> None:
+        """Return once the children to stop before this one have stopped."""
+
+    def stopped(self, kind: str, key: Key) -> None:
+        """This one has stopped (or failed to: it no longer holds anyone up)."""
+
+
 # -- the table of children ----------------------------------------------------------------
 
 
@@ -923,19 +934,36 @@ class ChildLifecycle(Generic[S, P]):
             )  # fmt: skip
             await supervisor.stop(handle, 0.0)
 
-    async def _stop_children(self, grace: float | None = None) -> list[Key]:
-        """Stop every child in the table (emptying it), each with its own grace period
-        unless `grace` is given; return whose they were."""
+    async def children_to_stop(self) -> list[Key]:
+        """Whose children a full stop would stop now: those in the table, after adopting
+        those an earlier engine left that no reconcile has looked at yet."""
         if not self._detached:
             await self._adopt_left_behind()
+        return list(self._table)
+
+    async def _stop_children(
+        self, grace: float | None = None, turns: StopTurns | None = None
+    ) -> list[Key]:
+        """Stop every child in the table (emptying it), each with its own grace period
+        unless `grace` is given, each when `turns` says (default: all at once); return
+        whose they were."""
+        await self.children_to_stop()
         children = list(self._table.items())
         self._table.clear()
         self._stopping = [c for _, c in children]
-        grace = 0.0 if self._kill_now else grace
+        kind = self.kind.kind
+
+        async def stop(key: Key, child: Supervised) -> None:
+            try:
+                if turns is not None and not self._kill_now:
+                    await turns.wait_turn(kind, key)
+                await self._stop(child, 0.0 if self._kill_now else grace)
+            finally:
+                if turns is not None:
+                    turns.stopped(kind, key)
+
         try:
-            await asyncio.gather(
-                *(self._stop(c, grace) for _, c in children), return_exceptions=True
-            )
+            await asyncio.gather(*(stop(k, c) for k, c in children), return_exceptions=True)
         finally:
             self._stopping = []
         return [key for key, _ in children]

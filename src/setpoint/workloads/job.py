@@ -93,6 +93,7 @@ from setpoint.workloads.children import (
     CommandSchema,
     ExitSchema,
     PlannedEvent,
+    StopTurns,
     backoff_delay,
     keep_observed_generation,
     parse_time,
@@ -502,9 +503,10 @@ class JobController(children.ChildLifecycle[JobSpecSchema, JobPlan]):
 
     child_kind = children.ChildKind(JOB, FINALIZER, JobSpecSchema, observe, plan)
 
-    async def stop_all(self, grace: float | None = None) -> None:
-        """Stop every attempt this controller supervises (for a full shutdown)."""
-        await self._stop_children(grace)
+    async def stop_all(self, grace: float | None = None, turns: StopTurns | None = None) -> None:
+        """Stop every attempt this controller supervises (for a full shutdown; each when
+        `turns` says)."""
+        await self._stop_children(grace, turns)
 
 
 setup = JobController.setup

@@ -94,6 +94,7 @@ from setpoint.workloads.children import (
     ExitSchema,
     Key,
     PlannedEvent,
+    StopTurns,
     Supervised,
     backoff_delay,
     keep_observed_generation,
@@ -610,11 +611,12 @@ class ProcessController(ChildLifecycle[ProcessSpecSchema, Plan]):
 
     # -- whole-table operations ----------------------------------------------------------
 
-    async def stop_all(self, grace: float | None = None) -> None:
-        """Stop every child this controller supervises (for a full shutdown), and record in
-        each status that it was stopped with the engine, so the next engine starts it afresh
-        (no restart counted, no back-off) rather than as a child that died unseen."""
-        for namespace, name in await self._stop_children(grace):
+    async def stop_all(self, grace: float | None = None, turns: StopTurns | None = None) -> None:
+        """Stop every child this controller supervises (for a full shutdown; each when
+        `turns` says), and record in each status that it was stopped with the engine, so the
+        next engine starts it afresh (no restart counted, no back-off) rather than as a child
+        that died unseen."""
+        for namespace, name in await self._stop_children(grace, turns):
             with contextlib.suppress(Error):
                 await self._mark_stopped(namespace, name)
 
