@@ -27,7 +27,7 @@ def test_dependents_stop_first_through_finished_jobs_and_deployments() -> None:
         obj("Process", "db"),
         obj("Job", "migrate", "Process/db"),  # finished: no child to stop
         obj("Deployment", "web", "Job/migrate"),
-        obj("Process", "web-1", "Job/migrate", owner="web"),
+        obj("Process", "web-1", owner="web"),
         obj("Process", "client", "Deployment/web"),
         obj("Process", "alone"),
     ]

@@ -21,8 +21,8 @@ from typing import Any, NoReturn, TextIO, cast
 from setpoint.cli import (
     apply,
     delete,
-    down,
     describe,
+    down,
     events,
     explain,
     get,

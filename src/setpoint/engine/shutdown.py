@@ -8,7 +8,8 @@ the database. Children with no relation stop in parallel.
   objects, as the store has them) it says, for each child being stopped, which others must
   have stopped first. The relation is `spec.dependsOn`, followed through objects that have
   no running child (a finished Job between two Processes still orders them), and through a
-  Deployment to its replicas (whatever depends on a Deployment stops before its replicas).
+  Deployment to its replicas (whatever depends on a Deployment stops before its replicas,
+  which stop before what the Deployment depends on).
   Objects in a dependency cycle stop together rather than wait for each other forever.
 * `StopTurns` carries such an order out: a child's stop waits for `wait_turn`, and reports
   `stopped` when done (the lifecycle's `StopTurns` protocol, `setpoint.workloads.children`).
@@ -44,16 +45,22 @@ def stop_order(
     that depend on it, directly or through other objects of `objects`, and that it does not
     depend on in turn. `canonical_kind` maps a kind as a `dependsOn` entry spells it to the
     kind's name (`process` -> `Process`)."""
-    needs: dict[Node, set[Node]] = {}  # node -> what it depends on
+    declared: dict[Node, set[Node]] = {}  # node -> what its dependsOn names
+    owned: list[tuple[Node, Node]] = []  # (owner, replica)
     for obj in objects:
         node = _node(obj)
         for key in dependency_keys(obj):
             kind, namespace, name = key.split("/", 2)
-            needs.setdefault(node, set()).add((canonical_kind(kind), namespace or "default", name))
+            target = (canonical_kind(kind), namespace or "default", name)
+            declared.setdefault(node, set()).add(target)
         for ref in obj["metadata"].get("ownerReferences") or ():
             if ref.get("controller") and ref.get("kind") in _OWNER_KINDS:
-                owner = (str(ref["kind"]), node[1], str(ref["name"]))
-                needs.setdefault(owner, set()).add(node)
+                owned.append(((str(ref["kind"]), node[1], str(ref["name"])), node))
+    # A replica needs what its owner's dependsOn names; the owner needs its replicas.
+    needs = {node: set(targets) for node, targets in declared.items()}
+    for owner, replica in owned:
+        needs.setdefault(replica, set()).update(declared.get(owner, ()))
+        needs.setdefault(owner, set()).add(replica)
     dependents: dict[Node, set[Node]] = {}
     for node, targets in needs.items():
         for target in targets:

@@ -1,0 +1,229 @@
+"""`setpoint up -d` and `setpoint down`, as docker compose users expect them: the engine runs
+in the background (output in engine.log), `down` stops it and every child, dependents before
+their dependencies, and says what it stopped; a second engine on the store is refused
+before anything is applied.
+
+Real `setpoint` processes and real children; every wait is on a condition (the store's
+watch, a process's end) with a generous timeout, never a sleep. Nothing is left running.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import stat
+import sys
+import textwrap
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cli_kit import CLI, TIMEOUT, marked_processes
+from test_cli_up import alive
+
+from setpoint import open_store
+from setpoint.engine import builtin_kinds
+from setpoint.engine.claim import running_engine
+from setpoint.model import READY, get_condition
+from setpoint.store import Store
+from setpoint.testing import wait_for
+from setpoint.workloads.deployment import DEPLOYMENT
+from setpoint.workloads.process import PROCESS
+
+RECORDS_STOP = """
+    import signal, sys, time
+    name, record, ready = sys.argv[1], sys.argv[2], sys.argv[3]
+    def stop(*_):
+        with open(record, "a") as f:
+            f.write(name + "\\n")
+        sys.exit(0)
+    signal.signal(signal.SIGTERM, stop)
+    open(ready, "w").close()  # its readiness probe passes only once SIGTERM is handled
+    while True:
+        time.sleep(3600)
+"""
+
+STARTED = re.compile(
+    r"engine running in the background \(pid (\d+), log (\S+)\): follow it with "
+    r"`setpoint logs -f`, stop it with `setpoint down`"
+)
+
+
+def records_stop(directory: Path, name: str, token: str) -> dict[str, Any]:
+    """The spec of a child that appends `name` to `stops.txt` when it gets SIGTERM."""
+    ready = directory / f"{name}.ready"
+    return {
+        "args": [
+            sys.executable, "-c", textwrap.dedent(RECORDS_STOP),
+            name, str(directory / "stops.txt"), str(ready), token,
+        ],
+        "readinessProbe": {"exec": {"command": ["test", "-f", str(ready)]}, "periodSeconds": 1},
+    }  # fmt: skip
+
+
+def process(name: str, spec: dict[str, Any], *needs: str) -> dict[str, Any]:
+    deps = [{"kind": n.split("/")[0], "name": n.split("/")[1]} for n in needs]
+    return {
+        "apiVersion": "setpoint.dev/v1alpha1",
+        "kind": "Process",
+        "metadata": {"name": name},
+        "spec": {**spec, "dependsOn": deps},
+    }
+
+
+@pytest.fixture
+def engines(token: str) -> Iterator[list[int]]:
+    """Pids of engines a test started in the background: killed after it if still running
+    (the `token` fixture then kills their children)."""
+    pids: list[int] = []
+    yield pids
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+
+
+@contextlib.asynccontextmanager
+async def store_of(cli: CLI) -> AsyncIterator[Store]:
+    store = await open_store(cli.store, registry=builtin_kinds())
+    try:
+        yield store
+    finally:
+        await store.close()
+
+
+def up_detached(cli: CLI, engines: list[int], *paths: Path) -> tuple[int, list[str]]:
+    """`setpoint up -d PATHS`: the engine's pid and the lines printed before the last."""
+    result = cli("up", "-d", *map(str, paths))
+    assert (result.code, result.err) == (0, ""), result
+    *applied, last = result.lines
+    started = STARTED.fullmatch(last)
+    assert started, last
+    engines.append(int(started[1]))
+    return int(started[1]), applied
+
+
+def ready(obj: dict[str, Any] | None) -> bool:
+    condition = get_condition((obj or {}).get("status"), READY)
+    return condition is not None and condition.get("status") == "True"
+
+
+async def test_up_d_runs_in_the_background_and_down_stops_dependents_first(
+    cli: CLI, token: str, engines: list[int]
+) -> None:
+    d = cli.directory
+    web_template = {"metadata": {"labels": {"app": "web"}}, "spec": records_stop(d, "web", token)}
+    web = {
+        "apiVersion": "setpoint.dev/v1alpha1",
+        "kind": "Deployment",
+        "metadata": {"name": "web"},
+        "spec": {
+            "replicas": 1,
+            "template": web_template,
+            "dependsOn": [{"kind": "Process", "name": "db"}],
+        },
+    }
+    manifests = cli.write(
+        "app.yaml",
+        process("db", records_stop(d, "db", token)),
+        web,
+        process("client", records_stop(d, "client", token), "Deployment/web"),
+        process("alone", records_stop(d, "alone", token)),
+    )
+    pid, applied = up_detached(cli, engines, manifests)
+    assert applied == [
+        "process.setpoint.dev/db created",
+        "deployment.setpoint.dev/web created",
+        "process.setpoint.dev/client created",
+        "process.setpoint.dev/alone created",
+    ]
+    log = d / "engine.log"  # beside the store's file
+    assert stat.S_IMODE(log.stat().st_mode) == 0o600
+    async with store_of(cli) as store:
+        holder = await running_engine(store, now=0.0)
+        assert holder is not None  # `up -d` returned once the engine held the store
+        assert holder.pid == pid
+        await wait_for(store, PROCESS, "client", ready, within=TIMEOUT)
+        await wait_for(store, PROCESS, "alone", ready, within=TIMEOUT)
+        await wait_for(store, DEPLOYMENT, "web", ready, within=TIMEOUT)
+    children = marked_processes(token)
+    assert len(children) == 4
+    assert "process.setpoint.dev/db created" in log.read_text()
+
+    down = cli("down")
+    assert down.code == 0, down
+    *stopped, last = down.lines
+    assert last == f"stopped the engine (pid {pid})"
+    replica = next(line for line in stopped if line.startswith("stopped Process/web-"))
+    assert sorted(stopped) == sorted(
+        ["stopped Process/db", "stopped Process/client", "stopped Process/alone", replica]
+    )
+    order = (d / "stops.txt").read_text().split()
+    assert sorted(order) == ["alone", "client", "db", "web"]
+    assert order.index("client") < order.index("web") < order.index("db")
+    assert not alive(pid)
+    assert marked_processes(token) == []
+
+    # The objects stay: `up -d` with no manifests runs them again.
+    got = cli("get", "processes", "-o", "name")
+    assert sorted(got.lines)[:3] == [
+        "process.setpoint.dev/alone",
+        "process.setpoint.dev/client",
+        "process.setpoint.dev/db",
+    ]
+    again, applied = up_detached(cli, engines)
+    assert applied == []
+    async with store_of(cli) as store:
+        await wait_for(store, PROCESS, "client", ready, within=TIMEOUT)
+    assert cli("down").code == 0
+    assert not alive(again)
+    assert marked_processes(token) == []
+    assert cli("down").lines == [f"no engine runs on {cli.store}: nothing to stop"]
+
+
+async def test_up_on_a_running_engine_says_so_and_applies_nothing(
+    cli: CLI, token: str, engines: list[int]
+) -> None:
+    d = cli.directory
+    pid, _ = up_detached(
+        cli, engines, cli.write("db.yaml", process("db", records_stop(d, "db", token)))
+    )
+    other = cli.write("other.yaml", process("other", records_stop(d, "other", token)))
+    refusal = (
+        rf"error: an engine \(pid {pid} on host \S+\) already runs on {re.escape(cli.store)}; "
+        r"follow it with `setpoint logs -f` \(or `setpoint get -w`\), stop it with `setpoint down`"
+    )
+    for args in (("up", "-d", str(other)), ("up", str(other))):
+        result = cli(*args)
+        assert result.code == 1, result
+        assert result.out == ""
+        [line] = result.err_lines
+        assert re.fullmatch(refusal, line), line
+    got = cli("get", "processes", "-o", "name")
+    assert got.lines == ["process.setpoint.dev/db"]  # nothing of other.yaml applied
+    assert alive(pid)
+    assert cli("down").code == 0
+    assert marked_processes(token) == []
+
+
+CRASHES_IN_THE_BACKGROUND = """
+import os
+
+def register(registry):
+    if os.getsid(0) == os.getpid():  # the engine `up -d` started, in a session of its own
+        raise RuntimeError("the disk is on fire")
+"""
+
+
+def test_up_d_shows_the_log_when_the_engine_stops_before_it_is_up(cli: CLI) -> None:
+    kinds = cli.directory / "crash.py"
+    kinds.write_text(CRASHES_IN_THE_BACKGROUND)
+    app = cli.write("greeting.yaml", process("p", {"args": ["true"]}))
+    result = cli("--kinds", str(kinds), "up", "-d", str(app), kinds=False)
+    assert result.code == 1, result
+    assert result.out == ""
+    assert result.err_lines[0] == "error: the engine did not start; from engine.log:"
+    assert "the disk is on fire" in result.err_lines[-1]
+    assert cli("down").lines == [f"no engine runs on {cli.store}: nothing to stop"]
