@@ -16,13 +16,15 @@ import signal
 import stat
 import sys
 import textwrap
+import urllib.error
+import urllib.request
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from cli_kit import CLI, TIMEOUT, marked_processes
-from test_cli_up import alive
+from test_cli_up import alive, free_port
 
 from setpoint import open_store
 from setpoint.engine import builtin_kinds
@@ -94,9 +96,9 @@ async def store_of(cli: CLI) -> AsyncIterator[Store]:
         await store.close()
 
 
-def up_detached(cli: CLI, engines: list[int], *paths: Path) -> tuple[int, list[str]]:
-    """`setpoint up -d PATHS`: the engine's pid and the lines printed before the last."""
-    result = cli("up", "-d", *map(str, paths))
+def up_detached(cli: CLI, engines: list[int], *args: Path | str) -> tuple[int, list[str]]:
+    """`setpoint up -d ARGS`: the engine's pid and the lines printed before the last."""
+    result = cli("up", "-d", *map(str, args))
     assert (result.code, result.err) == (0, ""), result
     *applied, last = result.lines
     started = STARTED.fullmatch(last)
@@ -187,9 +189,12 @@ async def test_up_on_a_running_engine_says_so_and_applies_nothing(
     cli: CLI, token: str, engines: list[int]
 ) -> None:
     d = cli.directory
-    pid, _ = up_detached(
-        cli, engines, cli.write("db.yaml", process("db", records_stop(d, "db", token)))
-    )
+    db = cli.write("db.yaml", process("db", records_stop(d, "db", token)))
+    port = free_port()
+    pid, _ = up_detached(cli, engines, "--metrics-address", f"127.0.0.1:{port}", db)
+    async with store_of(cli) as store:
+        await wait_for(store, PROCESS, "db", ready, within=TIMEOUT)
+    assert fetch(f"http://127.0.0.1:{port}/readyz")[::2] == (200, "ok")  # the option goes along
     other = cli.write("other.yaml", process("other", records_stop(d, "other", token)))
     refusal = (
         rf"error: an engine \(pid {pid} on host \S+\) already runs on {re.escape(cli.store)}; "
@@ -227,3 +232,54 @@ def test_up_d_shows_the_log_when_the_engine_stops_before_it_is_up(cli: CLI) -> N
     assert result.err_lines[0] == "error: the engine did not start; from engine.log:"
     assert "the disk is on fire" in result.err_lines[-1]
     assert cli("down").lines == [f"no engine runs on {cli.store}: nothing to stop"]
+
+
+def fetch(url: str) -> tuple[int, str, str]:
+    """(status, content type, body) of a GET, errors included."""
+    try:
+        with urllib.request.urlopen(url, timeout=TIMEOUT) as response:
+            return response.status, response.headers["Content-Type"], response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.headers["Content-Type"], exc.read().decode()
+
+
+def test_up_serves_metrics_health_and_readiness_on_the_metrics_address(
+    cli: CLI, token: str
+) -> None:
+    d = cli.directory
+    app = cli.write("db.yaml", process("db", records_stop(d, "db", token)))
+    port = free_port()
+    up = cli.start("up", "--metrics-address", str(port), str(app))  # a bare port: loopback
+    base = f"http://127.0.0.1:{port}"
+    up.expect(lambda line: line == f"serving /metrics, /healthz and /readyz on {base}", "serving")
+    up.expect(lambda line: line.startswith("Process/db ready=True "), "db ready")
+
+    assert fetch(f"{base}/healthz")[::2] == (200, "ok")
+    assert fetch(f"{base}/readyz")[::2] == (200, "ok")
+    status, content_type, body = fetch(f"{base}/metrics")
+    assert status == 200
+    assert content_type.startswith("text/plain; version=0.0.4")
+    reconciles = re.search(
+        r'^controller_runtime_reconcile_total\{controller="process",result="success"\} (\S+)$',
+        body,
+        re.MULTILINE,
+    )
+    assert reconciles is not None, body
+    assert float(reconciles[1]) >= 1
+    assert fetch(f"{base}/nothing")[0] == 404
+
+    code, err = up.stop(signal.SIGTERM)
+    assert code == 0, err
+    assert marked_processes(token) == []
+    with pytest.raises(urllib.error.URLError):
+        urllib.request.urlopen(f"{base}/healthz", timeout=TIMEOUT)
+
+
+def test_a_metrics_address_that_is_not_host_port_is_refused(cli: CLI) -> None:
+    app = cli.write("p.yaml", process("p", {"args": ["true"]}))
+    result = cli("up", "--metrics-address", "localhost:http", str(app))
+    assert result.code == 1
+    assert result.err_lines == [
+        "error: --metrics-address: address 'localhost:http' must be HOST:PORT with PORT in 0-65535"
+    ]
+    assert cli("get", "processes").code == 1  # refused before the store was made
