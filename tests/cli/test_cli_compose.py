@@ -33,6 +33,7 @@ from setpoint.model import READY, get_condition
 from setpoint.store import Store
 from setpoint.testing import wait_for
 from setpoint.workloads.deployment import DEPLOYMENT
+from setpoint.workloads.job import JOB
 from setpoint.workloads.process import PROCESS
 
 RECORDS_STOP = """
@@ -283,3 +284,96 @@ def test_a_metrics_address_that_is_not_host_port_is_refused(cli: CLI) -> None:
         "error: --metrics-address: address 'localhost:http' must be HOST:PORT with PORT in 0-65535"
     ]
     assert cli("get", "processes").code == 1  # refused before the store was made
+
+
+APPENDS_A_RUN = "import sys\nwith open(sys.argv[1], 'a') as f: f.write('ran\\n')"
+
+
+async def test_restart_replaces_a_process_reruns_a_job_and_rolls_a_deployment(
+    cli: CLI, token: str
+) -> None:
+    d = cli.directory
+    runs = d / "runs.txt"
+    migrate = {
+        "apiVersion": "setpoint.dev/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": "migrate"},
+        "spec": {"args": [sys.executable, "-c", APPENDS_A_RUN, str(runs), token]},
+    }
+    web = {
+        "apiVersion": "setpoint.dev/v1alpha1",
+        "kind": "Deployment",
+        "metadata": {"name": "web"},
+        "spec": {
+            "replicas": 1,
+            "template": {
+                "metadata": {"labels": {"app": "web"}},
+                "spec": records_stop(d, "web", token),
+            },
+        },
+    }
+    app = cli.write("app.yaml", process("db", records_stop(d, "db", token)), migrate, web)
+    up = cli.start("up", str(app))
+
+    def complete(obj: dict[str, Any] | None) -> bool:
+        condition = get_condition((obj or {}).get("status"), "Complete")
+        return condition is not None and condition.get("status") == "True"
+
+    async with store_of(cli) as store:
+        db = await wait_for(store, PROCESS, "db", ready, within=TIMEOUT)
+        assert db is not None
+        await wait_for(store, JOB, "migrate", complete, within=TIMEOUT)
+        await wait_for(store, DEPLOYMENT, "web", ready, within=TIMEOUT)
+
+        result = cli("restart", "process/db", "job/migrate", kinds=False)
+        assert result.code == 1  # one kind at a time, as kubectl
+        result = cli("restart", "process/db")
+        assert (result.code, result.lines) == (0, ["process.setpoint.dev/db restarted"]), result
+        pid = db["status"]["pid"]
+
+        def restarted(obj: dict[str, Any] | None) -> bool:
+            status = (obj or {}).get("status") or {}
+            return ready(obj) and status.get("pid") not in (None, pid)
+
+        db = await wait_for(store, PROCESS, "db", restarted, within=TIMEOUT)
+        assert db is not None
+        assert db["status"]["restarts"] == 0
+        assert not alive(pid)
+        assert (d / "stops.txt").read_text() == "db\n"  # stopped once, gracefully
+
+        assert cli("restart", "job", "migrate").lines == ["job.setpoint.dev/migrate restarted"]
+
+        def ran_again(obj: dict[str, Any] | None) -> bool:
+            return complete(obj) and "restartedAt" in ((obj or {}).get("status") or {})
+
+        await wait_for(store, JOB, "migrate", ran_again, within=TIMEOUT)
+        assert runs.read_text() == "ran\nran\n"
+
+        processes, _ = await store.list(PROCESS.api_version, PROCESS.kind, "default")
+        [replica] = [p for p in processes if p["metadata"]["name"].startswith("web-")]
+        assert cli("restart", "deployment/web").lines == ["deployment.setpoint.dev/web restarted"]
+        generation = (await store.get(DEPLOYMENT.api_version, DEPLOYMENT.kind, "web", "default"))[
+            "metadata"
+        ]["generation"]
+
+        def rolled(obj: dict[str, Any] | None) -> bool:
+            status = (obj or {}).get("status") or {}
+            return (
+                ready(obj)
+                and status.get("observedGeneration") == generation
+                and status.get("updatedReplicas") == 1
+            )
+
+        await wait_for(store, DEPLOYMENT, "web", rolled, within=TIMEOUT)
+        old = replica["metadata"]["name"]
+        await wait_for(store, PROCESS, old, lambda o: o is None, within=TIMEOUT)
+    assert not alive(replica["status"]["pid"])
+
+    refused = cli("restart", "secret/x")
+    assert refused.code == 1
+    assert refused.err_lines == [
+        "error: Secret cannot be restarted: restart takes a Process, Job or Deployment"
+    ]
+    code, err = up.stop(signal.SIGTERM)
+    assert code == 0, err
+    assert marked_processes(token) == []

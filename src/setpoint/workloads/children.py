@@ -62,12 +62,12 @@ from setpoint.errors import AlreadyExists, Invalid, NotFound, TerminalError, Unk
 from setpoint.model import Kind, Object, Schema
 from setpoint.model.fields import OsString
 from setpoint.model.redaction import redact
-from setpoint.model.wellknown import child_name
+from setpoint.model.wellknown import RESTARTED_AT, child_name
 from setpoint.runtime.controller import Controller
 from setpoint.runtime.events import EventRecorder
 from setpoint.runtime.lifecycle import add_finalizer, is_deleting, remove_finalizer
 from setpoint.runtime.manager import Manager
-from setpoint.runtime.predicates import generation_changed
+from setpoint.runtime.predicates import annotations_changed, generation_changed, or_
 from setpoint.runtime.reconciler import Request, Result
 from setpoint.store import Store
 from setpoint.workloads import supervisor
@@ -339,6 +339,9 @@ class ChildDesired(Generic[SpecT]):
     generation: int
     spec: SpecT
     deleting: bool = False
+    restarted_at: str | None = None
+    """The object's `setpoint.dev/restartedAt` annotation (`setpoint restart`): a child
+    started before it was set to this value is started again, once."""
 
     @staticmethod
     def of(obj: Object, schema: type[T]) -> ChildDesired[T]:
@@ -347,7 +350,24 @@ class ChildDesired(Generic[SpecT]):
             int(obj["metadata"].get("generation", 1)),
             schema.model_validate(obj["spec"]),
             is_deleting(obj),
+            restart_request(obj),
         )
+
+    def restart_requested(self, status: Mapping[str, Any]) -> bool:
+        """Whether a restart was asked for that the child (running, or the last to run) was
+        not started under: the annotation differs from the status' `restartedAt`."""
+        return self.restarted_at is not None and status.get("restartedAt") != self.restarted_at
+
+    def record_start(self, status: dict[str, Any]) -> None:
+        """Note in `status` (of a child being started) the restart request it honours."""
+        if self.restarted_at is not None:
+            status["restartedAt"] = self.restarted_at
+
+
+def restart_request(obj: Object) -> str | None:
+    """The object's `setpoint.dev/restartedAt` annotation, if any."""
+    value = (obj["metadata"].get("annotations") or {}).get(RESTARTED_AT)
+    return None if value is None else str(value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -573,7 +593,8 @@ class ChildLifecycle(Generic[S, P]):
         cache.add_index(SECRETS_INDEX, secret_keys)
         builder = (
             manager.controller(self.kind.singular)
-            .for_(self.kind, predicates=[generation_changed])
+            # Annotations: `setpoint.dev/restartedAt` asks for a restart.
+            .for_(self.kind, predicates=[or_(generation_changed, annotations_changed)])
             .max_concurrent(MAX_CONCURRENT)  # one child's slow stop must not hold up the rest
         )
         for kind in DEPENDABLE_KINDS:
@@ -593,7 +614,9 @@ class ChildLifecycle(Generic[S, P]):
         """Observe the dependencies, then plan (purely)."""
         unmet = await unmet_in_store(self.store, obj)
         now = self.clock.now()
-        desired = ChildDesired(int(obj["metadata"].get("generation", 1)), spec, is_deleting(obj))
+        desired = ChildDesired(
+            int(obj["metadata"].get("generation", 1)), spec, is_deleting(obj), restart_request(obj)
+        )
         kind = self.child_kind
         return kind.plan(desired, kind.observe(obj.get("status") or {}, facts, unmet, now), now)
 
