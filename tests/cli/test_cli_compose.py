@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import select
 import signal
 import stat
 import sys
@@ -367,6 +368,15 @@ async def test_restart_replaces_a_process_reruns_a_job_and_rolls_a_deployment(
         await wait_for(store, DEPLOYMENT, "web", rolled, within=TIMEOUT)
         old = replica["metadata"]["name"]
         await wait_for(store, PROCESS, old, lambda o: o is None, within=TIMEOUT)
+
+        # Applying the manifests again keeps the requests: nothing restarts twice.
+        applied = cli("apply", "-f", str(app))
+        assert applied.lines[:2] == [
+            "process.setpoint.dev/db unchanged",
+            "job.setpoint.dev/migrate unchanged",
+        ], applied
+        web_now = await store.get(DEPLOYMENT.api_version, DEPLOYMENT.kind, "web", "default")
+        assert web_now["metadata"]["generation"] == generation
     assert not alive(replica["status"]["pid"])
 
     refused = cli("restart", "secret/x")
@@ -377,3 +387,44 @@ async def test_restart_replaces_a_process_reruns_a_job_and_rolls_a_deployment(
     code, err = up.stop(signal.SIGTERM)
     assert code == 0, err
     assert marked_processes(token) == []
+
+
+def wait_gone(pid: int) -> None:
+    """Return once process `pid` (not a child of ours) has ended."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    try:
+        readable, _, _ = select.select([fd], [], [], TIMEOUT)
+        assert readable, f"pid {pid} still runs after {TIMEOUT}s"
+    finally:
+        os.close(fd)
+
+
+async def test_down_stops_what_a_killed_engine_left_running(
+    cli: CLI, token: str, engines: list[int]
+) -> None:
+    d = cli.directory
+    app = cli.write(
+        "app.yaml",
+        process("db", records_stop(d, "db", token)),
+        process("web", records_stop(d, "web", token), "Process/db"),
+    )
+    pid, _ = up_detached(cli, engines, app)
+    async with store_of(cli) as store:
+        await wait_for(store, PROCESS, "web", ready, within=TIMEOUT)
+    os.kill(pid, signal.SIGKILL)  # the children keep running, for the next engine
+    wait_gone(pid)
+    assert len(marked_processes(token)) == 2
+
+    down = cli("down")
+    assert down.code == 0, down
+    assert down.lines == [
+        f"no engine runs on {cli.store}; stopping what an earlier one left running",
+        "stopped Process/web",
+        "stopped Process/db",
+    ]
+    assert (d / "stops.txt").read_text() == "web\ndb\n"
+    assert marked_processes(token) == []
+    assert cli("down").lines == [f"no engine runs on {cli.store}: nothing to stop"]

@@ -13,9 +13,11 @@ it again. (docker compose's `down` removes containers, which are its runtime sta
 children are the runtime state, and the objects are the setpoint.) `setpoint delete` removes
 objects.
 
-With no engine running it says so in one line and exits 0. An engine on another host is
-not signalled from here. If the engine has not finished within `--timeout`, it says what
-still runs and exits 1; a second `down` is a second signal, which stops the rest at once.
+With no engine running it says so in one line and exits 0; but if an earlier engine left
+children running (it was killed), it runs an engine here that adopts and stops them, in the
+same order. An engine on another host is not signalled from here. If the engine has not
+finished within `--timeout`, it says what still runs and exits 1; a second `down` is a
+second signal, which stops the rest at once.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from pathlib import Path
 
 from setpoint.cli.context import Context
 from setpoint.clock import SYSTEM_CLOCK
-from setpoint.engine import EngineHolder, workspace_of
+from setpoint.engine import Engine, EngineHolder, EngineSettings, workspace_of
 from setpoint.engine.claim import running_engine
 from setpoint.errors import Error, NotFound
 from setpoint.workloads import supervisor
@@ -75,8 +77,7 @@ async def run(ctx: Context, args: argparse.Namespace) -> int:
     except NotFound:
         holder = None
     if holder is None:
-        print(f"no engine runs on {ctx.store_url}: nothing to stop")
-        return 0
+        return await _stop_left_behind(ctx, args.timeout)
     if not holder.on_this_host:
         raise Error(
             f"the engine on {ctx.store_url} runs on host {holder.host} (pid {holder.pid}): "
@@ -88,12 +89,7 @@ async def run(ctx: Context, args: argparse.Namespace) -> int:
             return 0
         with _pinned_children(ctx.store_url) as children:
             signal.pidfd_send_signal(engine_fd, signal.SIGTERM)
-
-            def say(fd: int) -> None:
-                if fd in children:
-                    print(f"stopped {children[fd]}", flush=True)
-
-            ended = await _wait_ended([*children, engine_fd], args.timeout, say)
+            ended = await _wait_ended([*children, engine_fd], args.timeout, _say(children))
     if len(ended) == len(children) + 1:
         print(f"stopped the engine (pid {holder.pid})")
         return 0
@@ -145,6 +141,36 @@ def _recorded(directory: Path) -> list[str]:
         return sorted(p.stem for p in directory.glob("*.json"))
     except OSError:
         return []
+
+
+async def _stop_left_behind(ctx: Context, within: float) -> int:
+    """With no engine running: stop the children an earlier engine left (killed, or lost
+    its lease), by running one here that stops at once, in the same order."""
+    with _pinned_children(ctx.store_url) as children:
+        if not children:
+            print(f"no engine runs on {ctx.store_url}: nothing to stop")
+            return 0
+        print(f"no engine runs on {ctx.store_url}; stopping what an earlier one left running")
+        settings = EngineSettings(store_url=ctx.store_url, record_timeline=False)
+        async with ctx.open_store() as store, Engine(store, settings) as engine:
+            engine.stop()
+            ending = asyncio.create_task(_wait_ended(list(children), within, _say(children)))
+            await engine.run()
+            ended = await ending
+    if len(ended) < len(children):
+        still = sorted(ref for fd, ref in children.items() if fd not in ended)
+        raise Error(f"still running after {within:g} s: {', '.join(still)}")
+    return 0
+
+
+def _say(children: dict[int, str]) -> Callable[[int], None]:
+    """Print `stopped Kind/name` for a pidfd of `children` that ended."""
+
+    def say(fd: int) -> None:
+        if fd in children:
+            print(f"stopped {children[fd]}", flush=True)
+
+    return say
 
 
 async def _wait_ended(pidfds: list[int], within: float, on_end: Callable[[int], None]) -> list[int]:

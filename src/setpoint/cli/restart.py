@@ -77,15 +77,16 @@ async def run(ctx: Context, args: argparse.Namespace) -> int:
 async def request_restart(
     store: Store, kind: Kind, name: str, namespace: str, stamp: str
 ) -> Object:
-    """Set `RESTARTED_AT` to `stamp` on the object (a Deployment: on its template) by
-    compare-and-swap, signed `setpoint restart`; return the object written."""
+    """Set `RESTARTED_AT` to `stamp` on the object (a Deployment: on its template, signed
+    `setpoint restart` as a change of its spec) by compare-and-swap; return the object
+    written. `setpoint apply` keeps the request when a manifest does not declare it."""
     for _ in range(_ATTEMPTS):
         obj = copy.deepcopy(await store.get(kind.api_version, kind.kind, name, namespace))
         target = obj
-        if kind.kind == DEPLOYMENT.kind:
+        if kind.kind == DEPLOYMENT.kind:  # a new template: a spec change, signed
             target = obj["spec"]["template"]
+            obj["metadata"].setdefault("annotations", {})[CHANGED_BY] = "setpoint restart"
         target.setdefault("metadata", {}).setdefault("annotations", {})[RESTARTED_AT] = stamp
-        obj["metadata"].setdefault("annotations", {})[CHANGED_BY] = "setpoint restart"
         with contextlib.suppress(Conflict):  # someone wrote meanwhile: read again
             return await store.update(obj)
     raise Invalid(f'{kind.singular} "{name}" keeps changing; try again')
