@@ -4,8 +4,9 @@ say when it is up.
 The parent (`start_engine`) runs `setpoint up` again as a new session with stdin from
 /dev/null and stdout and stderr appended to `.setpoint/engine.log` (mode 0600), and hands it
 the write end of a pipe through the hidden option `--ready-fd`. The engine writes what it
-applied to that pipe once it holds the store's engine lease and has applied the manifests,
-then `READY` and closes it (`Readiness`). The parent waits for the end of the pipe, not a
+applied to that pipe, then, once its controllers run (it holds the store's engine lease, has
+applied the manifests and serves its metrics address, if any), `READY`, and closes it
+(`Readiness`). The parent waits for the end of the pipe, not a
 sleep: `READY` means the engine runs; an end without it means the engine stopped first (it
 was refused, or failed), and the tail of the log says why.
 
@@ -28,7 +29,7 @@ from setpoint.files import open_private
 READY = "READY"
 """The last line an engine writes to its ready pipe once it runs."""
 START_TIMEOUT = 120.0
-"""Seconds `up -d` waits for the engine to claim its store and apply the manifests."""
+"""Seconds `up -d` waits for the engine to claim its store, apply the manifests and start."""
 _HEADER = "--- setpoint up -d, "
 """Starts the line written to the log before each engine started in the background."""
 LOG_TAIL_LINES = 20

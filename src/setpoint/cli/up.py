@@ -14,8 +14,9 @@ or touching a child: the engine's claim comes first, so the manifests are applie
 engine that runs them, never half by one that is then refused.
 
 `-d` (detach) starts the engine in the background instead (`setpoint.cli.background`: a new
-session, its output appended to `.setpoint/engine.log`), waits until it holds the store and
-has applied the manifests, prints its pid and exits; `setpoint down` stops it.
+session, its output appended to `.setpoint/engine.log`), waits until it holds the store, has
+applied the manifests and runs its controllers, prints its pid and exits; `setpoint down`
+stops it.
 `--metrics-address HOST:PORT` serves `/metrics`, `/healthz` and `/readyz`
 (`setpoint.runtime.health`); a bare PORT listens on 127.0.0.1.
 
@@ -206,10 +207,10 @@ async def _run_engine(
             line = f"{object_ref(kind, obj['metadata']['name'])} {result}"
             print(line, flush=True)
             readiness.applied(line)
-        readiness.ready()
-        tasks = [asyncio.create_task(view_for(board).run())]
-        if engine.settings.manager.health_address is not None:
-            tasks.append(asyncio.create_task(_say_where_metrics_are(engine)))
+        tasks = [
+            asyncio.create_task(view_for(board).run()),
+            asyncio.create_task(_once_started(engine, readiness)),
+        ]
         try:
             await engine.run()
         finally:
@@ -224,17 +225,17 @@ async def _run_engine(
     return 0
 
 
-async def _say_where_metrics_are(engine: Engine) -> None:
-    """Once the manager serves them, one line saying where /metrics, /healthz and /readyz
-    are (the port the system chose for port 0)."""
+async def _once_started(engine: Engine, readiness: Readiness) -> None:
+    """Once the engine's manager runs (controllers started, /metrics served): say where
+    /metrics, /healthz and /readyz are (the port the system chose for port 0), and that the
+    engine is up (`up -d` waits for that)."""
     await engine.manager.wait_started()
     server = engine.manager.health_server
-    if server is None:
-        return
-    for sock in server.sockets:
+    for sock in server.sockets if server is not None else ():
         host, port = sock.getsockname()[:2]
         shown = f"[{host}]" if ":" in host else host
         print(f"serving /metrics, /healthz and /readyz on http://{shown}:{port}", flush=True)
+    readiness.ready()
 
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
