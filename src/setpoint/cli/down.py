@@ -88,7 +88,13 @@ async def run(ctx: Context, args: argparse.Namespace) -> int:
             print(f"no engine runs on {ctx.store_url}: nothing to stop")
             return 0
         with _pinned_children(ctx.store_url) as children:
-            signal.pidfd_send_signal(engine_fd, signal.SIGTERM)
+            try:
+                signal.pidfd_send_signal(engine_fd, signal.SIGTERM)
+            except PermissionError:
+                raise Error(
+                    f"the engine on {ctx.store_url} (pid {holder.pid}) is another user's: "
+                    "run `setpoint down` as that user"
+                ) from None
             ended = await _wait_ended([*children, engine_fd], args.timeout, _say(children))
     if len(ended) == len(children) + 1:
         print(f"stopped the engine (pid {holder.pid})")
