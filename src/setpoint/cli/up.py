@@ -122,22 +122,11 @@ async def run(ctx: Context, args: argparse.Namespace) -> int:
     address = metrics_address(args.metrics_address)
     if args.detach and "-" in args.paths:
         raise Invalid("up -d reads no manifests from stdin (`-`): give files or directories")
-    checked: list[tuple[object, Kind, Object]] = []
-    if args.paths:
-        manifests = read_manifests(args.paths)
-        if not manifests:
-            raise Invalid(f"{' '.join(args.paths)}: no manifests (*.yaml, *.yml, *.json) found")
-        found, problems = check_manifests(
-            manifests, ctx.registry, ctx.namespace, ctx.namespace_explicit
-        )
-        for problem in problems:
-            print(f"error: {problem}", file=sys.stderr)
-        if problems:
-            return 1
-        checked = list(found)
+    objects = _checked_objects(ctx, args.paths)
+    if objects is None:
+        return 1
     async with ctx.open_store(create=bool(args.paths)) as store:
-        await refuse_dependency_cycles(store, [obj for _, _, obj in checked])
-        objects = [(kind, obj) for _, kind, obj in checked]
+        await refuse_dependency_cycles(store, [obj for _, obj in objects])
         if args.detach:
             holder = await running_engine(store, now=SYSTEM_CLOCK.now())
             if holder is not None:
@@ -149,6 +138,22 @@ async def run(ctx: Context, args: argparse.Namespace) -> int:
             async with Engine(store, settings) as engine:
                 return await _run_engine(engine, objects, readiness)
     return await _detach(ctx, args)
+
+
+def _checked_objects(ctx: Context, paths: list[str]) -> list[tuple[Kind, Object]] | None:
+    """The objects in the manifests at `paths`, validated; None (each problem printed) if
+    any is not valid."""
+    if not paths:
+        return []
+    manifests = read_manifests(paths)
+    if not manifests:
+        raise Invalid(f"{' '.join(paths)}: no manifests (*.yaml, *.yml, *.json) found")
+    checked, problems = check_manifests(
+        manifests, ctx.registry, ctx.namespace, ctx.namespace_explicit
+    )
+    for problem in problems:
+        print(f"error: {problem}", file=sys.stderr)
+    return None if problems else [(kind, obj) for _, kind, obj in checked]
 
 
 async def _detach(ctx: Context, args: argparse.Namespace) -> int:

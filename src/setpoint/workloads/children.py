@@ -22,7 +22,10 @@ Everything about that child that does not depend on the kind lives here, once:
   events, write the status the plan computed (only when it differs from the stored
   one), release the finalizer, raise
   `TerminalError` for a plan that stalls, requeue for one that waits. It also wires the
-  controller (`setup`, `attach`), collects orphans and stops or detaches every child.
+  controller (`setup`, `attach`), collects orphans and stops (each when a `StopTurns`, the
+  engine's stop order, says) or detaches every child. A restart request (the annotation
+  `setpoint restart` sets: `ChildDesired.restarted_at`) reaches the kind's plan, which
+  treats it as a new run; each start records it.
 
 The kinds decide; this module decides nothing about restart policies, retries or
 conditions. It only does what a plan says, and reports what happened when it did it
@@ -585,15 +588,16 @@ class ChildLifecycle(Generic[S, P]):
 
     def attach(self, manager: Manager) -> Controller:
         """Wire this reconciler into `manager` (what `setup` does): its controller, the
-        `dependsOn` and Secrets indexes, the watches of the Processes and Jobs an object may
-        depend on and of the Secrets it refers to (one that appears starts the children
-        waiting for it), and the orphan collector; return the controller."""
+        `dependsOn` and Secrets indexes, the watches of the Processes, Jobs and Deployments
+        an object may depend on and of the Secrets it refers to (one that appears starts the
+        children waiting for it), and the orphan collector; return the controller. Its own
+        kind's changes count when the generation or the annotations change (a restart
+        request is an annotation)."""
         cache = manager.cache(self.kind)
         cache.add_index(DEPENDS_ON_INDEX, dependency_keys)
         cache.add_index(SECRETS_INDEX, secret_keys)
         builder = (
             manager.controller(self.kind.singular)
-            # Annotations: `setpoint.dev/restartedAt` asks for a restart.
             .for_(self.kind, predicates=[or_(generation_changed, annotations_changed)])
             .max_concurrent(MAX_CONCURRENT)  # one child's slow stop must not hold up the rest
         )
