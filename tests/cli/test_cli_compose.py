@@ -38,6 +38,11 @@ from setpoint.workloads.deployment import DEPLOYMENT
 from setpoint.workloads.job import JOB
 from setpoint.workloads.process import PROCESS
 
+pytestmark = pytest.mark.timeout(600)  # several engines and rollouts each, on a loaded machine
+
+WAIT = 4 * TIMEOUT
+"""Seconds a test waits for an object to reach a state (a rollout included)."""
+
 RECORDS_STOP = """
     import signal, sys, time
     name, record, ready = sys.argv[1], sys.argv[2], sys.argv[3]
@@ -150,9 +155,9 @@ async def test_up_d_runs_in_the_background_and_down_stops_dependents_first(
         holder = await running_engine(store, now=0.0)
         assert holder is not None  # `up -d` returned once the engine held the store
         assert holder.pid == pid
-        await wait_for(store, PROCESS, "client", ready, within=TIMEOUT)
-        await wait_for(store, PROCESS, "alone", ready, within=TIMEOUT)
-        await wait_for(store, DEPLOYMENT, "web", ready, within=TIMEOUT)
+        await wait_for(store, PROCESS, "client", ready, within=WAIT)
+        await wait_for(store, PROCESS, "alone", ready, within=WAIT)
+        await wait_for(store, DEPLOYMENT, "web", ready, within=WAIT)
     children = marked_processes(token)
     assert len(children) == 4
     assert "process.setpoint.dev/db created" in log.read_text()
@@ -181,7 +186,7 @@ async def test_up_d_runs_in_the_background_and_down_stops_dependents_first(
     again, applied = up_detached(cli, engines)
     assert applied == []
     async with store_of(cli) as store:
-        await wait_for(store, PROCESS, "client", ready, within=TIMEOUT)
+        await wait_for(store, PROCESS, "client", ready, within=WAIT)
     assert cli("down").code == 0
     assert not alive(again)
     assert marked_processes(token) == []
@@ -196,7 +201,7 @@ async def test_up_on_a_running_engine_says_so_and_applies_nothing(
     port = free_port()
     pid, _ = up_detached(cli, engines, "--metrics-address", f"127.0.0.1:{port}", db)
     async with store_of(cli) as store:
-        await wait_for(store, PROCESS, "db", ready, within=TIMEOUT)
+        await wait_for(store, PROCESS, "db", ready, within=WAIT)
     assert fetch(f"http://127.0.0.1:{port}/readyz")[::2] == (200, "ok")  # the option goes along
     other = cli.write("other.yaml", process("other", records_stop(d, "other", token)))
     refusal = (
@@ -316,10 +321,10 @@ async def test_restart_replaces_a_process_reruns_a_job_and_rolls_a_deployment(
         return condition is not None and condition.get("status") == "True"
 
     async with store_of(cli) as store:
-        db = await wait_for(store, PROCESS, "db", ready, within=TIMEOUT)
+        db = await wait_for(store, PROCESS, "db", ready, within=WAIT)
         assert db is not None
-        await wait_for(store, JOB, "migrate", complete, within=TIMEOUT)
-        await wait_for(store, DEPLOYMENT, "web", ready, within=TIMEOUT)
+        await wait_for(store, JOB, "migrate", complete, within=WAIT)
+        await wait_for(store, DEPLOYMENT, "web", ready, within=WAIT)
 
         result = cli("restart", "process/db", "job/migrate", kinds=False)
         assert result.code == 1  # one kind at a time, as kubectl
@@ -331,7 +336,7 @@ async def test_restart_replaces_a_process_reruns_a_job_and_rolls_a_deployment(
             status = (obj or {}).get("status") or {}
             return ready(obj) and status.get("pid") not in (None, pid)
 
-        db = await wait_for(store, PROCESS, "db", restarted, within=TIMEOUT)
+        db = await wait_for(store, PROCESS, "db", restarted, within=WAIT)
         assert db is not None
         assert db["status"]["restarts"] == 0
         assert not alive(pid)
@@ -342,7 +347,7 @@ async def test_restart_replaces_a_process_reruns_a_job_and_rolls_a_deployment(
         def ran_again(obj: dict[str, Any] | None) -> bool:
             return complete(obj) and "restartedAt" in ((obj or {}).get("status") or {})
 
-        await wait_for(store, JOB, "migrate", ran_again, within=TIMEOUT)
+        await wait_for(store, JOB, "migrate", ran_again, within=WAIT)
         assert runs.read_text() == "ran\nran\n"
 
         processes, _ = await store.list(PROCESS.api_version, PROCESS.kind, "default")
@@ -360,9 +365,9 @@ async def test_restart_replaces_a_process_reruns_a_job_and_rolls_a_deployment(
                 and status.get("updatedReplicas") == 1
             )
 
-        await wait_for(store, DEPLOYMENT, "web", rolled, within=TIMEOUT)
+        await wait_for(store, DEPLOYMENT, "web", rolled, within=WAIT)
         old = replica["metadata"]["name"]
-        await wait_for(store, PROCESS, old, lambda o: o is None, within=TIMEOUT)
+        await wait_for(store, PROCESS, old, lambda o: o is None, within=WAIT)
 
         # Applying the manifests again keeps the requests: nothing restarts twice.
         applied = cli("apply", "-f", str(app))
@@ -408,7 +413,7 @@ async def test_down_stops_what_a_killed_engine_left_running(
     )
     pid, _ = up_detached(cli, engines, app)
     async with store_of(cli) as store:
-        await wait_for(store, PROCESS, "web", ready, within=TIMEOUT)
+        await wait_for(store, PROCESS, "web", ready, within=WAIT)
     os.kill(pid, signal.SIGKILL)  # the children keep running, for the next engine
     wait_gone(pid)
     assert len(marked_processes(token)) == 2
