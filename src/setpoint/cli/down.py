@@ -27,6 +27,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import textwrap
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -49,11 +50,14 @@ def add_parser(
         "down",
         parents=parents,
         help="stop the engine running on the store and every child (objects are kept)",
-        description="Stop the engine that `setpoint up` (or `up -d`) runs on this store, as "
-        "Ctrl-C would: every child gets its stop signal, dependents before their "
-        "dependencies, and SIGKILL after its own grace period. Waits until the engine and "
-        "every child are gone and says what it stopped. The objects stay in the store: "
-        "`setpoint up -d` runs them again, `setpoint delete` removes them.",
+        description=textwrap.fill(
+            "Stop the engine that `setpoint up` (or `up -d`) runs on this store, as "
+            "Ctrl-C would: every child gets its stop signal, dependents before their "
+            "dependencies, and SIGKILL after its own grace period. Waits until the engine and "
+            "every child are gone and says what it stopped. The objects stay in the store: "
+            "`setpoint up -d` runs them again, `setpoint delete` removes them.",
+            78,
+        ),
         epilog="examples:\n"
         "  setpoint up -d app/ && setpoint down\n"
         "  setpoint down --timeout 30     # give up waiting after 30 s (a second `down`\n"

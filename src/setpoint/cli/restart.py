@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
+import textwrap
 import time
 
 from setpoint.cli.context import Context, kind_and_names
@@ -42,10 +43,13 @@ def add_parser(
         "restart",
         parents=parents,
         help="restart a Process, run a Job again, or roll every replica of a Deployment",
-        description="Ask the engine to restart: a Process's child is stopped (its stop "
-        "signal, its grace period) and started again, whatever its restart policy; a Job "
-        "runs again from scratch; a Deployment replaces every replica by a rolling update. "
-        "Returns once the request is stored; the engine carries it out once.",
+        description=textwrap.fill(
+            "Ask the engine to restart: a Process's child is stopped (its stop "
+            "signal, its grace period) and started again, whatever its restart policy; a Job "
+            "runs again from scratch; a Deployment replaces every replica by a rolling update. "
+            "Returns once the request is stored; the engine carries it out once.",
+            78,
+        ),
         epilog="examples:\n"
         "  setpoint restart process/web\n"
         "  setpoint restart job/migrate           # run the migrations again\n"

@@ -37,6 +37,7 @@ import contextlib
 import os
 import signal
 import sys
+import textwrap
 from pathlib import Path
 
 from setpoint.cli.apply import apply_object, check_manifests, refuse_dependency_cycles
@@ -71,11 +72,14 @@ def add_parser(
         "up",
         parents=parents,
         help="run the workload controllers, apply manifests, show them converge",
-        description="Apply the manifests in each PATH (a file or a directory of them; none: "
-        "what the store already declares), run every built-in controller in this process and "
-        "show each object's readiness until Ctrl-C or SIGTERM, which stop every child cleanly, "
-        "dependents first (a second one kills them at once). Running it again adopts children "
-        "that still run; only one engine runs on a store at a time.",
+        description=textwrap.fill(
+            "Apply the manifests in each PATH (a file or a directory of them; none: "
+            "what the store already declares), run every built-in controller in this process and "
+            "show each object's readiness until Ctrl-C or SIGTERM, which stop every child cleanly, "
+            "dependents first (a second one kills them at once). Running it again adopts children "
+            "that still run; only one engine runs on a store at a time.",
+            78,
+        ),
         epilog="examples:\n"
         "  setpoint up examples/webapp        # in the foreground, Ctrl-C stops it\n"
         "  setpoint up -d examples/webapp     # in the background; then:\n"
