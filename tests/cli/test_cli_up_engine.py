@@ -62,7 +62,7 @@ def test_a_second_up_on_the_same_store_is_refused_and_leaves_the_first_alone(
     [line] = err.splitlines()
     assert re.fullmatch(
         rf"error: an engine \({re.escape(holder)}\) already runs on sqlite:///\S*state\.db; "
-        r"stop it first, or follow it with `setpoint get -w` and `setpoint logs -f`",
+        r"follow it with `setpoint logs -f` \(or `setpoint get -w`\), stop it with `setpoint down`",
         line,
     ), line
     assert out == ""  # nothing applied

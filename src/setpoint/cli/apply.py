@@ -36,6 +36,7 @@ from setpoint.errors import AlreadyExists, Conflict, Error, Invalid, NotFound, U
 from setpoint.insight.timeline import ActorNotes, Timeline, timeline_path_for
 from setpoint.model import Kind, Object, Registry
 from setpoint.model.admission import refuse_duplicates
+from setpoint.model.wellknown import RESTARTED_AT
 from setpoint.store.base import Store
 from setpoint.store.rules import encode as stored_form
 from setpoint.workloads.dependencies import find_cycle
@@ -134,7 +135,25 @@ def _declared_onto(current: Object, desired: Object) -> Object:
             meta[key] = copy.deepcopy(value)
         else:
             meta.pop(key, None)
+    _keep_restart_request(current, updated)
     return updated
+
+
+def _keep_restart_request(current: Object, updated: Object) -> None:
+    """Keep a restart request (`setpoint restart`) the manifest does not declare, on the
+    object and on a pod template: it is not declared state, and dropping it from a
+    Deployment's template would roll every replica once more (as kubectl's three-way apply
+    keeps what it did not set)."""
+    pairs = [(current.get("metadata"), updated["metadata"])]
+    template = (current.get("spec") or {}).get("template")
+    new_template = (updated.get("spec") or {}).get("template")
+    if isinstance(template, dict) and isinstance(new_template, dict):
+        pairs.append((template.get("metadata"), new_template.setdefault("metadata", {})))
+    for old, new in pairs:
+        stamp = ((old or {}).get("annotations") or {}).get(RESTARTED_AT)
+        annotations = new.get("annotations") or {}
+        if stamp is not None and RESTARTED_AT not in annotations:
+            new["annotations"] = {**annotations, RESTARTED_AT: stamp}
 
 
 def check_manifests(

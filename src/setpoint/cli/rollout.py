@@ -9,7 +9,8 @@
 * `rollout undo deploy/web [--to-revision N]`: puts the template of revision N (by
   default the one before the current) back into the spec; the controller rolls to it.
 * `rollout restart deploy/web`: stamps the template with `setpoint.dev/restartedAt`,
-  which rolls every replica.
+  which rolls every replica (`setpoint restart deployment/web` does the same:
+  `setpoint.cli.restart`).
 * `scale KIND/NAME --replicas N [--current-replicas M]`: through the scale
   subresource, for any kind that has one.
 """
@@ -27,11 +28,12 @@ import yaml
 
 from setpoint.cli.context import Context, kind_and_names, until_signalled
 from setpoint.cli.render import human_duration, object_ref
-from setpoint.clock import rfc3339
+from setpoint.cli.restart import request_restart
 from setpoint.errors import Conflict, Invalid
 from setpoint.model import Object, get_condition
 from setpoint.model.durations import parse_duration
-from setpoint.model.wellknown import CHANGE_CAUSE, CHANGED_BY, DEPLOYMENT_LABEL, RESTARTED_AT
+from setpoint.model.wellknown import CHANGE_CAUSE, CHANGED_BY, DEPLOYMENT_LABEL
+from setpoint.runtime.leases import micro_time
 from setpoint.runtime.scale import read_scale, write_scale
 from setpoint.store.base import Store
 from setpoint.workloads.deployment import (
@@ -251,15 +253,8 @@ async def undo(ctx: Context, args: argparse.Namespace) -> int:
 
 async def restart(ctx: Context, args: argparse.Namespace) -> int:
     name = _deployment_name(ctx, args.target)
-    stamp = rfc3339(time.time())
-
-    def stamp_template(o: Object) -> bool:
-        meta = o["spec"]["template"].setdefault("metadata", {})
-        meta.setdefault("annotations", {})[RESTARTED_AT] = stamp
-        return True
-
     async with ctx.open_store() as store:
-        await _update_template(store, ctx.namespace, name, stamp_template)
+        await request_restart(store, DEPLOYMENT, name, ctx.namespace, micro_time(time.time()))
     print(f"{object_ref(DEPLOYMENT, name)} restarted")
     return 0
 

@@ -1,6 +1,6 @@
-"""`setpoint up DIR|FILE`: the main job. Runs the engine (`setpoint.engine`: every built-in
+"""`setpoint up [PATH...]`: the main job. Runs the engine (`setpoint.engine`: every built-in
 controller and the timeline recorder) on the local store, applies the manifests and shows
-them converging until stopped.
+them converging until stopped. With no PATH it runs what the store already declares.
 
 The store is the CLI's (by default `sqlite:///.setpoint/state.db`), so `get`,
 `describe`, `events`, `logs`, `delete` and `apply` run from the same directory reach
@@ -8,8 +8,17 @@ it with no flags. Children's state files and logs go beside the SQLite file
 (`setpoint.engine.workspace_of`), in directories of mode 0700.
 
 One engine per store: if another `up` already runs on the store, this one prints one line
-naming it (`error: an engine (pid 1234 on host x) already runs on ...`) and exits 1 before
-applying anything or touching a child.
+naming it (`error: an engine (pid 1234 on host x) already runs on ...; follow it with
+`setpoint logs -f` ..., stop it with `setpoint down``) and exits 1 before applying anything
+or touching a child: the engine's claim comes first, so the manifests are applied by the
+engine that runs them, never half by one that is then refused.
+
+`-d` (detach) starts the engine in the background instead (`setpoint.cli.background`: a new
+session, its output appended to `.setpoint/engine.log`), waits until it holds the store, has
+applied the manifests and runs its controllers, prints its pid and exits; `setpoint down`
+stops it.
+`--metrics-address HOST:PORT` serves `/metrics`, `/healthz` and `/readyz`
+(`setpoint.runtime.health`); a bare PORT listens on 127.0.0.1.
 
 Stopping: the first SIGINT or SIGTERM stops the engine gracefully (in-flight reconciles
 finish, then every child gets its `stopSignal`, SIGTERM by default, and SIGKILL after its
@@ -25,19 +34,27 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import signal
 import sys
+import textwrap
+from pathlib import Path
 
 from setpoint.cli.apply import apply_object, check_manifests, refuse_dependency_cycles
+from setpoint.cli.background import START_TIMEOUT, Readiness, start_engine
 from setpoint.cli.context import Context
 from setpoint.cli.live import StatusBoard, view_for
 from setpoint.cli.load import read_manifests
 from setpoint.cli.render import object_ref
+from setpoint.clock import SYSTEM_CLOCK
 from setpoint.control.autoscaler import AUTOSCALER
 from setpoint.control.thermostat import THERMOSTAT
-from setpoint.engine import Engine, EngineSettings
+from setpoint.engine import Engine, EngineSettings, workspace_of
+from setpoint.engine.claim import engine_running, running_engine
 from setpoint.errors import Invalid
 from setpoint.model import Kind, Object
+from setpoint.runtime.health import split_address
+from setpoint.runtime.manager import ManagerOptions
 from setpoint.workloads.deployment import DEPLOYMENT
 from setpoint.workloads.job import JOB
 from setpoint.workloads.process import PROCESS
@@ -55,40 +72,145 @@ def add_parser(
         "up",
         parents=parents,
         help="run the workload controllers, apply manifests, show them converge",
-        description="Apply the manifests in DIR (or FILE), run every built-in controller "
-        "in this process and show each object's readiness until Ctrl-C or SIGTERM, which "
-        "stop every child cleanly (a second one kills them at once). Running it again "
-        "adopts children that still run; only one `up` runs on a store at a time.",
+        description=textwrap.fill(
+            "Apply the manifests in each PATH (a file or a directory of them; none: "
+            "what the store already declares), run every built-in controller in this process and "
+            "show each object's readiness until Ctrl-C or SIGTERM, which stop every child cleanly, "
+            "dependents first (a second one kills them at once). Running it again adopts children "
+            "that still run; only one engine runs on a store at a time.",
+            78,
+        ),
+        epilog="examples:\n"
+        "  setpoint up examples/webapp        # in the foreground, Ctrl-C stops it\n"
+        "  setpoint up -d examples/webapp     # in the background; then:\n"
+        "  setpoint logs -f                   # follow the children's output\n"
+        "  setpoint down                      # stop the engine and every child\n"
+        "  setpoint up --metrics-address 127.0.0.1:9090 app/   # /metrics, /healthz, /readyz",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("path", metavar="DIR|FILE", help="a manifest file or a directory of them")
+    p.add_argument(
+        "paths", nargs="*", metavar="PATH", help="a manifest file or a directory of them"
+    )
+    p.add_argument(
+        "-d",
+        "--detach",
+        action="store_true",
+        help="run the engine in the background (its output goes to .setpoint/engine.log); "
+        "stop it with `setpoint down`",
+    )
+    p.add_argument(
+        "--metrics-address",
+        metavar="HOST:PORT",
+        help="serve /metrics (Prometheus), /healthz and /readyz there (a bare PORT: on "
+        "127.0.0.1; HOST 0.0.0.0 listens on every interface)",
+    )
     p.add_argument(
         "--logs",
         action="store_true",
         help="show the children's output too: the newest lines under the live view "
         "(each after its object's name), or as lines of their own when not on a terminal",
     )
+    p.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)  # set by `up -d`
     p.set_defaults(run=run)
 
 
+def metrics_address(given: str | None) -> str | None:
+    """`--metrics-address` as HOST:PORT (a bare PORT is on loopback), or `Invalid` naming
+    the option."""
+    if given is None:
+        return None
+    address = f"127.0.0.1:{given}" if given.isdigit() else given
+    try:
+        split_address(address)
+    except ValueError as exc:
+        raise Invalid(f"--metrics-address: {exc}") from None
+    return address
+
+
 async def run(ctx: Context, args: argparse.Namespace) -> int:
-    manifests = read_manifests([args.path])
+    readiness = Readiness(args.ready_fd)
+    address = metrics_address(args.metrics_address)
+    if args.detach and "-" in args.paths:
+        raise Invalid("up -d reads no manifests from stdin (`-`): give files or directories")
+    objects = _checked_objects(ctx, args.paths)
+    if objects is None:
+        return 1
+    async with ctx.open_store(create=bool(args.paths)) as store:
+        await refuse_dependency_cycles(store, [obj for _, obj in objects])
+        if args.detach:
+            holder = await running_engine(store, now=SYSTEM_CLOCK.now())
+            if holder is not None:
+                raise engine_running(ctx.store_url, str(holder))
+        else:
+            settings = EngineSettings(
+                store_url=ctx.store_url, manager=ManagerOptions(health_address=address)
+            )
+            async with Engine(store, settings) as engine:
+                return await _run_engine(engine, objects, readiness, logs=args.logs)
+    return await _detach(ctx, args)
+
+
+def _checked_objects(ctx: Context, paths: list[str]) -> list[tuple[Kind, Object]] | None:
+    """The objects in the manifests at `paths`, validated; None (each problem printed) if
+    any is not valid."""
+    if not paths:
+        return []
+    manifests = read_manifests(paths)
     if not manifests:
-        raise Invalid(f"{args.path}: no manifests (*.yaml, *.yml, *.json) found")
+        raise Invalid(f"{' '.join(paths)}: no manifests (*.yaml, *.yml, *.json) found")
     checked, problems = check_manifests(
         manifests, ctx.registry, ctx.namespace, ctx.namespace_explicit
     )
     for problem in problems:
         print(f"error: {problem}", file=sys.stderr)
-    if problems:
+    return None if problems else [(kind, obj) for _, kind, obj in checked]
+
+
+async def _detach(ctx: Context, args: argparse.Namespace) -> int:
+    """Start this `up` again in the background (`setpoint.cli.background`) and report."""
+    workspace = workspace_of(ctx.store_url)
+    workspace.make_private()
+    log_file = workspace.engine_log
+    started = await start_engine(_engine_argv(ctx, args), log_file, within=START_TIMEOUT)
+    shown = _shown_path(log_file)
+    if started.applied is None:
+        print(f"error: the engine did not start; from {shown}:", file=sys.stderr)
+        print(started.failure, file=sys.stderr)
         return 1
-    async with ctx.open_store(create=True) as store:
-        await refuse_dependency_cycles(store, [obj for _, _, obj in checked])
-        objects = [(kind, obj) for _, kind, obj in checked]
-        async with Engine(store, EngineSettings(store_url=ctx.store_url)) as engine:
-            return await _run_engine(engine, objects, logs=args.logs)
+    for line in started.applied:
+        print(line)
+    print(
+        f"engine running in the background (pid {started.pid}, log {shown}): follow it "
+        "with `setpoint logs -f`, stop it with `setpoint down`"
+    )
+    return 0
 
 
-async def _run_engine(engine: Engine, objects: list[tuple[Kind, Object]], *, logs: bool) -> int:
+def _engine_argv(ctx: Context, args: argparse.Namespace) -> list[str]:
+    """The arguments of the `setpoint up` that `up -d` starts in the background: the same
+    store, kinds, namespace, manifests and options."""
+    argv = ["--store", ctx.store_url]
+    for kinds in getattr(args, "kinds", []) + getattr(args, "kinds_after", []):
+        argv += ["--kinds", kinds]
+    if ctx.namespace_explicit:
+        argv += ["--namespace", ctx.namespace]
+    argv += ["up", *(os.path.abspath(p) for p in args.paths)]
+    if args.metrics_address is not None:
+        argv += ["--metrics-address", args.metrics_address]
+    return argv
+
+
+def _shown_path(path: Path) -> str:
+    """`path` relative to the working directory when it is below it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+async def _run_engine(
+    engine: Engine, objects: list[tuple[Kind, Object]], readiness: Readiness, *, logs: bool
+) -> int:
     board = StatusBoard(SHOWN)
     for kind in SHOWN:
         engine.manager.informer(kind).add_handler(board.on_change)
@@ -97,21 +219,39 @@ async def _run_engine(engine: Engine, objects: list[tuple[Kind, Object]], *, log
         notes = engine.recorder.timeline if engine.recorder is not None else None
         for kind, obj in objects:
             result = await apply_object(engine.store, obj, notes=notes)
-            print(f"{object_ref(kind, obj['metadata']['name'])} {result}", flush=True)
+            line = f"{object_ref(kind, obj['metadata']['name'])} {result}"
+            print(line, flush=True)
+            readiness.applied(line)
         log_dir = engine.workspace.log_dir if logs else None
-        view = asyncio.create_task(view_for(board, log_dir=log_dir).run())
+        tasks = [
+            asyncio.create_task(view_for(board, log_dir=log_dir).run()),
+            asyncio.create_task(_once_started(engine, readiness)),
+        ]
         try:
             await engine.run()
         finally:
-            view.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await view
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
     finally:
         _restore_signals()
     if not signalled.is_set():
         print("error: the engine stopped by itself; see the messages above", file=sys.stderr)
         return 1
     return 0
+
+
+async def _once_started(engine: Engine, readiness: Readiness) -> None:
+    """Once the engine's manager runs (controllers started, /metrics served): say where
+    /metrics, /healthz and /readyz are (the port the system chose for port 0), and that the
+    engine is up (`up -d` waits for that)."""
+    await engine.manager.wait_started()
+    server = engine.manager.health_server
+    for sock in server.sockets if server is not None else ():
+        host, port = sock.getsockname()[:2]
+        shown = f"[{host}]" if ":" in host else host
+        print(f"serving /metrics, /healthz and /readyz on http://{shown}:{port}", flush=True)
+    readiness.ready()
 
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)

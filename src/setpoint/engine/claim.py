@@ -7,7 +7,8 @@ Its `holderIdentity` is `HOST_PID_START` (see `EngineHolder`), so another engine
 holds it and, on the same host, whether that process still runs.
 
 `claim_engine_lease` acquires the lease, or raises `EngineRunning` at once while its holder
-may be alive:
+may be alive (`running_engine` answers the same question without claiming: who runs, if
+anyone, for `setpoint down` and `up -d`):
 
 * a holder on this host runs if its pid runs with the start time it recorded (a pid that is
   gone, a zombie or a reused pid is a dead holder): a dead holder's lease is taken over at
@@ -168,11 +169,33 @@ async def claim_engine_lease(
 
 
 def _refusal(store_url: str, holder: str) -> EngineRunning:
+    return engine_running(store_url, holder)
+
+
+def engine_running(store_url: str, holder: str) -> EngineRunning:
+    """The refusal of a second engine on `store_url`, naming the one that runs."""
     return EngineRunning(
-        f"an engine ({holder}) already runs on {store_url}; stop it first, or follow it "
-        "with `setpoint get -w` and `setpoint logs -f`",
+        f"an engine ({holder}) already runs on {store_url}; follow it with "
+        "`setpoint logs -f` (or `setpoint get -w`), stop it with `setpoint down`",
         holder=holder,
     )
+
+
+async def running_engine(
+    store: Store, *, now: float, settings: LeaseSettings = ENGINE_LEASE_SETTINGS
+) -> EngineHolder | None:
+    """The engine that holds `store`'s engine lease and may be running (as
+    `claim_engine_lease` judges it: on this host, its process runs; on another, it renewed
+    the lease within its duration, judged at `now` on our wall clock), or None. A holder
+    whose identity is not an engine's counts as none."""
+    lease = await _read_lease(store)
+    spec: dict[str, Any] = (lease or {}).get("spec") or {}
+    holder = EngineHolder.parse(str(spec.get("holderIdentity") or ""))
+    if holder is None:
+        return None
+    if holder.on_this_host:
+        return holder if holder.runs() else None
+    return holder if _renewed_within(spec, now, settings.lease_duration) else None
 
 
 async def _read_lease(store: Store) -> dict[str, Any] | None:

@@ -17,10 +17,11 @@ a second engine on the same store is refused with `EngineRunning` before it touc
 anything, so it can never stop or adopt the first one's children.
 
 Stopping: `stop()` stops the manager (in-flight reconciles finish), then `run()` stops every
-child with its own stop signal and grace period. `kill()` during that stop (a second
-Ctrl-C) SIGKILLs what is left at once. If `run()` ends any other way (an exception, a lost
-engine lease) the children are left running for the next engine to adopt. Exit releases the
-lease, so the next engine need not wait.
+child with its own stop signal and grace period, dependents before their dependencies
+(`setpoint.engine.shutdown`: the reverse of `dependsOn`; unrelated children in parallel).
+`kill()` during that stop (a second Ctrl-C) SIGKILLs what is left at once. If `run()` ends
+any other way (an exception, a lost engine lease) the children are left running for the
+next engine to adopt. Exit releases the lease, so the next engine need not wait.
 
 No printing, no signal handling, no manifests: those belong to the caller (`setpoint.cli.up`).
 """
@@ -39,14 +40,15 @@ from urllib.parse import urlsplit
 from setpoint.clock import SYSTEM_CLOCK, Clock
 from setpoint.control import autoscaler, thermostat
 from setpoint.engine.claim import EngineHolder, claim_engine_lease
-from setpoint.errors import LeadershipLost
+from setpoint.engine.shutdown import Node, StopTurns, stop_order
+from setpoint.errors import Invalid, LeadershipLost, UnknownKind
 from setpoint.files import ensure_private_dir
 from setpoint.runtime.leases import LeaderElector
 from setpoint.runtime.manager import Manager, ManagerOptions
 from setpoint.store import Store
 from setpoint.workloads import deployment, service, supervisor
-from setpoint.workloads.job import JobController, JobSettings
-from setpoint.workloads.process import ProcessController, ProcessSettings
+from setpoint.workloads.job import JOB, JobController, JobSettings
+from setpoint.workloads.process import PROCESS, ProcessController, ProcessSettings
 
 if TYPE_CHECKING:
     from setpoint.insight.recorder import Recorder
@@ -66,6 +68,12 @@ class Workspace:
     state_dir: Path
     job_state_dir: Path
     log_dir: Path
+
+    @property
+    def engine_log(self) -> Path:
+        """Where an engine started in the background (`setpoint up -d`) writes its output:
+        `engine.log` beside the state directories."""
+        return self.state_dir.parent / "engine.log"
 
     def make_private(self) -> None:
         """Make (or tighten, if an earlier version made them 0755) its directories mode
@@ -212,7 +220,35 @@ class Engine:
             raise LeadershipLost(
                 "lost the engine lease; stopped, leaving the children to the next engine"
             )
-        await asyncio.gather(*(t.stop_all() for t in self._tables()))
+        turns = StopTurns(await self._stop_order())
+        await asyncio.gather(*(t.stop_all(turns=turns) for t in self._tables()))
+
+    async def _stop_order(self) -> dict[Node, frozenset[Node]]:
+        """Which children stop before which (`setpoint.engine.shutdown`), from the objects
+        as the store has them; no order (all at once) if the store cannot say."""
+        stopping = [
+            (t.kind.kind, namespace or "default", name)
+            for t in self._tables()
+            for namespace, name in await t.children_to_stop()
+        ]
+        registry = self.store.registry
+        try:
+            objects = [
+                obj
+                for kind in (PROCESS, JOB, deployment.DEPLOYMENT)
+                for obj in (await self.store.list(kind.api_version, kind.kind))[0]
+            ]
+        except Exception:
+            log.exception("could not read the objects to order the stop: stopping all at once")
+            return {}
+
+        def canonical_kind(name: str) -> str:
+            try:
+                return registry.resolve(name).kind
+            except (UnknownKind, Invalid):  # not registered, or ambiguous: as spelt
+                return name
+
+        return stop_order(objects, stopping, canonical_kind=canonical_kind)
 
     def _tables(self) -> list[ProcessController | JobController]:
         return [t for t in (self._processes, self._jobs) if t is not None]

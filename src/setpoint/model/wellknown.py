@@ -36,8 +36,10 @@ CHANGE_CAUSE = "kubernetes.io/change-cause"
 """Why a Deployment's template changed (Kubernetes' name), copied onto its
 ControllerRevision and shown by `setpoint rollout history`."""
 RESTARTED_AT = "setpoint.dev/restartedAt"
-"""Stamped on a Deployment's template by `setpoint rollout restart`: a new template, so
-every replica is replaced."""
+"""A restart request, set to the time it was asked by `setpoint restart` (and `setpoint
+rollout restart`): on a Deployment's template, a new template, so every replica is
+replaced; on a Process or a Job, its child is started again once (the start records the
+value it honours in `status.restartedAt`)."""
 REVISION_ANNOTATION = "setpoint.dev/revision"
 """On a Deployment's replica: the revision number of the template it runs."""
 

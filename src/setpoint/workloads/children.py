@@ -22,7 +22,10 @@ Everything about that child that does not depend on the kind lives here, once:
   events, write the status the plan computed (only when it differs from the stored
   one), release the finalizer, raise
   `TerminalError` for a plan that stalls, requeue for one that waits. It also wires the
-  controller (`setup`, `attach`), collects orphans and stops or detaches every child.
+  controller (`setup`, `attach`), collects orphans and stops (each when a `StopTurns`, the
+  engine's stop order, says) or detaches every child. A restart request (the annotation
+  `setpoint restart` sets: `ChildDesired.restarted_at`) reaches the kind's plan, which
+  treats it as a new run; each start records it.
 
 The kinds decide; this module decides nothing about restart policies, retries or
 conditions. It only does what a plan says, and reports what happened when it did it
@@ -74,12 +77,12 @@ from setpoint.errors import (
 from setpoint.model import Kind, Object, Schema
 from setpoint.model.fields import OsString
 from setpoint.model.redaction import redact
-from setpoint.model.wellknown import child_name
+from setpoint.model.wellknown import RESTARTED_AT, child_name
 from setpoint.runtime.controller import Controller
 from setpoint.runtime.events import EventRecorder
 from setpoint.runtime.lifecycle import add_finalizer, is_deleting, remove_finalizer
 from setpoint.runtime.manager import Manager
-from setpoint.runtime.predicates import generation_changed
+from setpoint.runtime.predicates import annotations_changed, generation_changed, or_
 from setpoint.runtime.reconciler import Request, Result
 from setpoint.store import Store
 from setpoint.workloads import supervisor
@@ -364,6 +367,9 @@ class ChildDesired(Generic[SpecT]):
     generation: int
     spec: SpecT
     deleting: bool = False
+    restarted_at: str | None = None
+    """The object's `setpoint.dev/restartedAt` annotation (`setpoint restart`): a child
+    started before it was set to this value is started again, once."""
 
     @staticmethod
     def of(obj: Object, schema: type[T]) -> ChildDesired[T]:
@@ -372,7 +378,24 @@ class ChildDesired(Generic[SpecT]):
             int(obj["metadata"].get("generation", 1)),
             schema.model_validate(obj["spec"]),
             is_deleting(obj),
+            restart_request(obj),
         )
+
+    def restart_requested(self, status: Mapping[str, Any]) -> bool:
+        """Whether a restart was asked for that the child (running, or the last to run) was
+        not started under: the annotation differs from the status' `restartedAt`."""
+        return self.restarted_at is not None and status.get("restartedAt") != self.restarted_at
+
+    def record_start(self, status: dict[str, Any]) -> None:
+        """Note in `status` (of a child being started) the restart request it honours."""
+        if self.restarted_at is not None:
+            status["restartedAt"] = self.restarted_at
+
+
+def restart_request(obj: Object) -> str | None:
+    """The object's `setpoint.dev/restartedAt` annotation, if any."""
+    value = (obj["metadata"].get("annotations") or {}).get(RESTARTED_AT)
+    return None if value is None else str(value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -427,6 +450,17 @@ class ChildObserved:
 
 
 P = TypeVar("P", bound=ChildPlan)
+
+
+class StopTurns(Protocol):
+    """When each child may stop in a full shutdown, across controllers (the engine's
+    order: dependents before their dependencies, `setpoint.engine.shutdown`)."""
+
+    async def wait_turn(self, kind: str, key: Key) -> None:
+        """Return once the children to stop before this one have stopped."""
+
+    def stopped(self, kind: str, key: Key) -> None:
+        """This one has stopped (or failed to: it no longer holds anyone up)."""
 
 
 # -- the table of children ----------------------------------------------------------------
@@ -517,7 +551,7 @@ MAX_CONCURRENT = 16
 """Objects of one kind reconciled at once (one key is never reconciled by two workers)."""
 LOGS_AFTER_EXIT_SECONDS = 1.0
 """How long an exit waits for the child's last output to reach its log file."""
-DEPENDABLE_KINDS = ("Process", "Job")
+DEPENDABLE_KINDS = ("Process", "Job", "Deployment")
 """The kinds (of the object's own apiVersion) whose changes wake their dependents."""
 
 
@@ -579,15 +613,17 @@ class ChildLifecycle(Generic[S, P]):
 
     def attach(self, manager: Manager) -> Controller:
         """Wire this reconciler into `manager` (what `setup` does): its controller, the
-        `dependsOn` and Secrets indexes, the watches of the Processes and Jobs an object may
-        depend on and of the Secrets it refers to (one that appears starts the children
-        waiting for it), and the orphan collector; return the controller."""
+        `dependsOn` and Secrets indexes, the watches of the Processes, Jobs and Deployments
+        an object may depend on and of the Secrets it refers to (one that appears starts the
+        children waiting for it), and the orphan collector; return the controller. Its own
+        kind's changes count when the generation or the annotations change (a restart
+        request is an annotation)."""
         cache = manager.cache(self.kind)
         cache.add_index(DEPENDS_ON_INDEX, dependency_keys)
         cache.add_index(SECRETS_INDEX, secret_keys)
         builder = (
             manager.controller(self.kind.singular)
-            .for_(self.kind, predicates=[generation_changed])
+            .for_(self.kind, predicates=[or_(generation_changed, annotations_changed)])
             .max_concurrent(MAX_CONCURRENT)  # one child's slow stop must not hold up the rest
         )
         for kind in DEPENDABLE_KINDS:
@@ -607,7 +643,9 @@ class ChildLifecycle(Generic[S, P]):
         """Observe the dependencies, then plan (purely)."""
         unmet = await unmet_in_store(self.store, obj)
         now = self.clock.now()
-        desired = ChildDesired(int(obj["metadata"].get("generation", 1)), spec, is_deleting(obj))
+        desired = ChildDesired(
+            int(obj["metadata"].get("generation", 1)), spec, is_deleting(obj), restart_request(obj)
+        )
         kind = self.child_kind
         return kind.plan(desired, kind.observe(obj.get("status") or {}, facts, unmet, now), now)
 
@@ -964,19 +1002,36 @@ class ChildLifecycle(Generic[S, P]):
             )  # fmt: skip
             await supervisor.stop(handle, 0.0)
 
-    async def _stop_children(self, grace: float | None = None) -> list[Key]:
-        """Stop every child in the table (emptying it), each with its own grace period
-        unless `grace` is given; return whose they were."""
+    async def children_to_stop(self) -> list[Key]:
+        """Whose children a full stop would stop now: those in the table, after adopting
+        those an earlier engine left that no reconcile has looked at yet."""
         if not self._detached:
             await self._adopt_left_behind()
+        return list(self._table)
+
+    async def _stop_children(
+        self, grace: float | None = None, turns: StopTurns | None = None
+    ) -> list[Key]:
+        """Stop every child in the table (emptying it), each with its own grace period
+        unless `grace` is given, each when `turns` says (default: all at once); return
+        whose they were."""
+        await self.children_to_stop()
         children = list(self._table.items())
         self._table.clear()
         self._stopping = [c for _, c in children]
-        grace = 0.0 if self._kill_now else grace
+        kind = self.kind.kind
+
+        async def stop(key: Key, child: Supervised) -> None:
+            try:
+                if turns is not None and not self._kill_now:
+                    await turns.wait_turn(kind, key)
+                await self._stop(child, 0.0 if self._kill_now else grace)
+            finally:
+                if turns is not None:
+                    turns.stopped(kind, key)
+
         try:
-            await asyncio.gather(
-                *(self._stop(c, grace) for _, c in children), return_exceptions=True
-            )
+            await asyncio.gather(*(stop(k, c) for k, c in children), return_exceptions=True)
         finally:
             self._stopping = []
         return [key for key, _ in children]

@@ -40,7 +40,10 @@ action, the whole new status and the events to emit:
   `failed`, `startTime` and `completionTime` start over, and a running attempt is
   stopped (not counted as failed) and replaced. Kubernetes Jobs are immutable; setpoint
   users re-apply a changed migration Job and expect it to run, so a finished Job with
-  a new spec runs again, while an unchanged one is never re-run.
+  a new spec runs again, while an unchanged one is never re-run, unless asked:
+* a restart request (the annotation `setpoint.dev/restartedAt`, set by `setpoint restart`,
+  differs from `status.restartedAt`, the request the run was started under) runs the Job
+  again from scratch, as a spec change does; once per new value (the start records it).
 * deletion (the finalizer `setpoint.dev/job`) stops a running attempt, then lets the
   object go.
 * an attempt the plan stops (deletion, a spec change, the deadline) is recorded as
@@ -93,6 +96,7 @@ from setpoint.workloads.children import (
     CommandSchema,
     ExitSchema,
     PlannedEvent,
+    StopTurns,
     backoff_delay,
     keep_observed_generation,
     parse_time,
@@ -156,6 +160,7 @@ class JobStatusSchema(Schema):
     last_exit: ExitSchema | None = None
     observed_generation: int | None = None
     started_generation: int | None = None
+    restarted_at: str | None = None
     conditions: list[dict[str, Any]] = Field(default_factory=list)
 
 
@@ -303,6 +308,9 @@ def _past_deadline(desired: JobDesired, action: Action) -> JobPlan:
     return JobPlan(action, reason, "Failed", outcome="DeadlineExceeded")
 
 
+_RESTART_REQUESTED = "a restart was requested (setpoint restart)"
+
+
 def _decide(desired: JobDesired, observed: JobObserved, now: float) -> JobPlan:
     """The child action, phase and outcome of the next step."""
     spec = desired.spec
@@ -310,12 +318,16 @@ def _decide(desired: JobDesired, observed: JobObserved, now: float) -> JobPlan:
         if observed.running:
             return JobPlan(Action.STOP, "the object is being deleted", "Running")
         return JobPlan(Action.NOTHING, "stopped; the object can go", "Pending")
-    new_run = observed.generation is None or observed.generation != desired.generation
+    spec_changed = observed.generation is None or observed.generation != desired.generation
+    restart = desired.restart_requested(observed.status)
+    new_run = spec_changed or restart
     if observed.running:
         if new_run:
             return JobPlan(
                 Action.RESTART,
-                f"the spec changed (generation {observed.generation} -> {desired.generation})",
+                f"the spec changed (generation {observed.generation} -> {desired.generation})"
+                if spec_changed
+                else _RESTART_REQUESTED,
                 "Running",
                 fresh=True,
             )
@@ -343,6 +355,8 @@ def _decide(desired: JobDesired, observed: JobObserved, now: float) -> JobPlan:
         if observed.unmet is not None:
             return JobPlan(Action.WAIT, observed.unmet, "Waiting")
         why = "not run yet" if observed.generation is None else "the spec changed: running again"
+        if not spec_changed:
+            why = f"{_RESTART_REQUESTED}: running again"
         deadline = spec.active_deadline_seconds or 0.0  # look again at the deadline
         return JobPlan(Action.START, why, "Running", wait_seconds=deadline, fresh=True)
     if observed.finished is not None:
@@ -409,6 +423,7 @@ def _status(
             status.update(attempts=0, failed=0)
         status["attempts"] += 1
         status["startedGeneration"] = generation
+        desired.record_start(status)
     status["phase"] = step.phase
     status["observedGeneration"] = generation
     complete, reason, message = _conditions(step)
@@ -502,9 +517,10 @@ class JobController(children.ChildLifecycle[JobSpecSchema, JobPlan]):
 
     child_kind = children.ChildKind(JOB, FINALIZER, JobSpecSchema, observe, plan)
 
-    async def stop_all(self, grace: float | None = None) -> None:
-        """Stop every attempt this controller supervises (for a full shutdown)."""
-        await self._stop_children(grace)
+    async def stop_all(self, grace: float | None = None, turns: StopTurns | None = None) -> None:
+        """Stop every attempt this controller supervises (for a full shutdown; each when
+        `turns` says)."""
+        await self._stop_children(grace, turns)
 
 
 setup = JobController.setup

@@ -30,6 +30,10 @@ the whole new status and the events to emit:
   `resetAfterSeconds` of the previous start waits `initialSeconds`, doubling up
   to `maxSeconds` (phase CrashLoopBackOff, `nextStartAt`).
 * a spec change (a new generation) restarts the child with the new spec.
+* a restart request (the annotation `setpoint.dev/restartedAt`, set by `setpoint restart`,
+  differs from `status.restartedAt`, the request the child was started under) stops a
+  running child and starts it again, or starts a finished one, whatever the restart policy
+  and the back-off: once per new value (the start records it). Not counted in `restarts`.
 * deletion (the finalizer `setpoint.dev/process`) stops the child, then lets the
   object go.
 * a child the plan stops (deletion, a spec change, a failed liveness probe) is
@@ -99,6 +103,7 @@ from setpoint.workloads.children import (
     ExitSchema,
     Key,
     PlannedEvent,
+    StopTurns,
     Supervised,
     backoff_delay,
     keep_observed_generation,
@@ -202,6 +207,7 @@ class ProcessStatusSchema(Schema):
     next_start_at: str | None = None
     observed_generation: int | None = None
     started_generation: int | None = None
+    restarted_at: str | None = None
     recent_restarts: int = 0
     conditions: list[dict[str, Any]] = Field(default_factory=list)
 
@@ -316,6 +322,9 @@ def plan(desired: Desired, observed: Observed, now: float) -> Plan:
     )
 
 
+_RESTART_REQUESTED = "a restart was requested (setpoint restart)"
+
+
 def _decide(desired: Desired, observed: Observed, now: float) -> Plan:
     """The child action, phase and back-off of the next step."""
     recent = observed.recent_restarts
@@ -325,6 +334,7 @@ def _decide(desired: Desired, observed: Observed, now: float) -> Plan:
                 Action.STOP, "the object is being deleted", phase="Running", recent_restarts=recent
             )
         return Plan(Action.NOTHING, "stopped; the object can go", recent_restarts=recent)
+    restart = desired.restart_requested(observed.status)
     if observed.running:
         if observed.generation is not None and observed.generation != desired.generation:
             return Plan(
@@ -332,6 +342,8 @@ def _decide(desired: Desired, observed: Observed, now: float) -> Plan:
                 f"the spec changed (generation {observed.generation} -> {desired.generation})",
                 phase="Running",
             )
+        if restart:
+            return Plan(Action.RESTART, _RESTART_REQUESTED, phase="Running")
         if observed.unhealthy is not None:
             # Stopped like a crash: whether and when it starts again is the restart
             # policy's and the back-off's to say, on the next look.
@@ -364,10 +376,12 @@ def _decide(desired: Desired, observed: Observed, now: float) -> Plan:
             )
     spec_changed = observed.generation is not None and observed.generation != desired.generation
     exit_ = observed.last_exit
-    if exit_ is None or spec_changed:
+    if exit_ is None or spec_changed or restart:
         if observed.unmet is not None:
             return Plan(Action.WAIT, observed.unmet, phase="Waiting")
-        why = "the spec changed" if exit_ is not None else "not running"
+        why = "not running"
+        if exit_ is not None:
+            why = "the spec changed" if spec_changed else _RESTART_REQUESTED
         return Plan(Action.START, why, phase="Running")
     policy = desired.spec.restart_policy
     if policy == "Never" or (policy == "OnFailure" and exit_.succeeded):
@@ -421,6 +435,7 @@ def _status(desired: Desired, observed: Observed, step: Plan, now: float) -> dic
     if starting:
         status.pop("startTime", None)
         status["startedGeneration"] = generation
+        desired.record_start(status)
         started = spec.startup_probe is None
         readiness = "Unknown" if started and spec.readiness_probe is not None else None
         probe_message = ""
@@ -647,11 +662,12 @@ class ProcessController(ChildLifecycle[ProcessSpecSchema, Plan]):
 
     # -- whole-table operations ----------------------------------------------------------
 
-    async def stop_all(self, grace: float | None = None) -> None:
-        """Stop every child this controller supervises (for a full shutdown), and record in
-        each status that it was stopped with the engine, so the next engine starts it afresh
-        (no restart counted, no back-off) rather than as a child that died unseen."""
-        for namespace, name in await self._stop_children(grace):
+    async def stop_all(self, grace: float | None = None, turns: StopTurns | None = None) -> None:
+        """Stop every child this controller supervises (for a full shutdown; each when
+        `turns` says), and record in each status that it was stopped with the engine, so the
+        next engine starts it afresh (no restart counted, no back-off) rather than as a child
+        that died unseen."""
+        for namespace, name in await self._stop_children(grace, turns):
             with contextlib.suppress(Error):
                 await self._mark_stopped(namespace, name)
 

@@ -37,7 +37,9 @@ drives it.
   (same pid, same start time, `SETPOINT_MARKER` in its environment); its exit
   is learnt through a pidfd. Its holder carries on; a dead holder is replaced.
   `stray(name, state_dir)` removes a state file whose process is gone or
-  belongs to someone else.
+  belongs to someone else. `pin_recorded(name, state_dir)` proves the same of a
+  recorded process without adopting it, and returns a pidfd on which another
+  process (`setpoint down`) learns when it ends.
 * `become_subreaper()` makes this process a child subreaper: a daemonizing
   grandchild is re-parented to the engine rather than to init.
   `reap_orphans()` (one pass) and `reap_orphans_forever()` (the engine's
@@ -90,6 +92,7 @@ __all__ = [
     "Running",
     "become_subreaper",
     "find_adoptable",
+    "pin_recorded",
     "reap_orphans",
     "reap_orphans_forever",
     "start",
@@ -985,6 +988,15 @@ def find_adoptable(name: str, state_dir: Path) -> Adopted | None:
         adopted.log_start = _recorded_log_start(record, log)
         adopted._hold(log)
     return adopted
+
+
+def pin_recorded(name: str, state_dir: Path) -> int | None:
+    """An open pidfd of the process recorded for `name`, if it still runs and is provably the
+    one recorded (as `find_adoptable` checks), or None. Nothing is adopted or signalled: it
+    lets a process that does not supervise the child watch it end. The caller closes it."""
+    _check_name(name)
+    verified = _verify(name, state_dir)
+    return None if verified is None else verified[1]
 
 
 def _adopt_holder(
