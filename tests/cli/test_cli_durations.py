@@ -18,6 +18,7 @@ BAD = "want a duration like 90s, 1m30s, 2h or 500ms"
         (("wait", "--for=delete", "greeting/hello", "--timeout"), "--timeout"),
         (("rollout", "status", "deployment/web", "--timeout"), "--timeout"),
         (("tune", "--plant", "sim", "--timeout"), "--timeout"),
+        (("down", "--timeout"), "--timeout"),
     ],
 )
 def test_a_bad_duration_is_refused_naming_the_option(

@@ -36,6 +36,7 @@ from setpoint.clock import SYSTEM_CLOCK
 from setpoint.engine import Engine, EngineHolder, EngineSettings, workspace_of
 from setpoint.engine.claim import running_engine
 from setpoint.errors import Error, NotFound
+from setpoint.model.durations import format_duration, parse_duration
 from setpoint.workloads import supervisor
 
 DEFAULT_TIMEOUT = 300.0
@@ -66,22 +67,23 @@ def add_parser(
     )
     p.add_argument(
         "--timeout",
-        type=float,
-        default=DEFAULT_TIMEOUT,
-        metavar="SECONDS",
-        help=f"how long to wait for everything to stop (default {DEFAULT_TIMEOUT:.0f})",
+        default=format_duration(DEFAULT_TIMEOUT),
+        metavar="DURATION",
+        help="how long to wait for everything to stop, e.g. 90s or 2m "
+        f"(default {format_duration(DEFAULT_TIMEOUT)})",
     )
     p.set_defaults(run=run)
 
 
 async def run(ctx: Context, args: argparse.Namespace) -> int:
+    timeout = parse_duration(args.timeout, "--timeout")
     try:
         async with ctx.open_store() as store:
             holder = await running_engine(store, now=SYSTEM_CLOCK.now())
     except NotFound:
         holder = None
     if holder is None:
-        return await _stop_left_behind(ctx, args.timeout)
+        return await _stop_left_behind(ctx, timeout)
     if not holder.on_this_host:
         raise Error(
             f"the engine on {ctx.store_url} runs on host {holder.host} (pid {holder.pid}): "
@@ -99,14 +101,15 @@ async def run(ctx: Context, args: argparse.Namespace) -> int:
                     f"the engine on {ctx.store_url} (pid {holder.pid}) is another user's: "
                     "run `setpoint down` as that user"
                 ) from None
-            ended = await _wait_ended([*children, engine_fd], args.timeout, _say(children))
+            ended = await _wait_ended([*children, engine_fd], timeout, _say(children))
     if len(ended) == len(children) + 1:
         print(f"stopped the engine (pid {holder.pid})")
         return 0
     still = sorted(ref for fd, ref in children.items() if fd not in ended)
     running = f"; still running: {', '.join(still)}" if still else ""
     raise Error(
-        f"the engine (pid {holder.pid}) has not stopped within {args.timeout:g} s{running}. "
+        f"the engine (pid {holder.pid}) has not stopped within "
+        f"{format_duration(timeout)}{running}. "
         "Children get their own grace period to stop; `setpoint down` again stops the rest "
         "at once (SIGKILL)"
     )
