@@ -34,10 +34,9 @@ from typing import Any
 
 from setpoint.cli.context import Context
 from setpoint.cli.timeline import parse_duration
-from setpoint.control.autoscaler import AUTOSCALER
 from setpoint.control.autoscaler import spec_of as autoscaler_spec_of
+from setpoint.control.kinds import AUTOSCALER, THERMOSTAT
 from setpoint.control.plant import RoomPlant, RoomSchema, RoomSettings
-from setpoint.control.thermostat import THERMOSTAT
 from setpoint.control.thermostat import spec_of as thermostat_spec_of
 from setpoint.control.tuning import (
     MIN_IAE,

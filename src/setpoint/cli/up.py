@@ -33,15 +33,11 @@ from setpoint.cli.context import Context
 from setpoint.cli.live import StatusBoard, view_for
 from setpoint.cli.load import read_manifests
 from setpoint.cli.render import object_ref
-from setpoint.control.autoscaler import AUTOSCALER
-from setpoint.control.thermostat import THERMOSTAT
+from setpoint.control.kinds import AUTOSCALER, THERMOSTAT
 from setpoint.engine import Engine, EngineSettings
 from setpoint.errors import Invalid
 from setpoint.model import Kind, Object
-from setpoint.workloads.deployment import DEPLOYMENT
-from setpoint.workloads.job import JOB
-from setpoint.workloads.process import PROCESS
-from setpoint.workloads.service import SERVICE
+from setpoint.workloads.kinds import DEPLOYMENT, JOB, PROCESS, SERVICE
 
 SHOWN = (DEPLOYMENT, PROCESS, JOB, SERVICE, THERMOSTAT, AUTOSCALER)
 """The kinds the live view shows."""

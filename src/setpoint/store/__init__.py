@@ -20,22 +20,27 @@ is `NotFound`, never created empty.
 from __future__ import annotations
 
 import os
-from typing import cast
+from typing import TYPE_CHECKING, cast
 from urllib.parse import parse_qs, urlsplit
 
+from setpoint import lazy
 from setpoint.clock import SYSTEM_CLOCK, Clock
-from setpoint.errors import (
-    AlreadyExists,
-    Conflict,
-    Gone,
-    Invalid,
-    NotFound,
-    StoreClosed,
-    UnknownKind,
+from setpoint.errors import Invalid, NotFound
+
+if TYPE_CHECKING:
+    from setpoint.errors import AlreadyExists, Conflict, Gone, StoreClosed, UnknownKind
+    from setpoint.model import Registry
+    from setpoint.store.base import EventType, Store, WatchEvent
+    from setpoint.store.rules import FOREGROUND_DELETION, ORPHAN
+
+__getattr__, __dir__ = lazy.exports(
+    __name__,
+    {
+        "setpoint.errors": ("AlreadyExists", "Conflict", "Gone", "StoreClosed", "UnknownKind"),
+        "setpoint.store.base": ("EventType", "Store", "WatchEvent"),
+        "setpoint.store.rules": ("FOREGROUND_DELETION", "ORPHAN"),
+    },
 )
-from setpoint.model import Registry
-from setpoint.store.base import EventType, Store, WatchEvent
-from setpoint.store.rules import FOREGROUND_DELETION, ORPHAN
 
 __all__ = [
     "FOREGROUND_DELETION",

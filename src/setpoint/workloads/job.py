@@ -74,9 +74,7 @@ from pydantic import Field
 
 from setpoint.model import (
     READY,
-    Kind,
     Object,
-    PrinterColumn,
     Schema,
     get_condition,
     remove_condition,
@@ -102,6 +100,7 @@ from setpoint.workloads.children import (
 from setpoint.workloads.dependencies import (
     Dependency,
 )
+from setpoint.workloads.kinds import JOB
 
 __all__ = [
     "COMPLETE",
@@ -157,21 +156,6 @@ class JobStatusSchema(Schema):
     observed_generation: int | None = None
     started_generation: int | None = None
     conditions: list[dict[str, Any]] = Field(default_factory=list)
-
-
-JOB = Kind(
-    "setpoint.dev/v1alpha1",
-    "Job",
-    namespaced=True,
-    plural="jobs",
-    spec=JobSpecSchema,
-    status=JobStatusSchema,
-    columns=(
-        PrinterColumn("PHASE", "status.phase"),
-        PrinterColumn("ATTEMPTS", "status.attempts"),
-    ),
-)
-"""The `Job` kind."""
 
 
 # -- plan (pure) ----------------------------------------------------------------------
