@@ -8,9 +8,9 @@ plus the documented subpackages `setpoint.model`, `setpoint.store`,
 `setpoint.runtime` and `setpoint.testing`.
 """
 
-from typing import TYPE_CHECKING
-
 from setpoint import lazy
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
 
 if TYPE_CHECKING:
     from setpoint.clock import SYSTEM_CLOCK, Clock

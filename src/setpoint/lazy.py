@@ -10,15 +10,19 @@ is read, then kept in the package's namespace::
     })
 
 The package repeats the same imports under `if TYPE_CHECKING:` so that type checkers
-see them. Imports nothing from setpoint and does no I/O.
+see them (`TYPE_CHECKING = False` in the module: importing `typing` costs a command's
+start more than the names it guards). Imports nothing from setpoint and does no I/O.
 """
 
 from __future__ import annotations
 
 import importlib
 import sys
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
+    from typing import Any
 
 
 def exports(

@@ -7,9 +7,9 @@ otherwise). It prints nothing, handles no signals and reads no manifests. Names 
 imported on first use (`setpoint.lazy`), so `builtin_kinds` costs no controller import.
 """
 
-from typing import TYPE_CHECKING
-
 from setpoint import lazy
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
 
 if TYPE_CHECKING:
     from setpoint.engine.claim import ENGINE_LEASE, EngineHolder, claim_engine_lease

@@ -5,9 +5,9 @@ Everything here is pure: no I/O, no clock reads, no asyncio. Objects are plain
 dicts in wire form (`apiVersion`, `kind`, `metadata`, `spec`, `status`).
 """
 
-from typing import TYPE_CHECKING
-
 from setpoint import lazy
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
 
 if TYPE_CHECKING:
     from setpoint.model import codec

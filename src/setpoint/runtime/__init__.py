@@ -12,10 +12,10 @@ Names are imported on first use (`setpoint.lazy`): importing the package imports
 its modules but `setpoint.runtime.kinds`.
 """
 
-from typing import TYPE_CHECKING
-
 from setpoint import lazy
 from setpoint.runtime.kinds import EVENT, KINDS, LEASE, register
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
 
 if TYPE_CHECKING:
     from setpoint.runtime.builder import ControllerBuilder
