@@ -66,9 +66,7 @@ def manifest(count: int) -> str:
 def timed(command: list[str], cwd: Path, env: dict[str, str]) -> float:
     """Milliseconds from start to exit of `command`; it must succeed."""
     started = time.perf_counter()
-    proc = subprocess.run(
-        command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=False
-    )
+    proc = subprocess.run(command, cwd=cwd, env=env, capture_output=True, check=False)
     elapsed = (time.perf_counter() - started) * 1000
     if proc.returncode != 0:
         raise RuntimeError(f"{command}: exit {proc.returncode}: {proc.stderr.decode()[-500:]}")

@@ -181,7 +181,7 @@ def _words(values: Iterable[str]) -> str:
 
 
 def _bash_cases(pairs: Iterable[tuple[str, str]]) -> str:
-    return "".join(f'        "{key}") echo "{value}" ;;\n' for key, value in pairs)
+    return "".join(f"        \"{key}\") printf '%s\\n' '{value}' ;;\n" for key, value in pairs)
 
 
 def _bash(line: CommandLine, kinds: tuple[str, ...], refs: tuple[str, ...]) -> str:
@@ -331,7 +331,9 @@ complete -F _setpoint setpoint
 
 
 def _fish_switch(name: str, pairs: Iterable[tuple[str, str]]) -> str:
-    cases = "".join(f"        case '{key}'\n            echo {value}\n" for key, value in pairs)
+    cases = "".join(
+        f"        case '{key}'\n            printf '%s\\n' '{value}'\n" for key, value in pairs
+    )
     return f'function {name}\n    switch "$argv"\n{cases}    end\nend\n'
 
 

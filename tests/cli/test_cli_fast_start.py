@@ -1,0 +1,142 @@
+"""A fast start: `--help` and `get` import only what they need (no pydantic, rich, yaml,
+prometheus_client, jsonpatch, numpy; no asyncio), `--version`, and the verb table (every
+verb's `--help` ends with Examples). What is imported is read from `python -X importtime`
+of the real command; time itself decides nothing."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from cli_kit import CLI, KINDS, TIMEOUT, greeting
+
+from setpoint.cli.main import VERBS, build_parser
+
+HEAVY = ("pydantic", "rich", "yaml", "prometheus_client", "jsonpatch", "numpy", "asyncio")
+"""What neither `--help` nor a plain `get` may import."""
+
+
+def imported(cli: CLI, *args: str) -> set[str]:
+    """Every module the real command imports (from `python -X importtime -m setpoint`)."""
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "setpoint", *args],
+        capture_output=True,
+        text=True,
+        cwd=cli.directory,
+        env=cli.env,
+        timeout=TIMEOUT,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return {
+        line.rpartition("|")[2].strip()
+        for line in proc.stderr.splitlines()
+        if line.startswith("import time:") and "[us]" not in line
+    }
+
+
+def heavy(modules: set[str]) -> list[str]:
+    return sorted(m for m in modules if m.split(".")[0] in HEAVY)
+
+
+def test_help_imports_no_verb_module_and_nothing_heavy(cli: CLI) -> None:
+    modules = imported(cli, "--help")
+    assert heavy(modules) == []
+    verb_modules = {f"setpoint.cli.{v.module}" for v in VERBS}
+    assert sorted(modules & verb_modules) == []
+    assert "setpoint.model.kinds" not in modules  # not even the kinds
+
+
+def process(name: str) -> dict[str, object]:
+    return {
+        "apiVersion": "setpoint.dev/v1alpha1",
+        "kind": "Process",
+        "metadata": {"name": name, "labels": {"app": "x"}},
+        "spec": {"args": ["true"]},
+    }
+
+
+def test_get_processes_imports_neither_pydantic_nor_asyncio(cli: CLI) -> None:
+    cli.ok("apply", "-f", str(cli.write("p.yaml", process("a"), process("b"))))
+    for args in (
+        ("get", "processes"),
+        ("get", "process", "a", "-o", "json"),
+        ("get", "processes", "-l", "app=x", "-o", "name"),
+        ("get", "proc,deploy"),
+    ):
+        modules = imported(cli, "--store", cli.store, *args)
+        assert heavy(modules) == [], args
+        assert "setpoint.workloads.process" not in modules, args  # no schema, no controller
+        assert "setpoint.store.sqlite_reader" in modules, args  # read without an event loop
+
+
+def test_get_with_a_users_kinds_module_imports_no_asyncio(cli: CLI) -> None:
+    cli.ok("apply", "-f", str(cli.write("g.yaml", greeting("a"))))
+    modules = imported(cli, "--store", cli.store, "--kinds", str(KINDS), "get", "greetings")
+    # the user's module defines its schemas with pydantic; nothing else is heavy
+    assert [m for m in heavy(modules) if m.split(".")[0] != "pydantic"] == []
+
+
+def test_get_yaml_still_prints_yaml(cli: CLI) -> None:
+    cli.ok("apply", "-f", str(cli.write("g.yaml", greeting("a", "hi"))))
+    assert cli.ok("get", "greeting", "a", "-o", "yaml").yaml()["spec"]["message"] == "hi"
+
+
+def test_version_prints_the_installed_version(cli: CLI) -> None:
+    result = cli("--version", store=False, kinds=False)
+    assert (result.code, result.err) == (0, "")
+    assert result.out == f"setpoint {importlib.metadata.version('setpoint')}\n"
+
+
+def test_every_verb_help_ends_with_examples(cli: CLI) -> None:
+    for verb in VERBS:
+        result = cli(verb.name, "--help", store=False, kinds=False)
+        assert result.code == 0, (verb.name, result.err)
+        examples = result.out.rpartition("\nExamples:\n")[2].splitlines()
+        assert examples == [f"  {line}" for line in verb.examples], verb.name
+
+
+def test_help_lists_every_verb_of_the_table_in_order(cli: CLI) -> None:
+    out = cli("--help", store=False, kinds=False).out
+    listed = [line.split()[0] for line in out.partition("\nverbs:\n")[2].splitlines()[1:]
+              if line.startswith("    ") and not line.startswith("     ")]  # fmt: skip
+    assert listed == [v.name for v in VERBS]
+
+
+def test_the_table_names_the_verbs_its_modules_define() -> None:
+    for verb in VERBS:
+        parser = build_parser([verb.name])
+        sub = next(a for a in parser._actions if a.dest == "verb")
+        assert verb.name in (sub.choices or {}), f"{verb.module} defines no verb {verb.name}"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("-n", "other", "get", "greetings"),
+        ("get", "greetings", "-n", "other"),
+        ("--namespace=other", "get", "greetings"),
+        ("get", "-n", "other", "greetings"),
+    ],
+)
+def test_global_options_anywhere_choose_the_same_verb(cli: CLI, argv: tuple[str, ...]) -> None:
+    cli.ok("apply", "-f", str(cli.write("g.yaml", greeting("a", namespace="other"))))
+    assert cli.ok(*argv).lines[1].split()[0] == "a"
+
+
+def test_an_unknown_verb_lists_the_verbs(cli: CLI) -> None:
+    result = cli("frobnicate", store=False, kinds=False)
+    assert result.code == 1
+    assert "invalid choice: 'frobnicate'" in result.err
+    assert "'completion'" in result.err
+
+
+def test_the_store_path_for_readers_is_checked_as_before(cli: CLI, tmp_path: Path) -> None:
+    missing = f"sqlite:///{tmp_path / 'nowhere' / 'state.db'}"
+    result = cli("--store", missing, "get", "greetings", store=False)
+    assert result.code == 1
+    assert "no store at" in result.err
+    assert "reading never creates one" in result.err
+    assert not (tmp_path / "nowhere").exists()
