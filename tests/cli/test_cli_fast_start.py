@@ -140,3 +140,9 @@ def test_the_store_path_for_readers_is_checked_as_before(cli: CLI, tmp_path: Pat
     assert "no store at" in result.err
     assert "reading never creates one" in result.err
     assert not (tmp_path / "nowhere").exists()
+
+
+def test_get_on_a_store_without_a_synchronous_reader(cli: CLI) -> None:
+    result = cli("--store", "memory://", "get", "greetings", store=False)
+    assert (result.code, result.out) == (0, "")
+    assert result.err == "No resources found in default namespace.\n"
