@@ -25,9 +25,6 @@ from setpoint.model.kinds import Registry
 
 SHELLS = ("bash", "zsh", "fish")
 
-GLOBAL_VALUED = ("--store", "--kinds", "-n", "--namespace")
-"""The global options that take a value (and are passed on to the name lookups)."""
-
 
 def add_parser(
     verbs: argparse._SubParsersAction[argparse.ArgumentParser],
@@ -75,10 +72,11 @@ class Command:
 
 @dataclass(frozen=True)
 class CommandLine:
-    """The verbs and the top-level options."""
+    """The verbs, the top-level (global) options as a `Command`, and every verb's. The
+    global options that take a value are passed on to the name lookups."""
 
     verbs: tuple[str, ...]
-    global_options: tuple[str, ...]
+    top: Command
     commands: tuple[Command, ...]
 
 
@@ -89,7 +87,7 @@ def command_line(parser: argparse.ArgumentParser) -> CommandLine:
     commands: list[Command] = []
     for name, verb_parser in sub.choices.items():
         commands += _commands(name, verb_parser)
-    top = tuple(s for a in parser._actions for s in a.option_strings)
+    top = _commands("", parser)[0]
     return CommandLine(tuple(sub.choices), top, tuple(commands))
 
 
@@ -184,13 +182,24 @@ def _bash_cases(pairs: Iterable[tuple[str, str]]) -> str:
     return "".join(f"        \"{key}\") printf '%s\\n' '{value}' ;;\n" for key, value in pairs)
 
 
+def _bash_global_prev(top: Command) -> str:
+    """The cases of the word before the cursor being a global option that takes a value:
+    a path for those that want one, nothing for the others."""
+    paths = "|".join(top.path_options)
+    others = "|".join(o for o in top.valued if o not in top.path_options)
+    out = f'        {paths}) COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;\n' if paths else ""
+    return out + (f"        {others}) return 0 ;;\n" if others else "")
+
+
 def _bash(line: CommandLine, kinds: tuple[str, ...], refs: tuple[str, ...]) -> str:
     cmds = line.commands
     return (
         _BASH.replace("@VERSION@", __version__)
         .replace("@VERBS@", _words(line.verbs))
-        .replace("@GLOBAL@", _words(line.global_options))
-        .replace("@GLOBAL_VALUED@", "|".join(GLOBAL_VALUED))
+        .replace("@GLOBAL@", _words(line.top.options))
+        .replace("@GLOBAL_VALUED@", "|".join(line.top.valued))
+        .replace("@GLOBAL_EQUALS@", "|".join(f"{o}=*" for o in line.top.valued if o[1] == "-"))
+        .replace("@GLOBAL_PREV@", _bash_global_prev(line.top))
         .replace("@KINDS@", _words(kinds))
         .replace("@REFS@", _words(f"{r}/" for r in refs))
         .replace("@OPTIONS@", _bash_cases((c.name, _words(c.options)) for c in cmds))
@@ -253,7 +262,7 @@ _setpoint() {
         case "$word" in
             @GLOBAL_VALUED@)
                 _setpoint_globals+=("$word" "${COMP_WORDS[i+1]}"); i=$((i + 1)); continue ;;
-            --store=*|--kinds=*|--namespace=*) _setpoint_globals+=("$word"); continue ;;
+            @GLOBAL_EQUALS@) _setpoint_globals+=("$word"); continue ;;
             -*)
                 if [[ -n "$command" && " $(_setpoint_valued "$command") " == *" $word "* ]]; then
                     i=$((i + 1))
@@ -269,10 +278,7 @@ _setpoint() {
         fi
     done
     case "$prev" in
-        @GLOBAL_VALUED@)
-            [[ "$prev" == --store || "$prev" == -n || "$prev" == --namespace ]] && return 0
-            COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
-    esac
+@GLOBAL_PREV@    esac
     if [[ -z "$verb" ]]; then
         if [[ "$cur" == -* ]]; then
             COMPREPLY=($(compgen -W "@GLOBAL@" -- "$cur"))
@@ -360,8 +366,10 @@ def _fish(line: CommandLine, kinds: tuple[str, ...], refs: tuple[str, ...]) -> s
         _FISH.replace("@VERSION@", __version__)
         .replace("@DATA@", data)
         .replace("@VERBS@", _words(line.verbs))
-        .replace("@GLOBAL@", _words(line.global_options))
-        .replace("@GLOBAL_VALUED@", _words(GLOBAL_VALUED))
+        .replace("@GLOBAL@", _words(line.top.options))
+        .replace("@GLOBAL_VALUED@", _words(line.top.valued))
+        .replace("@GLOBAL_PATHS@", _words(line.top.path_options))
+        .replace("@GLOBAL_EQUALS@", "|".join(o for o in line.top.valued if o[1] == "-"))
         .replace("@KINDS@", _words(kinds))
         .replace("@REFS@", _words(f"{r}/" for r in refs))
     )
@@ -392,6 +400,10 @@ function __setpoint_complete
             set skip 1
             continue
         end
+        if string match -q -r -- '^(@GLOBAL_EQUALS@)=' $word
+            set -a globals $word
+            continue
+        end
         if string match -q -- '-*' $word
             set -l valued (string split ' ' -- (__setpoint_valued $command))
             if test -n "$command"; and contains -- $word $valued
@@ -409,6 +421,12 @@ function __setpoint_complete
         end
     end
     set -l prev $words[-1]
+    if contains -- "$prev" @GLOBAL_VALUED@
+        if contains -- "$prev" @GLOBAL_PATHS@
+            __fish_complete_path $cur
+        end
+        return
+    end
     if test -z "$verb"
         if string match -q -- '-*' $cur
             string split ' ' -- '@GLOBAL@'
