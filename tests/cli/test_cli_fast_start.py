@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from cli_kit import CLI, KINDS, TIMEOUT, greeting
 
-from setpoint.cli.main import VERBS, build_parser
+from setpoint.cli.main import GLOBAL_VALUED, VERBS, _global_options, build_parser, parse, verb_of
 
 HEAVY = ("pydantic", "rich", "yaml", "prometheus_client", "jsonpatch", "numpy", "asyncio")
 """What neither `--help` nor a plain `get` may import."""
@@ -146,3 +146,22 @@ def test_get_on_a_store_without_a_synchronous_reader(cli: CLI) -> None:
     result = cli("--store", "memory://", "get", "greetings", store=False)
     assert (result.code, result.out) == (0, "")
     assert result.err == "No resources found in default namespace.\n"
+
+
+def test_the_verb_is_found_without_the_whole_table_as_argparse_finds_it() -> None:
+    global_valued = {
+        option
+        for action in _global_options("")._actions
+        if action.nargs != 0
+        for option in action.option_strings
+    }
+    assert set(GLOBAL_VALUED) == global_valued
+    for argv, verb in [
+        (["get", "x"], "get"),
+        (["--store", "get", "apply", "-f", "a.yaml"], "apply"),
+        (["--store=s.db", "-nprod", "--kin", "k.py", "describe"], "describe"),
+        (["--namespace=a", "-n", "b", "logs", "db"], "logs"),
+    ]:
+        assert verb_of(argv) == verb == parse(argv).verb, argv
+    for argv in (["--help"], ["--version"], ["-h", "get"], ["frobnicate"], [], ["--bad", "get"]):
+        assert verb_of(argv) is None, argv  # the whole table answers these

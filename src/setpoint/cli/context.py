@@ -21,6 +21,7 @@ from collections.abc import AsyncIterator, Awaitable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from setpoint.cli.store_location import DEFAULT_STORE as DEFAULT_STORE
 from setpoint.cli.store_location import STORE_DIR
@@ -32,7 +33,9 @@ from setpoint.model import Kind, Object, Registry, Selector
 from setpoint.model.admission import INT64_MAX
 from setpoint.model.meta import check_dns1123_label, check_dns1123_subdomain
 from setpoint.store import open_reader, open_store, sqlite_path
-from setpoint.store.base import Reader, Store
+
+if TYPE_CHECKING:
+    from setpoint.store.base import Reader, Store
 
 
 @dataclass(frozen=True)

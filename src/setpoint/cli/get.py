@@ -13,13 +13,15 @@ import argparse
 import sys
 import time
 from collections.abc import Coroutine, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from setpoint.cli import render
 from setpoint.cli.context import Context, kind_and_names, until_signalled
 from setpoint.errors import Invalid, NotFound, UnknownKind
 from setpoint.model import Kind, Object, Selector, parse_selector
-from setpoint.store.base import Reader, Store
+
+if TYPE_CHECKING:
+    from setpoint.store.base import Reader, Store
 
 OUTPUTS = ("table", "wide", "yaml", "json", "name")
 ALL = ("deployments", "processes", "jobs", "services", "thermostats", "autoscalers")

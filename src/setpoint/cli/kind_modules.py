@@ -12,7 +12,6 @@ import importlib
 import os
 import re
 import sys
-import traceback
 from collections.abc import Iterable
 from pathlib import Path
 from types import ModuleType
@@ -97,6 +96,8 @@ def _describe(exc: Exception) -> str:
         return str(exc)
     if isinstance(exc, SyntaxError):
         return f"SyntaxError at {exc.filename}:{exc.lineno}: {exc.msg}"
+    import traceback  # here: only a failing kinds module pays for it
+
     frames = traceback.extract_tb(exc.__traceback__)
     where = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
     return f"{type(exc).__name__}{where}: {exc}"

@@ -227,11 +227,47 @@ def build_parser(chosen: Iterable[str] | None = None) -> argparse.ArgumentParser
     return parser
 
 
+GLOBAL_VALUED = ("--store", "--kinds", "-n", "--namespace")
+"""The global options (`_global_options`) that take a value."""
+
+
 def parse(argv: Sequence[str]) -> argparse.Namespace:
-    """The parsed command line: a first pass over the table finds the verb (and answers
-    `--help`, `--version` and a missing or unknown verb), a second parses its options."""
-    verb = build_parser().parse_known_args(argv)[0].verb
+    """The parsed command line, built with the chosen verb's parser only. The verb is the
+    first argument that is no global option nor the value of one (`verb_of`); when that is
+    not plain (`--help`, `--version`, no verb, an unknown one), a parser of the whole table
+    answers or finds it. (Every parser argparse builds costs: it looks up translations.)"""
+    verb = verb_of(argv) or build_parser().parse_known_args(argv)[0].verb
     return build_parser([verb]).parse_args(argv)
+
+
+def verb_of(argv: Sequence[str]) -> str | None:
+    """The verb of `argv` if it is plain to see: the first argument after global options
+    that take a value (in any form argparse takes: `--store URL`, `--store=URL`, `-nNS`,
+    an abbreviation such as `--kin FILE`); None at any other option (`--help`,
+    `--version`, a mistake) or an argument that is no verb."""
+    verbs = {v.name for v in VERBS}
+    value_next = False
+    for arg in argv:
+        if value_next:
+            value_next = False
+        elif not arg.startswith("-") or arg == "-":
+            return arg if arg in verbs else None
+        elif _global_valued(arg):
+            value_next = True
+        elif not _global_valued(arg.partition("=")[0]) and not _attached_short(arg):
+            return None
+    return None
+
+
+def _global_valued(option: str) -> bool:
+    """`option` is a global option that takes a value, or an abbreviation of one."""
+    long = option.startswith("--") and len(option) > 2
+    return any(o == option or (long and o.startswith(option)) for o in GLOBAL_VALUED)
+
+
+def _attached_short(arg: str) -> bool:
+    """`arg` is a short global option with its value attached (`-nprod`)."""
+    return any(len(o) == 2 and arg.startswith(o) and len(arg) > 2 for o in GLOBAL_VALUED)
 
 
 def _option(args: argparse.Namespace, name: str) -> Any:

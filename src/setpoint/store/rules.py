@@ -11,13 +11,15 @@ from __future__ import annotations
 import copy
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from setpoint.clock import rfc3339
 from setpoint.errors import AlreadyExists, Conflict, Invalid, NotFound
 from setpoint.model import Kind, Object, Registry, apply_patch, codec
 from setpoint.model.meta import object_key
-from setpoint.store.base import EventType
+
+if TYPE_CHECKING:
+    from setpoint.store.base import EventType
 
 Key = tuple[str, str, str, str]
 """(apiVersion, kind, namespace, name); namespace is "" for cluster-scoped kinds."""
