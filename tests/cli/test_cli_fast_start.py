@@ -1,7 +1,7 @@
 """A fast start: `--help` and `get` import only what they need (no pydantic, rich, yaml,
 prometheus_client, jsonpatch, numpy; no asyncio), `--version`, and the verb table (every
-verb's `--help` ends with Examples). What is imported is read from `python -X importtime`
-of the real command; time itself decides nothing."""
+verb's `--help` ends with Examples). What is imported is read from `sys.modules` after the
+real command ran in a subprocess; time itself decides nothing."""
 
 from __future__ import annotations
 
@@ -19,10 +19,29 @@ HEAVY = ("pydantic", "rich", "yaml", "prometheus_client", "jsonpatch", "numpy", 
 """What neither `--help` nor a plain `get` may import."""
 
 
+RUN_AND_LIST_MODULES = """
+import runpy, sys
+sys.argv = ["setpoint", *sys.argv[1:]]
+status = 0
+try:
+    runpy.run_module("setpoint", run_name="__main__", alter_sys=True)
+except SystemExit as exit:
+    status = exit.code
+with open(OUT, "w") as out:
+    out.write(" ".join(sorted(sys.modules)))
+sys.exit(status)
+"""
+"""Runs `python -m setpoint` as `-m` does, then writes the names of every module imported."""
+
+
 def imported(cli: CLI, *args: str) -> set[str]:
-    """Every module the real command imports (from `python -X importtime -m setpoint`)."""
+    """Every module in `sys.modules` once the real command (`python -m setpoint ARGS`) has
+    run. (Not `python -X importtime`: it does not see modules imported with
+    `importlib.import_module`, as lazy packages and the verb table do.)"""
+    out = cli.directory / "modules.txt"
+    program = RUN_AND_LIST_MODULES.replace("OUT", repr(str(out)))
     proc = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "setpoint", *args],
+        [sys.executable, "-c", program, *args],
         capture_output=True,
         text=True,
         cwd=cli.directory,
@@ -30,11 +49,7 @@ def imported(cli: CLI, *args: str) -> set[str]:
         timeout=TIMEOUT,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    return {
-        line.rpartition("|")[2].strip()
-        for line in proc.stderr.splitlines()
-        if line.startswith("import time:") and "[us]" not in line
-    }
+    return set(out.read_text().split())
 
 
 def heavy(modules: set[str]) -> list[str]:
