@@ -16,11 +16,10 @@ from __future__ import annotations
 import argparse
 import builtins
 import contextlib
-import signal
+import os
 from collections.abc import AsyncIterator, Awaitable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from setpoint.cli.store_location import DEFAULT_STORE as DEFAULT_STORE
@@ -46,7 +45,7 @@ class Context:
     namespace: str
     namespace_explicit: bool
     registry: Registry
-    store_searched: tuple[Path, ...] = ()
+    store_searched: tuple[str, ...] = ()
     """Where a `.setpoint/` was looked for and not found (empty if the store was named or found)."""
 
     def __post_init__(self) -> None:
@@ -88,13 +87,13 @@ class Context:
         (for verbs that read files beside the store without opening it)."""
         if not self.store_url.startswith("sqlite:"):
             return
-        path = Path(sqlite_path(self.store_url))
-        if not path.is_file():
+        path = sqlite_path(self.store_url)
+        if not os.path.isfile(path):
             raise NotFound(self._no_store(NotFound(f"no store at {path}")))
 
     def _no_store(self, exc: NotFound) -> str:
         if self.store_searched:
-            places = ", ".join(str(p) for p in self.store_searched)
+            places = ", ".join(self.store_searched)
             return (
                 f"no store found: no {STORE_DIR}/ in {places} (`setpoint apply` or "
                 "`setpoint up` creates one here; --store or SETPOINT_STORE names another)"
@@ -193,7 +192,8 @@ def _kind_and_names(
 
 async def until_signalled(work: Awaitable[int]) -> int:
     """Run `work`; SIGINT or SIGTERM cancel it and make the answer 0 instead of an exception."""
-    import asyncio  # here: `setpoint --help` imports this module, and no asyncio
+    import asyncio  # here: a verb that reads synchronously (`get`) needs none of these
+    import signal
 
     loop = asyncio.get_running_loop()
     task = asyncio.ensure_future(work)

@@ -13,7 +13,6 @@ import os
 import re
 import sys
 from collections.abc import Iterable
-from pathlib import Path
 from types import ModuleType
 
 from setpoint.errors import Error, Invalid
@@ -50,6 +49,7 @@ def load_kinds(specs: Iterable[str], registry: Registry) -> None:
 def _load_file(spec: str) -> ModuleType:
     import hashlib  # here: only a kinds file pays for these
     import importlib.util
+    from pathlib import Path
 
     path = Path(spec).resolve()
     if not path.is_file():

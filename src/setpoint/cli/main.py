@@ -277,8 +277,6 @@ def _option(args: argparse.Namespace, name: str) -> Any:
 def make_context(args: argparse.Namespace) -> Context:
     """Register the built-in kinds and the user's, and resolve the global options against
     the environment."""
-    from pathlib import Path
-
     from setpoint.cli.context import Context, store_url_for
     from setpoint.cli.kind_modules import load_kinds
     from setpoint.engine.kinds import builtin_kinds
@@ -289,7 +287,7 @@ def make_context(args: argparse.Namespace) -> Context:
     load_kinds(kinds, registry)
     namespace = _option(args, "namespace")
     store_url, searched = store_url_for(
-        _option(args, "store") or os.environ.get("SETPOINT_STORE"), Path.cwd()
+        _option(args, "store") or os.environ.get("SETPOINT_STORE"), os.getcwd()
     )
     return Context(
         store_url=store_url,

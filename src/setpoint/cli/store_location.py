@@ -2,15 +2,14 @@
 and its parents that has a `.setpoint/` directory, as git finds `.git`, unless --store or
 SETPOINT_STORE names one (see `setpoint.cli.context`, which re-exports these names).
 
-Kept apart so that `setpoint --help` can name the default without importing the store.
+Kept apart so that `setpoint --help` can name the default without importing the store;
+paths are strings (`os.path`: pathlib costs a command's start more than it saves here).
 Reads only whether directories exist; no printing.
 """
 
 from __future__ import annotations
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
-if TYPE_CHECKING:
-    from pathlib import Path
+import os
 
 STORE_DIR = ".setpoint"
 STORE_FILE = "state.db"
@@ -19,18 +18,22 @@ DEFAULT_STORE = f"sqlite:///{STORE_DIR}/{STORE_FILE}"
 is found in the current directory or a parent (relative to the cwd)."""
 
 
-def find_store(start: Path) -> tuple[str | None, tuple[Path, ...]]:
-    """The URL of the store in `.setpoint/` of `start` or its nearest parent (None if no
-    directory has one), and the directories searched, nearest first."""
-    searched: list[Path] = []
-    for directory in (start, *start.parents):
+def find_store(start: str) -> tuple[str | None, tuple[str, ...]]:
+    """The URL of the store in `.setpoint/` of the absolute directory `start` or its nearest
+    parent (None if no directory has one), and the directories searched, nearest first."""
+    searched: list[str] = []
+    directory = start
+    while True:
         searched.append(directory)
-        if (directory / STORE_DIR).is_dir():
-            return f"sqlite:///{directory / STORE_DIR / STORE_FILE}", tuple(searched)
-    return None, tuple(searched)
+        if os.path.isdir(os.path.join(directory, STORE_DIR)):
+            return f"sqlite:///{os.path.join(directory, STORE_DIR, STORE_FILE)}", tuple(searched)
+        parent = os.path.dirname(directory)
+        if parent == directory:
+            return None, tuple(searched)
+        directory = parent
 
 
-def store_url_for(given: str | None, start: Path) -> tuple[str, tuple[Path, ...]]:
+def store_url_for(given: str | None, start: str) -> tuple[str, tuple[str, ...]]:
     """The store to use: `given` (from --store or SETPOINT_STORE) if any, else the one
     `find_store` finds, else `DEFAULT_STORE`; and where it was looked for (empty when
     `given` or found)."""
