@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from setpoint.errors import Error, Invalid
 from setpoint.model import Object, Registry, Selector, codec
-from setpoint.store.rules import key_of, not_found
+from setpoint.store.keys import key_of, not_found
 
 if TYPE_CHECKING:
     import builtins
