@@ -272,7 +272,6 @@ def add_parser(
     p = verbs.add_parser(
         "apply",
         parents=parents,
-        help="create or update objects from manifests",
         description="Create objects that do not exist; update the declared fields, labels and "
         "annotations of those that do. Every document is validated before anything is written.",
     )

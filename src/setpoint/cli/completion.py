@@ -8,7 +8,7 @@ runs no Python for them. Only object names are looked up when completed, by runn
 
 What a positional argument completes follows from its metavar: `KIND` a kind, `NAME...`
 after a KIND that kind's objects, `KIND/NAME` (or `deployment/NAME`, or a lone `NAME`) a
-kind then its objects, anything with FILE or DIR a path, and choices their values. zsh
+kind then its objects, anything with FILE, DIR or PATH a path, and choices their values. zsh
 uses the bash script through `bashcompinit`; fish gets its own. Prints nothing else and
 touches no store.
 """
@@ -33,7 +33,6 @@ def add_parser(
     p = verbs.add_parser(
         "completion",
         parents=parents,
-        help="print a shell completion script (bash, zsh or fish)",
         description="Print a completion script for SHELL: verbs, options and kinds are "
         "written into it (those of --kinds too); object names are looked up with `setpoint "
         "get KIND -o name` when completed.",
@@ -100,6 +99,11 @@ def _subparsers(
     return None
 
 
+def _is_path(metavar: str) -> bool:
+    """An argument shown as FILE, DIR or PATH takes a path."""
+    return any(word in metavar for word in ("FILE", "DIR", "PATH"))
+
+
 def _commands(name: str, parser: argparse.ArgumentParser) -> list[Command]:
     options: list[str] = []
     valued: list[str] = []
@@ -121,7 +125,7 @@ def _commands(name: str, parser: argparse.ArgumentParser) -> list[Command]:
                 valued += action.option_strings
                 if action.choices:
                     choices.update(dict.fromkeys(action.option_strings, _strings(action.choices)))
-                elif "FILE" in metavar or "DIR" in metavar:
+                elif _is_path(metavar):
                     paths += action.option_strings
         elif action.choices:
             positionals.append("choice:" + ",".join(_strings(action.choices)))
@@ -131,7 +135,7 @@ def _commands(name: str, parser: argparse.ArgumentParser) -> list[Command]:
             positionals.append("kind")
         elif metavar == "NAME":
             positionals.append("names" if positionals[-1:] == ["kind"] else "ref")
-        elif "FILE" in metavar or "DIR" in metavar:
+        elif _is_path(metavar):
             positionals.append("file")
         else:
             positionals.append("none")

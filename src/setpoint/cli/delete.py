@@ -24,7 +24,6 @@ def add_parser(
     p = verbs.add_parser(
         "delete",
         parents=parents,
-        help="delete objects by name, by label selector, or as listed in manifests",
         description="Delete objects: KIND NAME..., KIND/NAME..., KIND -l SELECTOR, or -f FILE.",
     )
     p.add_argument("kind", nargs="?", metavar="KIND")

@@ -206,7 +206,6 @@ def add_parser(
     p = verbs.add_parser(
         "describe",
         parents=parents,
-        help="show objects in detail, with their conditions and events",
         description="Show objects in detail: metadata, spec, status and conditions, and the "
         "events about them. Without NAMEs, every object of the kind in the namespace.",
     )

@@ -49,7 +49,6 @@ def add_parser(
     p = verbs.add_parser(
         "down",
         parents=parents,
-        help="stop the engine running on the store and every child (objects are kept)",
         description="Stop the engine that `setpoint up` (or `up -d`) runs on this store, as "
         "Ctrl-C would: every child gets its stop signal, dependents before their "
         "dependencies, and SIGKILL after its own grace period. Waits until the engine and "

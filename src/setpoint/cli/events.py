@@ -62,7 +62,6 @@ def add_parser(
     p = verbs.add_parser(
         "events",
         parents=parents,
-        help="show events, oldest first, of a namespace or about one object",
         description="Show events, oldest first: all of a namespace (or of every one, -A), or "
         "only those about one object (KIND/NAME, KIND NAME or --for KIND/NAME) or one kind.",
     )

@@ -59,7 +59,6 @@ def add_parser(
     p = verbs.add_parser(
         "explain",
         parents=parents,
-        help="rank the probable causes of an object's failure (what changed before it broke)",
         description="Rank what most probably caused an object's failure (a condition going "
         "False, Stalled, a crash loop): changes and symptoms before it, scored by time, "
         "dependency/ownership distance, past co-occurrence and novelty, each with a reason.",

@@ -35,7 +35,6 @@ def add_parser(
     p = verbs.add_parser(
         "get",
         parents=parents,
-        help="show objects of one kind",
         description="Show objects of one kind: all of them, those matching -l, or those named.",
     )
     p.add_argument(

@@ -51,7 +51,6 @@ def add_parser(
     p = verbs.add_parser(
         "logs",
         parents=parents,
-        help="print the output of Processes and Jobs",
         description="Print the output of a Process or Job run by `setpoint up` on this store, "
         "of a Deployment's replicas, or of every Process and Job (or those -l selects), "
         "interleaved in time order; -f follows.",

@@ -37,7 +37,6 @@ def add_parser(
     p = verbs.add_parser(
         "rca",
         parents=parents,
-        help="rank the likely root causes of a metric anomaly over a call graph",
         description="Rank the nodes of a call graph most likely to have caused TARGET's "
         "anomaly in METRIC, from per-node metric series (the PetShop dataset's CSV format).",
     )

@@ -41,7 +41,6 @@ def add_parser(
     p = verbs.add_parser(
         "restart",
         parents=parents,
-        help="restart a Process, run a Job again, or roll every replica of a Deployment",
         description="Ask the engine to restart: a Process's child is stopped (its stop "
         "signal, its grace period) and started again, whatever its restart policy; a Job "
         "runs again from scratch; a Deployment replaces every replica by a rolling update. "

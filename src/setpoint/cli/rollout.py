@@ -51,7 +51,6 @@ def add_parser(
     rollout = verbs.add_parser(
         "rollout",
         parents=parents,
-        help="manage the rollout of a Deployment (status, history, undo, restart)",
         description="Follow, list, undo or restart the rollout of a Deployment.",
     )
     actions = rollout.add_subparsers(
@@ -84,7 +83,6 @@ def add_parser(
     p = verbs.add_parser(
         "scale",
         parents=parents,
-        help="set the replicas of an object with a scale subresource (e.g. a Deployment)",
         description="Set the desired replicas of KIND/NAME through its scale subresource.",
     )
     p.add_argument("target", metavar="KIND/NAME")

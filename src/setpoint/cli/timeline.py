@@ -32,7 +32,6 @@ def add_parser(
     p = verbs.add_parser(
         "timeline",
         parents=parents,
-        help="show what happened (changes, conditions, events, exits, log lines), oldest first",
         description="Show the timeline `setpoint up` records: spec changes and who made them, "
         "condition transitions, events, process exits, sampled log lines and dependency "
         "edges, oldest first; of everything, or of one object (KIND/NAME).",

@@ -67,7 +67,6 @@ def add_parser(
     p = verbs.add_parser(
         "tune",
         parents=parents,
-        help="relay auto-tuning: find Ku and Tu of a plant, propose PID gains",
         description="Run a relay experiment (Astrom-Hagglund) on a simulated room (--plant "
         "sim), a live Thermostat (--thermostat NAME) or a live Autoscaler (--autoscaler "
         "NAME), print the ultimate gain Ku and period Tu, and the PID gains a tuning rule "

@@ -66,7 +66,6 @@ def add_parser(
     p = verbs.add_parser(
         "up",
         parents=parents,
-        help="run the workload controllers, apply manifests, show them converge",
         description="Apply the manifests in each PATH (a file or a directory of them; none: "
         "what the store already declares), run every built-in controller in this process and "
         "show each object's readiness until Ctrl-C or SIGTERM, which stop every child cleanly, "

@@ -38,7 +38,6 @@ def add_parser(
     p = verbs.add_parser(
         "wait",
         parents=parents,
-        help="wait until objects have a condition, or are deleted",
         description="Wait until each object has a condition (--for=condition=Ready, "
         "--for=condition=Ready=False) or is gone (--for=delete), as kubectl wait.",
     )
