@@ -8,7 +8,6 @@ time line, so a manual clock can make waiting code run without waiting.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import time
 from datetime import UTC, datetime
@@ -39,6 +38,8 @@ class SystemClock:
         return time.monotonic()
 
     async def sleep(self, seconds: float) -> None:
+        import asyncio  # here: reading the clock must not import asyncio
+
         await asyncio.sleep(max(0.0, seconds))
 
 

@@ -14,6 +14,7 @@ from setpoint import runtime
 from setpoint.clock import rfc3339
 from setpoint.errors import Invalid
 from setpoint.model import Object, Registry
+from setpoint.model.schema import model_of
 from setpoint.runtime.events import (
     EVENT,
     EventBody,
@@ -75,7 +76,7 @@ def test_event_is_a_core_kind_found_by_its_names() -> None:
     assert EVENT.namespaced
     assert kinds().resolve("ev") is EVENT
     assert kinds().resolve("events") is EVENT
-    assert EVENT.body is EventBody
+    assert model_of(EVENT.body) is EventBody
 
 
 async def test_an_event_is_stored_with_every_field(store: Store, clock: ManualClock) -> None:

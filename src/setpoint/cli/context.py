@@ -3,10 +3,10 @@ naming kinds and objects.
 
 The store, unless --store or SETPOINT_STORE names one, is `.setpoint/state.db` in the
 nearest of the current directory and its parents that has a `.setpoint/` directory, as
-git finds `.git` (`find_store`); with none, writers (`apply`, `up`) create it in the
-current directory, and readers say where they looked. Readers never create a store.
-Names and namespaces given on the command line are checked with the model's DNS-1123
-rules before they reach a store or a file path.
+git finds `.git` (`find_store`, from `setpoint.cli.store_location`); with none, writers
+(`apply`, `up`) create it in the current directory, and readers say where they looked.
+Readers never create a store. Names and namespaces given on the command line are checked
+with the model's DNS-1123 rules before they reach a store or a file path.
 
 No argument parsing (that is `main.py`; `count` is a type for it) and no printing.
 """
@@ -14,47 +14,27 @@ No argument parsing (that is `main.py`; `count` is a type for it) and no printin
 from __future__ import annotations
 
 import argparse
-import asyncio
+import builtins
 import contextlib
-import signal
-from collections.abc import AsyncIterator, Awaitable, Sequence
-from contextlib import asynccontextmanager
+import os
+from collections.abc import AsyncIterator, Awaitable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
-from pathlib import Path
+from typing import TYPE_CHECKING
 
+from setpoint.cli.store_location import DEFAULT_STORE as DEFAULT_STORE
+from setpoint.cli.store_location import STORE_DIR
+from setpoint.cli.store_location import STORE_FILE as STORE_FILE
+from setpoint.cli.store_location import find_store as find_store
+from setpoint.cli.store_location import store_url_for as store_url_for
 from setpoint.errors import Invalid, NotFound
-from setpoint.model import Kind, Registry
+from setpoint.model import Kind, Object, Registry, Selector
 from setpoint.model.admission import INT64_MAX
 from setpoint.model.meta import check_dns1123_label, check_dns1123_subdomain
-from setpoint.store import open_store, sqlite_path
-from setpoint.store.base import Store
+from setpoint.store import open_reader, open_store, sqlite_path
 
-STORE_DIR = ".setpoint"
-STORE_FILE = "state.db"
-DEFAULT_STORE = f"sqlite:///{STORE_DIR}/{STORE_FILE}"
-"""The store when neither --store nor SETPOINT_STORE says otherwise and no `.setpoint/`
-is found in the current directory or a parent (relative to the cwd)."""
-
-
-def find_store(start: Path) -> tuple[str | None, tuple[Path, ...]]:
-    """The URL of the store in `.setpoint/` of `start` or its nearest parent (None if no
-    directory has one), and the directories searched, nearest first."""
-    searched: list[Path] = []
-    for directory in (start, *start.parents):
-        searched.append(directory)
-        if (directory / STORE_DIR).is_dir():
-            return f"sqlite:///{directory / STORE_DIR / STORE_FILE}", tuple(searched)
-    return None, tuple(searched)
-
-
-def store_url_for(given: str | None, start: Path) -> tuple[str, tuple[Path, ...]]:
-    """The store to use: `given` (from --store or SETPOINT_STORE) if any, else the one
-    `find_store` finds, else `DEFAULT_STORE`; and where it was looked for (empty when
-    `given` or found)."""
-    if given:
-        return given, ()
-    found, searched = find_store(start)
-    return (found, ()) if found else (DEFAULT_STORE, searched)
+if TYPE_CHECKING:
+    from setpoint.store.base import Reader, Store
 
 
 @dataclass(frozen=True)
@@ -65,7 +45,7 @@ class Context:
     namespace: str
     namespace_explicit: bool
     registry: Registry
-    store_searched: tuple[Path, ...] = ()
+    store_searched: tuple[str, ...] = ()
     """Where a `.setpoint/` was looked for and not found (empty if the store was named or found)."""
 
     def __post_init__(self) -> None:
@@ -85,18 +65,35 @@ class Context:
         finally:
             await store.close()
 
+    @contextmanager
+    def reader(self) -> Iterator[Reader]:
+        """A synchronous `Reader` of the store, closed on the way out, for verbs that only
+        read: no event loop, so no asyncio (`setpoint.store.open_reader`). A missing store
+        is `NotFound`, saying where it was looked for, as `open_store`. A backend with no
+        such reader (`memory://`) is read through its `Store` on an event loop of its own."""
+        try:
+            reader = open_reader(self.store_url, self.registry)
+        except NotFound as exc:
+            raise NotFound(self._no_store(exc)) from None
+        if reader is None:
+            reader = _StoreReader(self)
+        try:
+            yield reader
+        finally:
+            reader.close()
+
     def require_store(self) -> None:
         """Raise `NotFound`, saying where it was looked for, if the store does not exist
         (for verbs that read files beside the store without opening it)."""
         if not self.store_url.startswith("sqlite:"):
             return
-        path = Path(sqlite_path(self.store_url))
-        if not path.is_file():
+        path = sqlite_path(self.store_url)
+        if not os.path.isfile(path):
             raise NotFound(self._no_store(NotFound(f"no store at {path}")))
 
     def _no_store(self, exc: NotFound) -> str:
         if self.store_searched:
-            places = ", ".join(str(p) for p in self.store_searched)
+            places = ", ".join(self.store_searched)
             return (
                 f"no store found: no {STORE_DIR}/ in {places} (`setpoint apply` or "
                 "`setpoint up` creates one here; --store or SETPOINT_STORE names another)"
@@ -106,6 +103,43 @@ class Context:
     def namespace_of(self, kind: Kind) -> str | None:
         """The namespace to address objects of `kind` in: None when it is cluster-scoped."""
         return self.namespace if kind.namespaced else None
+
+
+class _StoreReader:
+    """A `Reader` over the context's `Store`, run on an event loop of its own."""
+
+    def __init__(self, ctx: Context) -> None:
+        import asyncio  # here: only a store without a synchronous reader needs it
+
+        self._runner = asyncio.Runner()
+        self._store = self._runner.run(self._open(ctx))
+
+    @staticmethod
+    async def _open(ctx: Context) -> Store:
+        try:
+            return await open_store(ctx.store_url, registry=ctx.registry, create=False)
+        except NotFound as exc:
+            raise NotFound(ctx._no_store(exc)) from None
+
+    def get(
+        self, api_version: str, kind: str, name: str, namespace: str | None = "default"
+    ) -> Object:
+        return self._runner.run(self._store.get(api_version, kind, name, namespace))
+
+    def list(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None = None,
+        label_selector: str | Selector | None = None,
+    ) -> tuple[builtins.list[Object], int]:
+        return self._runner.run(self._store.list(api_version, kind, namespace, label_selector))
+
+    def close(self) -> None:
+        try:
+            self._runner.run(self._store.close())
+        finally:
+            self._runner.close()
 
 
 def count(text: str) -> int:
@@ -158,6 +192,9 @@ def _kind_and_names(
 
 async def until_signalled(work: Awaitable[int]) -> int:
     """Run `work`; SIGINT or SIGTERM cancel it and make the answer 0 instead of an exception."""
+    import asyncio  # here: a verb that reads synchronously (`get`) needs none of these
+    import signal
+
     loop = asyncio.get_running_loop()
     task = asyncio.ensure_future(work)
     stopped = False

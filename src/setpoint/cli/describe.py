@@ -27,7 +27,7 @@ from setpoint.cli import render
 from setpoint.cli.context import Context, kind_and_names
 from setpoint.cli.events import Involved
 from setpoint.control import thermostat
-from setpoint.control.thermostat import THERMOSTAT
+from setpoint.control.kinds import THERMOSTAT
 from setpoint.errors import Invalid, NotFound
 from setpoint.model import Kind, Object
 from setpoint.runtime import EVENT

@@ -27,7 +27,6 @@ import asyncio
 import contextlib
 import os
 import signal
-import textwrap
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -51,19 +50,11 @@ def add_parser(
         "down",
         parents=parents,
         help="stop the engine running on the store and every child (objects are kept)",
-        description=textwrap.fill(
-            "Stop the engine that `setpoint up` (or `up -d`) runs on this store, as "
-            "Ctrl-C would: every child gets its stop signal, dependents before their "
-            "dependencies, and SIGKILL after its own grace period. Waits until the engine and "
-            "every child are gone and says what it stopped. The objects stay in the store: "
-            "`setpoint up -d` runs them again, `setpoint delete` removes them.",
-            78,
-        ),
-        epilog="examples:\n"
-        "  setpoint up -d app/ && setpoint down\n"
-        "  setpoint down --timeout 30     # give up waiting after 30 s (a second `down`\n"
-        "                                 # then kills what is left at once)",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Stop the engine that `setpoint up` (or `up -d`) runs on this store, as "
+        "Ctrl-C would: every child gets its stop signal, dependents before their "
+        "dependencies, and SIGKILL after its own grace period. Waits until the engine and "
+        "every child are gone and says what it stopped. The objects stay in the store: "
+        "`setpoint up -d` runs them again, `setpoint delete` removes them.",
     )
     p.add_argument(
         "--timeout",

@@ -1,9 +1,10 @@
 """`setpoint get KIND [NAME...]`: print objects as a table, YAML, JSON or names; `-w` follows.
 `get KIND,KIND...` prints one table per kind; `get all`, one for each workload kind.
 
-With `-w` the current list is printed first (as ADDED events), then every
-change from the list's revision on, one row or document per event, until
-Ctrl-C or SIGTERM, which end it cleanly (exit 0).
+Without `-w` the objects are read synchronously (`Context.reader`), so a plain `get`
+imports no asyncio and starts fast. With `-w` the current list is printed first (as ADDED
+events), then every change from the list's revision on, one row or document per event,
+until Ctrl-C or SIGTERM, which end it cleanly (exit 0).
 """
 
 from __future__ import annotations
@@ -11,13 +12,16 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
+from typing import TYPE_CHECKING, Any
 
 from setpoint.cli import render
 from setpoint.cli.context import Context, kind_and_names, until_signalled
 from setpoint.errors import Invalid, NotFound, UnknownKind
 from setpoint.model import Kind, Object, Selector, parse_selector
-from setpoint.store.base import Store
+
+if TYPE_CHECKING:
+    from setpoint.store.base import Reader, Store
 
 OUTPUTS = ("table", "wide", "yaml", "json", "name")
 ALL = ("deployments", "processes", "jobs", "services", "thermostats", "autoscalers")
@@ -66,13 +70,15 @@ def add_parser(
     p.set_defaults(run=run)
 
 
-async def run(ctx: Context, args: argparse.Namespace) -> int:
+def run(ctx: Context, args: argparse.Namespace) -> int | Coroutine[Any, Any, int]:
+    """List or get synchronously (`Context.reader`: no event loop, no asyncio); with `-w`,
+    the coroutine that follows the changes, which `main` runs on an event loop."""
     if not args.kind:
         raise Invalid("say which KIND to get, e.g. setpoint get greetings")
     if args.kind == "all":
         args.kind = ",".join(k for k in ALL if _known(ctx, k))
     if "," in args.kind:
-        return await _get_kinds(ctx, args)
+        return _get_kinds(ctx, args)
     kind, names = kind_and_names(ctx.registry, args.kind, args.names)
     selector = parse_selector(args.selector)
     if names and selector.requirements:
@@ -81,20 +87,20 @@ async def run(ctx: Context, args: argparse.Namespace) -> int:
         raise Invalid("an object cannot be retrieved by name across all namespaces (-A)")
     namespace = None if args.all_namespaces else ctx.namespace_of(kind)
     view = _View(kind, args.output, all_namespaces=args.all_namespaces)
-    async with ctx.open_store() as store:
-        if args.watch:
-            return await until_signalled(_watch(store, kind, namespace, names, selector, view))
+    if args.watch:
+        return _follow(ctx, kind, namespace, names, selector, view)
+    with ctx.reader() as reader:
         if names:
-            return await _get_named(store, kind, namespace, names, view)
-        items, revision = await store.list(
+            return _get_named(reader, kind, namespace, names, view)
+        items, revision = reader.list(
             kind.api_version, kind.kind, namespace=namespace, label_selector=selector
         )
-        items.sort(key=render.sort_key)
-        if not items and view.output in ("table", "wide"):
-            where = f" in {namespace} namespace" if namespace else ""
-            print(f"No resources found{where}.", file=sys.stderr)
-            return 0
-        view.print_all(items, revision)
+    items.sort(key=render.sort_key)
+    if not items and view.output in ("table", "wide"):
+        where = f" in {namespace} namespace" if namespace else ""
+        print(f"No resources found{where}.", file=sys.stderr)
+        return 0
+    view.print_all(items, revision)
     return 0
 
 
@@ -106,17 +112,17 @@ def _known(ctx: Context, name: str) -> bool:
     return True
 
 
-async def _get_kinds(ctx: Context, args: argparse.Namespace) -> int:
+def _get_kinds(ctx: Context, args: argparse.Namespace) -> int:
     """`get deploy,proc` (and `get all`): a table per kind that has objects, as kubectl."""
     if args.names or args.watch or args.output not in ("table", "wide"):
         raise Invalid("KIND,KIND... lists every object of each kind as tables: no NAME, -w or -o")
     kinds = dict.fromkeys(ctx.registry.resolve(part) for part in args.kind.split(",") if part)
     selector = parse_selector(args.selector)
     printed = False
-    async with ctx.open_store() as store:
+    with ctx.reader() as reader:
         for kind in kinds:
             namespace = None if args.all_namespaces else ctx.namespace_of(kind)
-            items, revision = await store.list(
+            items, revision = reader.list(
                 kind.api_version, kind.kind, namespace=namespace, label_selector=selector
             )
             if not items:
@@ -132,14 +138,14 @@ async def _get_kinds(ctx: Context, args: argparse.Namespace) -> int:
     return 0
 
 
-async def _get_named(
-    store: Store, kind: Kind, namespace: str | None, names: Sequence[str], view: _View
+def _get_named(
+    reader: Reader, kind: Kind, namespace: str | None, names: Sequence[str], view: _View
 ) -> int:
     found: list[Object] = []
     missing: list[str] = []
     for name in names:
         try:
-            found.append(await store.get(kind.api_version, kind.kind, name, namespace=namespace))
+            found.append(reader.get(kind.api_version, kind.kind, name, namespace=namespace))
         except NotFound as exc:
             missing.append(str(exc))
     if found:
@@ -150,6 +156,18 @@ async def _get_named(
     for message in missing:
         print(f"error: {message}", file=sys.stderr)
     return 1 if missing else 0
+
+
+async def _follow(
+    ctx: Context,
+    kind: Kind,
+    namespace: str | None,
+    names: Sequence[str],
+    selector: Selector,
+    view: _View,
+) -> int:
+    async with ctx.open_store() as store:
+        return await until_signalled(_watch(store, kind, namespace, names, selector, view))
 
 
 async def _watch(

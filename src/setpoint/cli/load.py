@@ -4,27 +4,22 @@ The files are read here (each one's size checked before it is read); their text 
 parsed and limited by `setpoint.model.manifests.parse_manifests`, the code the HTTP
 API calls too. Every failure is a `setpoint.errors.Invalid` whose message names the
 file and, where there is one, the line: a missing or oversized file, YAML or JSON that
-does not parse or exceeds a limit, a document that is not an object, a kind module
-that cannot be imported or has no `register(registry)` function. Nothing here touches
-a store.
+does not parse or exceeds a limit, a document that is not an object. Kind modules are
+loaded by `setpoint.cli.kind_modules` (re-exported here), which imports no YAML.
+Nothing here touches a store.
 """
 
 from __future__ import annotations
 
 import copy
-import hashlib
-import importlib
-import importlib.util
 import os
-import re
 import sys
-import traceback
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from types import ModuleType
 from typing import BinaryIO
 
-from setpoint.errors import Error, Invalid
+from setpoint.cli.kind_modules import KINDS_HINT, load_kinds
+from setpoint.errors import Invalid
 from setpoint.model import Kind, Object, Registry
 from setpoint.model.manifests import (
     DEFAULT_LIMITS,
@@ -46,9 +41,6 @@ __all__ = [
 ]
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
-
-KINDS_HINT = "kinds come from --kinds MODULE_OR_FILE or SETPOINT_KINDS"
-"""Added to every unknown-kind message the CLI prints."""
 
 
 def manifest_limits() -> Limits:
@@ -125,78 +117,3 @@ def identify(
             )
         meta["namespace"] = given or namespace
     return kind, obj
-
-
-def load_kinds(specs: Iterable[str], registry: Registry) -> None:
-    """Import each module (`pkg.kinds`) or file (`path/kinds.py`) and call its
-    `register(registry)`, which adds its kinds to `registry`."""
-    seen: set[str] = set()
-    for raw in specs:
-        spec = raw.strip()
-        if not spec or spec in seen:
-            continue
-        seen.add(spec)
-        if spec.endswith(".py") or "/" in spec or os.sep in spec:
-            module = _load_file(spec)
-        else:
-            module = _load_module(spec)
-        register = getattr(module, "register", None)
-        if not callable(register):
-            raise Invalid(
-                f"--kinds {spec}: defines no register(registry) function to add its kinds"
-            )
-        try:
-            register(registry)
-        except Exception as exc:
-            raise Invalid(f"--kinds {spec}: {_describe(exc)}") from exc
-
-
-def _load_file(spec: str) -> ModuleType:
-    path = Path(spec).resolve()
-    if not path.is_file():
-        raise Invalid(f"--kinds {spec}: no such file")
-    digest = hashlib.sha1(str(path).encode()).hexdigest()[:8]
-    stem = re.sub(r"\W", "_", path.stem)
-    name = f"_setpoint_kinds_{stem}_{digest}"
-    if name in sys.modules:
-        return sys.modules[name]
-    module_spec = importlib.util.spec_from_file_location(name, path)
-    if module_spec is None or module_spec.loader is None:
-        raise Invalid(f"--kinds {spec}: cannot be imported as Python")
-    module = importlib.util.module_from_spec(module_spec)
-    sys.modules[name] = module  # pydantic resolves annotations through sys.modules
-    try:
-        module_spec.loader.exec_module(module)
-    except BaseException as exc:
-        del sys.modules[name]
-        if not isinstance(exc, Exception):
-            raise
-        raise Invalid(f"--kinds {spec}: {_describe(exc)}") from exc
-    return module
-
-
-def _load_module(spec: str) -> ModuleType:
-    if os.getcwd() not in sys.path:
-        sys.path.append(os.getcwd())
-    try:
-        return importlib.import_module(spec)
-    except ModuleNotFoundError as exc:
-        if exc.name and spec.startswith(exc.name):
-            raise Invalid(
-                f"--kinds {spec}: no module named {exc.name!r} (give an importable module "
-                "or a .py file)"
-            ) from None
-        raise Invalid(f"--kinds {spec}: {_describe(exc)}") from exc
-    except Exception as exc:
-        raise Invalid(f"--kinds {spec}: {_describe(exc)}") from exc
-
-
-def _describe(exc: Exception) -> str:
-    """`ValueError at kinds.py:12: bad thing`: enough to find a bug in a user's kind module."""
-    if isinstance(exc, Error):
-        return str(exc)
-    if isinstance(exc, SyntaxError):
-        return f"SyntaxError at {exc.filename}:{exc.lineno}: {exc.msg}"
-    frames = traceback.extract_tb(exc.__traceback__)
-    where = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
-    return f"{type(exc).__name__}{where}: {exc}"

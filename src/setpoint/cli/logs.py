@@ -43,13 +43,6 @@ from setpoint.store.base import Store
 FOLLOW_SECONDS = 0.2
 """How often `-f` reads the log files again."""
 
-EXAMPLES = """examples:
-  setpoint logs web-0                 # one Process's (or Job's) output
-  setpoint logs deployment/web -f     # every replica of a Deployment, and follow
-  setpoint logs                       # every Process and Job of the namespace
-  setpoint logs -l tier=db --since 10m --timestamps
-"""
-
 
 def add_parser(
     verbs: argparse._SubParsersAction[argparse.ArgumentParser],
@@ -62,8 +55,6 @@ def add_parser(
         description="Print the output of a Process or Job run by `setpoint up` on this store, "
         "of a Deployment's replicas, or of every Process and Job (or those -l selects), "
         "interleaved in time order; -f follows.",
-        epilog=EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(
         "name",

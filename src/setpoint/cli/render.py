@@ -1,6 +1,7 @@
 """Objects as text: kubectl-style tables (kubectl's own columns for `Event`s), YAML, JSON and
 `kind.group/name` references; and `escape`, the one function that makes any text safe
-for a terminal.
+for a terminal (defined in `setpoint.cli.escaping`, which `main` imports before anything
+else, and re-exported here).
 
 Every line the CLI prints goes through `escape`: `main` wraps stdout and stderr in
 `EscapedOutput` for the whole command, so a name, message or reason holding an ANSI
@@ -15,71 +16,16 @@ drawn at (`now`) is an argument.
 
 from __future__ import annotations
 
-import io
 import json
-import re
 import unicodedata
 from collections.abc import Sequence
-from typing import Any, TextIO
+from typing import Any
 
-import yaml
-
+from setpoint.cli.escaping import EscapedOutput as EscapedOutput
+from setpoint.cli.escaping import escape as escape
 from setpoint.clock import parse_rfc3339
 from setpoint.model import READY, Kind, Object, PrinterColumn, get_condition
 from setpoint.runtime import EVENT
-
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-"""Control characters (C0 but tab and newline, DEL, C1) and the bidirectional overrides
-that can make text read differently from what it is."""
-
-
-def escape(text: str) -> str:
-    """`text` with every control character written as an escape (`\\x1b`, `\\u202e`);
-    tabs and newlines are kept."""
-    return _CONTROL.sub(_escaped, text)
-
-
-def _escaped(match: re.Match[str]) -> str:
-    code = ord(match.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-
-
-class EscapedOutput(io.TextIOBase):
-    """A text stream that writes `escape(text)` to `raw`: what the CLI's stdout and stderr
-    are while a command runs. `raw` and its `buffer` stay reachable for raw bytes."""
-
-    def __init__(self, raw: TextIO) -> None:
-        super().__init__()
-        self.raw = raw
-
-    def write(self, text: str) -> int:
-        self.raw.write(escape(text))
-        return len(text)
-
-    def flush(self) -> None:
-        self.raw.flush()
-
-    def isatty(self) -> bool:
-        return self.raw.isatty()
-
-    def fileno(self) -> int:
-        return self.raw.fileno()
-
-    def writable(self) -> bool:
-        return True
-
-    @property
-    def buffer(self) -> Any:
-        return self.raw.buffer
-
-    @property
-    def encoding(self) -> str:  # type: ignore[override]
-        return self.raw.encoding
-
-    @property
-    def errors(self) -> str | None:  # type: ignore[override]
-        return self.raw.errors
-
 
 GAP = "   "
 """Space between table columns (kubectl's tabwriter padding)."""
@@ -410,10 +356,13 @@ def as_list(items: Sequence[Object], revision: int | None = None) -> Object:
 
 
 def to_yaml(doc: Any) -> str:
+    import yaml  # here: only -o yaml pays for it
+
     return yaml.safe_dump(doc, sort_keys=True, default_flow_style=False, allow_unicode=True)
 
 
 def to_json(doc: Any, *, compact: bool = False) -> str:
+
     if compact:
         return json.dumps(doc, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return json.dumps(doc, sort_keys=True, ensure_ascii=False, indent=4)

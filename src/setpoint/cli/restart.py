@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
-import textwrap
 import time
 
 from setpoint.cli.context import Context, kind_and_names
@@ -43,19 +42,10 @@ def add_parser(
         "restart",
         parents=parents,
         help="restart a Process, run a Job again, or roll every replica of a Deployment",
-        description=textwrap.fill(
-            "Ask the engine to restart: a Process's child is stopped (its stop "
-            "signal, its grace period) and started again, whatever its restart policy; a Job "
-            "runs again from scratch; a Deployment replaces every replica by a rolling update. "
-            "Returns once the request is stored; the engine carries it out once.",
-            78,
-        ),
-        epilog="examples:\n"
-        "  setpoint restart process/web\n"
-        "  setpoint restart job/migrate           # run the migrations again\n"
-        "  setpoint restart deployment/web        # rolling, as kubectl rollout restart\n"
-        "  setpoint restart process web worker    # several of one kind",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Ask the engine to restart: a Process's child is stopped (its stop "
+        "signal, its grace period) and started again, whatever its restart policy; a Job "
+        "runs again from scratch; a Deployment replaces every replica by a rolling update. "
+        "Returns once the request is stored; the engine carries it out once.",
     )
     p.add_argument("target", metavar="KIND/NAME", help="or KIND NAME...")
     p.add_argument("names", nargs="*", metavar="NAME", help=argparse.SUPPRESS)

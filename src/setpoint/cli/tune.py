@@ -33,10 +33,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from setpoint.cli.context import Context
-from setpoint.control.autoscaler import AUTOSCALER
 from setpoint.control.autoscaler import spec_of as autoscaler_spec_of
+from setpoint.control.kinds import AUTOSCALER, THERMOSTAT
 from setpoint.control.plant import RoomPlant, RoomSchema, RoomSettings
-from setpoint.control.thermostat import THERMOSTAT
 from setpoint.control.thermostat import spec_of as thermostat_spec_of
 from setpoint.control.tuning import (
     MIN_IAE,

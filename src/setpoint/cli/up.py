@@ -37,7 +37,6 @@ import contextlib
 import os
 import signal
 import sys
-import textwrap
 from pathlib import Path
 
 from setpoint.cli.apply import apply_object, check_manifests, refuse_dependency_cycles
@@ -47,18 +46,14 @@ from setpoint.cli.live import StatusBoard, view_for
 from setpoint.cli.load import read_manifests
 from setpoint.cli.render import object_ref
 from setpoint.clock import SYSTEM_CLOCK
-from setpoint.control.autoscaler import AUTOSCALER
-from setpoint.control.thermostat import THERMOSTAT
+from setpoint.control.kinds import AUTOSCALER, THERMOSTAT
 from setpoint.engine import Engine, EngineSettings, workspace_of
 from setpoint.engine.claim import engine_running, running_engine
 from setpoint.errors import Invalid
 from setpoint.model import Kind, Object
 from setpoint.runtime.health import split_address
 from setpoint.runtime.manager import ManagerOptions
-from setpoint.workloads.deployment import DEPLOYMENT
-from setpoint.workloads.job import JOB
-from setpoint.workloads.process import PROCESS
-from setpoint.workloads.service import SERVICE
+from setpoint.workloads.kinds import DEPLOYMENT, JOB, PROCESS, SERVICE
 
 SHOWN = (DEPLOYMENT, PROCESS, JOB, SERVICE, THERMOSTAT, AUTOSCALER)
 """The kinds the live view shows."""
@@ -72,21 +67,11 @@ def add_parser(
         "up",
         parents=parents,
         help="run the workload controllers, apply manifests, show them converge",
-        description=textwrap.fill(
-            "Apply the manifests in each PATH (a file or a directory of them; none: "
-            "what the store already declares), run every built-in controller in this process and "
-            "show each object's readiness until Ctrl-C or SIGTERM, which stop every child cleanly, "
-            "dependents first (a second one kills them at once). Running it again adopts children "
-            "that still run; only one engine runs on a store at a time.",
-            78,
-        ),
-        epilog="examples:\n"
-        "  setpoint up examples/webapp        # in the foreground, Ctrl-C stops it\n"
-        "  setpoint up -d examples/webapp     # in the background; then:\n"
-        "  setpoint logs -f                   # follow the children's output\n"
-        "  setpoint down                      # stop the engine and every child\n"
-        "  setpoint up --metrics-address 127.0.0.1:9090 app/   # /metrics, /healthz, /readyz",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Apply the manifests in each PATH (a file or a directory of them; none: "
+        "what the store already declares), run every built-in controller in this process and "
+        "show each object's readiness until Ctrl-C or SIGTERM, which stop every child cleanly, "
+        "dependents first (a second one kills them at once). Running it again adopts children "
+        "that still run; only one engine runs on a store at a time.",
     )
     p.add_argument(
         "paths", nargs="*", metavar="PATH", help="a manifest file or a directory of them"

@@ -30,13 +30,6 @@ from setpoint.model import Kind, Object, get_condition, parse_selector
 from setpoint.model.durations import parse_duration
 from setpoint.store.base import Store
 
-EXAMPLES = """examples:
-  setpoint wait --for=condition=Ready process/web --timeout 60s
-  setpoint wait --for=condition=Complete job/migrate
-  setpoint wait --for=condition=Ready=False deployment/web
-  setpoint wait --for=delete process -l tier=cache
-"""
-
 
 def add_parser(
     verbs: argparse._SubParsersAction[argparse.ArgumentParser],
@@ -48,8 +41,6 @@ def add_parser(
         help="wait until objects have a condition, or are deleted",
         description="Wait until each object has a condition (--for=condition=Ready, "
         "--for=condition=Ready=False) or is gone (--for=delete), as kubectl wait.",
-        epilog=EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("kind", metavar="KIND", help="e.g. process, or process/web")
     p.add_argument("names", nargs="*", metavar="NAME")

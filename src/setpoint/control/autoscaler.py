@@ -63,6 +63,7 @@ from pydantic import Field, model_validator
 from pydantic_core import PydanticCustomError
 
 from setpoint.clock import rfc3339
+from setpoint.control.kinds import AUTOSCALER
 from setpoint.control.metrics_source import (
     CommandSource,
     HttpJsonSource,
@@ -87,7 +88,7 @@ from setpoint.control.scaling import (
     value_replicas,
 )
 from setpoint.errors import Conflict, Invalid, NotFound
-from setpoint.model import Kind, Object, PrinterColumn, Schema, set_condition
+from setpoint.model import Object, Schema, set_condition
 from setpoint.runtime.controller import Controller
 from setpoint.runtime.events import EventRecorder
 from setpoint.runtime.manager import Manager
@@ -275,24 +276,6 @@ class AutoscalerStatusSchema(Schema):
     observed_generation: int | None = None
     conditions: list[dict[str, Any]] = Field(default_factory=list)
     decisions: list[dict[str, Any]] = Field(default_factory=list)
-
-
-AUTOSCALER = Kind(
-    "setpoint.dev/v1alpha1",
-    "Autoscaler",
-    spec=AutoscalerSpecSchema,
-    status=AutoscalerStatusSchema,
-    namespaced=True,
-    plural="autoscalers",
-    short_names=("as",),
-    columns=(
-        PrinterColumn("TARGET", "spec.scaleTargetRef.name"),
-        PrinterColumn("METRIC", "status.currentMetric", ".3g"),
-        PrinterColumn("REPLICAS", "status.currentReplicas"),
-        PrinterColumn("DESIRED", "status.desiredReplicas"),
-    ),
-)
-"""The `Autoscaler` kind."""
 
 
 # -- from the typed spec --------------------------------------------------------------

@@ -45,11 +45,12 @@ from typing import Any, Literal
 from pydantic import Field
 
 from setpoint.clock import SYSTEM_CLOCK, Clock
+from setpoint.control.kinds import THERMOSTAT
 from setpoint.control.pid import PID
 from setpoint.control.plant import RoomPlant, RoomSchema
 from setpoint.control.tuning import step_response
 from setpoint.errors import Invalid, NotFound
-from setpoint.model import READY, Kind, Object, PrinterColumn, Schema, set_condition
+from setpoint.model import READY, Object, Schema, set_condition
 from setpoint.runtime.controller import Controller
 from setpoint.runtime.manager import Manager
 from setpoint.runtime.predicates import generation_changed
@@ -135,23 +136,6 @@ class ThermostatStatusSchema(Schema):
     trace: list[list[float]] = Field(default_factory=list)
     observed_generation: int | None = None
     conditions: list[dict[str, Any]] = Field(default_factory=list)
-
-
-THERMOSTAT = Kind(
-    "setpoint.dev/v1alpha1",
-    "Thermostat",
-    spec=ThermostatSpecSchema,
-    status=ThermostatStatusSchema,
-    namespaced=True,
-    plural="thermostats",
-    short_names=("thermo",),
-    columns=(
-        PrinterColumn("TARGET", "spec.target"),
-        PrinterColumn("TEMPERATURE", "status.temperature", ".2f"),
-        PrinterColumn("OUTPUT", "status.output", ".0f"),
-    ),
-)
-"""The `Thermostat` kind."""
 
 
 def spec_of(obj: Object) -> ThermostatSpecSchema:

@@ -32,7 +32,8 @@ from typing import Any
 
 from setpoint.clock import Clock
 from setpoint.errors import Conflict, EngineRunning, NotFound
-from setpoint.runtime.leases import LEASE, LeaderElector, LeaseSettings, parse_micro_time
+from setpoint.runtime.kinds import LEASE
+from setpoint.runtime.leases import LeaderElector, LeaseSettings, parse_micro_time
 from setpoint.store import Store
 
 log = logging.getLogger("setpoint.engine")

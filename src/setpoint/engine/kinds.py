@@ -2,13 +2,17 @@
 
 Each package registers its own kinds by an explicit call (`setpoint.runtime.register`,
 `setpoint.workloads.register`, `setpoint.control.register`); `builtin_kinds` makes those
-calls on a new registry. Nothing is registered by importing a module. No I/O.
+calls on a new registry. Nothing is registered by importing a module. The kinds are
+declared in each package's `kinds` module, which names its schemas lazily: this imports
+no pydantic and no controller. No I/O.
 """
 
 from __future__ import annotations
 
-from setpoint import control, runtime, workloads
-from setpoint.model import Registry
+from setpoint.control import kinds as control
+from setpoint.model.kinds import Registry
+from setpoint.runtime import kinds as runtime
+from setpoint.workloads import kinds as workloads
 
 
 def builtin_kinds() -> Registry:

@@ -8,7 +8,6 @@ name in one set. Each raises `Invalid` naming the field. Pure: no I/O, no clock.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable
 from typing import Any
 
@@ -69,6 +68,8 @@ def refuse_unknown_fields(given: Iterable[object], valid: Iterable[str], root: s
 def unknown_field_message(name: str, valid: Iterable[str]) -> str:
     """`unknown field; did you mean "spec"?`, or the list of valid names when none is close."""
     known = sorted(valid)
+    import difflib  # here: only a refused field pays for it
+
     close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
     if close:
         return f'unknown field; did you mean "{close[0]}"?'

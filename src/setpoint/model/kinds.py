@@ -17,32 +17,32 @@ and registers kinds exactly as the built-in ones are::
 Each package of built-in kinds has such a `register` function (`setpoint.runtime`,
 `setpoint.workloads`, `setpoint.control`); there is no process-wide registry.
 
-`Schema` is the recommended base for spec and status models: fields are written
-in camelCase on the wire (`restartPolicy`) and snake_case in Python, and an
-unknown field is an error rather than silently dropped. Pure: no I/O.
+A kind's `spec`, `status` and `body` are `Schema` models (`setpoint.model.schema`, the
+one module of the model that imports pydantic, imported on the first validation). They
+may be given as the class, or as a `"module:Name"` reference imported on first use, so
+that defining and naming kinds costs no pydantic: the built-in kinds do that, and `setpoint
+get` never builds a model. Pure: no I/O.
 """
 
 from __future__ import annotations
 
-import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, get_args
-
-from pydantic import BaseModel, ConfigDict, ValidationError
-from pydantic.alias_generators import to_camel
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from setpoint.errors import Invalid, UnknownKind
-from setpoint.model.admission import check_values, refuse_unknown_fields, unknown_field_message
+from setpoint.model.admission import check_values, refuse_unknown_fields
 from setpoint.model.meta import Object, check_metadata
 
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
-class Schema(BaseModel):
-    """Base model for specs and statuses: camelCase on the wire, unknown fields refused."""
+SchemaRef: TypeAlias = "type[BaseModel] | str"
+"""A kind's spec, status or body schema: a model class, or `"module:Name"`, the name of
+one imported on first validation (`setpoint.model.schema.model_of`)."""
 
-    model_config = ConfigDict(
-        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=False
-    )
+_SCHEMA_REF = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
 
 
 @dataclass(frozen=True)
@@ -89,10 +89,10 @@ class Kind:
     kind: str
     plural: str = ""
     namespaced: bool = True
-    spec: type[BaseModel] | None = None
-    status: type[BaseModel] | None = None
+    spec: SchemaRef | None = None
+    status: SchemaRef | None = None
     short_names: tuple[str, ...] = ()
-    body: type[BaseModel] | None = None
+    body: SchemaRef | None = None
     """Schema of the top-level fields of a kind with no spec (like Event): every field but
     apiVersion, kind, metadata and status."""
     scale: ScaleSubresource | None = None
@@ -114,6 +114,10 @@ class Kind:
             object.__setattr__(self, "plural", self.kind.lower() + "s")
         object.__setattr__(self, "short_names", tuple(self.short_names))
         object.__setattr__(self, "columns", tuple(self.columns))
+        for name in ("spec", "status", "body"):
+            ref = getattr(self, name)
+            if isinstance(ref, str) and not _SCHEMA_REF.fullmatch(ref):
+                raise Invalid(f"{ref!r}: want a model class or 'module:Name'", field=name)
 
     @property
     def group(self) -> str:
@@ -136,6 +140,8 @@ class Kind:
         Spec and status are replaced by their normalised form (defaults filled,
         camelCase keys), so what is stored is what the schema means.
         """
+        from setpoint.model.schema import model_of, validated
+
         check_values(obj)
         if self.spec is not None:  # a kind with neither spec nor body schema takes any field
             refuse_unknown_fields(obj, _TOP_LEVEL)
@@ -144,82 +150,19 @@ class Kind:
             fields = {k: v for k, v in obj.items() if k not in _ENVELOPE}
             for k in fields:
                 del obj[k]
-            obj.update(_validated(self.body, fields, ""))
+            obj.update(validated(model_of(self.body), fields, ""))
         if self.spec is not None:
-            obj["spec"] = _validated(self.spec, obj.get("spec"), "spec")
+            obj["spec"] = validated(model_of(self.spec), obj.get("spec"), "spec")
         if self.status is not None and obj.get("status") is not None:
-            obj["status"] = _validated(self.status, obj.get("status"), "status")
+            obj["status"] = validated(model_of(self.status), obj.get("status"), "status")
 
     def validate_status(self, status: Any) -> Any:
+        from setpoint.model.schema import model_of, validated
+
         if self.status is None or status is None:
             return status
         check_values(status, "status")
-        return _validated(self.status, status, "status")
-
-
-def _validated(model: type[BaseModel], value: Any, root: str) -> dict[str, Any]:
-    try:
-        parsed = model.model_validate({} if value is None else value)
-    except ValidationError as exc:
-        first = exc.errors(include_url=False)[0]
-        message = first["msg"]
-        if first["type"] == "extra_forbidden":
-            names = _field_names(model, first["loc"][:-1])
-            if names:
-                message = unknown_field_message(str(first["loc"][-1]), names)
-        raise Invalid(message, field=_path(root, first["loc"])) from None
-    return parsed.model_dump(mode="json", by_alias=True, exclude_none=True)
-
-
-def _field_names(model: type[BaseModel], loc: tuple[int | str, ...]) -> list[str]:
-    """The wire names of the fields of the model at `loc` inside `model` ([] if not found)."""
-    current: Any = model
-    for part in loc:
-        if isinstance(part, int) or not _is_model(current):
-            current = _inner_model(current)
-            if isinstance(part, int):
-                continue
-        if not _is_model(current):
-            return []
-        field = next(
-            (f for n, f in current.model_fields.items() if part in (n, f.alias)),
-            None,
-        )
-        if field is None:
-            return []
-        current = field.annotation
-    current = current if _is_model(current) else _inner_model(current)
-    if not _is_model(current):
-        return []
-    return [f.alias or n for n, f in current.model_fields.items()]
-
-
-def _is_model(value: Any) -> bool:
-    return isinstance(value, type) and issubclass(value, BaseModel)
-
-
-def _inner_model(annotation: Any) -> Any:
-    """The model inside `list[M]`, `dict[str, M]` or `M | None`, if there is one."""
-    for arg in get_args(annotation):
-        if _is_model(arg):
-            return arg
-    return None
-
-
-def _path(root: str, loc: tuple[int | str, ...]) -> str:
-    """`spec.args[0]`, `spec.env.HOME`; a refused map key as `spec.env["A=B"]`."""
-    out = root
-    parts = list(loc)
-    for i, part in enumerate(parts):
-        if part == "[key]":
-            continue
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif i + 1 < len(parts) and parts[i + 1] == "[key]":
-            out += f"[{json.dumps(part)}]"
-        else:
-            out += f".{part}"
-    return out.lstrip(".")
+        return validated(model_of(self.status), status, "status")
 
 
 _ENVELOPE = ("apiVersion", "kind", "metadata", "status")

@@ -9,9 +9,6 @@ from __future__ import annotations
 import copy
 from typing import Any, Literal
 
-import jsonpatch
-import jsonpointer
-
 from setpoint.errors import Invalid
 
 PatchType = Literal["merge", "json"]
@@ -45,6 +42,9 @@ def apply_patch(obj: dict[str, Any], patch: Any, patch_type: str) -> dict[str, A
     if patch_type == "json":
         if not isinstance(patch, list) or not all(isinstance(op, dict) for op in patch):
             raise Invalid("a JSON patch must be a list of operations", field="patch")
+        import jsonpatch  # here, not at the top: only JSON patches pay for it
+        import jsonpointer
+
         try:
             result = jsonpatch.JsonPatch(patch).apply(obj, in_place=False)
         except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException) as exc:

@@ -8,54 +8,92 @@ probes.
 
 Its own kinds are `Event` (v1) and `Lease` (coordination.k8s.io/v1): `register(registry)`
 adds them to a registry (a `Manager` adds them to its store's); importing registers nothing.
+Names are imported on first use (`setpoint.lazy`): importing the package imports none of
+its modules but `setpoint.runtime.kinds`.
 """
 
-from setpoint.model import Registry
-from setpoint.runtime.builder import ControllerBuilder
-from setpoint.runtime.cache import Cache
-from setpoint.runtime.controller import Controller, ControllerObserver, ControllerSettings
-from setpoint.runtime.events import EVENT, NORMAL, WARNING, EventRecorder
-from setpoint.runtime.gc import GarbageCollector
-from setpoint.runtime.informer import Informer, InformerEvent
-from setpoint.runtime.leases import LEASE, LeaderElector, LeaseSettings
-from setpoint.runtime.lifecycle import (
-    add_finalizer,
-    controller_of,
-    has_finalizer,
-    is_deleting,
-    owner_reference,
-    remove_finalizer,
-    set_controller_reference,
+from setpoint import lazy
+from setpoint.runtime.kinds import EVENT, KINDS, LEASE, register
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
+
+if TYPE_CHECKING:
+    from setpoint.runtime.builder import ControllerBuilder
+    from setpoint.runtime.cache import Cache
+    from setpoint.runtime.controller import Controller, ControllerObserver, ControllerSettings
+    from setpoint.runtime.events import NORMAL, WARNING, EventRecorder
+    from setpoint.runtime.gc import GarbageCollector
+    from setpoint.runtime.informer import Informer, InformerEvent
+    from setpoint.runtime.leases import LeaderElector, LeaseSettings
+    from setpoint.runtime.lifecycle import (
+        add_finalizer,
+        controller_of,
+        has_finalizer,
+        is_deleting,
+        owner_reference,
+        remove_finalizer,
+        set_controller_reference,
+    )
+    from setpoint.runtime.manager import Manager, ManagerOptions
+    from setpoint.runtime.metrics import Metrics
+    from setpoint.runtime.predicates import (
+        Predicate,
+        and_,
+        annotations_changed,
+        generation_changed,
+        labels_changed,
+        not_,
+        or_,
+    )
+    from setpoint.runtime.queue import QueueStatistics, ShutDown, WorkQueue
+    from setpoint.runtime.ratelimit import (
+        BucketLimiter,
+        ItemExponentialLimiter,
+        MaxOfLimiter,
+        RateLimiter,
+    )
+    from setpoint.runtime.reconciler import Reconciler, Request, Result
+
+__getattr__, __dir__ = lazy.exports(
+    __name__,
+    {
+        "setpoint.runtime.builder": ("ControllerBuilder",),
+        "setpoint.runtime.cache": ("Cache",),
+        "setpoint.runtime.controller": ("Controller", "ControllerObserver", "ControllerSettings"),
+        "setpoint.runtime.events": ("NORMAL", "WARNING", "EventRecorder"),
+        "setpoint.runtime.gc": ("GarbageCollector",),
+        "setpoint.runtime.informer": ("Informer", "InformerEvent"),
+        "setpoint.runtime.leases": ("LeaderElector", "LeaseSettings"),
+        "setpoint.runtime.lifecycle": (
+            "add_finalizer",
+            "controller_of",
+            "has_finalizer",
+            "is_deleting",
+            "owner_reference",
+            "remove_finalizer",
+            "set_controller_reference",
+        ),
+        "setpoint.runtime.manager": ("Manager", "ManagerOptions"),
+        "setpoint.runtime.metrics": ("Metrics",),
+        "setpoint.runtime.predicates": (
+            "Predicate",
+            "and_",
+            "annotations_changed",
+            "generation_changed",
+            "labels_changed",
+            "not_",
+            "or_",
+        ),
+        "setpoint.runtime.queue": ("QueueStatistics", "ShutDown", "WorkQueue"),
+        "setpoint.runtime.ratelimit": (
+            "BucketLimiter",
+            "ItemExponentialLimiter",
+            "MaxOfLimiter",
+            "RateLimiter",
+        ),
+        "setpoint.runtime.reconciler": ("Reconciler", "Request", "Result"),
+    },
 )
-from setpoint.runtime.manager import Manager, ManagerOptions
-from setpoint.runtime.metrics import Metrics
-from setpoint.runtime.predicates import (
-    Predicate,
-    and_,
-    annotations_changed,
-    generation_changed,
-    labels_changed,
-    not_,
-    or_,
-)
-from setpoint.runtime.queue import QueueStatistics, ShutDown, WorkQueue
-from setpoint.runtime.ratelimit import (
-    BucketLimiter,
-    ItemExponentialLimiter,
-    MaxOfLimiter,
-    RateLimiter,
-)
-from setpoint.runtime.reconciler import Reconciler, Request, Result
-
-KINDS = (EVENT, LEASE)
-"""The kinds this package defines."""
-
-
-def register(registry: Registry) -> None:
-    """Add Event and Lease to `registry`."""
-    for kind in KINDS:
-        registry.register(kind)
-
 
 __all__ = [
     "EVENT",

@@ -38,7 +38,8 @@ from pydantic import Field, field_validator
 
 from setpoint.clock import SYSTEM_CLOCK, Clock, parse_rfc3339, rfc3339
 from setpoint.errors import AlreadyExists, Conflict, Error, Invalid, NotFound, StoreClosed
-from setpoint.model import Kind, Object, Schema
+from setpoint.model import Object, Schema
+from setpoint.runtime.kinds import EVENT
 from setpoint.store import Store
 
 __all__ = [
@@ -129,10 +130,6 @@ class EventBody(Schema):
     series: EventSeries | None = None
 
     _times = field_validator("first_timestamp", "last_timestamp", "event_time")(_check_timestamp)
-
-
-EVENT = Kind("v1", "Event", plural="events", short_names=("ev",), namespaced=True, body=EventBody)
-"""The built-in `Event` kind (core group, as Kubernetes)."""
 
 
 @dataclass(slots=True)

@@ -35,7 +35,8 @@ from pydantic import Field, field_validator
 
 from setpoint.clock import SYSTEM_CLOCK, Clock
 from setpoint.errors import AlreadyExists, Conflict, Error, Invalid, NotFound
-from setpoint.model import Kind, Object, Schema
+from setpoint.model import Object, Schema
+from setpoint.runtime.kinds import LEASE as LEASE
 from setpoint.store import Store
 
 log = logging.getLogger("setpoint.leases")
@@ -83,10 +84,6 @@ class LeaseSpec(Schema):
     @classmethod
     def _micro_time(cls, value: str | None) -> str | None:
         return None if value is None else micro_time(parse_micro_time(value))
-
-
-LEASE = Kind("coordination.k8s.io/v1", "Lease", spec=LeaseSpec, plural="leases")
-"""The built-in `Lease` kind (namespaced), as Kubernetes' coordination.k8s.io/v1 Lease."""
 
 
 # -- settings --------------------------------------------------------------------

@@ -36,11 +36,12 @@ from setpoint.model import Kind
 from setpoint.runtime.builder import ControllerBuilder
 from setpoint.runtime.cache import Cache
 from setpoint.runtime.controller import Controller, ControllerObserver
-from setpoint.runtime.events import EVENT, EventRecorder, expire_events
+from setpoint.runtime.events import EventRecorder, expire_events
 from setpoint.runtime.gc import GarbageCollector
 from setpoint.runtime.health import serve, split_address
 from setpoint.runtime.informer import Informer
-from setpoint.runtime.leases import LEASE, LeaderElector, LeaseSettings
+from setpoint.runtime.kinds import EVENT, LEASE
+from setpoint.runtime.leases import LeaderElector, LeaseSettings
 from setpoint.runtime.metrics import Metrics
 from setpoint.store import Store
 

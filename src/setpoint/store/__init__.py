@@ -14,28 +14,34 @@ URLs
                                         fsync per commit) | normal | off
 
 `open_store(url, create=False)` is how readers open a store: one that does not exist
-is `NotFound`, never created empty.
+is `NotFound`, never created empty. `open_reader(url, registry)` gives a short-lived
+reader synchronous reads without an event loop (`setpoint get` imports no asyncio).
 """
 
 from __future__ import annotations
 
 import os
-from typing import cast
+from typing import TYPE_CHECKING, cast
 from urllib.parse import parse_qs, urlsplit
 
+from setpoint import lazy
 from setpoint.clock import SYSTEM_CLOCK, Clock
-from setpoint.errors import (
-    AlreadyExists,
-    Conflict,
-    Gone,
-    Invalid,
-    NotFound,
-    StoreClosed,
-    UnknownKind,
+from setpoint.errors import Invalid, NotFound
+
+if TYPE_CHECKING:
+    from setpoint.errors import AlreadyExists, Conflict, Gone, StoreClosed, UnknownKind
+    from setpoint.model import Registry
+    from setpoint.store.base import EventType, Reader, Store, WatchEvent
+    from setpoint.store.rules import FOREGROUND_DELETION, ORPHAN
+
+__getattr__, __dir__ = lazy.exports(
+    __name__,
+    {
+        "setpoint.errors": ("AlreadyExists", "Conflict", "Gone", "StoreClosed", "UnknownKind"),
+        "setpoint.store.base": ("EventType", "Store", "WatchEvent"),
+        "setpoint.store.rules": ("FOREGROUND_DELETION", "ORPHAN"),
+    },
 )
-from setpoint.model import Registry
-from setpoint.store.base import EventType, Store, WatchEvent
-from setpoint.store.rules import FOREGROUND_DELETION, ORPHAN
 
 __all__ = [
     "FOREGROUND_DELETION",
@@ -64,33 +70,57 @@ async def open_store(
     """Open the store at `url` (see the module docstring for URLs); `Invalid` naming the
     field `store` for a URL that is not one. With `create=False` a store that does not
     exist yet is `NotFound` instead of being created: readers never create state."""
-    try:
-        parts = urlsplit(url)
-        options = {k: v[-1] for k, v in parse_qs(parts.query).items()}
-    except ValueError as exc:
-        raise Invalid(f"{url!r}: not a URL ({exc})", field="store") from None
+    scheme, options = _parse(url)
     history = _int_option(options.pop("history", "10000"), "history")
-    if parts.scheme == "memory":
+    if scheme == "memory":
         _no_more(options, url)
         from setpoint.store.memory import MemoryStore
 
         return MemoryStore(registry, clock=clock, history=history)
-    if parts.scheme == "sqlite":
-        path = sqlite_path(url)
-        sync = options.pop("sync", "full")
-        if sync not in ("full", "normal", "off"):
-            raise Invalid(f"sync={sync!r}: want full, normal or off", field="store")
-        _no_more(options, url)
-        if not create and not os.path.exists(path):  # noqa: ASYNC240
-            where = os.path.abspath(path)  # noqa: ASYNC240
-            raise NotFound(
-                f"no store at {where} (it does not exist, and reading never creates one)"
-            )
+    if scheme == "sqlite":
+        path, sync = _sqlite(url, options, create=create)
         from setpoint.store.sqlite import SqliteStore, Sync
 
         store = SqliteStore(path, registry, clock=clock, history=history, sync=cast(Sync, sync))
         return await store.open()
     raise Invalid(f"{url!r}: unknown store; want memory:// or sqlite:///path.db", field="store")
+
+
+def open_reader(url: str, registry: Registry) -> Reader | None:
+    """A synchronous `Reader` of the existing store at `url` (`NotFound` if there is none),
+    for a short-lived reader that needs no event loop; None for a backend that has no
+    such reader (`memory://`): use `open_store`. The URL is checked as `open_store` checks it."""
+    scheme, options = _parse(url)
+    _int_option(options.pop("history", "10000"), "history")
+    if scheme != "sqlite":
+        return None
+    path, _ = _sqlite(url, options, create=False)
+    from setpoint.store.sqlite_reader import SqliteReader
+
+    return SqliteReader(path, registry)
+
+
+def _parse(url: str) -> tuple[str, dict[str, str]]:
+    """The URL's scheme and its query options."""
+    try:
+        parts = urlsplit(url)
+        return parts.scheme, {k: v[-1] for k, v in parse_qs(parts.query).items()}
+    except ValueError as exc:
+        raise Invalid(f"{url!r}: not a URL ({exc})", field="store") from None
+
+
+def _sqlite(url: str, options: dict[str, str], *, create: bool) -> tuple[str, str]:
+    """The database file and the `sync` option of a `sqlite:` URL (no other option left);
+    `NotFound` if the file does not exist and may not be created."""
+    path = sqlite_path(url)
+    sync = options.pop("sync", "full")
+    if sync not in ("full", "normal", "off"):
+        raise Invalid(f"sync={sync!r}: want full, normal or off", field="store")
+    _no_more(options, url)
+    if not create and not os.path.exists(path):
+        where = os.path.abspath(path)
+        raise NotFound(f"no store at {where} (it does not exist, and reading never creates one)")
+    return path, sync
 
 
 def sqlite_path(url: str) -> str:

@@ -111,3 +111,23 @@ class Store(Protocol):
     async def compact(self, revision: int) -> None: ...
 
     async def close(self) -> None: ...
+
+
+class Reader(Protocol):
+    """Synchronous reads of a store, for short-lived readers that need no event loop (the
+    CLI's `get`): the same answers as `Store.get` and `Store.list`, read from one snapshot
+    each. `setpoint.store.open_reader` opens one; `close` ends it."""
+
+    def get(
+        self, api_version: str, kind: str, name: str, namespace: str | None = "default"
+    ) -> Object: ...
+
+    def list(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None = None,
+        label_selector: str | Selector | None = None,
+    ) -> tuple[builtins.list[Object], int]: ...
+
+    def close(self) -> None: ...

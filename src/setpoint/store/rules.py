@@ -11,16 +11,19 @@ from __future__ import annotations
 import copy
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from setpoint.clock import rfc3339
-from setpoint.errors import AlreadyExists, Conflict, Invalid, NotFound
+from setpoint.errors import AlreadyExists, Conflict, Invalid
 from setpoint.model import Kind, Object, Registry, apply_patch, codec
 from setpoint.model.meta import object_key
-from setpoint.store.base import EventType
+from setpoint.store.keys import Key as Key
+from setpoint.store.keys import key_of as key_of
+from setpoint.store.keys import not_found as not_found
 
-Key = tuple[str, str, str, str]
-"""(apiVersion, kind, namespace, name); namespace is "" for cluster-scoped kinds."""
+if TYPE_CHECKING:
+    from setpoint.store.base import EventType
+
 
 MAX_OBJECT_BYTES = 3 * 1024 * 1024 // 2  # 1.5 MiB, as etcd's default request limit
 
@@ -55,10 +58,6 @@ class Change:
     key: Key
     object: Object
     prev_labels: dict[str, str] | None
-
-
-def key_of(kind: Kind, name: str, namespace: str | None) -> Key:
-    return (kind.api_version, kind.kind, (namespace or "default") if kind.namespaced else "", name)
 
 
 def encode(obj: Object) -> bytes:
@@ -258,9 +257,3 @@ def _change(key: Key, current: Object, new: Object) -> Change | None:
     if new == current:
         return None
     return Change("MODIFIED", key, new, current["metadata"].get("labels"))
-
-
-def not_found(key: Key) -> NotFound:
-    _, kind, ns, name = key
-    where = f' in namespace "{ns}"' if ns else ""
-    return NotFound(f'{kind} "{name}" not found{where}')

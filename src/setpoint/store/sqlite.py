@@ -40,6 +40,7 @@ from setpoint.files import ensure_private_dir, make_private, sqlite_files
 from setpoint.model import Object, Registry, Selector, codec
 from setpoint.store.backend import Backend
 from setpoint.store.rules import Change, Write, decide, encode, key_of, not_found, stamp
+from setpoint.store.sqlite_reader import GET, list_query, revision_now
 from setpoint.store.watchers import LogEntry, Watchers, matcher
 
 log = logging.getLogger("setpoint.store.sqlite")
@@ -62,12 +63,10 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
 INSERT OR IGNORE INTO meta VALUES ('compacted', 0);
 """
 
-_REVISION = "SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'log'), 0)"
 _REVISION_AND_COMPACTED = (
     "SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'log'), 0),"
     " (SELECT value FROM meta WHERE key = 'compacted')"
 )
-_GET = "SELECT data FROM objects WHERE api_version=? AND kind=? AND namespace=? AND name=?"
 _LOG_COLUMNS = "revision, type, api_version, kind, namespace, data, labels, prev_labels"
 _MAX_BATCH = 1000
 
@@ -141,7 +140,7 @@ class SqliteStore(Backend):
             self._conn = _connect(self.path, self._sync)
             make_private(*sqlite_files(self.path))  # before anything is written to it
             self._conn.executescript(_SCHEMA)
-            self._published = self._revision_now(self._conn)
+            self._published = revision_now(self._conn)
         except (OSError, sqlite3.Error) as exc:
             raise Invalid(
                 f"cannot open {self.path!r} as a SQLite store: {exc}", field="store"
@@ -252,7 +251,7 @@ class SqliteStore(Backend):
     def _decide(
         self, conn: sqlite3.Connection, write: Write, now: float
     ) -> tuple[Change | None, Object | None]:
-        row = conn.execute(_GET, write.key).fetchone()
+        row = conn.execute(GET, write.key).fetchone()
         current = None if row is None else codec.decode(row[0])
         return decide(write, current, now), current
 
@@ -324,7 +323,7 @@ class SqliteStore(Backend):
                     log.warning("cannot read the revision log (%s); watchers must relist", exc)
                     self._watchers.expire()
                     with contextlib.suppress(sqlite3.Error):
-                        self._published = self._revision_now(self._conn)
+                        self._published = revision_now(self._conn)
                     missing = []
                 self._publish([e for e in missing if not entries or e.revision <= start])
             self._publish(entries)
@@ -345,7 +344,7 @@ class SqliteStore(Backend):
                     continue
                 seen = version
                 # Our own commits change data_version too; they reach the dispatcher directly.
-                newer = self._revision_now(self._conn) > max(self._committed, self._published)
+                newer = revision_now(self._conn) > max(self._committed, self._published)
             except sqlite3.Error as exc:
                 log.warning("cannot poll the store for other processes' writes: %s", exc)
                 continue
@@ -374,17 +373,12 @@ class SqliteStore(Backend):
         except sqlite3.Error as exc:
             raise Error(f"sqlite: {exc}") from exc
 
-    @staticmethod
-    def _revision_now(conn: sqlite3.Connection) -> int:
-        revision: int = conn.execute(_REVISION).fetchone()[0]
-        return revision
-
     async def get(
         self, api_version: str, kind: str, name: str, namespace: str | None = "default"
     ) -> Object:
         self._check_open()
         key = key_of(self.registry.get(api_version, kind), name, namespace)
-        row = self._conn.execute(_GET, key).fetchone()  # a primary-key read: microseconds
+        row = self._conn.execute(GET, key).fetchone()  # a primary-key read: microseconds
         if row is None:
             raise not_found(key)
         obj: Object = codec.decode(row[0])
@@ -404,16 +398,12 @@ class SqliteStore(Backend):
         self._check_open()
         self.registry.get(api_version, kind)
         matches = matcher(label_selector)
-        query = "SELECT data FROM objects WHERE api_version=? AND kind=?"
-        args: tuple[str, ...] = (api_version, kind)
-        if namespace is not None:
-            query, args = query + " AND namespace=?", (*args, namespace)
-        query += " ORDER BY namespace, name"
+        query, args = list_query(api_version, kind, namespace)
 
         def start() -> tuple[sqlite3.Connection, sqlite3.Cursor, int]:
             conn = _connect(self.path, self._sync)
             conn.execute("BEGIN")
-            revision = self._revision_now(conn)
+            revision = revision_now(conn)
             return conn, conn.execute(query, args), revision
 
         def fetch(cursor: sqlite3.Cursor) -> tuple[builtins.list[Object], bool]:
@@ -459,13 +449,13 @@ class SqliteStore(Backend):
 
     async def revision(self) -> int:
         self._check_open()
-        return self._revision_now(self._conn)
+        return revision_now(self._conn)
 
     async def compact(self, revision: int) -> None:
         def run(conn: sqlite3.Connection) -> None:
             conn.execute("BEGIN IMMEDIATE")
             try:
-                self._compact_in(conn, min(revision, self._revision_now(conn)))
+                self._compact_in(conn, min(revision, revision_now(conn)))
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")

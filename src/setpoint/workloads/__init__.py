@@ -10,24 +10,10 @@ and `Job` kinds and their controllers), `deployment` (replicas of a Process temp
 rolling updates) and `service` (a TCP proxy in front of Ready replicas). Each
 controller keeps observe -> plan -> apply apart; plan functions are pure.
 
-`register(registry)` adds this package's kinds to a registry; importing registers nothing.
+`kinds` declares the kinds without importing the rest; `register(registry)` adds them to a
+registry; importing registers nothing.
 """
 
-from setpoint.model import Registry
-from setpoint.workloads.deployment import CONTROLLER_REVISION, DEPLOYMENT
-from setpoint.workloads.job import JOB
-from setpoint.workloads.process import PROCESS
-from setpoint.workloads.secret import SECRET
-from setpoint.workloads.service import SERVICE
-
-KINDS = (PROCESS, JOB, DEPLOYMENT, CONTROLLER_REVISION, SERVICE, SECRET)
-"""The kinds this package defines."""
-
-
-def register(registry: Registry) -> None:
-    """Add Process, Job, Deployment, ControllerRevision, Service and Secret to `registry`."""
-    for kind in KINDS:
-        registry.register(kind)
-
+from setpoint.workloads.kinds import KINDS, register
 
 __all__ = ["KINDS", "register"]

@@ -77,9 +77,7 @@ from pydantic import Field
 
 from setpoint.model import (
     READY,
-    Kind,
     Object,
-    PrinterColumn,
     Schema,
     get_condition,
     remove_condition,
@@ -106,6 +104,7 @@ from setpoint.workloads.children import (
 from setpoint.workloads.dependencies import (
     Dependency,
 )
+from setpoint.workloads.kinds import JOB
 
 __all__ = [
     "COMPLETE",
@@ -162,21 +161,6 @@ class JobStatusSchema(Schema):
     started_generation: int | None = None
     restarted_at: str | None = None
     conditions: list[dict[str, Any]] = Field(default_factory=list)
-
-
-JOB = Kind(
-    "setpoint.dev/v1alpha1",
-    "Job",
-    namespaced=True,
-    plural="jobs",
-    spec=JobSpecSchema,
-    status=JobStatusSchema,
-    columns=(
-        PrinterColumn("PHASE", "status.phase"),
-        PrinterColumn("ATTEMPTS", "status.attempts"),
-    ),
-)
-"""The `Job` kind."""
 
 
 # -- plan (pure) ----------------------------------------------------------------------

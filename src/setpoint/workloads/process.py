@@ -84,7 +84,7 @@ from pydantic import Field, model_validator
 from pydantic_core import PydanticCustomError
 
 from setpoint.errors import Conflict, Error, Invalid
-from setpoint.model import Kind, Object, PrinterColumn, Schema
+from setpoint.model import Object, Schema
 from setpoint.model.conditions import READY, get_condition, set_condition
 from setpoint.model.redaction import redact
 from setpoint.model.wellknown import PROCESS_FINALIZER
@@ -113,6 +113,7 @@ from setpoint.workloads.children import (
 from setpoint.workloads.dependencies import (
     Dependency,
 )
+from setpoint.workloads.kinds import PROCESS
 from setpoint.workloads.probes import (
     LogLineScanner,
     Probe,
@@ -210,23 +211,6 @@ class ProcessStatusSchema(Schema):
     restarted_at: str | None = None
     recent_restarts: int = 0
     conditions: list[dict[str, Any]] = Field(default_factory=list)
-
-
-PROCESS = Kind(
-    "setpoint.dev/v1alpha1",
-    "Process",
-    spec=ProcessSpecSchema,
-    status=ProcessStatusSchema,
-    namespaced=True,
-    plural="processes",
-    short_names=("proc",),
-    columns=(
-        PrinterColumn("PHASE", "status.phase"),
-        PrinterColumn("RESTARTS", "status.restarts"),
-        PrinterColumn("PID", "status.pid"),
-    ),
-)
-"""The `Process` kind."""
 
 
 # -- plan (pure) ----------------------------------------------------------------------

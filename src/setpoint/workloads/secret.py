@@ -46,12 +46,13 @@ from pydantic import BeforeValidator, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from setpoint.errors import NotFound, SecretUnavailable
-from setpoint.model import Kind, Object, PrinterColumn, Schema
+from setpoint.model import Object, Schema
 from setpoint.model.fields import EnvName, OsString
 from setpoint.model.redaction import decode_secret
 from setpoint.runtime.cache import Cache
 from setpoint.runtime.reconciler import Request
 from setpoint.store import Store
+from setpoint.workloads.kinds import SECRET
 
 __all__ = [
     "MAX_SECRET_BYTES",
@@ -122,18 +123,6 @@ class SecretBody(Schema):
                 "secret_size", "holds {size} bytes; at most 1 MiB", {"size": size}
             )
         return self
-
-
-SECRET = Kind(
-    "v1",
-    "Secret",
-    plural="secrets",
-    namespaced=True,
-    body=SecretBody,
-    columns=(PrinterColumn("TYPE", "type"),),
-    secret_fields=("data",),
-)
-"""The `Secret` kind (core group, as Kubernetes); `setpoint.workloads.register` adds it."""
 
 
 # -- references in a Process or Job spec ----------------------------------------------

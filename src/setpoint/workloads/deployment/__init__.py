@@ -33,7 +33,8 @@ failing), `Stalled` (the deadline was missed and no remediation applies) and `Re
 
 The package keeps observe -> plan -> apply apart:
 
-* `kind`: the schemas (every default of the spec, once) and the kinds;
+* `kind`: the schemas (every default of the spec, once); the kinds are declared in
+  `setpoint.workloads.kinds`;
 * `inputs`: what the planner works from (`Desired`, `Observed`), pure;
 * `rollout`: the plan, pure: Kubernetes' rolling update rules applied to single
   replicas, returning a frozen `Plan` with everything to do;
@@ -57,8 +58,6 @@ from setpoint.workloads.deployment.inputs import (
 )
 from setpoint.workloads.deployment.kind import (
     AVAILABLE,
-    CONTROLLER_REVISION,
-    DEPLOYMENT,
     PROGRESSING,
     REPLICA_FAILURE,
     DeploymentSpecSchema,
@@ -68,6 +67,7 @@ from setpoint.workloads.deployment.kind import (
 )
 from setpoint.workloads.deployment.progress import Rollback
 from setpoint.workloads.deployment.rollout import NewReplica, Plan, plan
+from setpoint.workloads.kinds import CONTROLLER_REVISION, DEPLOYMENT
 
 __all__ = [
     "AVAILABLE",

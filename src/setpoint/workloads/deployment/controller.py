@@ -47,10 +47,10 @@ from setpoint.workloads.deployment.inputs import (
     observe_replica,
     observe_revision,
 )
-from setpoint.workloads.deployment.kind import CONTROLLER_REVISION, DEPLOYMENT, substitute
+from setpoint.workloads.deployment.kind import substitute
 from setpoint.workloads.deployment.progress import Rollback, with_failed_create
 from setpoint.workloads.deployment.rollout import NewReplica, Plan, plan
-from setpoint.workloads.process import PROCESS
+from setpoint.workloads.kinds import CONTROLLER_REVISION, DEPLOYMENT, PROCESS
 
 log = logging.getLogger("setpoint.deployment")
 

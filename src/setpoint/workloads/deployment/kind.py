@@ -1,7 +1,8 @@
 """The `Deployment` and `ControllerRevision` kinds: their schemas (every default of a
 Deployment's spec is defined here, once), the condition types a Deployment reports, and
 the spec arithmetic the schemas and the planner share (`resolve_bound`, `substitute`,
-`template_hash`). Pure: no I/O, no clock.
+`template_hash`). The kinds themselves (`DEPLOYMENT`, `CONTROLLER_REVISION`) are
+declared in `setpoint.workloads.kinds`. Pure: no I/O, no clock.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from setpoint.errors import Invalid
-from setpoint.model import Kind, Object, PrinterColumn, ScaleSubresource, Schema
+from setpoint.model import Object, Schema
 from setpoint.workloads.dependencies import Dependency
 from setpoint.workloads.process import ProcessSpecSchema
 
@@ -214,22 +215,3 @@ class RevisionBody(Schema):
 
     revision: int = Field(ge=1)
     data: dict[str, Any]
-
-
-DEPLOYMENT = Kind(
-    "setpoint.dev/v1alpha1",
-    "Deployment",
-    spec=DeploymentSpecSchema,
-    status=DeploymentStatusSchema,
-    short_names=("deploy",),
-    scale=ScaleSubresource(),
-    columns=(
-        PrinterColumn("REPLICAS", "spec.replicas"),
-        PrinterColumn("UP-TO-DATE", "status.updatedReplicas"),
-        PrinterColumn("AVAILABLE", "status.availableReplicas"),
-        PrinterColumn("REVISION", "status.currentRevision"),
-    ),
-)
-CONTROLLER_REVISION = Kind(
-    "setpoint.dev/v1alpha1", "ControllerRevision", body=RevisionBody, short_names=("rev",)
-)

@@ -40,6 +40,7 @@ When the manager stops, every listener closes and connections in flight get
 `SHUTDOWN_GRACE_SECONDS`.
 """
 
+from setpoint.workloads.kinds import SERVICE
 from setpoint.workloads.service.controller import (
     LISTEN_RETRY_SECONDS,
     SHUTDOWN_GRACE_SECONDS,
@@ -48,7 +49,6 @@ from setpoint.workloads.service.controller import (
     setup,
 )
 from setpoint.workloads.service.kind import (
-    SERVICE,
     EndpointSchema,
     ServiceSpecSchema,
     ServiceStatusSchema,

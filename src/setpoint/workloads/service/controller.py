@@ -29,8 +29,7 @@ from setpoint.runtime.manager import Manager
 from setpoint.runtime.predicates import generation_changed
 from setpoint.runtime.reconciler import Request, Result, requested_object
 from setpoint.store import Store
-from setpoint.workloads.process import PROCESS
-from setpoint.workloads.service.kind import SERVICE
+from setpoint.workloads.kinds import PROCESS, SERVICE
 from setpoint.workloads.service.plan import (
     Endpoint,
     ServicePlan,

@@ -1,5 +1,6 @@
 """The `Service` kind (setpoint.dev/v1alpha1, namespaced, short name `svc`): its spec and
-status schemas. Every default of a Service's spec is defined here, once. Pure.
+status schemas (the kind itself, `SERVICE`, is declared in `setpoint.workloads.kinds`).
+Every default of a Service's spec is defined here, once. Pure.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from pydantic import Field, field_validator
 from pydantic_core import PydanticCustomError
 
 from setpoint.errors import Invalid
-from setpoint.model import Kind, Object, PrinterColumn, Schema
+from setpoint.model import Object, Schema
 from setpoint.model.meta import check_label_value, check_qualified_name
 
 
@@ -65,19 +66,3 @@ class ServiceStatusSchema(Schema):
     ready_endpoints: int = 0
     observed_generation: int | None = None
     conditions: list[dict[str, Any]] = Field(default_factory=list)
-
-
-SERVICE = Kind(
-    "setpoint.dev/v1alpha1",
-    "Service",
-    spec=ServiceSpecSchema,
-    status=ServiceStatusSchema,
-    namespaced=True,
-    plural="services",
-    short_names=("svc",),
-    columns=(
-        PrinterColumn("PORT", "spec.port"),
-        PrinterColumn("ENDPOINTS", "status.readyEndpoints"),
-    ),
-)
-"""The `Service` kind."""

@@ -1,0 +1,113 @@
+"""Schemas of spec, status and body (pydantic models): the `Schema` base, how a kind's
+schema reference becomes a model class, and validation that names the refused field.
+
+`Schema` is the recommended base for spec and status models: fields are written in
+camelCase on the wire (`restartPolicy`) and snake_case in Python, and an unknown field is
+an error rather than silently dropped.
+
+This is the only module of the model that imports pydantic; `setpoint.model.kinds`
+imports it on the first validation, so that code which only names kinds (the CLI's
+`--help`, `get`) never pays for pydantic. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import json
+from typing import Any, get_args
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic.alias_generators import to_camel
+
+from setpoint.errors import Invalid
+from setpoint.model.admission import unknown_field_message
+
+
+class Schema(BaseModel):
+    """Base model for specs and statuses: camelCase on the wire, unknown fields refused."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=False
+    )
+
+
+@functools.cache
+def model_of(ref: type[BaseModel] | str) -> type[BaseModel]:
+    """The model class a kind's `spec`, `status` or `body` names: the class itself, or
+    the one a `"module:Name"` reference names (imported once, then remembered)."""
+    if not isinstance(ref, str):
+        return ref
+    module, _, name = ref.partition(":")
+    model = getattr(importlib.import_module(module), name, None)
+    if not (isinstance(model, type) and issubclass(model, BaseModel)):
+        raise TypeError(f"{ref!r}: {module} defines no pydantic model {name}")
+    return model
+
+
+def validated(model: type[BaseModel], value: Any, root: str) -> dict[str, Any]:
+    """`value` (None: empty) validated by `model`, in its normalised wire form (defaults
+    filled, camelCase keys, no nulls); `Invalid` naming the first refused field under
+    `root` (an unknown one with the nearest valid name)."""
+    try:
+        parsed = model.model_validate({} if value is None else value)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        message = first["msg"]
+        if first["type"] == "extra_forbidden":
+            names = _field_names(model, first["loc"][:-1])
+            if names:
+                message = unknown_field_message(str(first["loc"][-1]), names)
+        raise Invalid(message, field=_path(root, first["loc"])) from None
+    return parsed.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def _field_names(model: type[BaseModel], loc: tuple[int | str, ...]) -> list[str]:
+    """The wire names of the fields of the model at `loc` inside `model` ([] if not found)."""
+    current: Any = model
+    for part in loc:
+        if isinstance(part, int) or not _is_model(current):
+            current = _inner_model(current)
+            if isinstance(part, int):
+                continue
+        if not _is_model(current):
+            return []
+        field = next(
+            (f for n, f in current.model_fields.items() if part in (n, f.alias)),
+            None,
+        )
+        if field is None:
+            return []
+        current = field.annotation
+    current = current if _is_model(current) else _inner_model(current)
+    if not _is_model(current):
+        return []
+    return [f.alias or n for n, f in current.model_fields.items()]
+
+
+def _is_model(value: Any) -> bool:
+    return isinstance(value, type) and issubclass(value, BaseModel)
+
+
+def _inner_model(annotation: Any) -> Any:
+    """The model inside `list[M]`, `dict[str, M]` or `M | None`, if there is one."""
+    for arg in get_args(annotation):
+        if _is_model(arg):
+            return arg
+    return None
+
+
+def _path(root: str, loc: tuple[int | str, ...]) -> str:
+    """`spec.args[0]`, `spec.env.HOME`; a refused map key as `spec.env["A=B"]`."""
+    out = root
+    parts = list(loc)
+    for i, part in enumerate(parts):
+        if part == "[key]":
+            continue
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif i + 1 < len(parts) and parts[i + 1] == "[key]":
+            out += f"[{json.dumps(part)}]"
+        else:
+            out += f".{part}"
+    return out.lstrip(".")

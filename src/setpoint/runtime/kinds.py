@@ -1,0 +1,35 @@
+"""The runtime's own kinds, `Event` (v1) and `Lease` (coordination.k8s.io/v1), and
+`register`, which adds them to a registry.
+
+Only declarations: the schemas stay beside the code that writes them
+(`setpoint.runtime.events`, `setpoint.runtime.leases`) and are named lazily, so naming
+these kinds imports neither pydantic nor those modules. No I/O.
+"""
+
+from __future__ import annotations
+
+from setpoint.model.kinds import Kind, Registry
+
+EVENT = Kind(
+    "v1",
+    "Event",
+    plural="events",
+    short_names=("ev",),
+    namespaced=True,
+    body="setpoint.runtime.events:EventBody",
+)
+"""The built-in `Event` kind (core group, as Kubernetes)."""
+
+LEASE = Kind(
+    "coordination.k8s.io/v1", "Lease", spec="setpoint.runtime.leases:LeaseSpec", plural="leases"
+)
+"""The built-in `Lease` kind (namespaced), as Kubernetes' coordination.k8s.io/v1 Lease."""
+
+KINDS = (EVENT, LEASE)
+"""The kinds this package defines."""
+
+
+def register(registry: Registry) -> None:
+    """Add Event and Lease to `registry`."""
+    for kind in KINDS:
+        registry.register(kind)
