@@ -3,6 +3,7 @@
 `probes` (Kubernetes exec/httpGet/tcpSocket probes: schemas, a pure threshold
 state machine, runners), `supervisor` (child processes in their own process
 groups: start, exit notification, graceful stop, logs, re-adoption),
+`venv` (the engine's virtual environment as its children see it),
 `dependencies` (`dependsOn`: pure evaluation and cycle detection), `secret` (the
 `Secret` kind and how `env`/`envFrom` take values from it), `children` (the child
 lifecycle the Process and Job controllers share), `process` and `job` (the `Process`
