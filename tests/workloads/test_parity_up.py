@@ -54,10 +54,15 @@ def test_up_runs_the_process_compose_example(tmp_path: Path) -> None:
         assert "Job/seed ready=False phase=Failed" in text
         logs = tmp_path / ".setpoint" / "logs"
         assert (logs / "default_seed.log").read_text() == "hello from app.env world\n"
+        # client has no readiness probe: Ready once started, maybe before it printed.
+        client_log = logs / "default_client.log"
+        deadline = time.monotonic() + 60
+        while not client_log.exists() or not client_log.read_text():
+            assert time.monotonic() < deadline, "client printed nothing within 60 s"
+            time.sleep(0.05)
         up.send_signal(signal.SIGTERM)
         assert up.wait(timeout=30) == 0
-        client_log = (logs / "default_client.log").read_text()
-        assert client_log == "hello from app.env client\n"
+        assert client_log.read_text() == "hello from app.env client\n"
     finally:
         if up.poll() is None:
             os.killpg(up.pid, signal.SIGKILL)
