@@ -35,6 +35,25 @@ The method, in three steps:
 
 Every node of the graph (and of the table) is returned, best first (ties by anomaly,
 then name).
+
+**Verdict** (`window_verdict`, `diagnose`): before blaming anything, is the target's metric
+anomalous after `at` at all? Every row of the window and every row of the baseline (normal
+plus before) gets the target's deviation as in step 1 (the largest over the metric's
+statistics). The window's worst row, `z`, is compared with normal operation: with `c`
+baseline rows at least as extreme out of `n`, one normal row is that extreme with chance
+`(c + 1) / (n + 1)` (a conformal p-value), and some row of `m` with chance
+`p = 1 - (1 - (c + 1) / (n + 1))^m`. The window is anomalous when `p < significance`
+(0.05) and `z >= verdict_floor` (3, the three-sigma rule: a window whose worst row is
+within three robust deviations is normal however quiet the baseline). A baseline too short
+to call any row rare (`1 / (n + 1) >= significance`) cannot give such a chance: then `z >=
+threshold` alone decides. So one brief spike in a long window is normal when normal
+operation has such spikes too, and a sustained shift right after `at` is not. A normal
+window gets no causes: the PetShop authors (amazon-science/petshop-root-cause-analysis,
+`code/rca_task.py`, `evaluate_specificity`) count a method as specific on a window of
+normal operation only when it returns no potential root cause at all, so `diagnose`
+returns none rather than a ranking of noise. The two constants are conventions chosen
+before looking at results, not fitted (`bench/insight_petshop.py` checks them by leaving
+one scenario out).
 """
 
 from __future__ import annotations
@@ -145,6 +164,11 @@ class RcaSettings:
     """Metrics for which only an increase is an anomaly."""
     percent_good: frozenset[str] = field(default_factory=lambda: frozenset({"availability"}))
     """Percentages where 100 is perfect: only a decrease is an anomaly (scored as 100 - x)."""
+    significance: float = 0.05
+    """The verdict's test level: a window is anomalous when normal operation would show a row
+    as extreme as its worst in as many rows with a chance below this."""
+    verdict_floor: float = 3.0
+    """Robust z below which a window is never anomalous (the three-sigma rule)."""
 
 
 def split_at(timestamps: Sequence[float], at: float) -> list[bool]:
@@ -157,23 +181,23 @@ def split_at(timestamps: Sequence[float], at: float) -> list[bool]:
     return [bool(t + period / 2 > at) for t in ts]
 
 
-def series_anomaly(
+def row_deviations(
     normal: FloatArray,
     before: FloatArray,
-    after: FloatArray,
+    rows: FloatArray,
     keys: Sequence[SeriesKey],
     settings: RcaSettings = RcaSettings(),
 ) -> FloatArray:
-    """The anomaly (robust z, >= 0 in the bad direction) of each column of `after`, the
-    largest over its rows; `normal` and `before` are the baseline rows of the same columns."""
+    """The deviation (robust z, >= 0 in the bad direction) of every cell of `rows`, a
+    (rows x keys) array; `normal` and `before` are the baseline rows of the same columns."""
     width = len(keys)
-    if after.shape[0] == 0:
-        return np.zeros(width)
+    if rows.shape[0] == 0:
+        return np.zeros((0, width))
     percent = np.array([k.metric in settings.percent_good for k in keys])
     one_sided = np.array(
         [k.metric in settings.worse_when_higher or k.metric in settings.percent_good for k in keys]
     )
-    normal, before, after = (np.where(percent, 100.0 - a, a) for a in (normal, before, after))
+    normal, before, rows = (np.where(percent, 100.0 - a, a) for a in (normal, before, rows))
     baseline = np.vstack([normal, before])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # all-nan columns: nan, handled below
@@ -187,14 +211,47 @@ def series_anomaly(
     scale = np.maximum(np.nan_to_num(mad), np.nan_to_num(mean_ad))
     scale = np.maximum(scale, settings.relative_floor * np.abs(np.nan_to_num(recent_level)))
     scale = np.maximum(scale, settings.absolute_floor)
-    from_recent = (after - recent_level) / scale
-    from_normal = (after - normal_level) / scale
+    from_recent = (rows - recent_level) / scale
+    from_normal = (rows - normal_level) / scale
     same_side = np.sign(from_recent) == np.sign(from_normal)
     smaller = np.minimum(np.abs(from_recent), np.abs(from_normal))
     deviation = np.where(same_side, np.sign(from_recent) * smaller, 0.0)
     deviation = np.where(one_sided, deviation, np.abs(deviation))
     deviation = np.nan_to_num(deviation, nan=0.0, posinf=0.0, neginf=0.0)
-    return np.asarray(np.maximum(deviation.max(axis=0), 0.0), dtype=np.float64)
+    return np.asarray(np.maximum(deviation, 0.0), dtype=np.float64)
+
+
+def series_anomaly(
+    normal: FloatArray,
+    before: FloatArray,
+    after: FloatArray,
+    keys: Sequence[SeriesKey],
+    settings: RcaSettings = RcaSettings(),
+) -> FloatArray:
+    """The anomaly (robust z, >= 0 in the bad direction) of each column of `after`, the
+    largest over its rows; `normal` and `before` are the baseline rows of the same columns."""
+    if after.shape[0] == 0:
+        return np.zeros(len(keys))
+    deviations = row_deviations(normal, before, after, keys, settings)
+    return np.asarray(deviations.max(axis=0), dtype=np.float64)
+
+
+def _split_rows(
+    abnormal: MetricTable,
+    normal: MetricTable | None,
+    keys: Sequence[SeriesKey],
+    at: float | None,
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """The (normal, before, after) rows of `keys` (`at` None: the whole window is after)."""
+    if at is None:
+        after = abnormal.rows(keys)
+        before = np.empty((0, len(keys)))
+    else:
+        after_mask = split_at(abnormal.timestamps, at)
+        after = abnormal.rows(keys, after_mask)
+        before = abnormal.rows(keys, [not m for m in after_mask])
+    base = normal.rows(keys) if normal is not None else np.empty((0, len(keys)))
+    return base, before, after
 
 
 def node_anomaly(
@@ -209,14 +266,7 @@ def node_anomaly(
     """Each node's anomaly `z` in `metric` (the largest over its statistics) after `at`
     (`None`: the whole `abnormal` window is after, and `normal` is the whole baseline)."""
     keys = sorted(k for k in abnormal.columns if k.metric == metric)
-    after_mask = split_at(abnormal.timestamps, at) if at is not None else None
-    if after_mask is None:
-        after = abnormal.rows(keys)
-        before = np.empty((0, len(keys)))
-    else:
-        after = abnormal.rows(keys, after_mask)
-        before = abnormal.rows(keys, [not m for m in after_mask])
-    base = normal.rows(keys) if normal is not None else np.empty((0, len(keys)))
+    base, before, after = _split_rows(abnormal, normal, keys, at)
     z = series_anomaly(base, before, after, keys, settings)
     out = {n: 0.0 for n in graph.nodes}
     for key, value in zip(keys, z, strict=True):
@@ -261,6 +311,79 @@ def rank_by_anomaly(
     return [r[3] for r in ranked]
 
 
+@dataclass(frozen=True)
+class Verdict:
+    """Whether the target's metric is anomalous after `at` at all (see the module docstring).
+
+    `z` is the target's largest robust z after `at`; `p_value` the chance that normal
+    operation shows a row at least as extreme within as many rows (`None`: the baseline has
+    too few rows to say, and `z` alone decides); `window_rows` and `baseline_rows` count
+    the rows tested and the baseline's rows."""
+
+    anomalous: bool
+    z: float
+    p_value: float | None
+    window_rows: int
+    baseline_rows: int
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """A verdict and the ranked causes: every node best first when anomalous, none when not
+    (the PetShop authors' convention: a method reports no root cause for a normal window)."""
+
+    verdict: Verdict
+    causes: list[RankedNode]
+
+
+def window_verdict(
+    abnormal: MetricTable,
+    *,
+    target: str,
+    metric: str,
+    at: float | None,
+    normal: MetricTable | None = None,
+    settings: RcaSettings = RcaSettings(),
+) -> Verdict:
+    """Is `target`'s `metric` anomalous after `at`? Step 0 of the module docstring."""
+    keys = sorted(k for k in abnormal.columns if k.node == target and k.metric == metric)
+    base, before, after = _split_rows(abnormal, normal, keys, at)
+    baseline = np.vstack([base, before])
+    window_z = _row_max(row_deviations(base, before, after, keys, settings))
+    baseline_z = _row_max(row_deviations(base, before, baseline, keys, settings))
+    z = float(window_z.max()) if window_z.shape[0] else 0.0
+    n, m = baseline_z.shape[0], window_z.shape[0]
+    if z < settings.verdict_floor or m == 0:
+        return Verdict(False, z, None, m, n)
+    if 1.0 / (n + 1) >= settings.significance:  # too few rows to call any row rare
+        return Verdict(z >= settings.threshold, z, None, m, n)
+    as_extreme = int(np.count_nonzero(baseline_z >= z))
+    one_row = (as_extreme + 1) / (n + 1)
+    p_value = 1.0 - (1.0 - one_row) ** m
+    return Verdict(p_value < settings.significance, z, p_value, m, n)
+
+
+def diagnose(
+    graph: CallGraph,
+    abnormal: MetricTable,
+    *,
+    target: str,
+    metric: str,
+    at: float | None,
+    normal: MetricTable | None = None,
+    settings: RcaSettings = RcaSettings(),
+) -> Diagnosis:
+    """The verdict on `target`'s `metric` after `at` and, when anomalous, the ranked causes
+    (`rank_root_causes`; the same errors)."""
+    causes = rank_root_causes(
+        graph, abnormal, target=target, metric=metric, at=at, normal=normal, settings=settings
+    )
+    verdict = window_verdict(
+        abnormal, target=target, metric=metric, at=at, normal=normal, settings=settings
+    )
+    return Diagnosis(verdict, causes if verdict.anomalous else [])
+
+
 def rank_root_causes(
     graph: CallGraph,
     abnormal: MetricTable,
@@ -290,6 +413,13 @@ def rank_root_causes(
         raise Invalid(f"no baseline: no normal rows{when}", field="at")
     anomaly = node_anomaly(graph, abnormal, metric=metric, at=at, normal=normal, settings=settings)
     return rank_by_anomaly(graph, anomaly, target=target, metric=metric, settings=settings)
+
+
+def _row_max(deviations: FloatArray) -> FloatArray:
+    """Each row's largest deviation over its columns (0 for a row of no columns)."""
+    if deviations.shape[1] == 0:
+        return np.zeros(deviations.shape[0])
+    return np.asarray(deviations.max(axis=1), dtype=np.float64)
 
 
 def _closure(
