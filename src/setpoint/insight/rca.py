@@ -39,15 +39,18 @@ then name).
 **Verdict** (`window_verdict`, `diagnose`): before blaming anything, is the target's metric
 anomalous after `at` at all? Every row of the window and every row of the baseline (normal
 plus before) gets the target's deviation as in step 1 (the largest over the metric's
-statistics). The window's worst row, `z`, is compared with normal operation: with `c`
-baseline rows at least as extreme out of `n`, one normal row is that extreme with chance
-`(c + 1) / (n + 1)` (a conformal p-value), and some row of `m` with chance
-`p = 1 - (1 - (c + 1) / (n + 1))^m`. The window is anomalous when `p < significance`
-(0.05) and `z >= verdict_floor` (3, the three-sigma rule: a window whose worst row is
-within three robust deviations is normal however quiet the baseline). A baseline too short
-to call any row rare (`1 / (n + 1) >= significance`) cannot give such a chance: then `z >=
-threshold` alone decides. So one brief spike in a long window is normal when normal
-operation has such spikes too, and a sustained shift right after `at` is not. A normal
+statistics). The window's rows are compared with normal operation: with `c` baseline rows
+at least as extreme as a value out of `n`, one normal row is that extreme with chance
+`q = (c + 1) / (n + 1)` (a conformal p-value). For each k, the window's k-th worst row
+`z_k` is tested: the chance that `m` normal rows (the window's length) hold k rows as
+extreme is the binomial tail `P(Binomial(m, q(z_k)) >= k)`; `p` is the smallest of these
+tails times the number of k tested (Bonferroni; only the k with `z_k >= verdict_floor`
+are tested). The window is anomalous when `p < significance` (0.05) and its worst row
+`z >= verdict_floor` (3, the three-sigma rule: a window within three robust deviations is
+normal however quiet the baseline). A baseline too short to call any row rare (`1 / (n +
+1) >= significance`) cannot give such a chance: then `z >= threshold` alone decides. So
+one brief spike in a long window is normal when normal operation has such spikes too,
+while a short burst right after `at`, or a shift that lasts, is not. A normal
 window gets no causes: the PetShop authors (amazon-science/petshop-root-cause-analysis,
 `code/rca_task.py`, `evaluate_specificity`) count a method as specific on a window of
 normal operation only when it returns no potential root cause at all, so `diagnose`
@@ -357,10 +360,33 @@ def window_verdict(
         return Verdict(False, z, None, m, n)
     if 1.0 / (n + 1) >= settings.significance:  # too few rows to call any row rare
         return Verdict(z >= settings.threshold, z, None, m, n)
-    as_extreme = int(np.count_nonzero(baseline_z >= z))
-    one_row = (as_extreme + 1) / (n + 1)
-    p_value = 1.0 - (1.0 - one_row) ** m
+    p_value = _exceedance_p_value(window_z, baseline_z, settings.verdict_floor)
     return Verdict(p_value < settings.significance, z, p_value, m, n)
+
+
+def _exceedance_p_value(window_z: FloatArray, baseline_z: FloatArray, floor: float) -> float:
+    """The chance that as many normal rows hold, for some k, k rows as extreme as the
+    window's k-th worst (the k whose k-th worst row is at least `floor`; Bonferroni over
+    them). One normal row is at least as extreme as `v` with the conformal chance
+    `(c + 1) / (n + 1)`, `c` of the `n` baseline rows being so."""
+    m, n = window_z.shape[0], baseline_z.shape[0]
+    worst = np.sort(window_z)[::-1]
+    tested = worst[worst >= floor]
+    as_extreme = n - np.searchsorted(np.sort(baseline_z), tested, side="left")
+    one_row = (as_extreme + 1.0) / (n + 1.0)
+    tails = [_binomial_tail(m, k, float(q)) for k, q in enumerate(one_row, start=1)]
+    return min(1.0, min(tails, default=1.0) * max(len(tails), 1))
+
+
+def _binomial_tail(m: int, k: int, q: float) -> float:
+    """P(X >= k) for X ~ Binomial(m, q)."""
+    if q >= 1.0 or k <= 0:
+        return 1.0
+    j = np.arange(k, m + 1, dtype=np.float64)
+    log_choose = np.array(
+        [math.lgamma(m + 1) - math.lgamma(i + 1) - math.lgamma(m - i + 1) for i in range(k, m + 1)]
+    )
+    return min(1.0, float(np.exp(log_choose + j * math.log(q) + (m - j) * math.log1p(-q)).sum()))
 
 
 def diagnose(
