@@ -76,7 +76,8 @@ def test_a_burst_right_after_the_anomaly_time_is_anomalous_and_ranked() -> None:
     at = 302 * STEP
     found = diagnose(GRAPH, window, target="front", metric="latency", at=at, normal=normal)
     assert found.verdict.anomalous
-    assert found.verdict.p_value is not None and found.verdict.p_value < 0.05
+    assert found.verdict.p_value is not None
+    assert found.verdict.p_value < 0.05
     assert found.verdict.window_rows == 3
     assert [c.node for c in found.causes] == ["db", "front"]
 
