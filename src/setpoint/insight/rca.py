@@ -54,9 +54,9 @@ while a short burst right after `at`, or a shift that lasts, is not. A normal
 window gets no causes: the PetShop authors (amazon-science/petshop-root-cause-analysis,
 `code/rca_task.py`, `evaluate_specificity`) count a method as specific on a window of
 normal operation only when it returns no potential root cause at all, so `diagnose`
-returns none rather than a ranking of noise. The two constants are conventions chosen
-before looking at results, not fitted (`bench/insight_petshop.py` checks them by leaving
-one scenario out).
+returns none rather than a ranking of noise. The two constants are conventions (a 5%
+test, the three-sigma rule), not fitted to the PetShop data; `bench/insight_petshop.py`
+checks them by choosing from a small grid with one scenario left out.
 """
 
 from __future__ import annotations
@@ -168,7 +168,7 @@ class RcaSettings:
     percent_good: frozenset[str] = field(default_factory=lambda: frozenset({"availability"}))
     """Percentages where 100 is perfect: only a decrease is an anomaly (scored as 100 - x)."""
     significance: float = 0.05
-    """The verdict's test level: a window is anomalous when normal operation would show a row
+    """The verdict's test level: a window is anomalous when normal operation would show rows
     as extreme as its worst in as many rows with a chance below this."""
     verdict_floor: float = 3.0
     """Robust z below which a window is never anomalous (the three-sigma rule)."""
@@ -319,9 +319,9 @@ class Verdict:
     """Whether the target's metric is anomalous after `at` at all (see the module docstring).
 
     `z` is the target's largest robust z after `at`; `p_value` the chance that normal
-    operation shows a row at least as extreme within as many rows (`None`: the baseline has
-    too few rows to say, and `z` alone decides); `window_rows` and `baseline_rows` count
-    the rows tested and the baseline's rows."""
+    operation shows rows as extreme within as many rows (`None`: `z` is below the floor, or
+    the baseline has too few rows to say and `z` alone decides); `window_rows` and
+    `baseline_rows` count the rows tested and the baseline's rows."""
 
     anomalous: bool
     z: float
@@ -348,7 +348,7 @@ def window_verdict(
     normal: MetricTable | None = None,
     settings: RcaSettings = RcaSettings(),
 ) -> Verdict:
-    """Is `target`'s `metric` anomalous after `at`? Step 0 of the module docstring."""
+    """Is `target`'s `metric` anomalous after `at`? (The module docstring's **Verdict**.)"""
     keys = sorted(k for k in abnormal.columns if k.node == target and k.metric == metric)
     base, before, after = _split_rows(abnormal, normal, keys, at)
     baseline = np.vstack([base, before])
