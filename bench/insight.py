@@ -22,7 +22,10 @@ entries). Progress goes to stderr; the last stdout line is one JSON object:
 * `template_group_accuracy`: the share of the labelled log lines the tests ship
   (`tests/insight/templates_labelled.tsv`) that `TemplateMiner` puts in a group equal to
   their labelled group (Loghub's grouping accuracy); `template_ms_per_line` its cost.
-* the keys of `insight_petshop.measure()` (`petshop_train_top1`, `petshop_train_top3`, ...).
+* the keys of `insight_petshop.measure()` (`petshop_train_top1`, `petshop_train_top3`,
+  `petshop_loso_top1`/`_top3`, `traversal_top1`/`_top3`, and `petshop_normal_specificity`:
+  the fraction of the PetShop authors' normal-operation folds on which `rca` returns no
+  cause, its verdict being normal; see that module). The data: `$SETPOINT_PETSHOP`.
 """
 
 from __future__ import annotations

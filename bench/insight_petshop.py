@@ -33,6 +33,21 @@ Figures:
   fewer than 10 pooled normal rows (the temporal scenarios) it finds nothing, so its
   figures here differ from the authors' 0.45 / 0.75.
 
+* `petshop_normal_specificity`: the PetShop authors' specificity (their `code/rca_task.py`,
+  `evaluate_specificity`): each scenario's `noissue` recording is cut at 50%, 60%, ... of
+  its rows; the rows before are the normal baseline, the rows after the window (no
+  `--at`), and for every target (node, metric, statistic) of the scenario's issues the
+  method is right when it returns no root cause at all (`rca` does so when its verdict is
+  normal). The mean over (scenario, target) pairs; `normal_specificity_per_target` splits
+  it. Only low_traffic and high_traffic have a `noissue` recording in the training split.
+* `petshop_issue_anomalous`: the fraction of issues whose verdict is anomalous (an issue
+  judged normal gets no causes, so it counts as a miss in the top-1/top-3 figures above).
+* `verdict_loso_specificity`, `verdict_loso_anomalous`: the verdict's two constants
+  (`significance` x `verdict_floor`, `VERDICT_GRID`) chosen per held-out scenario on the
+  other three (issues judged anomalous + normal folds judged normal; ties go to the
+  defaults), then measured on the held-out scenario; `verdict_loso_choices` says what
+  each fold chose. The defaults were set by convention (0.05, three sigma), not by this.
+
 Nothing here passes or fails; the training split has one root cause in every issue, so
 these figures say little about other causes (the held-out split is measured elsewhere).
 """
@@ -58,13 +73,14 @@ from setpoint.cli.main import main as cli_main
 from setpoint.insight import petshop
 from setpoint.insight.rca import (
     CallGraph,
+    Diagnosis,
     MetricTable,
-    RankedNode,
     RcaSettings,
     SeriesKey,
+    diagnose,
     node_anomaly,
     rank_by_anomaly,
-    rank_root_causes,
+    window_verdict,
 )
 
 DATA = Path(
@@ -76,6 +92,7 @@ GRID = {
     "coverage_weight": (0.1, 0.3, 1.0),
     "relative_floor": (0.02, 0.05, 0.1),
 }
+VERDICT_GRID = {"significance": (0.01, 0.05, 0.1), "verdict_floor": (3.0, 5.0)}
 
 
 @dataclass(frozen=True)
@@ -112,9 +129,9 @@ def hits(ranked: Sequence[str], truth: str | None) -> tuple[bool, bool]:
     return (truth in ranked[:1], truth in ranked[:3])
 
 
-def rank_case(case: Case, settings: RcaSettings) -> list[RankedNode]:
+def rank_case(case: Case, settings: RcaSettings) -> Diagnosis:
     target = case.issue.target
-    return rank_root_causes(
+    return diagnose(
         case.graph,
         case.issue.metrics,
         target=target.node,
@@ -164,7 +181,16 @@ def leave_one_scenario_out(cases: Sequence[Case]) -> tuple[list[tuple[bool, bool
             ranked = rank_by_anomaly(
                 case.graph, anomaly, target=t.node, metric=t.metric, settings=settings
             )
-            row.append(hits([r.node for r in ranked], t.root_cause_node))
+            verdict = window_verdict(
+                case.issue.metrics,
+                target=t.node,
+                metric=t.metric,
+                at=t.timestamp,
+                normal=case.normal,
+                settings=settings,
+            )
+            causes = [r.node for r in ranked] if verdict.anomalous else []
+            row.append(hits(causes, t.root_cause_node))
         table.append(row)
     held: list[tuple[bool, bool]] = []
     choices: dict[str, Any] = {}
@@ -179,6 +205,130 @@ def leave_one_scenario_out(cases: Sequence[Case]) -> tuple[list[tuple[bool, bool
         choices[scenario] = {name: getattr(chosen, name) for name in GRID}
         held.extend(table[best][i] for i in test)
     return held, choices
+
+
+@dataclass(frozen=True)
+class NormalFold:
+    """One of the authors' specificity folds: a `noissue` recording cut at `split`."""
+
+    scenario: str
+    target: tuple[str, str, str]
+    graph: CallGraph
+    normal: MetricTable
+    window: MetricTable
+
+
+def rows_between(table: MetricTable, start: int, stop: int) -> MetricTable:
+    return MetricTable(
+        table.timestamps[start:stop],
+        {key: list(values[start:stop]) for key, values in table.columns.items()},
+    )
+
+
+def normal_folds(data: Path, cases: Sequence[Case]) -> list[NormalFold]:
+    """The authors' folds (`evaluate_specificity`): for each target of a scenario's issues,
+    the `noissue` rows cut at range(n // 2, n - 3, int(n * 0.1))."""
+    folds: list[NormalFold] = []
+    for scenario in sorted({c.scenario for c in cases}):
+        recording = data / scenario / "noissue" / "metrics.csv"
+        if not recording.is_file():
+            continue
+        table = petshop.read_metrics(recording)
+        graph = next(c.graph for c in cases if c.scenario == scenario)
+        targets = sorted(
+            {
+                (c.issue.target.node, c.issue.target.metric, c.issue.target.statistic)
+                for c in cases
+                if c.scenario == scenario
+            }
+        )
+        n = len(table.timestamps)
+        for target in targets:
+            for split in range(n // 2, n - 3, int(n * 0.1)):
+                folds.append(
+                    NormalFold(
+                        scenario,
+                        target,
+                        graph,
+                        rows_between(table, 0, split),
+                        rows_between(table, split, n),
+                    )
+                )
+    return folds
+
+
+def fold_is_normal(fold: NormalFold, settings: RcaSettings) -> bool:
+    """Right in the authors' sense: no root cause returned for the fold."""
+    node, metric, _ = fold.target
+    found = diagnose(
+        fold.graph,
+        fold.window,
+        target=node,
+        metric=metric,
+        at=None,
+        normal=fold.normal,
+        settings=settings,
+    )
+    return not found.causes
+
+
+def specificity(folds: Sequence[NormalFold], right: Sequence[bool]) -> dict[str, float]:
+    """The mean of `right` per (scenario, target), as the authors tabulate it."""
+    groups: dict[str, list[bool]] = {}
+    for fold, ok in zip(folds, right, strict=True):
+        groups.setdefault(f"{fold.scenario}/{'/'.join(fold.target)}", []).append(ok)
+    return {name: round(sum(oks) / len(oks), 4) for name, oks in groups.items()}
+
+
+def verdict_loso(cases: Sequence[Case], folds: Sequence[NormalFold]) -> dict[str, Any]:
+    """The verdict's constants chosen on three scenarios, measured on the fourth."""
+    default = RcaSettings()
+    options = [default] + [
+        s
+        for s in (
+            replace(default, significance=a, verdict_floor=f)
+            for a, f in itertools.product(*VERDICT_GRID.values())
+        )
+        if s != default
+    ]
+    issue_ok = [
+        [
+            window_verdict(
+                c.issue.metrics,
+                target=c.issue.target.node,
+                metric=c.issue.target.metric,
+                at=c.issue.target.timestamp,
+                normal=c.normal,
+                settings=o,
+            ).anomalous
+            for c in cases
+        ]
+        for o in options
+    ]
+    fold_ok = [[fold_is_normal(f, o) for f in folds] for o in options]
+    held_issue: list[bool] = []
+    held_fold: list[bool] = []
+    choices: dict[str, Any] = {}
+    for scenario in sorted({c.scenario for c in cases}):
+
+        def score(k: int, held: str = scenario) -> float:
+            issues = [ok for c, ok in zip(cases, issue_ok[k], strict=True) if c.scenario != held]
+            normal = [ok for f, ok in zip(folds, fold_ok[k], strict=True) if f.scenario != held]
+            return sum(issues) / max(len(issues), 1) + sum(normal) / max(len(normal), 1)
+
+        best = max(range(len(options)), key=lambda k: (score(k), -k))
+        choices[scenario] = {name: getattr(options[best], name) for name in VERDICT_GRID}
+        held_issue += [
+            ok for c, ok in zip(cases, issue_ok[best], strict=True) if c.scenario == scenario
+        ]
+        held_fold += [
+            ok for f, ok in zip(folds, fold_ok[best], strict=True) if f.scenario == scenario
+        ]
+    return {
+        "verdict_loso_specificity": round(sum(held_fold) / max(len(held_fold), 1), 4),
+        "verdict_loso_anomalous": round(sum(held_issue) / max(len(held_issue), 1), 4),
+        "verdict_loso_choices": choices,
+    }
 
 
 def traversal_baseline(case: Case) -> list[str]:
@@ -232,7 +382,7 @@ def traversal_baseline(case: Case) -> list[str]:
     return [n for n, _ in sorted(best.items(), key=lambda kv: (-kv[1], kv[0]))]
 
 
-def run_cli_once(case: Case) -> list[dict[str, Any]]:
+def run_cli_once(case: Case) -> dict[str, Any]:
     """`setpoint rca ... -o json` on one case, through the CLI's own entry point."""
     t = case.issue.target
     scenario = DATA / case.scenario
@@ -247,7 +397,7 @@ def run_cli_once(case: Case) -> list[dict[str, Any]]:
         status = cli_main(argv)
     if status != 0:
         raise RuntimeError(f"setpoint {' '.join(argv)} exited {status}")
-    parsed: list[dict[str, Any]] = json.loads(out.getvalue())
+    parsed: dict[str, Any] = json.loads(out.getvalue())
     return parsed
 
 
@@ -262,22 +412,30 @@ def measure() -> dict[str, Any]:
     default = RcaSettings()
     results = []
     per_scenario: dict[str, list[tuple[bool, bool]]] = {}
+    anomalous = []
     for case in cases:
-        ranked = rank_case(case, default)
+        diagnosis = rank_case(case, default)
+        ranked = diagnosis.causes
+        anomalous.append(diagnosis.verdict.anomalous)
         h = hits([r.node for r in ranked], case.issue.target.root_cause_node)
         results.append(h)
         per_scenario.setdefault(case.scenario, []).append(h)
         name = f"{case.scenario}/{case.issue.path.name}"
-        log(f"  {name}: top1={h[0]} top3={h[1]} first={ranked[0].node}")
+        first = ranked[0].node if ranked else "(verdict normal)"
+        log(f"  {name}: top1={h[0]} top3={h[1]} first={first}")
     top1, top3 = fractions(results)
     held, choices = leave_one_scenario_out(cases)
     loso1, loso3 = fractions(held)
     traversal = [hits(traversal_baseline(c), c.issue.target.root_cause_node) for c in cases]
     trav1, trav3 = fractions(traversal)
+    folds = normal_folds(data, cases)
+    per_target = specificity(folds, [fold_is_normal(f, default) for f in folds])
+    log(f"insight_petshop: specificity on {len(folds)} normal folds: {per_target}")
+    loso_verdict = verdict_loso(cases, folds)
     cli = run_cli_once(cases[0])
-    library = rank_case(cases[0], default)
-    same = [r["node"] for r in cli] == [r.node for r in library] and all(
-        math.isclose(r["score"], x.score) for r, x in zip(cli, library, strict=True)
+    library = rank_case(cases[0], default).causes
+    same = [r["node"] for r in cli["causes"]] == [r.node for r in library] and all(
+        math.isclose(r["score"], x.score) for r, x in zip(cli["causes"], library, strict=True)
     )
     return {
         "petshop_train_top1": round(top1, 4),
@@ -286,6 +444,11 @@ def measure() -> dict[str, Any]:
         "petshop_loso_top3": round(loso3, 4),
         "traversal_top1": round(trav1, 4),
         "traversal_top3": round(trav3, 4),
+        "petshop_normal_specificity": round(sum(per_target.values()) / max(len(per_target), 1), 4),
+        "petshop_issue_anomalous": round(sum(anomalous) / len(anomalous), 4),
+        **loso_verdict,
+        "normal_specificity_per_target": per_target,
+        "normal_folds": len(folds),
         "issues": len(cases),
         "per_scenario": {
             s: {

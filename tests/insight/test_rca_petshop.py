@@ -1,11 +1,12 @@
 """Reading the PetShop format (`setpoint.insight.petshop`) from small files written by the
-test, and `setpoint rca` through the CLI's entry point on one issue of the shared data
-(skipped when `../shared/data/petshop` is absent)."""
+test, and `setpoint rca` through the CLI's entry point on issues and on normal operation
+of the shared data (`$SETPOINT_PETSHOP` or `../shared/data/petshop`; skipped when absent)."""
 
 from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,10 @@ from setpoint.errors import Invalid
 from setpoint.insight import petshop
 from setpoint.insight.rca import SeriesKey
 
-PETSHOP = Path(__file__).parents[2] / ".." / "shared" / "data" / "petshop"
+PETSHOP = Path(
+    os.environ.get("SETPOINT_PETSHOP")
+    or Path(__file__).parents[2] / ".." / "shared" / "data" / "petshop"
+)
 needs_data = pytest.mark.skipif(
     not (PETSHOP / "low_traffic" / "graph.csv").is_file(),
     reason=f"PetShop training data not found at {PETSHOP}",
@@ -110,7 +114,11 @@ def test_cli_json_output_on_one_issue(capsys: pytest.CaptureFixture[str]) -> Non
     assert status == 0
     assert out.count("\n") == 1
     assert out.endswith("\n")
-    ranked = json.loads(out)
+    doc = json.loads(out)
+    assert list(doc) == ["verdict", "z", "p_value", "window_rows", "baseline_rows", "causes"]
+    assert doc["verdict"] == "anomalous"
+    assert doc["p_value"] < 0.05
+    ranked = doc["causes"]
     graph = petshop.read_graph(scenario / "graph.csv")
     assert isinstance(ranked, list)
     assert {r["node"] for r in ranked} == set(graph.nodes)
@@ -136,9 +144,34 @@ def test_cli_pools_other_issues_before_their_anomaly(capsys: pytest.CaptureFixtu
     argv += ["--metric", "latency", "--at", str(target["timestamp"])]
     assert main(argv) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split() == ["RANK", "NODE", "METRIC", "SCORE"]
-    assert len(lines) == 11
-    assert lines[1].split()[0] == "1"
+    assert lines[0].startswith("verdict: anomalous (PetSite latency: worst z ")
+    assert lines[1].split() == ["RANK", "NODE", "METRIC", "SCORE"]
+    assert len(lines) == 12
+    assert lines[2].split()[0] == "1"
+
+
+@needs_data
+@pytest.mark.parametrize("scenario", ["low_traffic", "high_traffic"])
+@pytest.mark.parametrize("metric", ["latency", "availability"])
+def test_cli_says_a_window_of_normal_operation_is_normal(
+    scenario: str, metric: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The PetShop authors' first specificity fold: the `noissue` recording cut in half, the
+    # first half the baseline, the second the window; right only with no cause returned.
+    folder = PETSHOP / scenario
+    recording = folder / "noissue" / "metrics.csv"
+    stamps = petshop.read_metrics(recording).timestamps
+    argv = ["rca", "--graph", str(folder / "graph.csv"), "--abnormal", str(recording)]
+    argv += ["--target", "PetSite", "--metric", metric, "--at", repr(stamps[len(stamps) // 2])]
+    assert main([*argv, "-o", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["verdict"] == "normal"
+    assert doc["causes"] == []
+    assert doc["window_rows"] == len(stamps) - len(stamps) // 2
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"verdict: normal (PetSite {metric}: ")
+    assert out.count("\n") == 1
 
 
 @needs_data

@@ -4,11 +4,16 @@
 The files are in the PetShop dataset's format (`setpoint.insight.petshop`). The
 baseline is every `--normal` file (`FILE@TIME` or a FILE with a `target.json` beside it
 counts only its rows before that time), plus the rows of `--abnormal` before `--at`;
-without `--normal` those rows alone are the baseline. `-o json` prints
-`[{"node", "metric", "score"}, ...]` best first, every node of the graph; the default
-is a table of the best ten. Reads files and prints; the ranking is
-`setpoint.insight.rca`, which needs numpy (the extra `setpoint[rca]`; without it the
-command says how to install it).
+without `--normal` those rows alone are the baseline.
+
+First comes a verdict: is TARGET's METRIC anomalous after `--at` at all
+(`setpoint.insight.rca.window_verdict`)? A normal window gets no causes. `-o json` prints
+one object: `{"verdict": "anomalous" | "normal", "z", "p_value", "window_rows",
+"baseline_rows", "causes": [{"node", "metric", "score"}, ...]}`, the causes best first,
+every node of the graph when anomalous, none when normal. The default output's first line
+is `verdict: ...` with its reason, then a table of the best ten causes. Reads files and
+prints; the analysis is `setpoint.insight.rca`, which needs numpy (the extra
+`setpoint[rca]`; without it the command says how to install it).
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from setpoint.cli.context import Context
 from setpoint.errors import Error, Invalid
 
 if TYPE_CHECKING:
-    from setpoint.insight.rca import RankedNode
+    from setpoint.insight.rca import Diagnosis, Verdict
 
 TABLE_ROWS = 10
 NEEDS_NUMPY = "setpoint rca needs numpy: pip install 'setpoint[rca]'"
@@ -66,13 +71,13 @@ def add_parser(
     p.set_defaults(run=run)
 
 
-def rank_files(args: argparse.Namespace) -> list[RankedNode]:
-    """Read the files the arguments name and rank (what `run` prints)."""
+def diagnose_files(args: argparse.Namespace) -> Diagnosis:
+    """Read the files the arguments name, judge and rank (what `run` prints)."""
     # numpy is imported here, not with the CLI: every other verb starts faster, and runs
     # without it (it is the optional extra `setpoint[rca]`).
     try:
         from setpoint.insight import petshop
-        from setpoint.insight.rca import rank_root_causes
+        from setpoint.insight.rca import diagnose
     except ModuleNotFoundError as exc:
         if (exc.name or "").partition(".")[0] != "numpy":
             raise
@@ -96,7 +101,7 @@ def rank_files(args: argparse.Namespace) -> list[RankedNode]:
         series = f"{args.target}/{args.metric}/{args.statistic}"
         raise Invalid(f"{args.abnormal} has no series {series}", field="--statistic")
     try:
-        return rank_root_causes(
+        return diagnose(
             graph, abnormal, target=args.target, metric=args.metric, at=args.at, normal=normal
         )
     except Invalid as exc:
@@ -109,9 +114,21 @@ def rank_files(args: argparse.Namespace) -> list[RankedNode]:
 
 
 async def run(ctx: Context, args: argparse.Namespace) -> int:
-    ranked = rank_files(args)
+    diagnosis = diagnose_files(args)
+    verdict, ranked = diagnosis.verdict, diagnosis.causes
     if args.output == "json":
-        print(json.dumps([{"node": r.node, "metric": r.metric, "score": r.score} for r in ranked]))
+        doc = {
+            "verdict": "anomalous" if verdict.anomalous else "normal",
+            "z": verdict.z,
+            "p_value": verdict.p_value,
+            "window_rows": verdict.window_rows,
+            "baseline_rows": verdict.baseline_rows,
+            "causes": [{"node": r.node, "metric": r.metric, "score": r.score} for r in ranked],
+        }
+        print(json.dumps(doc))
+        return 0
+    print(verdict_line(verdict, f"{args.target} {args.metric}"))
+    if not ranked:
         return 0
     rows = [("RANK", "NODE", "METRIC", "SCORE")] + [
         (str(i), r.node, r.metric or "-", f"{r.score:.3g}")
@@ -122,3 +139,19 @@ async def run(ctx: Context, args: argparse.Namespace) -> int:
     if len(ranked) > TABLE_ROWS:
         print(f"({len(ranked) - TABLE_ROWS} more; -o json lists every node)", file=sys.stderr)
     return 0
+
+
+def verdict_line(verdict: Verdict, series: str) -> str:
+    """`verdict: anomalous (...)` or `verdict: normal (...)`, the reason in words."""
+    z = f"worst z {verdict.z:.3g} over {verdict.window_rows} rows"
+    if verdict.p_value is None:
+        short = f"baseline of {verdict.baseline_rows} rows too short for a p-value"
+        if verdict.anomalous:
+            return f"verdict: anomalous ({series}: {z}; {short}, the z threshold decides)"
+        if verdict.window_rows == 0:
+            return f"verdict: normal ({series}: no rows after the anomaly's time)"
+        return f"verdict: normal ({series}: {z}, no row beyond the threshold)"
+    chance = f"p {verdict.p_value:.2g} against {verdict.baseline_rows} normal rows"
+    if verdict.anomalous:
+        return f"verdict: anomalous ({series}: {z}, {chance})"
+    return f"verdict: normal ({series}: {z}, no rarer than normal operation: {chance})"

@@ -35,6 +35,28 @@ The method, in three steps:
 
 Every node of the graph (and of the table) is returned, best first (ties by anomaly,
 then name).
+
+**Verdict** (`window_verdict`, `diagnose`): before blaming anything, is the target's metric
+anomalous after `at` at all? Every row of the window and every row of the baseline (normal
+plus before) gets the target's deviation as in step 1 (the largest over the metric's
+statistics). The window's rows are compared with normal operation: with `c` baseline rows
+at least as extreme as a value out of `n`, one normal row is that extreme with chance
+`q = (c + 1) / (n + 1)` (a conformal p-value). For each k, the window's k-th worst row
+`z_k` is tested: the chance that `m` normal rows (the window's length) hold k rows as
+extreme is the binomial tail `P(Binomial(m, q(z_k)) >= k)`; `p` is the smallest of these
+tails times the number of k tested (Bonferroni; only the k with `z_k >= verdict_floor`
+are tested). The window is anomalous when `p < significance` (0.05) and its worst row
+`z >= verdict_floor` (3, the three-sigma rule: a window within three robust deviations is
+normal however quiet the baseline). A baseline too short to call any row rare (`1 / (n +
+1) >= significance`) cannot give such a chance: then `z >= threshold` alone decides. So
+one brief spike in a long window is normal when normal operation has such spikes too,
+while a short burst right after `at`, or a shift that lasts, is not. A normal
+window gets no causes: the PetShop authors (amazon-science/petshop-root-cause-analysis,
+`code/rca_task.py`, `evaluate_specificity`) count a method as specific on a window of
+normal operation only when it returns no potential root cause at all, so `diagnose`
+returns none rather than a ranking of noise. The two constants are conventions (a 5%
+test, the three-sigma rule), not fitted to the PetShop data; `bench/insight_petshop.py`
+checks them by choosing from a small grid with one scenario left out.
 """
 
 from __future__ import annotations
@@ -145,6 +167,11 @@ class RcaSettings:
     """Metrics for which only an increase is an anomaly."""
     percent_good: frozenset[str] = field(default_factory=lambda: frozenset({"availability"}))
     """Percentages where 100 is perfect: only a decrease is an anomaly (scored as 100 - x)."""
+    significance: float = 0.05
+    """The verdict's test level: a window is anomalous when normal operation would show rows
+    as extreme as its worst in as many rows with a chance below this."""
+    verdict_floor: float = 3.0
+    """Robust z below which a window is never anomalous (the three-sigma rule)."""
 
 
 def split_at(timestamps: Sequence[float], at: float) -> list[bool]:
@@ -157,23 +184,23 @@ def split_at(timestamps: Sequence[float], at: float) -> list[bool]:
     return [bool(t + period / 2 > at) for t in ts]
 
 
-def series_anomaly(
+def row_deviations(
     normal: FloatArray,
     before: FloatArray,
-    after: FloatArray,
+    rows: FloatArray,
     keys: Sequence[SeriesKey],
     settings: RcaSettings = RcaSettings(),
 ) -> FloatArray:
-    """The anomaly (robust z, >= 0 in the bad direction) of each column of `after`, the
-    largest over its rows; `normal` and `before` are the baseline rows of the same columns."""
+    """The deviation (robust z, >= 0 in the bad direction) of every cell of `rows`, a
+    (rows x keys) array; `normal` and `before` are the baseline rows of the same columns."""
     width = len(keys)
-    if after.shape[0] == 0:
-        return np.zeros(width)
+    if rows.shape[0] == 0:
+        return np.zeros((0, width))
     percent = np.array([k.metric in settings.percent_good for k in keys])
     one_sided = np.array(
         [k.metric in settings.worse_when_higher or k.metric in settings.percent_good for k in keys]
     )
-    normal, before, after = (np.where(percent, 100.0 - a, a) for a in (normal, before, after))
+    normal, before, rows = (np.where(percent, 100.0 - a, a) for a in (normal, before, rows))
     baseline = np.vstack([normal, before])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # all-nan columns: nan, handled below
@@ -187,14 +214,47 @@ def series_anomaly(
     scale = np.maximum(np.nan_to_num(mad), np.nan_to_num(mean_ad))
     scale = np.maximum(scale, settings.relative_floor * np.abs(np.nan_to_num(recent_level)))
     scale = np.maximum(scale, settings.absolute_floor)
-    from_recent = (after - recent_level) / scale
-    from_normal = (after - normal_level) / scale
+    from_recent = (rows - recent_level) / scale
+    from_normal = (rows - normal_level) / scale
     same_side = np.sign(from_recent) == np.sign(from_normal)
     smaller = np.minimum(np.abs(from_recent), np.abs(from_normal))
     deviation = np.where(same_side, np.sign(from_recent) * smaller, 0.0)
     deviation = np.where(one_sided, deviation, np.abs(deviation))
     deviation = np.nan_to_num(deviation, nan=0.0, posinf=0.0, neginf=0.0)
-    return np.asarray(np.maximum(deviation.max(axis=0), 0.0), dtype=np.float64)
+    return np.asarray(np.maximum(deviation, 0.0), dtype=np.float64)
+
+
+def series_anomaly(
+    normal: FloatArray,
+    before: FloatArray,
+    after: FloatArray,
+    keys: Sequence[SeriesKey],
+    settings: RcaSettings = RcaSettings(),
+) -> FloatArray:
+    """The anomaly (robust z, >= 0 in the bad direction) of each column of `after`, the
+    largest over its rows; `normal` and `before` are the baseline rows of the same columns."""
+    if after.shape[0] == 0:
+        return np.zeros(len(keys))
+    deviations = row_deviations(normal, before, after, keys, settings)
+    return np.asarray(deviations.max(axis=0), dtype=np.float64)
+
+
+def _split_rows(
+    abnormal: MetricTable,
+    normal: MetricTable | None,
+    keys: Sequence[SeriesKey],
+    at: float | None,
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """The (normal, before, after) rows of `keys` (`at` None: the whole window is after)."""
+    if at is None:
+        after = abnormal.rows(keys)
+        before = np.empty((0, len(keys)))
+    else:
+        after_mask = split_at(abnormal.timestamps, at)
+        after = abnormal.rows(keys, after_mask)
+        before = abnormal.rows(keys, [not m for m in after_mask])
+    base = normal.rows(keys) if normal is not None else np.empty((0, len(keys)))
+    return base, before, after
 
 
 def node_anomaly(
@@ -209,14 +269,7 @@ def node_anomaly(
     """Each node's anomaly `z` in `metric` (the largest over its statistics) after `at`
     (`None`: the whole `abnormal` window is after, and `normal` is the whole baseline)."""
     keys = sorted(k for k in abnormal.columns if k.metric == metric)
-    after_mask = split_at(abnormal.timestamps, at) if at is not None else None
-    if after_mask is None:
-        after = abnormal.rows(keys)
-        before = np.empty((0, len(keys)))
-    else:
-        after = abnormal.rows(keys, after_mask)
-        before = abnormal.rows(keys, [not m for m in after_mask])
-    base = normal.rows(keys) if normal is not None else np.empty((0, len(keys)))
+    base, before, after = _split_rows(abnormal, normal, keys, at)
     z = series_anomaly(base, before, after, keys, settings)
     out = {n: 0.0 for n in graph.nodes}
     for key, value in zip(keys, z, strict=True):
@@ -261,6 +314,102 @@ def rank_by_anomaly(
     return [r[3] for r in ranked]
 
 
+@dataclass(frozen=True)
+class Verdict:
+    """Whether the target's metric is anomalous after `at` at all (see the module docstring).
+
+    `z` is the target's largest robust z after `at`; `p_value` the chance that normal
+    operation shows rows as extreme within as many rows (`None`: `z` is below the floor, or
+    the baseline has too few rows to say and `z` alone decides); `window_rows` and
+    `baseline_rows` count the rows tested and the baseline's rows."""
+
+    anomalous: bool
+    z: float
+    p_value: float | None
+    window_rows: int
+    baseline_rows: int
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """A verdict and the ranked causes: every node best first when anomalous, none when not
+    (the PetShop authors' convention: a method reports no root cause for a normal window)."""
+
+    verdict: Verdict
+    causes: list[RankedNode]
+
+
+def window_verdict(
+    abnormal: MetricTable,
+    *,
+    target: str,
+    metric: str,
+    at: float | None,
+    normal: MetricTable | None = None,
+    settings: RcaSettings = RcaSettings(),
+) -> Verdict:
+    """Is `target`'s `metric` anomalous after `at`? (The module docstring's **Verdict**.)"""
+    keys = sorted(k for k in abnormal.columns if k.node == target and k.metric == metric)
+    base, before, after = _split_rows(abnormal, normal, keys, at)
+    baseline = np.vstack([base, before])
+    window_z = _row_max(row_deviations(base, before, after, keys, settings))
+    baseline_z = _row_max(row_deviations(base, before, baseline, keys, settings))
+    z = float(window_z.max()) if window_z.shape[0] else 0.0
+    n, m = baseline_z.shape[0], window_z.shape[0]
+    if z < settings.verdict_floor or m == 0:
+        return Verdict(False, z, None, m, n)
+    if 1.0 / (n + 1) >= settings.significance:  # too few rows to call any row rare
+        return Verdict(z >= settings.threshold, z, None, m, n)
+    p_value = _exceedance_p_value(window_z, baseline_z, settings.verdict_floor)
+    return Verdict(p_value < settings.significance, z, p_value, m, n)
+
+
+def _exceedance_p_value(window_z: FloatArray, baseline_z: FloatArray, floor: float) -> float:
+    """The chance that as many normal rows hold, for some k, k rows as extreme as the
+    window's k-th worst (the k whose k-th worst row is at least `floor`; Bonferroni over
+    them). One normal row is at least as extreme as `v` with the conformal chance
+    `(c + 1) / (n + 1)`, `c` of the `n` baseline rows being so."""
+    m, n = window_z.shape[0], baseline_z.shape[0]
+    worst = np.sort(window_z)[::-1]
+    tested = worst[worst >= floor]
+    as_extreme = n - np.searchsorted(np.sort(baseline_z), tested, side="left")
+    one_row = (as_extreme + 1.0) / (n + 1.0)
+    tails = [_binomial_tail(m, k, float(q)) for k, q in enumerate(one_row, start=1)]
+    return min(1.0, min(tails, default=1.0) * max(len(tails), 1))
+
+
+def _binomial_tail(m: int, k: int, q: float) -> float:
+    """P(X >= k) for X ~ Binomial(m, q)."""
+    if q >= 1.0 or k <= 0:
+        return 1.0
+    j = np.arange(k, m + 1, dtype=np.float64)
+    log_choose = np.array(
+        [math.lgamma(m + 1) - math.lgamma(i + 1) - math.lgamma(m - i + 1) for i in range(k, m + 1)]
+    )
+    return min(1.0, float(np.exp(log_choose + j * math.log(q) + (m - j) * math.log1p(-q)).sum()))
+
+
+def diagnose(
+    graph: CallGraph,
+    abnormal: MetricTable,
+    *,
+    target: str,
+    metric: str,
+    at: float | None,
+    normal: MetricTable | None = None,
+    settings: RcaSettings = RcaSettings(),
+) -> Diagnosis:
+    """The verdict on `target`'s `metric` after `at` and, when anomalous, the ranked causes
+    (`rank_root_causes`; the same errors)."""
+    causes = rank_root_causes(
+        graph, abnormal, target=target, metric=metric, at=at, normal=normal, settings=settings
+    )
+    verdict = window_verdict(
+        abnormal, target=target, metric=metric, at=at, normal=normal, settings=settings
+    )
+    return Diagnosis(verdict, causes if verdict.anomalous else [])
+
+
 def rank_root_causes(
     graph: CallGraph,
     abnormal: MetricTable,
@@ -290,6 +439,13 @@ def rank_root_causes(
         raise Invalid(f"no baseline: no normal rows{when}", field="at")
     anomaly = node_anomaly(graph, abnormal, metric=metric, at=at, normal=normal, settings=settings)
     return rank_by_anomaly(graph, anomaly, target=target, metric=metric, settings=settings)
+
+
+def _row_max(deviations: FloatArray) -> FloatArray:
+    """Each row's largest deviation over its columns (0 for a row of no columns)."""
+    if deviations.shape[1] == 0:
+        return np.zeros(deviations.shape[0])
+    return np.asarray(deviations.max(axis=1), dtype=np.float64)
 
 
 def _closure(
