@@ -10,8 +10,15 @@ name, case-insensitively. The failure is the object's latest transition, at or b
 ENTRY) is cut to the terminal's width (`COLUMNS`, else the terminal's; nothing is cut in a
 pipe);
 `-o wide` shows all of it; `-o json` prints a JSON list, best first, of
-{"entry": <timeline entry>, "score": float, "reason": str}. The ranking itself is
-`setpoint.insight.ranking` (pure).
+{"entry": <timeline entry>, "score": float, "reason": str, "path": [KIND/NAME, ...]}
+(`path`: for a root blocker's evidence, the chain from the object to the blocker; else
+empty). The ranking itself is `setpoint.insight.ranking` (pure).
+
+Honest answers: an object the timeline does not show (never, or deleted) is an error (exit
+1); one that is Ready and not failing gets "nothing is wrong" (exit 0); when no candidate
+scores `RankingSettings.floor` or more, it says the cause is not known. Those print an empty
+JSON list with `-o json` (and the sentence on stderr). An object that is not Ready and was
+never reported failing (still starting, waiting) is explained from its creation on.
 """
 
 from __future__ import annotations
@@ -38,10 +45,13 @@ from setpoint.insight.entries import (
 )
 from setpoint.insight.ranking import (
     Candidate,
+    Failure,
     RankingSettings,
     TimelineIndex,
+    confident,
     find_failure,
     rank,
+    target_state,
 )
 
 LIVE_WINDOW_S = 7 * 86400.0
@@ -115,14 +125,50 @@ async def run(ctx: Context, args: argparse.Namespace) -> int:
     kind = resolve_kind(typed_kind, ctx.registry, index.kinds)
     namespace = ctx.namespace if ctx.namespace_explicit else None
     target = pick_target(kind, name, namespace, index.objects)
-    failure = find_failure(index, target, at)
-    candidates = rank(index, failure, RankingSettings(limit=args.limit or None))
+    state = target_state(index, target, at)
+    if state == "missing":
+        print(f"error: {target} does not exist (the timeline does not show it)", file=sys.stderr)
+        return 1
+    if state == "healthy" and (at is None or index.failure_of(target, at) is None):
+        return _say(args.output, f"{target} is Ready: nothing is wrong")
+    if index.failure_of(target, at) is None:  # not Ready yet, and never reported failing
+        now = at if at is not None else index.ts[-1]
+        failure = Failure(target, index.created_at(target, now), "NotReady", None, now)
+    else:
+        failure = find_failure(index, target, at)
+    settings = RankingSettings(limit=args.limit or None)
+    candidates = rank(index, failure, settings)
+    if not confident(candidates, settings):
+        return _say(
+            args.output,
+            f"{target} {failure.failure}: the cause is not known (no change or symptom "
+            f"before it scored {settings.floor:.3f} or more)",
+        )
     if args.output == "json":
-        doc = [{"entry": c.entry, "score": c.score, "reason": c.reason} for c in candidates]
+        doc = [
+            {
+                "entry": c.entry,
+                "score": c.score,
+                "reason": c.reason,
+                "path": [str(o) for o in c.path],
+            }
+            for c in candidates
+        ]
         sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
         return 0
     width = None if args.output == "wide" else table_width()
     _print_table(target, failure.ts, failure.failure, candidates, width)
+    return 0
+
+
+def _say(output: str, message: str) -> int:
+    """No cause to list: `-o json` prints an empty list (`message` to stderr), the table
+    `message`."""
+    if output == "json":
+        sys.stdout.write("[]\n")
+        print(message, file=sys.stderr)
+    else:
+        print(message)
     return 0
 
 

@@ -74,11 +74,12 @@ from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 
 from setpoint.errors import Invalid
+from setpoint.insight.blockers import root_blockers
 from setpoint.insight.entries import Entry, ObjectRef
 
 # -- what entries mean ---------------------------------------------------------------
@@ -268,6 +269,10 @@ class TimelineIndex:
     """Positions of log lines whose template the object never logged before."""
     refs: dict[int, ObjectRef] = field(default_factory=dict)
     """Position -> object, for changes and symptoms."""
+    ready: dict[ObjectRef, list[int]] = field(default_factory=dict)
+    """Positions of each object's `Ready` condition entries, oldest first."""
+    lifecycle: dict[ObjectRef, list[tuple[float, str]]] = field(default_factory=dict)
+    """Each object's `created` and `deleted` changes: (ts, action), oldest first."""
 
     @property
     def kinds(self) -> set[str]:
@@ -338,6 +343,8 @@ class TimelineIndex:
                 if novel:
                     index.novel_paths[position] = novel
                 action = entry.get("action")
+                if action in ("created", "deleted"):
+                    index.lifecycle.setdefault(ref, []).append((ts, str(action)))
                 if action == "created":
                     deleting.discard(ref)
                 elif deletion_begun(entry):
@@ -348,6 +355,8 @@ class TimelineIndex:
                         failing[ref].clear()
                         index.recoveries.setdefault(ref, []).append(ts)
                 continue
+            if kind == "condition" and (entry.get("condition") or {}).get("type") == "Ready":
+                index.ready.setdefault(ref, []).append(position)
             if kind == "condition" and ref in deleting:
                 continue  # stopping because it was asked to, as an exit stopped on request
             cls_ = failure_class(entry)
@@ -443,6 +452,42 @@ class TimelineIndex:
         j = bisect_right(recoveries, since)
         return recoveries[j] if j < len(recoveries) and recoveries[j] <= until else None
 
+    def ready_at(self, obj: ObjectRef, ts: float) -> Mapping[str, Any] | None:
+        """`obj`'s `Ready` condition as last recorded at or before `ts` (None: none yet)."""
+        positions = self.ready.get(obj, [])
+        i = bisect_right(positions, ts, key=lambda p: self.ts[p]) - 1
+        return self.entries[positions[i]].get("condition") if i >= 0 else None
+
+    def was_ready(self, obj: ObjectRef, since: float, until: float) -> bool:
+        """Whether `obj` was Ready=True at some time in [`since`, `until`]."""
+        if (self.ready_at(obj, since) or {}).get("status") == "True":
+            return True
+        positions = self.ready.get(obj, [])
+        lo = bisect_right(positions, since, key=lambda p: self.ts[p])
+        hi = bisect_right(positions, until, key=lambda p: self.ts[p])
+        return any(
+            (self.entries[p].get("condition") or {}).get("status") == "True"
+            for p in positions[lo:hi]
+        )
+
+    def exists_at(self, obj: ObjectRef, ts: float) -> bool:
+        """Whether the timeline shows `obj` at `ts`: it has an entry by then, and its last
+        `created` or `deleted` change by then is not a deletion."""
+        positions = self.objects.get(obj)
+        if not positions or self.ts[positions[0]] > ts:
+            return False
+        lifecycle = self.lifecycle.get(obj, [])
+        i = bisect_right(lifecycle, ts, key=lambda c: c[0]) - 1
+        return i < 0 or lifecycle[i][1] != "deleted"
+
+    def created_at(self, obj: ObjectRef, ts: float) -> float:
+        """When `obj` was last created at or before `ts` (its first entry if no `created`)."""
+        lifecycle = self.lifecycle.get(obj, [])
+        i = bisect_right(lifecycle, ts, key=lambda c: c[0]) - 1
+        while i >= 0 and lifecycle[i][1] != "created":
+            i -= 1
+        return lifecycle[i][0] if i >= 0 else self.ts[self.objects[obj][0]]
+
     def graph_at(self, ts: float) -> dict[ObjectRef, list[tuple[ObjectRef, int, str]]]:
         """Adjacency as of `ts`, toward possible causes: (neighbour, hops, relation)."""
         graph: dict[ObjectRef, list[tuple[ObjectRef, int, str]]] = defaultdict(list)
@@ -481,6 +526,10 @@ class RankingSettings:
     prior_controller: float = 0.5
     precedence_penalty: float = 0.5
     healed_penalty: float = 0.2
+    prior_blocker: float = 2.0
+    """A root blocker's failure evidence (see "Blocked chains" in the module docstring)."""
+    prior_creation: float = 0.2
+    """An object's creation, ranked only when the object itself then failed."""
     horizon_s: float = 3600.0
     """How long before the failure a change may be its cause."""
     symptom_horizon_s: float = 600.0
@@ -490,6 +539,14 @@ class RankingSettings:
     max_history_changes: int = 20000
     limit: int | None = 20
 
+    @property
+    def floor(self) -> float:
+        """The least score a candidate needs for `explain` to name a cause: what a spec
+        change of an object not connected to the target, made `tau_s` before the failure,
+        with nothing else for it, scores. Below it every candidate is noise."""
+        unconnected = (self.hop_factor**self.unconnected_hops) ** self.w_graph
+        return float(self.prior_spec * unconnected * 2.0**-self.w_time)
+
 
 @dataclass(frozen=True)
 class Candidate:
@@ -498,6 +555,8 @@ class Candidate:
     entry: Entry
     score: float
     reason: str
+    path: tuple[ObjectRef, ...] = ()
+    """For a root blocker's evidence: the chain from the target to the blocker."""
 
 
 @dataclass(frozen=True)
@@ -508,6 +567,9 @@ class Failure:
     ts: float
     failure: str
     entry: Entry | None
+    now: float | None = None
+    """When the explanation is asked for (`at`, else the timeline's last entry): what
+    holds the target back is read as of then. None: as of `ts`."""
 
 
 Graph = Mapping[ObjectRef, list[tuple[ObjectRef, int, str]]]
@@ -527,15 +589,40 @@ class _Context:
 def find_failure(index: TimelineIndex, target: ObjectRef, at: float | None = None) -> Failure:
     """The failure to explain: the target's latest failure onset at or before `at`; with none,
     `at` itself (no `at` and no failure: `Invalid`)."""
+    now = at if at is not None else (index.ts[-1] if index.ts else None)
     onset = index.failure_of(target, at)
     if onset is not None:
-        return Failure(target, onset.ts, onset.failure, index.entries[onset.position])
+        return Failure(target, onset.ts, onset.failure, index.entries[onset.position], now)
     if at is None:
         raise Invalid(
             f"{target} never became NotReady, Stalled or crash-looping in the timeline: "
             "say when it failed with --at"
         )
-    return Failure(target, at, "Failure", None)
+    return Failure(target, at, "Failure", None, now)
+
+
+TargetState = Literal["missing", "healthy", "failing"]
+
+
+def target_state(index: TimelineIndex, target: ObjectRef, at: float | None = None) -> TargetState:
+    """How `target` is at `at` (default: the timeline's last entry): `missing` when the
+    timeline does not show it then (never seen, or deleted); `failing` when its `Ready` is
+    not True or a failure of it is going on; else `healthy`."""
+    now = at if at is not None else (index.ts[-1] if index.ts else 0.0)
+    if not index.exists_at(target, now):
+        return "missing"
+    ready = index.ready_at(target, now)
+    if ready is not None and ready.get("status") != "True":
+        return "failing"
+    if index.failing_at(target, now, float("-inf")) is not None:
+        return "failing"
+    return "healthy"
+
+
+def confident(candidates: Sequence[Candidate], settings: RankingSettings) -> bool:
+    """Whether the best candidate scores at least `settings.floor`: if not, say that the
+    cause is not known rather than rank noise."""
+    return bool(candidates) and candidates[0].score >= settings.floor
 
 
 def explain(
@@ -559,8 +646,9 @@ def rank(index: TimelineIndex, failure: Failure, settings: RankingSettings) -> l
     lo, hi = bisect_left(index.change_ts, start), bisect_right(index.change_ts, failure.ts)
     change_positions = index.changes[lo:hi]
     ctx.cooccurrence = _cooccurrence(ctx, change_positions, lo)
-    scored = [_score_change(ctx, p) for p in change_positions]
+    scored = [c for p in change_positions if (c := _score_change(ctx, p)) is not None]
     scored += _score_symptoms(ctx)
+    scored += _blocker_evidence(ctx)
     scored.sort(key=lambda c: (-c.score, -float(c.entry["ts"])))
     return scored[: settings.limit] if settings.limit else scored
 
@@ -655,7 +743,7 @@ def _common(ctx: _Context, ts: float, obj: ObjectRef) -> tuple[float, float, int
     return dt, time_factor * graph_factor, hops, path
 
 
-def _score_change(ctx: _Context, position: int) -> Candidate:
+def _score_change(ctx: _Context, position: int) -> Candidate | None:
     index, s, failure = ctx.index, ctx.settings, ctx.failure
     entry = index.entries[position]
     obj = index.refs[position]
@@ -668,6 +756,10 @@ def _score_change(ctx: _Context, position: int) -> Candidate:
     history = max((ctx.cooccurrence.get(_change_kind(obj, p), 0.0) for p in paths), default=0.0)
     novel = index.novel_paths.get(position, ())
     evidence, symptom = _evidence(ctx, obj, ts)
+    if entry.get("action") == "created":
+        if symptom is None:
+            return None  # an object being created is no cause unless it then failed
+        score *= s.prior_creation
     score *= (1 + s.w_history * history) * (1 + s.w_novelty * bool(novel))
     score *= 1 + s.w_evidence * s.evidence_gain * evidence
     late = ctx.first_path_symptom is not None and ts > ctx.first_path_symptom[0]
@@ -785,6 +877,120 @@ def _score_symptoms(ctx: _Context) -> list[Candidate]:
     return out
 
 
+# -- blocked chains ------------------------------------------------------------------------
+
+WAITING_REASONS = frozenset({"WaitingForDependency", "DependencyNotReady"})
+"""Reasons of a False `Ready` that mean the object waits for a dependency."""
+FAILURE_REASONS = frozenset(
+    {
+        "ReadinessProbeFailed",
+        "LivenessProbeFailed",
+        "ProbeFailed",
+        "StartFailed",
+        "ProcessExited",
+        "CrashLoopBackOff",
+        "BackOff",
+        "Failed",
+        "BackoffLimitExceeded",
+        "DeadlineExceeded",
+        "ProgressDeadlineExceeded",
+        "ListenFailed",
+        "SecretMissing",
+        "SecretInvalid",
+        "FailedCreate",
+    }
+)
+"""Reasons of a condition that say what went wrong (a probe failing, a command that could
+not start, a back-off, a limit reached), as the workloads write them."""
+EVIDENCE_WEIGHTS = {"exit": 1.0, "stalled": 0.9, "condition": 0.8, "event": 0.7, "log": 0.6}
+"""How directly each kind of a blocker's evidence says what is wrong: an exit with its last
+lines first, then a Stalled or Failed reason, a failing condition (a probe's message, a
+command that could not start), a Warning event (a back-off), an error line."""
+
+
+def _evidence_kind(entry: Entry) -> str | None:
+    """What kind of failure evidence `entry` is (a key of `EVIDENCE_WEIGHTS`), if any."""
+    kind = entry.get("type")
+    if kind == "exit":
+        return "exit" if symptom_of(entry) is not None else None
+    if kind == "event":
+        return "event" if entry.get("eventType") == "Warning" else None
+    if kind == "log":
+        return "log" if ERROR_LINE.search(str(entry.get("line", ""))) else None
+    if kind == "condition":
+        cond = entry.get("condition") or {}
+        if cond.get("type") in ("Stalled", "Failed") and cond.get("status") == "True":
+            return "stalled"
+        if cond.get("status") != "True" and cond.get("reason") in FAILURE_REASONS:
+            return "condition"
+    return None
+
+
+def _blocked(ctx: _Context, now: float) -> bool:
+    """Whether the target is held back at `now`: not Ready, and either never Ready since it
+    was created (a start-up) or waiting for a dependency."""
+    index, target = ctx.index, ctx.failure.obj
+    ready = index.ready_at(target, now)
+    if ready is None or ready.get("status") == "True":
+        return ready is None and target in index.objects
+    if ready.get("reason") in WAITING_REASONS:
+        return True
+    return not index.was_ready(target, index.created_at(target, now), now)
+
+
+def blocking_chains(index: TimelineIndex, target: ObjectRef, now: float) -> list[list[ObjectRef]]:
+    """The chains from `target` to its root blockers at `now` (`blockers.root_blockers`):
+    an object is held back by what it depends on and by what it owns (a Deployment's
+    replicas) while those are not Ready; an object the timeline does not show is an end."""
+    graph = index.graph_at(now)
+
+    def held_back_by(obj: ObjectRef) -> list[ObjectRef]:
+        return [
+            n
+            for n, _, relation in graph.get(obj, ())
+            if relation in ("dependsOn", "owns")
+            and not (relation == "owns" and not index.exists_at(n, now))
+            and (index.ready_at(n, now) or {}).get("status") != "True"
+        ]
+
+    return root_blockers(target, held_back_by, lambda obj: not index.exists_at(obj, now))
+
+
+def _blocker_evidence(ctx: _Context) -> list[Candidate]:
+    """When the target is held back (`_blocked`), the failure evidence of each root blocker
+    (the target itself when nothing holds it back) since `symptom_horizon_s` before the
+    failure, up to now: the latest entry of each kind and shape, each with its chain."""
+    index, s, failure = ctx.index, ctx.settings, ctx.failure
+    now = failure.now if failure.now is not None else failure.ts
+    if not _blocked(ctx, now):
+        return []
+    chains = blocking_chains(index, failure.obj, now) or [[failure.obj]]
+    out = []
+    for chain in chains:
+        root = chain[-1]
+        positions = index.objects.get(root, [])
+        lo = bisect_left(positions, failure.ts - s.symptom_horizon_s, key=lambda p: index.ts[p])
+        hi = bisect_right(positions, now, key=lambda p: index.ts[p])
+        latest: dict[tuple[str, str], int] = {}
+        for position in positions[lo:hi]:
+            entry = index.entries[position]
+            kind = _evidence_kind(entry)
+            if kind is not None:
+                shape = template_of(entry) if kind == "log" else str(symptom_of(entry) or kind)
+                latest[(kind, shape)] = position
+        path = tuple(chain)
+        route = " <- ".join(str(o) for o in path)
+        for (kind, _), position in latest.items():
+            entry = index.entries[position]
+            what = _describe_symptom(entry)
+            reason = f"{root} {what}"
+            if len(path) > 1:
+                reason += f"; it holds back {failure.obj}: {route}"
+            score = s.prior_blocker * EVIDENCE_WEIGHTS[kind]
+            out.append(Candidate(entry, round(score, 6), reason, path))
+    return out
+
+
 # -- words -------------------------------------------------------------------------------
 
 
@@ -836,7 +1042,13 @@ def _describe_symptom(entry: Entry, novel: bool = False) -> str:
         return f"logged {news} {_short(entry.get('line', ''), 60)!r}"
     if kind == "exit":
         sig = entry.get("signal")
-        return f"exited with signal {sig}" if sig else f"exited with code {entry.get('exitCode')}"
+        said = f"exited with signal {sig}" if sig else f"exited with code {entry.get('exitCode')}"
+        lines = [str(x) for x in entry.get("lines") or () if str(x).strip()]
+        return f"{said}: {_short(lines[-1].strip(), 100)!r}" if lines else said
+    if kind == "condition" and (entry.get("condition") or {}).get("message"):
+        cond = entry.get("condition") or {}
+        state = f"{cond.get('type')}={cond.get('status')} ({cond.get('reason')})"
+        return f"became {state}: {_short(cond.get('message'), 100)}"
     if kind == "event":
         return f"had a Warning event {entry.get('reason')}: {_short(entry.get('message', ''), 60)}"
     cond = entry.get("condition") or {}
