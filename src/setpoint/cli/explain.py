@@ -27,6 +27,7 @@ import argparse
 import os
 import shutil
 import sys
+import textwrap
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -53,6 +54,7 @@ from setpoint.insight.ranking import (
     rank,
     target_state,
 )
+from setpoint.insight.timeline import timeline_path_for
 
 LIVE_WINDOW_S = 7 * 86400.0
 """How far back the live form reads the recorded timeline (edges: all of them)."""
@@ -172,6 +174,37 @@ def _say(output: str, message: str) -> int:
     return 0
 
 
+def explanation_lines(index: TimelineIndex, target: ObjectRef, width: int = 100) -> list[str]:
+    """What `describe` ends a failed object with: the best probable cause of its failure (at
+    most two lines of `width`) and the `setpoint explain` command that shows the rest; none
+    when the timeline does not show it failing or no cause scores above the floor."""
+    if target_state(index, target) != "failing":
+        return []
+    if index.failure_of(target, None) is None:
+        now = index.ts[-1]
+        failure = Failure(target, index.created_at(target, now), "NotReady", None, now)
+    else:
+        failure = find_failure(index, target)
+    settings = RankingSettings(limit=1)
+    best = rank(index, failure, settings)
+    if not confident(best, settings):
+        return []
+    said = textwrap.wrap(
+        " ".join(best[0].reason.split()), width - 2, max_lines=2, placeholder=" ..."
+    )
+    where = "" if target.namespace == "default" else f" -n {target.namespace}"
+    command = f"setpoint explain{where} {target.kind.lower()}/{target.name}"
+    return ["Probable Cause:", *("  " + line for line in said), f"  (more: {command})"]
+
+
+def recorded_index(ctx: Context) -> TimelineIndex | None:
+    """The recorded timeline beside the store, indexed; None when there is none."""
+    path = timeline_path_for(ctx.store_url)
+    if path is None or not path.exists():
+        return None
+    return TimelineIndex.build(_recorded(ctx, None))
+
+
 def table_width() -> int | None:
     """The columns the table must fit in: `COLUMNS` when set, else the terminal's when
     stdout is one; None (nothing is cut) when it goes to a pipe or a file."""
@@ -182,7 +215,7 @@ def table_width() -> int | None:
 
 def _recorded(ctx: Context, at: float | None) -> list[dict[str, Any]]:
     """The entries of the timeline recorded beside the store, up to `at` (edges: all)."""
-    from setpoint.insight.timeline import Timeline, timeline_path_for
+    from setpoint.insight.timeline import Timeline
 
     path = timeline_path_for(ctx.store_url)
     if path is None or not path.exists():

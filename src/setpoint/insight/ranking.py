@@ -755,11 +755,13 @@ def _score_change(ctx: _Context, position: int) -> Candidate | None:
         score *= s.prior_controller
     history = max((ctx.cooccurrence.get(_change_kind(obj, p), 0.0) for p in paths), default=0.0)
     novel = index.novel_paths.get(position, ())
-    evidence, symptom = _evidence(ctx, obj, ts)
     if entry.get("action") == "created":
+        evidence, symptom = _own_failure(ctx, obj, ts)
         if symptom is None:
             return None  # an object being created is no cause unless it then failed
         score *= s.prior_creation
+    else:
+        evidence, symptom = _evidence(ctx, obj, ts)
     score *= (1 + s.w_history * history) * (1 + s.w_novelty * bool(novel))
     score *= 1 + s.w_evidence * s.evidence_gain * evidence
     late = ctx.first_path_symptom is not None and ts > ctx.first_path_symptom[0]
@@ -825,6 +827,27 @@ def _evidence(ctx: _Context, obj: ObjectRef, ts: float) -> tuple[float, str | No
         what = _describe_symptom(index.entries[position], position in index.novel_logs)
     gap = seen_at - ts
     return 1.0 / (1.0 + gap / s.tau_s), f"{where} {what} {_ago(gap)} later"
+
+
+def _own_failure(ctx: _Context, obj: ObjectRef, ts: float) -> tuple[float, str | None]:
+    """Whether `obj`, created at `ts`, then failed by itself (its spec is what fails): its
+    first failure evidence (`_evidence_kind`) after `ts`, up to the explanation's `now` and
+    within `symptom_horizon_s`, as `_evidence` says it; (0, None) if none."""
+    index, failure = ctx.index, ctx.failure
+    now = failure.now if failure.now is not None else failure.ts
+    positions = index.objects.get(obj, [])
+    i = bisect_right(positions, ts, key=lambda p: index.ts[p])
+    until = min(now, ts + ctx.settings.symptom_horizon_s)
+    for position in positions[i:]:
+        seen_at = index.ts[position]
+        if seen_at > until:
+            break
+        entry = index.entries[position]
+        if _evidence_kind(entry) is not None:
+            gap = seen_at - ts
+            what = f"{obj} {_describe_symptom(entry)} {_ago(gap)} later"
+            return 1.0 / (1.0 + gap / ctx.settings.tau_s), what
+    return 0.0, None
 
 
 def _upstream(graph: Graph, obj: ObjectRef) -> set[ObjectRef]:
