@@ -29,9 +29,7 @@ def ref(o: dict[str, str]) -> ObjectRef:
 
 def test_the_walk_follows_every_branch_to_its_end_once() -> None:
     graph = {"web": ["migrate", "web-0"], "migrate": ["db"], "web-0": ["db"], "db": []}
-    assert root_blockers("web", lambda n: graph[n], lambda n: False) == [
-        ["web", "migrate", "db"]
-    ]
+    assert root_blockers("web", lambda n: graph[n], lambda n: False) == [["web", "migrate", "db"]]
     graph["web-0"] = ["cache"]
     graph["cache"] = []
     chains = root_blockers("web", lambda n: graph[n], lambda n: False)

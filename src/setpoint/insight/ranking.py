@@ -831,23 +831,26 @@ def _evidence(ctx: _Context, obj: ObjectRef, ts: float) -> tuple[float, str | No
 
 def _own_failure(ctx: _Context, obj: ObjectRef, ts: float) -> tuple[float, str | None]:
     """Whether `obj`, created at `ts`, then failed by itself (its spec is what fails): its
-    first failure evidence (`_evidence_kind`) after `ts`, up to the explanation's `now` and
-    within `symptom_horizon_s`, as `_evidence` says it; (0, None) if none."""
+    most telling failure evidence (`EVIDENCE_WEIGHTS`, the earliest of the best kind) after
+    `ts`, up to the explanation's `now` and within `symptom_horizon_s`, said as `_evidence`
+    says it; (0, None) if none."""
     index, failure = ctx.index, ctx.failure
     now = failure.now if failure.now is not None else failure.ts
     positions = index.objects.get(obj, [])
-    i = bisect_right(positions, ts, key=lambda p: index.ts[p])
-    until = min(now, ts + ctx.settings.symptom_horizon_s)
-    for position in positions[i:]:
-        seen_at = index.ts[position]
-        if seen_at > until:
-            break
-        entry = index.entries[position]
-        if _evidence_kind(entry) is not None:
-            gap = seen_at - ts
-            what = f"{obj} {_describe_symptom(entry)} {_ago(gap)} later"
-            return 1.0 / (1.0 + gap / ctx.settings.tau_s), what
-    return 0.0, None
+    lo = bisect_right(positions, ts, key=lambda p: index.ts[p])
+    hi = bisect_right(
+        positions, min(now, ts + ctx.settings.symptom_horizon_s), key=lambda p: index.ts[p]
+    )
+    best: tuple[float, int] | None = None
+    for position in positions[lo:hi]:
+        kind = _evidence_kind(index.entries[position])
+        if kind is not None and (best is None or EVIDENCE_WEIGHTS[kind] > best[0]):
+            best = (EVIDENCE_WEIGHTS[kind], position)
+    if best is None:
+        return 0.0, None
+    gap = index.ts[best[1]] - ts
+    what = f"{obj} {_describe_symptom(index.entries[best[1]])} {_ago(gap)} later"
+    return 1.0 / (1.0 + gap / ctx.settings.tau_s), what
 
 
 def _upstream(graph: Graph, obj: ObjectRef) -> set[ObjectRef]:
@@ -1073,7 +1076,7 @@ def _describe_symptom(entry: Entry, novel: bool = False) -> str:
         state = f"{cond.get('type')}={cond.get('status')} ({cond.get('reason')})"
         return f"became {state}: {_short(cond.get('message'), 100)}"
     if kind == "event":
-        return f"had a Warning event {entry.get('reason')}: {_short(entry.get('message', ''), 60)}"
+        return f"had a Warning event {entry.get('reason')}: {_short(entry.get('message', ''), 100)}"
     cond = entry.get("condition") or {}
     return f"became {cond.get('type')}={cond.get('status')} ({cond.get('reason')})"
 
