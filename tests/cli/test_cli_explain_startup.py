@@ -9,6 +9,7 @@ Waits on conditions (`setpoint wait`, the timeline), never sleeps."""
 
 from __future__ import annotations
 
+import json
 import signal
 import sys
 import textwrap
@@ -90,15 +91,17 @@ def explain(cli: CLI, *args: str) -> Result:
     return cli("explain", *args, store=False, kinds=False)
 
 
-def wait_explained(cli: CLI, name: str, deadline: float) -> list[dict[str, Any]]:
-    """`explain NAME -o json` once the recorder has written db-init's last exit (the store
-    says Failed before the timeline may show it): each call reads the timeline anew."""
-    while True:
-        result = explain(cli, name, "-o", "json")
-        assert result.code == 0, result
-        doc: list[dict[str, Any]] = result.json()
-        if doc and doc[0]["entry"]["type"] == "exit" or time.monotonic() > deadline:
-            return doc
+def wait_recorded_failure(cli: CLI) -> None:
+    """Until the recorder has written that db-init Failed (the store says so first): each
+    call reads the timeline anew; no sleep, a deadline."""
+    deadline = time.monotonic() + TIMEOUT
+    while time.monotonic() < deadline:
+        got = cli("timeline", "job/db-init", "-o", "jsonl", store=False, kinds=False)
+        assert got.code == 0, got
+        entries = [json.loads(line) for line in got.lines]
+        if any((e.get("condition") or {}).get("type") == "Failed" for e in entries):
+            return
+    raise AssertionError(f"the timeline did not show db-init failing within {TIMEOUT}s")
 
 
 def test_a_start_up_failure_is_explained_by_the_root_blockers_exit_with_its_chain(
@@ -115,9 +118,9 @@ def test_a_start_up_failure_is_explained_by_the_root_blockers_exit_with_its_chai
             store=False, kinds=False,
         )  # fmt: skip
         assert waited.code == 0, waited
-        deadline = time.monotonic() + TIMEOUT
+        wait_recorded_failure(cli)
 
-        web = wait_explained(cli, "deployment/web", deadline)
+        web = explain(cli, "deployment/web", "-o", "json").json()
         first = web[0]
         assert first["entry"]["type"] == "exit", web[:3]
         assert first["entry"]["object"]["name"] == "db-init"
@@ -126,7 +129,7 @@ def test_a_start_up_failure_is_explained_by_the_root_blockers_exit_with_its_chai
         assert "Deployment/web <- Job/migrate <- Process/db <- Job/db-init" in first["reason"]
         assert all(c["entry"].get("action") != "created" for c in web[:1])
 
-        job = wait_explained(cli, "job/db-init", deadline)
+        job = explain(cli, "job/db-init", "-o", "json").json()
         assert job[0]["entry"]["type"] == "exit"
         assert LINE in job[0]["reason"]
         assert job[0]["path"] == ["Job/db-init"]
