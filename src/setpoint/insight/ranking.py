@@ -6,6 +6,8 @@ what every explanation needs: timestamps to bisect, the dependency/ownership edg
 object's entries, failure onsets, and which config values and log lines were never seen
 before. `explain(index, target, at=...)` then ranks, touching only the entries near the
 failure, so one explanation on a million-entry timeline takes milliseconds.
+`target_state` says first whether there is anything to explain: the object is `missing`,
+`healthy` (Ready, no failure going on) or `failing`.
 
 The failure is the latest transition of the target, at or before `at` (default: any time),
 to Ready=False, Stalled=True or a crash loop; if it has none, `at` itself. Candidates are the
@@ -51,6 +53,32 @@ product of factors, each a reason to believe it:
   change was followed by a whole failure and its end (an earlier episode), so it is an
   unlikely start of this one: x 0.2 (`healed_penalty`). A target that stayed Ready after a
   change (a slow leak) makes no such entry and is not discounted.
+
+* creation: an object's own creation (a change with `action` `created`) is no cause by
+  itself (everything that exists was created): it is a candidate only when the object then
+  failed by itself (its spec is what fails: an arg that makes the command exit at once),
+  scored x 0.2 (`prior_creation`) with that failure evidence quoted in its reason.
+
+Blocked chains. When the target is not Ready at the explanation's `now` (`at`, else the
+timeline's last entry) and either never was Ready since it was created (a start-up) or
+waits for a dependency (reason `WaitingForDependency` or `DependencyNotReady`),
+`blocking_chains` walks what holds it back (`setpoint.insight.blockers.root_blockers`, the
+walk the live view's detail line uses too): what it depends on, and what it owns (a
+Deployment's replicas), while not Ready, to the objects at the ends of those chains (the
+target itself when nothing holds it back). The failure evidence of each such root blocker
+since `symptom_horizon_s` before the failure (an exit with its last line, a Stalled or
+Failed reason, a failing condition with its message (a probe, a command that could not
+start), a Warning event (a back-off), an error line; the latest of each kind and shape) is
+a candidate scored `prior_blocker` (2) x its kind's weight (`EVIDENCE_WEIGHTS`, 1 down to
+0.6), with no time or distance factor: it is what is wrong now, where the wait ends. Its
+`path` is the chain (`web <- migrate <- db <- db-init` in its reason). A change that its own
+new symptom followed right away (evidence x 5) can still rank above it: the change is why
+the blocker fails.
+
+Floor (`RankingSettings.floor`): what a spec change of an object not connected to the
+target, made `tau_s` before the failure, with nothing else for it, scores (1 x 0.5 ** 4 x
+0.5 = 0.031). When no candidate reaches it, `explain` says the cause is not known rather
+than rank noise (`confident`). It follows from the weights above, not from a benchmark.
 
 The weights are 1 (w_novelty 0.5: a first-seen value is common for harmless changes too);
 `bench/insight.py` reports the accuracy with each halved and doubled.
