@@ -6,7 +6,9 @@ store (`setpoint.insight.timeline`); with it, from a JSONL file (one entry per l
 `setpoint timeline -o jsonl` writes). KIND is matched as kubectl does (`deployment`,
 `Deployment`, `deploy`); a kind no module registered still matches the timeline's kinds by
 name, case-insensitively. The failure is the object's latest transition, at or before
-`--at` when given, to Ready=False, Stalled=True or a crash loop. The table's REASON (then
+`--at` when given, to Ready=False, Stalled=True or a crash loop. The table's WHEN is an
+entry's time from the failure (`-10s` before it, `+5s` after: a root blocker's evidence
+may come later than the start of the wait it explains). Its REASON (then
 ENTRY) is cut to the terminal's width (`COLUMNS`, else the terminal's; nothing is cut in a
 pipe);
 `-o wide` shows all of it; `-o json` prints a JSON list, best first, of
@@ -258,7 +260,7 @@ def _print_table(
             [
                 str(i),
                 f"{c.score:.3f}",
-                f"-{render.human_duration(before)}" if before >= 0.5 else "0s",
+                _when(before),
                 summarize(c.entry),
                 c.reason,
             ]
@@ -266,6 +268,15 @@ def _print_table(
     fitted = rows if width is None else render.fit_table(rows, width, GIVE_WAY)
     for line in render.format_table(fitted):
         print(line)
+
+
+def _when(before: float) -> str:
+    """`-10s` for an entry 10 s before the failure, `+5s` after it (a blocker's evidence)."""
+    if before >= 0.5:
+        return f"-{render.human_duration(before)}"
+    if before <= -0.5:
+        return f"+{render.human_duration(-before)}"
+    return "0s"
 
 
 def summarize(entry: Mapping[str, Any]) -> str:
