@@ -38,7 +38,7 @@ import orjson
 
 from setpoint.cli import render
 from setpoint.cli.context import Context
-from setpoint.errors import Invalid
+from setpoint.errors import Invalid, NotFound, UnknownKind
 from setpoint.insight.entries import (
     ObjectRef,
     pick_target,
@@ -131,7 +131,12 @@ async def run(ctx: Context, args: argparse.Namespace) -> int:
     target = pick_target(kind, name, namespace, index.objects)
     state = target_state(index, target, at)
     if state == "missing":
-        print(f"error: {target} does not exist (the timeline does not show it)", file=sys.stderr)
+        if args.timeline is None and at is None and await _in_store(ctx, target):
+            print(f"error: {target} has no recorded history yet", file=sys.stderr)
+        else:
+            print(
+                f"error: {target} does not exist (the timeline does not show it)", file=sys.stderr
+            )
         return 1
     if state == "healthy" and (at is None or index.failure_of(target, at) is None):
         return _say(args.output, f"{target} is Ready: nothing is wrong")
@@ -163,6 +168,18 @@ async def run(ctx: Context, args: argparse.Namespace) -> int:
     width = None if args.output == "wide" else table_width()
     _print_table(target, failure.ts, failure.failure, candidates, width)
     return 0
+
+
+async def _in_store(ctx: Context, target: ObjectRef) -> bool:
+    """Whether the store has `target` now (the recorder may not have written it yet)."""
+    try:
+        kind = ctx.registry.resolve(target.kind)
+        async with ctx.open_store() as store:
+            namespace = target.namespace if kind.namespaced else None
+            await store.get(kind.api_version, kind.kind, target.name, namespace)
+    except (NotFound, UnknownKind):
+        return False
+    return True
 
 
 def _say(output: str, message: str) -> int:
