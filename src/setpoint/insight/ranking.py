@@ -980,13 +980,27 @@ def _evidence_kind(entry: Entry) -> str | None:
     return None
 
 
+def _evidence_shape(entry: Entry) -> str:
+    """What makes two pieces of evidence the same: a log line's template, a condition's
+    type and reason, an event's reason, an exit's code or signal."""
+    kind = entry.get("type")
+    if kind == "log":
+        return template_of(entry)
+    if kind == "condition":
+        cond = entry.get("condition") or {}
+        return f"{cond.get('type')} {cond.get('reason')}"
+    if kind == "event":
+        return str(entry.get("reason"))
+    return str(symptom_of(entry))
+
+
 def _blocked(ctx: _Context, now: float) -> bool:
     """Whether the target is held back at `now`: not Ready, and either never Ready since it
     was created (a start-up) or waiting for a dependency."""
     index, target = ctx.index, ctx.failure.obj
     ready = index.ready_at(target, now)
     if ready is None or ready.get("status") == "True":
-        return ready is None and target in index.objects
+        return False  # Ready, or a kind without Ready: it waits for nothing we can see
     if ready.get("reason") in WAITING_REASONS:
         return True
     return not index.was_ready(target, index.created_at(target, now), now)
@@ -1030,8 +1044,7 @@ def _blocker_evidence(ctx: _Context) -> list[Candidate]:
             entry = index.entries[position]
             kind = _evidence_kind(entry)
             if kind is not None:
-                shape = template_of(entry) if kind == "log" else str(symptom_of(entry) or kind)
-                latest[(kind, shape)] = position
+                latest[(kind, _evidence_shape(entry))] = position
         path = tuple(chain)
         route = " <- ".join(str(o) for o in path)
         for (kind, _), position in latest.items():
