@@ -13,8 +13,9 @@ ENTRY) is cut to the terminal's width (`COLUMNS`, else the terminal's; nothing i
 pipe);
 `-o wide` shows all of it; `-o json` prints a JSON list, best first, of
 {"entry": <timeline entry>, "score": float, "reason": str, "path": [KIND/NAME, ...]}
-(`path`: for a root blocker's evidence, the chain from the object to the blocker; else
-empty). The ranking itself is `setpoint.insight.ranking` (pure).
+(`path`: the chain from the object to the entry's object, a root blocker's or the shortest
+along dependency and ownership edges; empty when they are not connected). The ranking
+itself is `setpoint.insight.ranking` (pure).
 
 Honest answers: an object the timeline does not show (never, or deleted) is an error (exit
 1); one that is Ready and not failing gets "nothing is wrong" (exit 0); when no candidate

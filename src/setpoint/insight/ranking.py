@@ -584,7 +584,9 @@ class Candidate:
     score: float
     reason: str
     path: tuple[ObjectRef, ...] = ()
-    """For a root blocker's evidence: the chain from the target to the blocker."""
+    """The chain from the target to the entry's object (the target alone for its own
+    entries): a root blocker's chain, else the shortest path along dependency and ownership
+    edges; empty when they are not connected."""
 
 
 @dataclass(frozen=True)
@@ -610,6 +612,8 @@ class _Context:
     settings: RankingSettings
     graph: Graph
     hops: dict[ObjectRef, tuple[int, list[str]]]
+    via: dict[ObjectRef, ObjectRef]
+    """Each connected object -> the one before it on its shortest path from the target."""
     first_path_symptom: tuple[float, ObjectRef] | None
     cooccurrence: dict[str, float]
 
@@ -668,7 +672,8 @@ def explain(
 def rank(index: TimelineIndex, failure: Failure, settings: RankingSettings) -> list[Candidate]:
     """Score every candidate of `failure` and return the best `settings.limit`, best first."""
     graph = index.graph_at(failure.ts)
-    ctx = _Context(index, failure, settings, graph, _hops(graph, failure.obj), None, {})
+    via: dict[ObjectRef, ObjectRef] = {}
+    ctx = _Context(index, failure, settings, graph, _hops(graph, failure.obj, via), via, None, {})
     ctx.first_path_symptom = _first_path_symptom(ctx)
     start = failure.ts - settings.horizon_s
     lo, hi = bisect_left(index.change_ts, start), bisect_right(index.change_ts, failure.ts)
@@ -686,8 +691,11 @@ def hops_from(index: TimelineIndex, target: ObjectRef, ts: float) -> dict[Object
     return {obj: hops for obj, (hops, _) in _hops(index.graph_at(ts), target).items()}
 
 
-def _hops(graph: Graph, target: ObjectRef) -> dict[ObjectRef, tuple[int, list[str]]]:
-    """Shortest hop counts from `target` toward possible causes, with the path's relations."""
+def _hops(
+    graph: Graph, target: ObjectRef, via: dict[ObjectRef, ObjectRef] | None = None
+) -> dict[ObjectRef, tuple[int, list[str]]]:
+    """Shortest hop counts from `target` toward possible causes, with the path's relations
+    (and, in `via`, each object's predecessor on its path)."""
     best: dict[ObjectRef, tuple[int, list[str]]] = {target: (0, [])}
     queue: list[tuple[int, ObjectRef]] = [(0, target)]
     while queue:
@@ -698,6 +706,8 @@ def _hops(graph: Graph, target: ObjectRef) -> dict[ObjectRef, tuple[int, list[st
             nd = dist + cost
             if neighbour not in best or nd < best[neighbour][0]:
                 best[neighbour] = (nd, [*best[node][1], f"{relation} {neighbour}"])
+                if via is not None:
+                    via[neighbour] = node
                 heapq.heappush(queue, (nd, neighbour))
     return best
 
@@ -758,6 +768,16 @@ def _cooccurrence(ctx: _Context, candidates: Sequence[int], window_start: int) -
     return {k: followed[k] / (seen[k] + 1) for k in seen}
 
 
+def _route(ctx: _Context, obj: ObjectRef) -> tuple[ObjectRef, ...]:
+    """The objects from the target to `obj` along its shortest path (empty: not connected)."""
+    if obj not in ctx.hops:
+        return ()
+    route = [obj]
+    while route[-1] != ctx.failure.obj:
+        route.append(ctx.via[route[-1]])
+    return tuple(reversed(route))
+
+
 def _hops_of(ctx: _Context, obj: ObjectRef) -> tuple[int, list[str]]:
     return ctx.hops.get(obj, (ctx.settings.unconnected_hops, []))
 
@@ -811,7 +831,7 @@ def _score_change(ctx: _Context, position: int) -> Candidate | None:
         parts.append(f"but {failing} already showed trouble {_ago(ts - began)} before it")
     if healed is not None:
         parts.append(f"but {failure.obj} was Ready again {_ago(healed - ts)} after it")
-    return Candidate(entry, round(score, 6), "; ".join(p for p in parts if p))
+    return Candidate(entry, round(score, 6), "; ".join(p for p in parts if p), _route(ctx, obj))
 
 
 def _evidence(ctx: _Context, obj: ObjectRef, ts: float) -> tuple[float, str | None]:
@@ -927,7 +947,8 @@ def _score_symptoms(ctx: _Context) -> list[Candidate]:
         what = _describe_symptom(entry, novel_log)
         reason = f"{obj} {what} {_ago(dt)} before {failure.obj} {_failed(failure)}"
         parts = [reason, _relation(failure.obj, obj, hops, path)]
-        out.append(Candidate(entry, round(score, 6), "; ".join(p for p in parts if p)))
+        reason = "; ".join(p for p in parts if p)
+        out.append(Candidate(entry, round(score, 6), reason, _route(ctx, obj)))
     return out
 
 
