@@ -61,8 +61,8 @@ again), a new Job is deleted, the stranger leaves and the replica is deleted (th
 makes a new one); then everything must be healthy (Recorder.wait_ready). Then explain is
 called on one or two random healthy objects; `healthy_says_nothing_wrong` is the share of
 those calls that exit 0 and say nothing is wrong: a JSON object with a verdict or status of
-healthy/ok/nothing wrong (any key naming it), or an empty list of causes without an "I don't
-know", or text saying "nothing (is) wrong".
+healthy/ok/nothing wrong (any key naming it), or an empty list of causes while stderr does
+not say the cause is not known, or text saying "nothing (is) wrong".
 
 Figures: `live_ac1`, `live_ac3` (all scored calls), `startup_ac1` (db_init_startup only),
 `per_fault` ({kind: {ac1, ac3, count}}), `faults` (how many were injected),
@@ -131,7 +131,7 @@ BAD_SQL = "ALTER TABLE visits ADD COLUMN;\n"
 FAULT_ACTOR = "bob"
 DECOY_ACTORS = ("alice", "carol")
 NOTHING_WRONG = re.compile(r"nothing (is )?wrong|healthy", re.IGNORECASE)
-DONT_KNOW = re.compile(r"(don.?t|do not) know|unknown", re.IGNORECASE)
+DONT_KNOW = re.compile(r"(don.?t|do not) know|not known|unknown", re.IGNORECASE)
 
 
 def progress(message: str) -> None:
@@ -172,8 +172,9 @@ class Answer:
 
 
 def read_answer(code: int, stdout: str, stderr: str, ms: float) -> Answer:
-    """Today's explain prints a JSON list of {entry, score, reason}; a later one may print an
-    object holding that list beside a verdict. Anything else is read as text."""
+    """explain prints a JSON list of {entry, score, reason, ...}, empty when it names no cause
+    (then saying on stderr why: nothing is wrong, or the cause is not known); a later one may
+    print an object holding that list beside a verdict. Anything else is read as text."""
     try:
         doc: Any = json.loads(stdout)
     except ValueError:
@@ -198,8 +199,10 @@ def read_answer(code: int, stdout: str, stderr: str, ms: float) -> Answer:
         verdict = verdict or (not candidates and not dont_know)
     elif doc is None:
         verdict = bool(NOTHING_WRONG.search(stdout))
-    if isinstance(doc, list):
-        verdict = not candidates
+    if isinstance(doc, list):  # an empty list: nothing wrong, unless stderr says "not known"
+        verdict = not candidates and (
+            bool(NOTHING_WRONG.search(stderr)) or not DONT_KNOW.search(stderr)
+        )
     return Answer(code, candidates, code == 0 and verdict, ms, (stdout + stderr)[-400:])
 
 
