@@ -39,15 +39,16 @@ Fault kinds (variants chosen by the seed), the target explained, and what counts
   downstream waits. Targets `deployment/web` and `job/db-init` (two scored calls).
 
 A candidate (an element of the JSON list, or of the first list in a JSON object: explain's
-format may grow) matches when its `entry` is about the injected cause's object and is of the
-cause's type: for a change injected by a spec edit (`web_bad_config`, `missing_binary`,
-`readiness_404`, `dependency_changed`, the moved `db`) a `change` entry of that object
-(Deployment/web or Process/db) with a `spec...` path in its diff (an annotation decoy on the
-same object does not match); for the stopped `db` any `change` of Process/db; for
-`port_taken` an `exit` or `log` entry of the replica quoting "in use"; for `bad_migration`
-and `db_init_startup` any entry of the failing Job (its exit or log lines, its failure
-condition, or its creation, which carries the spec that fails). `top1`: the first candidate
-matches; `top3`: one of the first three does.
+format may grow) matches when its `entry` is about the injected cause's object, is of the
+cause's type, and is stamped at or after the injection (an earlier fault's entries and the
+decoys before it do not count): for a change injected by a spec edit (`web_bad_config`,
+`missing_binary`, `readiness_404`, `dependency_changed`, the moved `db`) a `change` entry of
+that object (Deployment/web or Process/db) with a `spec...` path in its diff (an annotation
+decoy on the same object does not match); for the stopped `db` the `change` deleting
+Process/db; for `port_taken` an `exit` or `log` entry of the replica quoting "in use"; for
+`bad_migration` and `db_init_startup` any entry of the failing Job (its exit or log lines,
+its failure condition, or its creation, which carries the spec that fails). `top1`: the first
+candidate matches; `top3`: one of the first three does.
 
 A failure is "observed" when the store shows the target not Ready and the timeline (read
 directly from the store's file) has, since the injection, a symptom (a non-zero exit not
@@ -228,17 +229,24 @@ class Cause:
 
     ref: str
     types: frozenset[str]
+    since: float
     spec_only: bool = False
+    deletion: bool = False
     quote: str | None = None
 
     def matches(self, candidate: Mapping[str, Any]) -> bool:
         entry = entry_of(candidate)
         if obj_ref(entry) != self.ref or entry.get("type") not in self.types:
             return False
-        if self.spec_only and entry.get("type") == "change":
-            diff = entry.get("diff") or {}
-            if not any(str(path).startswith("spec") for path in diff):
-                return False
+        if float(entry.get("ts") or 0.0) < self.since:  # an earlier fault's, or a decoy
+            return False
+        diff = entry.get("diff") or {}
+        spec = any(str(path).startswith("spec") for path in diff)
+        if self.spec_only and entry.get("type") == "change" and not spec:
+            return False
+        deleted = entry.get("action") == "deleted" or any("deletion" in str(p) for p in diff)
+        if self.deletion and not deleted:
+            return False
         return self.quote is None or self.quote in entry_text(entry).lower()
 
 
@@ -441,6 +449,8 @@ class Faults:
         self.live = live
         self.rng = live.rng
         self.migrations = 0
+        self.since = 0.0
+        """When the fault being injected was (wall clock): what came before is not its cause."""
 
     @property
     def web(self) -> Object:
@@ -453,7 +463,7 @@ class Faults:
     async def run(self, kind: str) -> Trial | None:
         live = self.live
         await live.decoys_around()
-        since = time.time()
+        since = self.since = time.time()
         injected = await getattr(self, kind)()
         if injected is None:
             return None
@@ -482,7 +492,7 @@ class Faults:
         await self.live.apply(copy.deepcopy(self.live.original[key]), FAULT_ACTOR)
 
     def _web_trial(self, kind: str, note: str) -> Any:
-        cause = Cause("Deployment/web", SPEC_CHANGE, spec_only=True)
+        cause = Cause("Deployment/web", SPEC_CHANGE, self.since, spec_only=True)
         trial = Trial(kind, "deployment/web", cause, note)
         return trial, _web_replica, lambda: self._restore("Deployment/web")
 
@@ -508,14 +518,14 @@ class Faults:
         if self.rng.random() < 0.5:
             await self.live.store.delete(PROCESS.api_version, PROCESS.kind, "db", NAMESPACE)
             self.live.current.pop("Process/db")  # no decoy brings it back
-            cause = Cause("Process/db", SPEC_CHANGE)
+            cause = Cause("Process/db", SPEC_CHANGE, self.since, deletion=True)
             note = "db deleted"
         else:
             db, old = self.db, str(self.db["spec"]["ports"][0])
             new = next(p for p in range(int(old) + 1, int(old) + 500) if bindable(p))
             text = json.dumps(db).replace(f'"{old}"', f'"{new}"').replace(f"[{old}]", f"[{new}]")
             await self.live.apply(json.loads(text), FAULT_ACTOR)
-            cause = Cause("Process/db", SPEC_CHANGE, spec_only=True)
+            cause = Cause("Process/db", SPEC_CHANGE, self.since, spec_only=True)
             note = f"db port {old} -> {new}"
         trial = Trial("db_stopped_or_moved", "deployment/web", cause, note)
         return trial, lambda ref: ref == "Process/db" or _web_replica(ref), heal
@@ -532,8 +542,8 @@ class Faults:
             spec["args"] = [*spec["args"], "-c", "shared_buffers=lots"]
             note = "db given -c shared_buffers=lots"
         await self.live.apply(db, FAULT_ACTOR)
-        trial = Trial("dependency_changed", "deployment/web",
-                      Cause("Process/db", SPEC_CHANGE, spec_only=True), note)  # fmt: skip
+        cause = Cause("Process/db", SPEC_CHANGE, self.since, spec_only=True)
+        trial = Trial("dependency_changed", "deployment/web", cause, note)
         return trial, lambda ref: ref == "Process/db", lambda: self._restore("Process/db")
 
     async def bad_migration(self) -> Any:
@@ -558,7 +568,7 @@ class Faults:
             await self.live.store.delete(JOB.api_version, JOB.kind, name, NAMESPACE)
             self.live.current.pop(f"Job/{name}", None)
 
-        trial = Trial("bad_migration", f"job/{name}", Cause(f"Job/{name}", ANY_ENTRY),
+        trial = Trial("bad_migration", f"job/{name}", Cause(f"Job/{name}", ANY_ENTRY, self.since),
                       f"{name} with bad SQL")  # fmt: skip
         return trial, lambda ref: ref == f"Job/{name}", heal
 
@@ -589,7 +599,7 @@ class Faults:
                     self.live.world.strangers.remove(sock)
                 await self.live.store.delete(PROCESS.api_version, PROCESS.kind, name, NAMESPACE)
 
-            cause = Cause(f"Process/{name}", frozenset({"exit", "log"}), quote="in use")
+            cause = Cause(f"Process/{name}", frozenset({"exit", "log"}), self.since, quote="in use")
             trial = Trial("port_taken", f"process/{name}", cause, f"{name} port {port}")
             return trial, lambda ref, name=name: ref == f"Process/{name}", heal
         return None
@@ -689,7 +699,7 @@ async def startup_run(world: World, rng: random.Random, tally: Tally) -> None:
             progress(f"  {STARTUP_KIND}: failure not observed")
             return
         for target in ("deployment/web", "job/db-init"):
-            trial = Trial(STARTUP_KIND, target, Cause("Job/db-init", ANY_ENTRY), variant)
+            trial = Trial(STARTUP_KIND, target, Cause("Job/db-init", ANY_ENTRY, since), variant)
             tally.trials.append(await live.score(trial))
     finally:
         tally.explain_ms += live.explain_ms
