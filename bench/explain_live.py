@@ -619,6 +619,7 @@ class Tally:
     explain_ms: list[float] = field(default_factory=list)
     not_observed: list[str] = field(default_factory=list)
     not_injected: list[str] = field(default_factory=list)
+    injected: int = 0
 
 
 async def open_world(world: World) -> tuple[Store, Live]:
@@ -651,6 +652,7 @@ async def live_run(world: World, rng: random.Random, rounds: int, tally: Tally) 
                     tally.not_injected.append(kind)
                     progress(f"  {kind}: not injected")
                     continue
+                tally.injected += 1
                 progress(f"  {kind}: {trial.note}; healing")
                 if trial.top == ["not observed"]:
                     tally.not_observed.append(f"{kind}: {trial.note}")
@@ -686,6 +688,7 @@ async def startup_run(world: World, rng: random.Random, tally: Tally) -> None:
     since = time.time()
     store, live = await open_world(world)
     live.rng = rng
+    tally.injected += 1
     try:
         progress(f"{STARTUP_KIND}: {variant} in {world.tmp}")
         await live.decoys_around()
@@ -725,7 +728,7 @@ def report(tally: Tally, seed: int) -> dict[str, Any]:
         "live_ac3": accuracy(tally.trials, "top3"),
         "startup_ac1": accuracy(startup, "top1"),
         "per_fault": per_fault,
-        "faults": len(tally.trials) + len(tally.not_observed),
+        "faults": tally.injected,
         "scored_calls": len(tally.trials),
         "healthy_says_nothing_wrong": healthy,
         "healthy_calls": len(tally.healthy),
