@@ -66,7 +66,8 @@ healthy/ok/nothing wrong (any key naming it), or an empty list of causes while s
 not say the cause is not known, or text saying "nothing (is) wrong".
 
 Figures: `live_ac1`, `live_ac3` (all scored calls), `startup_ac1` (db_init_startup only),
-`per_fault` ({kind: {ac1, ac3, count}}), `faults` (how many were injected),
+`per_fault` ({kind: {ac1, ac3, count}}, count: scored calls), `faults` (how many were
+injected),
 `healthy_says_nothing_wrong`, `explain_ms_p95` (wall time of the CLI call, interpreter start
 included; nearest rank), `seed`, `missed` (targets: live_ac1 >= 0.9, live_ac3 >= 0.97,
 startup_ac1 >= 0.9, healthy_says_nothing_wrong = 1.0), and `misses` (each missed call: the
