@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from explain_support import T0, WEB, by_ts, change, db_breaks, ready, webapp
+from explain_support import CACHE, DB, T0, WEB, by_ts, change, db_breaks, ready, webapp
 
 from setpoint.cli.main import main
 
@@ -48,11 +48,13 @@ def test_json_lists_candidates_best_first_with_the_planted_cause_on_top(
     doc = explain_json(capsys, "--timeline", str(path), name, "--at", str(T0 + 610))
     assert doc[0]["entry"] == cause
     for item in doc:
-        assert set(item) == {"entry", "score", "reason"}
+        assert set(item) == {"entry", "score", "reason", "path"}
+        assert item["path"][:1] in (["Deployment/web"], [])
         assert isinstance(item["score"], float)
         assert isinstance(item["reason"], str)
         assert "\n" not in item["reason"]
         assert item["reason"]
+    assert doc[0]["path"] == ["Deployment/web", "Process/db"]
     assert [i["score"] for i in doc] == sorted((i["score"] for i in doc), reverse=True)
     assert "Process/db" in doc[0]["reason"]
     assert "--max-connections=1" in doc[0]["reason"]
@@ -127,7 +129,7 @@ def test_errors_are_one_line(
         (["gizmo/web"], "no object of kind 'gizmo' in the timeline"),
         (["web"], "want KIND/NAME"),
         (["deployment/web", "--at", "yesterday"], "--at: 'yesterday': want seconds"),
-        (["process/cache"], "Process/cache never became NotReady"),
+        (["process/nowhere"], "Process/nowhere does not exist"),
     ]
     for args, message in cases:
         assert main(["explain", "--timeline", str(path), *args]) == 1
@@ -136,6 +138,49 @@ def test_errors_are_one_line(
         assert err.count("\n") == 1
     assert main(["explain", "--timeline", str(tmp_path / "missing.jsonl"), "deployment/web"]) == 1
     assert "missing.jsonl" in capsys.readouterr().err
+
+
+def test_a_ready_object_has_nothing_wrong_and_exits_0(
+    capsys: pytest.CaptureFixture[str], timeline: tuple[Path, dict[str, Any]]
+) -> None:
+    path, _ = timeline
+    assert main(["explain", "--timeline", str(path), "process/cache"]) == 0
+    assert capsys.readouterr().out == "Process/cache is Ready: nothing is wrong\n"
+    assert main(["explain", "--timeline", str(path), "process/cache", "-o", "json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out) == []
+    assert "nothing is wrong" in err
+
+
+def test_an_object_that_does_not_exist_is_said_so_and_exits_1(
+    capsys: pytest.CaptureFixture[str], timeline: tuple[Path, dict[str, Any]], tmp_path: Path
+) -> None:
+    path, _ = timeline
+    assert main(["explain", "--timeline", str(path), "process/ghost", "-o", "json"]) == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == "error: Process/ghost does not exist (the timeline does not show it)\n"
+    gone = change(700, CACHE, "spec", {"args": ["cache"]}, None) | {"action": "deleted"}
+    deleted = write(tmp_path / "d.jsonl", by_ts([*webapp(), gone]))
+    assert main(["explain", "--timeline", str(deleted), "process/cache"]) == 1
+    assert "Process/cache does not exist" in capsys.readouterr().err
+
+
+def test_nothing_above_the_floor_is_not_known(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # cache fails with nothing connected to it and only an old label change elsewhere
+    entries = [
+        *webapp(),
+        change(100, DB, "metadata.labels.team", None, "blue"),
+        ready(3000, CACHE, "False", "ReadinessProbeFailed"),
+    ]
+    path = write(tmp_path / "t.jsonl", by_ts(entries))
+    assert main(["explain", "--timeline", str(path), "process/cache"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("Process/cache NotReady: the cause is not known")
+    assert main(["explain", "--timeline", str(path), "process/cache", "-o", "json"]) == 0
+    assert json.loads(capsys.readouterr().out) == []
 
 
 def test_the_documented_example_runs(capsys: pytest.CaptureFixture[str]) -> None:

@@ -10,6 +10,10 @@ header fields of its own through `SUMMARIES`. A kind's secret fields
 (`Kind.secret_fields`, a Secret's `data`) show their keys and sizes in bytes, never
 their values, as `kubectl describe secret` does. Without NAMEs every object of
 the kind in the namespace is described.
+
+A failed object (`status_table.health`: Stalled, failed, crash-looping) ends with its most
+probable cause from the timeline `setpoint up` records beside the store, if there is one,
+and the `setpoint explain` command that tells more (`explain.explanation_lines`).
 """
 
 from __future__ import annotations
@@ -23,12 +27,14 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from setpoint.cli import render
+from setpoint.cli import explain, render
 from setpoint.cli.context import Context, kind_and_names
 from setpoint.cli.events import Involved
+from setpoint.cli.status_table import Health, health, key_of
 from setpoint.control import thermostat
 from setpoint.control.kinds import THERMOSTAT
 from setpoint.errors import Invalid, NotFound
+from setpoint.insight.entries import ObjectRef
 from setpoint.model import Kind, Object
 from setpoint.runtime import EVENT
 
@@ -246,6 +252,13 @@ async def run(ctx: Context, args: argparse.Namespace) -> int:
             events, _ = await store.list(EVENT.api_version, EVENT.kind, namespace=namespace)
     now = time.time()
     texts = [_describe(kind, obj, events, now) for obj in found]
+    failed = [i for i, obj in enumerate(found) if health(obj) is Health.FAILED]
+    index = explain.recorded_index(ctx) if failed else None
+    for i in failed:
+        if index is not None:
+            _, namespace, name = key_of(found[i])
+            lines = explain.explanation_lines(index, ObjectRef(kind.kind, name, namespace))
+            texts[i] += "".join("\n" + line for line in lines)
     if texts:
         print("\n\n".join(texts), flush=True)
     for message in missing:

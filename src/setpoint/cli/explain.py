@@ -6,12 +6,22 @@ store (`setpoint.insight.timeline`); with it, from a JSONL file (one entry per l
 `setpoint timeline -o jsonl` writes). KIND is matched as kubectl does (`deployment`,
 `Deployment`, `deploy`); a kind no module registered still matches the timeline's kinds by
 name, case-insensitively. The failure is the object's latest transition, at or before
-`--at` when given, to Ready=False, Stalled=True or a crash loop. The table's REASON (then
+`--at` when given, to Ready=False, Stalled=True or a crash loop. The table's WHEN is an
+entry's time from the failure (`-10s` before it, `+5s` after: a root blocker's evidence
+may come later than the start of the wait it explains). Its REASON (then
 ENTRY) is cut to the terminal's width (`COLUMNS`, else the terminal's; nothing is cut in a
 pipe);
 `-o wide` shows all of it; `-o json` prints a JSON list, best first, of
-{"entry": <timeline entry>, "score": float, "reason": str}. The ranking itself is
-`setpoint.insight.ranking` (pure).
+{"entry": <timeline entry>, "score": float, "reason": str, "path": [KIND/NAME, ...]}
+(`path`: the chain from the object to the entry's object, a root blocker's or the shortest
+along dependency and ownership edges; empty when they are not connected). The ranking
+itself is `setpoint.insight.ranking` (pure).
+
+Honest answers: an object the timeline does not show (never, or deleted) is an error (exit
+1); one that is Ready and not failing gets "nothing is wrong" (exit 0); when no candidate
+scores `RankingSettings.floor` or more, it says the cause is not known. Those print an empty
+JSON list with `-o json` (and the sentence on stderr). An object that is not Ready and was
+never reported failing (still starting, waiting) is explained from its creation on.
 """
 
 from __future__ import annotations
@@ -20,6 +30,7 @@ import argparse
 import os
 import shutil
 import sys
+import textwrap
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -28,7 +39,7 @@ import orjson
 
 from setpoint.cli import render
 from setpoint.cli.context import Context
-from setpoint.errors import Invalid
+from setpoint.errors import Invalid, NotFound, UnknownKind
 from setpoint.insight.entries import (
     ObjectRef,
     pick_target,
@@ -38,11 +49,15 @@ from setpoint.insight.entries import (
 )
 from setpoint.insight.ranking import (
     Candidate,
+    Failure,
     RankingSettings,
     TimelineIndex,
+    confident,
     find_failure,
     rank,
+    target_state,
 )
+from setpoint.insight.timeline import timeline_path_for
 
 LIVE_WINDOW_S = 7 * 86400.0
 """How far back the live form reads the recorded timeline (edges: all of them)."""
@@ -115,15 +130,99 @@ async def run(ctx: Context, args: argparse.Namespace) -> int:
     kind = resolve_kind(typed_kind, ctx.registry, index.kinds)
     namespace = ctx.namespace if ctx.namespace_explicit else None
     target = pick_target(kind, name, namespace, index.objects)
-    failure = find_failure(index, target, at)
-    candidates = rank(index, failure, RankingSettings(limit=args.limit or None))
+    state = target_state(index, target, at)
+    if state == "missing":
+        if args.timeline is None and at is None and await _in_store(ctx, target):
+            print(f"error: {target} has no recorded history yet", file=sys.stderr)
+        else:
+            print(
+                f"error: {target} does not exist (the timeline does not show it)", file=sys.stderr
+            )
+        return 1
+    if state == "healthy" and (at is None or index.failure_of(target, at) is None):
+        return _say(args.output, f"{target} is Ready: nothing is wrong")
+    if index.failure_of(target, at) is None:  # not Ready yet, and never reported failing
+        now = at if at is not None else index.ts[-1]
+        failure = Failure(target, index.created_at(target, now), "NotReady", None, now)
+    else:
+        failure = find_failure(index, target, at)
+    settings = RankingSettings(limit=args.limit or None)
+    candidates = rank(index, failure, settings)
+    if not confident(candidates, settings):
+        return _say(
+            args.output,
+            f"{target} {failure.failure}: the cause is not known (no change or symptom "
+            f"before it scored {settings.floor:.3f} or more)",
+        )
     if args.output == "json":
-        doc = [{"entry": c.entry, "score": c.score, "reason": c.reason} for c in candidates]
+        doc = [
+            {
+                "entry": c.entry,
+                "score": c.score,
+                "reason": c.reason,
+                "path": [str(o) for o in c.path],
+            }
+            for c in candidates
+        ]
         sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
         return 0
     width = None if args.output == "wide" else table_width()
     _print_table(target, failure.ts, failure.failure, candidates, width)
     return 0
+
+
+async def _in_store(ctx: Context, target: ObjectRef) -> bool:
+    """Whether the store has `target` now (the recorder may not have written it yet)."""
+    try:
+        kind = ctx.registry.resolve(target.kind)
+        async with ctx.open_store() as store:
+            namespace = target.namespace if kind.namespaced else None
+            await store.get(kind.api_version, kind.kind, target.name, namespace)
+    except (NotFound, UnknownKind):
+        return False
+    return True
+
+
+def _say(output: str, message: str) -> int:
+    """No cause to list: `-o json` prints an empty list (`message` to stderr), the table
+    `message`."""
+    if output == "json":
+        sys.stdout.write("[]\n")
+        print(message, file=sys.stderr)
+    else:
+        print(message)
+    return 0
+
+
+def explanation_lines(index: TimelineIndex, target: ObjectRef, width: int = 100) -> list[str]:
+    """What `describe` ends a failed object with: the best probable cause of its failure (at
+    most two lines of `width`) and the `setpoint explain` command that shows the rest; none
+    when the timeline does not show it failing or no cause scores above the floor."""
+    if target_state(index, target) != "failing":
+        return []
+    if index.failure_of(target, None) is None:
+        now = index.ts[-1]
+        failure = Failure(target, index.created_at(target, now), "NotReady", None, now)
+    else:
+        failure = find_failure(index, target)
+    settings = RankingSettings(limit=1)
+    best = rank(index, failure, settings)
+    if not confident(best, settings):
+        return []
+    said = textwrap.wrap(
+        " ".join(best[0].reason.split()), width - 2, max_lines=2, placeholder=" ..."
+    )
+    where = "" if target.namespace == "default" else f" -n {target.namespace}"
+    command = f"setpoint explain{where} {target.kind.lower()}/{target.name}"
+    return ["Probable Cause:", *("  " + line for line in said), f"  (more: {command})"]
+
+
+def recorded_index(ctx: Context) -> TimelineIndex | None:
+    """The recorded timeline beside the store, indexed; None when there is none."""
+    path = timeline_path_for(ctx.store_url)
+    if path is None or not path.exists():
+        return None
+    return TimelineIndex.build(_recorded(ctx, None))
 
 
 def table_width() -> int | None:
@@ -136,7 +235,7 @@ def table_width() -> int | None:
 
 def _recorded(ctx: Context, at: float | None) -> list[dict[str, Any]]:
     """The entries of the timeline recorded beside the store, up to `at` (edges: all)."""
-    from setpoint.insight.timeline import Timeline, timeline_path_for
+    from setpoint.insight.timeline import Timeline
 
     path = timeline_path_for(ctx.store_url)
     if path is None or not path.exists():
@@ -179,7 +278,7 @@ def _print_table(
             [
                 str(i),
                 f"{c.score:.3f}",
-                f"-{render.human_duration(before)}" if before >= 0.5 else "0s",
+                _when(before),
                 summarize(c.entry),
                 c.reason,
             ]
@@ -187,6 +286,15 @@ def _print_table(
     fitted = rows if width is None else render.fit_table(rows, width, GIVE_WAY)
     for line in render.format_table(fitted):
         print(line)
+
+
+def _when(before: float) -> str:
+    """`-10s` for an entry 10 s before the failure, `+5s` after it (a blocker's evidence)."""
+    if before >= 0.5:
+        return f"-{render.human_duration(before)}"
+    if before <= -0.5:
+        return f"+{render.human_duration(-before)}"
+    return "0s"
 
 
 def summarize(entry: Mapping[str, Any]) -> str:

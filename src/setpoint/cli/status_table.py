@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pydantic import ValidationError
 
 from setpoint.cli.render import ELLIPSIS, cut, escape, text_width, timestamp_age
+from setpoint.insight.blockers import root_blockers
 from setpoint.model import READY, STALLED, Kind, Object, get_condition
 from setpoint.workloads.dependencies import Dependency, unmet
 
@@ -233,26 +234,39 @@ class Blockers:
         return None
 
     def root(self, obj: Object) -> tuple[Key, str, Object | None] | None:
-        """The end of `obj`'s chain of unmet dependencies: the first object on it that waits
+        """The end of `obj`'s chain of unmet dependencies (`insight.blockers.root_blockers`,
+        following each object's first unmet dependency): the first object on it that waits
         for nothing else (or failed, or does not exist, or closes a cycle), as its key,
         `unmet`'s message about it and the object (None if missing); None when every
         dependency of `obj` holds. The walk stops before a kind that is not shown (its
         objects are not known here, so not to be called missing)."""
-        seen = {key_of(obj)}
-        current, found = obj, None
-        while (hop := self.first_unmet(current)) is not None:
+        start = key_of(obj)
+        hops: dict[Key, tuple[str, Object | None]] = {}
+
+        def held_back_by(key: Key) -> list[Key]:
+            current = obj if key == start else self.objects.get(key)
+            hop = self.first_unmet(current) if current is not None else None
+            if hop is None:
+                return []
             dep, message = hop
             if dep.kind.lower() not in self.kinds:
-                break  # a kind not shown: what it is up to is not known here
-            namespace = dep.namespace or key_of(current)[1]
+                return []  # a kind not shown: what it is up to is not known here
+            namespace = dep.namespace or key[1]
             target = self.find(dep.kind, dep.name, namespace)
-            key = key_of(target) if target is not None else (dep.kind, namespace, dep.name)
-            found = (key, message, target)
-            if target is None or key in seen or health(target) is Health.FAILED:
-                break
-            seen.add(key)
-            current = target
-        return found
+            found = key_of(target) if target is not None else (dep.kind, namespace, dep.name)
+            hops[found] = (message, target)  # the last hop into it, as it closes a cycle
+            return [found]
+
+        def is_end(key: Key) -> bool:
+            target = hops[key][1]
+            return target is None or health(target) is Health.FAILED
+
+        chains = root_blockers(start, held_back_by, is_end)
+        if not chains:
+            return None
+        root = chains[0][-1]
+        message, target = hops[root]
+        return root, message, target
 
     def detail(self, obj: Object) -> Detail | None:
         """What to say under `obj`: None when it is Ready (or has no Ready condition); its

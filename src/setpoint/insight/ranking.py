@@ -6,6 +6,8 @@ what every explanation needs: timestamps to bisect, the dependency/ownership edg
 object's entries, failure onsets, and which config values and log lines were never seen
 before. `explain(index, target, at=...)` then ranks, touching only the entries near the
 failure, so one explanation on a million-entry timeline takes milliseconds.
+`target_state` says first whether there is anything to explain: the object is `missing`,
+`healthy` (Ready, no failure going on) or `failing`.
 
 The failure is the latest transition of the target, at or before `at` (default: any time),
 to Ready=False, Stalled=True or a crash loop; if it has none, `at` itself. Candidates are the
@@ -52,6 +54,32 @@ product of factors, each a reason to believe it:
   unlikely start of this one: x 0.2 (`healed_penalty`). A target that stayed Ready after a
   change (a slow leak) makes no such entry and is not discounted.
 
+* creation: an object's own creation (a change with `action` `created`) is no cause by
+  itself (everything that exists was created): it is a candidate only when the object then
+  failed by itself (its spec is what fails: an arg that makes the command exit at once),
+  scored x 0.2 (`prior_creation`) with that failure evidence quoted in its reason.
+
+Blocked chains. When the target is not Ready at the explanation's `now` (`at`, else the
+timeline's last entry) and either never was Ready since it was created (a start-up) or
+waits for a dependency (reason `WaitingForDependency` or `DependencyNotReady`),
+`blocking_chains` walks what holds it back (`setpoint.insight.blockers.root_blockers`, the
+walk the live view's detail line uses too): what it depends on, and what it owns (a
+Deployment's replicas), while not Ready, to the objects at the ends of those chains (the
+target itself when nothing holds it back). The failure evidence of each such root blocker
+since `symptom_horizon_s` before the failure (an exit with its last line, a Stalled or
+Failed reason, a failing condition with its message (a probe, a command that could not
+start), a Warning event (a back-off), an error line; the latest of each kind and shape) is
+a candidate scored `prior_blocker` (2) x its kind's weight (`EVIDENCE_WEIGHTS`, 1 down to
+0.6), with no time or distance factor: it is what is wrong now, where the wait ends. Its
+`path` is the chain (`web <- migrate <- db <- db-init` in its reason). A change that its own
+new symptom followed right away (evidence x 5) can still rank above it: the change is why
+the blocker fails.
+
+Floor (`RankingSettings.floor`): what a spec change of an object not connected to the
+target, made `tau_s` before the failure, with nothing else for it, scores (1 x 0.5 ** 4 x
+0.5 = 0.031). When no candidate reaches it, `explain` says the cause is not known rather
+than rank noise (`confident`). It follows from the weights above, not from a benchmark.
+
 The weights are 1 (w_novelty 0.5: a first-seen value is common for harmless changes too);
 `bench/insight.py` reports the accuracy with each halved and doubled.
 
@@ -74,11 +102,12 @@ from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 
 from setpoint.errors import Invalid
+from setpoint.insight.blockers import root_blockers
 from setpoint.insight.entries import Entry, ObjectRef
 
 # -- what entries mean ---------------------------------------------------------------
@@ -268,6 +297,10 @@ class TimelineIndex:
     """Positions of log lines whose template the object never logged before."""
     refs: dict[int, ObjectRef] = field(default_factory=dict)
     """Position -> object, for changes and symptoms."""
+    ready: dict[ObjectRef, list[int]] = field(default_factory=dict)
+    """Positions of each object's `Ready` condition entries, oldest first."""
+    lifecycle: dict[ObjectRef, list[tuple[float, str]]] = field(default_factory=dict)
+    """Each object's `created` and `deleted` changes: (ts, action), oldest first."""
 
     @property
     def kinds(self) -> set[str]:
@@ -338,6 +371,8 @@ class TimelineIndex:
                 if novel:
                     index.novel_paths[position] = novel
                 action = entry.get("action")
+                if action in ("created", "deleted"):
+                    index.lifecycle.setdefault(ref, []).append((ts, str(action)))
                 if action == "created":
                     deleting.discard(ref)
                 elif deletion_begun(entry):
@@ -348,6 +383,8 @@ class TimelineIndex:
                         failing[ref].clear()
                         index.recoveries.setdefault(ref, []).append(ts)
                 continue
+            if kind == "condition" and (entry.get("condition") or {}).get("type") == "Ready":
+                index.ready.setdefault(ref, []).append(position)
             if kind == "condition" and ref in deleting:
                 continue  # stopping because it was asked to, as an exit stopped on request
             cls_ = failure_class(entry)
@@ -443,6 +480,42 @@ class TimelineIndex:
         j = bisect_right(recoveries, since)
         return recoveries[j] if j < len(recoveries) and recoveries[j] <= until else None
 
+    def ready_at(self, obj: ObjectRef, ts: float) -> Mapping[str, Any] | None:
+        """`obj`'s `Ready` condition as last recorded at or before `ts` (None: none yet)."""
+        positions = self.ready.get(obj, [])
+        i = bisect_right(positions, ts, key=lambda p: self.ts[p]) - 1
+        return self.entries[positions[i]].get("condition") if i >= 0 else None
+
+    def was_ready(self, obj: ObjectRef, since: float, until: float) -> bool:
+        """Whether `obj` was Ready=True at some time in [`since`, `until`]."""
+        if (self.ready_at(obj, since) or {}).get("status") == "True":
+            return True
+        positions = self.ready.get(obj, [])
+        lo = bisect_right(positions, since, key=lambda p: self.ts[p])
+        hi = bisect_right(positions, until, key=lambda p: self.ts[p])
+        return any(
+            (self.entries[p].get("condition") or {}).get("status") == "True"
+            for p in positions[lo:hi]
+        )
+
+    def exists_at(self, obj: ObjectRef, ts: float) -> bool:
+        """Whether the timeline shows `obj` at `ts`: it has an entry by then, and its last
+        `created` or `deleted` change by then is not a deletion."""
+        positions = self.objects.get(obj)
+        if not positions or self.ts[positions[0]] > ts:
+            return False
+        lifecycle = self.lifecycle.get(obj, [])
+        i = bisect_right(lifecycle, ts, key=lambda c: c[0]) - 1
+        return i < 0 or lifecycle[i][1] != "deleted"
+
+    def created_at(self, obj: ObjectRef, ts: float) -> float:
+        """When `obj` was last created at or before `ts` (its first entry if no `created`)."""
+        lifecycle = self.lifecycle.get(obj, [])
+        i = bisect_right(lifecycle, ts, key=lambda c: c[0]) - 1
+        while i >= 0 and lifecycle[i][1] != "created":
+            i -= 1
+        return lifecycle[i][0] if i >= 0 else self.ts[self.objects[obj][0]]
+
     def graph_at(self, ts: float) -> dict[ObjectRef, list[tuple[ObjectRef, int, str]]]:
         """Adjacency as of `ts`, toward possible causes: (neighbour, hops, relation)."""
         graph: dict[ObjectRef, list[tuple[ObjectRef, int, str]]] = defaultdict(list)
@@ -481,6 +554,10 @@ class RankingSettings:
     prior_controller: float = 0.5
     precedence_penalty: float = 0.5
     healed_penalty: float = 0.2
+    prior_blocker: float = 2.0
+    """A root blocker's failure evidence (see "Blocked chains" in the module docstring)."""
+    prior_creation: float = 0.2
+    """An object's creation, ranked only when the object itself then failed."""
     horizon_s: float = 3600.0
     """How long before the failure a change may be its cause."""
     symptom_horizon_s: float = 600.0
@@ -490,6 +567,14 @@ class RankingSettings:
     max_history_changes: int = 20000
     limit: int | None = 20
 
+    @property
+    def floor(self) -> float:
+        """The least score a candidate needs for `explain` to name a cause: what a spec
+        change of an object not connected to the target, made `tau_s` before the failure,
+        with nothing else for it, scores. Below it every candidate is noise."""
+        unconnected = (self.hop_factor**self.unconnected_hops) ** self.w_graph
+        return float(self.prior_spec * unconnected * 2.0**-self.w_time)
+
 
 @dataclass(frozen=True)
 class Candidate:
@@ -498,6 +583,10 @@ class Candidate:
     entry: Entry
     score: float
     reason: str
+    path: tuple[ObjectRef, ...] = ()
+    """The chain from the target to the entry's object (the target alone for its own
+    entries): a root blocker's chain, else the shortest path along dependency and ownership
+    edges; empty when they are not connected."""
 
 
 @dataclass(frozen=True)
@@ -508,6 +597,9 @@ class Failure:
     ts: float
     failure: str
     entry: Entry | None
+    now: float | None = None
+    """When the explanation is asked for (`at`, else the timeline's last entry): what
+    holds the target back is read as of then. None: as of `ts`."""
 
 
 Graph = Mapping[ObjectRef, list[tuple[ObjectRef, int, str]]]
@@ -520,6 +612,8 @@ class _Context:
     settings: RankingSettings
     graph: Graph
     hops: dict[ObjectRef, tuple[int, list[str]]]
+    via: dict[ObjectRef, ObjectRef]
+    """Each connected object -> the one before it on its shortest path from the target."""
     first_path_symptom: tuple[float, ObjectRef] | None
     cooccurrence: dict[str, float]
 
@@ -527,15 +621,40 @@ class _Context:
 def find_failure(index: TimelineIndex, target: ObjectRef, at: float | None = None) -> Failure:
     """The failure to explain: the target's latest failure onset at or before `at`; with none,
     `at` itself (no `at` and no failure: `Invalid`)."""
+    now = at if at is not None else (index.ts[-1] if index.ts else None)
     onset = index.failure_of(target, at)
     if onset is not None:
-        return Failure(target, onset.ts, onset.failure, index.entries[onset.position])
+        return Failure(target, onset.ts, onset.failure, index.entries[onset.position], now)
     if at is None:
         raise Invalid(
             f"{target} never became NotReady, Stalled or crash-looping in the timeline: "
             "say when it failed with --at"
         )
-    return Failure(target, at, "Failure", None)
+    return Failure(target, at, "Failure", None, now)
+
+
+TargetState = Literal["missing", "healthy", "failing"]
+
+
+def target_state(index: TimelineIndex, target: ObjectRef, at: float | None = None) -> TargetState:
+    """How `target` is at `at` (default: the timeline's last entry): `missing` when the
+    timeline does not show it then (never seen, or deleted); `failing` when its `Ready` is
+    not True or a failure of it is going on; else `healthy`."""
+    now = at if at is not None else (index.ts[-1] if index.ts else 0.0)
+    if not index.exists_at(target, now):
+        return "missing"
+    ready = index.ready_at(target, now)
+    if ready is not None and ready.get("status") != "True":
+        return "failing"
+    if index.failing_at(target, now, float("-inf")) is not None:
+        return "failing"
+    return "healthy"
+
+
+def confident(candidates: Sequence[Candidate], settings: RankingSettings) -> bool:
+    """Whether the best candidate scores at least `settings.floor`: if not, say that the
+    cause is not known rather than rank noise."""
+    return bool(candidates) and candidates[0].score >= settings.floor
 
 
 def explain(
@@ -553,14 +672,16 @@ def explain(
 def rank(index: TimelineIndex, failure: Failure, settings: RankingSettings) -> list[Candidate]:
     """Score every candidate of `failure` and return the best `settings.limit`, best first."""
     graph = index.graph_at(failure.ts)
-    ctx = _Context(index, failure, settings, graph, _hops(graph, failure.obj), None, {})
+    via: dict[ObjectRef, ObjectRef] = {}
+    ctx = _Context(index, failure, settings, graph, _hops(graph, failure.obj, via), via, None, {})
     ctx.first_path_symptom = _first_path_symptom(ctx)
     start = failure.ts - settings.horizon_s
     lo, hi = bisect_left(index.change_ts, start), bisect_right(index.change_ts, failure.ts)
     change_positions = index.changes[lo:hi]
     ctx.cooccurrence = _cooccurrence(ctx, change_positions, lo)
-    scored = [_score_change(ctx, p) for p in change_positions]
+    scored = [c for p in change_positions if (c := _score_change(ctx, p)) is not None]
     scored += _score_symptoms(ctx)
+    scored += _blocker_evidence(ctx)
     scored.sort(key=lambda c: (-c.score, -float(c.entry["ts"])))
     return scored[: settings.limit] if settings.limit else scored
 
@@ -570,8 +691,11 @@ def hops_from(index: TimelineIndex, target: ObjectRef, ts: float) -> dict[Object
     return {obj: hops for obj, (hops, _) in _hops(index.graph_at(ts), target).items()}
 
 
-def _hops(graph: Graph, target: ObjectRef) -> dict[ObjectRef, tuple[int, list[str]]]:
-    """Shortest hop counts from `target` toward possible causes, with the path's relations."""
+def _hops(
+    graph: Graph, target: ObjectRef, via: dict[ObjectRef, ObjectRef] | None = None
+) -> dict[ObjectRef, tuple[int, list[str]]]:
+    """Shortest hop counts from `target` toward possible causes, with the path's relations
+    (and, in `via`, each object's predecessor on its path)."""
     best: dict[ObjectRef, tuple[int, list[str]]] = {target: (0, [])}
     queue: list[tuple[int, ObjectRef]] = [(0, target)]
     while queue:
@@ -582,6 +706,8 @@ def _hops(graph: Graph, target: ObjectRef) -> dict[ObjectRef, tuple[int, list[st
             nd = dist + cost
             if neighbour not in best or nd < best[neighbour][0]:
                 best[neighbour] = (nd, [*best[node][1], f"{relation} {neighbour}"])
+                if via is not None:
+                    via[neighbour] = node
                 heapq.heappush(queue, (nd, neighbour))
     return best
 
@@ -642,6 +768,16 @@ def _cooccurrence(ctx: _Context, candidates: Sequence[int], window_start: int) -
     return {k: followed[k] / (seen[k] + 1) for k in seen}
 
 
+def _route(ctx: _Context, obj: ObjectRef) -> tuple[ObjectRef, ...]:
+    """The objects from the target to `obj` along its shortest path (empty: not connected)."""
+    if obj not in ctx.hops:
+        return ()
+    route = [obj]
+    while route[-1] != ctx.failure.obj:
+        route.append(ctx.via[route[-1]])
+    return tuple(reversed(route))
+
+
 def _hops_of(ctx: _Context, obj: ObjectRef) -> tuple[int, list[str]]:
     return ctx.hops.get(obj, (ctx.settings.unconnected_hops, []))
 
@@ -655,7 +791,7 @@ def _common(ctx: _Context, ts: float, obj: ObjectRef) -> tuple[float, float, int
     return dt, time_factor * graph_factor, hops, path
 
 
-def _score_change(ctx: _Context, position: int) -> Candidate:
+def _score_change(ctx: _Context, position: int) -> Candidate | None:
     index, s, failure = ctx.index, ctx.settings, ctx.failure
     entry = index.entries[position]
     obj = index.refs[position]
@@ -667,7 +803,13 @@ def _score_change(ctx: _Context, position: int) -> Candidate:
         score *= s.prior_controller
     history = max((ctx.cooccurrence.get(_change_kind(obj, p), 0.0) for p in paths), default=0.0)
     novel = index.novel_paths.get(position, ())
-    evidence, symptom = _evidence(ctx, obj, ts)
+    if entry.get("action") == "created":
+        evidence, symptom = _own_failure(ctx, obj, ts)
+        if symptom is None:
+            return None  # an object being created is no cause unless it then failed
+        score *= s.prior_creation
+    else:
+        evidence, symptom = _evidence(ctx, obj, ts)
     score *= (1 + s.w_history * history) * (1 + s.w_novelty * bool(novel))
     score *= 1 + s.w_evidence * s.evidence_gain * evidence
     late = ctx.first_path_symptom is not None and ts > ctx.first_path_symptom[0]
@@ -689,7 +831,7 @@ def _score_change(ctx: _Context, position: int) -> Candidate:
         parts.append(f"but {failing} already showed trouble {_ago(ts - began)} before it")
     if healed is not None:
         parts.append(f"but {failure.obj} was Ready again {_ago(healed - ts)} after it")
-    return Candidate(entry, round(score, 6), "; ".join(p for p in parts if p))
+    return Candidate(entry, round(score, 6), "; ".join(p for p in parts if p), _route(ctx, obj))
 
 
 def _evidence(ctx: _Context, obj: ObjectRef, ts: float) -> tuple[float, str | None]:
@@ -733,6 +875,30 @@ def _evidence(ctx: _Context, obj: ObjectRef, ts: float) -> tuple[float, str | No
         what = _describe_symptom(index.entries[position], position in index.novel_logs)
     gap = seen_at - ts
     return 1.0 / (1.0 + gap / s.tau_s), f"{where} {what} {_ago(gap)} later"
+
+
+def _own_failure(ctx: _Context, obj: ObjectRef, ts: float) -> tuple[float, str | None]:
+    """Whether `obj`, created at `ts`, then failed by itself (its spec is what fails): its
+    most telling failure evidence (`EVIDENCE_WEIGHTS`, the earliest of the best kind) after
+    `ts`, up to the explanation's `now` and within `symptom_horizon_s`, said as `_evidence`
+    says it; (0, None) if none."""
+    index, failure = ctx.index, ctx.failure
+    now = failure.now if failure.now is not None else failure.ts
+    positions = index.objects.get(obj, [])
+    lo = bisect_right(positions, ts, key=lambda p: index.ts[p])
+    hi = bisect_right(
+        positions, min(now, ts + ctx.settings.symptom_horizon_s), key=lambda p: index.ts[p]
+    )
+    best: tuple[float, int] | None = None
+    for position in positions[lo:hi]:
+        kind = _evidence_kind(index.entries[position])
+        if kind is not None and (best is None or EVIDENCE_WEIGHTS[kind] > best[0]):
+            best = (EVIDENCE_WEIGHTS[kind], position)
+    if best is None:
+        return 0.0, None
+    gap = index.ts[best[1]] - ts
+    what = f"{obj} {_describe_symptom(index.entries[best[1]])} {_ago(gap)} later"
+    return 1.0 / (1.0 + gap / ctx.settings.tau_s), what
 
 
 def _upstream(graph: Graph, obj: ObjectRef) -> set[ObjectRef]:
@@ -781,7 +947,135 @@ def _score_symptoms(ctx: _Context) -> list[Candidate]:
         what = _describe_symptom(entry, novel_log)
         reason = f"{obj} {what} {_ago(dt)} before {failure.obj} {_failed(failure)}"
         parts = [reason, _relation(failure.obj, obj, hops, path)]
-        out.append(Candidate(entry, round(score, 6), "; ".join(p for p in parts if p)))
+        reason = "; ".join(p for p in parts if p)
+        out.append(Candidate(entry, round(score, 6), reason, _route(ctx, obj)))
+    return out
+
+
+# -- blocked chains ------------------------------------------------------------------------
+
+WAITING_REASONS = frozenset({"WaitingForDependency", "DependencyNotReady"})
+"""Reasons of a False `Ready` that mean the object waits for a dependency."""
+FAILURE_REASONS = frozenset(
+    {
+        "ReadinessProbeFailed",
+        "LivenessProbeFailed",
+        "ProbeFailed",
+        "StartFailed",
+        "ProcessExited",
+        "CrashLoopBackOff",
+        "BackOff",
+        "Failed",
+        "BackoffLimitExceeded",
+        "DeadlineExceeded",
+        "ProgressDeadlineExceeded",
+        "ListenFailed",
+        "SecretMissing",
+        "SecretInvalid",
+        "FailedCreate",
+    }
+)
+"""Reasons of a condition that say what went wrong (a probe failing, a command that could
+not start, a back-off, a limit reached), as the workloads write them."""
+EVIDENCE_WEIGHTS = {"exit": 1.0, "stalled": 0.9, "condition": 0.8, "event": 0.7, "log": 0.6}
+"""How directly each kind of a blocker's evidence says what is wrong: an exit with its last
+lines first, then a Stalled or Failed reason, a failing condition (a probe's message, a
+command that could not start), a Warning event (a back-off), an error line."""
+
+
+def _evidence_kind(entry: Entry) -> str | None:
+    """What kind of failure evidence `entry` is (a key of `EVIDENCE_WEIGHTS`), if any."""
+    kind = entry.get("type")
+    if kind == "exit":
+        return "exit" if symptom_of(entry) is not None else None
+    if kind == "event":
+        return "event" if entry.get("eventType") == "Warning" else None
+    if kind == "log":
+        return "log" if ERROR_LINE.search(str(entry.get("line", ""))) else None
+    if kind == "condition":
+        cond = entry.get("condition") or {}
+        if cond.get("type") in ("Stalled", "Failed") and cond.get("status") == "True":
+            return "stalled"
+        if cond.get("status") != "True" and cond.get("reason") in FAILURE_REASONS:
+            return "condition"
+    return None
+
+
+def _evidence_shape(entry: Entry) -> str:
+    """What makes two pieces of evidence the same: a log line's template, a condition's
+    type and reason, an event's reason, an exit's code or signal."""
+    kind = entry.get("type")
+    if kind == "log":
+        return template_of(entry)
+    if kind == "condition":
+        cond = entry.get("condition") or {}
+        return f"{cond.get('type')} {cond.get('reason')}"
+    if kind == "event":
+        return str(entry.get("reason"))
+    return str(symptom_of(entry))
+
+
+def _blocked(ctx: _Context, now: float) -> bool:
+    """Whether the target is held back at `now`: not Ready, and either never Ready since it
+    was created (a start-up) or waiting for a dependency."""
+    index, target = ctx.index, ctx.failure.obj
+    ready = index.ready_at(target, now)
+    if ready is None or ready.get("status") == "True":
+        return False  # Ready, or a kind without Ready: it waits for nothing we can see
+    if ready.get("reason") in WAITING_REASONS:
+        return True
+    return not index.was_ready(target, index.created_at(target, now), now)
+
+
+def blocking_chains(index: TimelineIndex, target: ObjectRef, now: float) -> list[list[ObjectRef]]:
+    """The chains from `target` to its root blockers at `now` (`blockers.root_blockers`):
+    an object is held back by what it depends on and by what it owns (a Deployment's
+    replicas) while those are not Ready; an object the timeline does not show is an end."""
+    graph = index.graph_at(now)
+
+    def held_back_by(obj: ObjectRef) -> list[ObjectRef]:
+        return [
+            n
+            for n, _, relation in graph.get(obj, ())
+            if relation in ("dependsOn", "owns")
+            and not (relation == "owns" and not index.exists_at(n, now))
+            and (index.ready_at(n, now) or {}).get("status") != "True"
+        ]
+
+    return root_blockers(target, held_back_by, lambda obj: not index.exists_at(obj, now))
+
+
+def _blocker_evidence(ctx: _Context) -> list[Candidate]:
+    """When the target is held back (`_blocked`), the failure evidence of each root blocker
+    (the target itself when nothing holds it back) since `symptom_horizon_s` before the
+    failure, up to now: the latest entry of each kind and shape, each with its chain."""
+    index, s, failure = ctx.index, ctx.settings, ctx.failure
+    now = failure.now if failure.now is not None else failure.ts
+    if not _blocked(ctx, now):
+        return []
+    chains = blocking_chains(index, failure.obj, now) or [[failure.obj]]
+    out = []
+    for chain in chains:
+        root = chain[-1]
+        positions = index.objects.get(root, [])
+        lo = bisect_left(positions, failure.ts - s.symptom_horizon_s, key=lambda p: index.ts[p])
+        hi = bisect_right(positions, now, key=lambda p: index.ts[p])
+        latest: dict[tuple[str, str], int] = {}
+        for position in positions[lo:hi]:
+            entry = index.entries[position]
+            kind = _evidence_kind(entry)
+            if kind is not None:
+                latest[(kind, _evidence_shape(entry))] = position
+        path = tuple(chain)
+        route = " <- ".join(str(o) for o in path)
+        for (kind, _), position in latest.items():
+            entry = index.entries[position]
+            what = _describe_symptom(entry)
+            reason = f"{root} {what}"
+            if len(path) > 1:
+                reason += f"; it holds back {failure.obj}: {route}"
+            score = s.prior_blocker * EVIDENCE_WEIGHTS[kind]
+            out.append(Candidate(entry, round(score, 6), reason, path))
     return out
 
 
@@ -836,9 +1130,15 @@ def _describe_symptom(entry: Entry, novel: bool = False) -> str:
         return f"logged {news} {_short(entry.get('line', ''), 60)!r}"
     if kind == "exit":
         sig = entry.get("signal")
-        return f"exited with signal {sig}" if sig else f"exited with code {entry.get('exitCode')}"
+        said = f"exited with signal {sig}" if sig else f"exited with code {entry.get('exitCode')}"
+        lines = [str(x) for x in entry.get("lines") or () if str(x).strip()]
+        return f"{said}: {_short(lines[-1].strip(), 100)!r}" if lines else said
+    if kind == "condition" and (entry.get("condition") or {}).get("message"):
+        cond = entry.get("condition") or {}
+        state = f"{cond.get('type')}={cond.get('status')} ({cond.get('reason')})"
+        return f"became {state}: {_short(cond.get('message'), 100)}"
     if kind == "event":
-        return f"had a Warning event {entry.get('reason')}: {_short(entry.get('message', ''), 60)}"
+        return f"had a Warning event {entry.get('reason')}: {_short(entry.get('message', ''), 100)}"
     cond = entry.get("condition") or {}
     return f"became {cond.get('type')}={cond.get('status')} ({cond.get('reason')})"
 
