@@ -31,6 +31,7 @@ KINDS = {
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)  # about two minutes on a quiet machine; the suite's default is 120 s
 def test_quick_run_scores_every_fault_kind() -> None:
     found = subprocess.run(
         [sys.executable, str(PG), "bin", "postgres"], capture_output=True, text=True, check=False
