@@ -105,3 +105,22 @@ def test_apply_namespace_from_flag_or_manifest(cli: CLI) -> None:
     assert cli.ok("get", "greetings", "-n", "team-a", "-o", "name").lines == [
         "greeting.example.com/a"
     ]
+
+
+def test_apply_onto_an_object_being_deleted_is_refused_and_writes_nothing(cli: CLI) -> None:
+    """As Kubernetes: what it declares would go with the object, so say so and write nothing
+    (under `setpoint up`, a re-apply right after `delete` met a Process still stopping)."""
+    kept = greeting("a")
+    kept["metadata"]["finalizers"] = ["example.com/keep"]
+    manifest = cli.write("a.yaml", kept)
+    cli.ok("apply", "-f", str(manifest))
+    cli.ok("delete", "greeting", "a")
+    before = cli.ok("get", "greeting", "a", "-o", "json").json()
+    assert before["metadata"]["deletionTimestamp"]
+
+    kept["spec"]["repeat"] = 5
+    result = cli("apply", "-f", str(cli.write("b.yaml", kept)))
+    assert result.code == 1
+    assert "greeting.example.com/a is being deleted: apply again once it is gone" in result.err
+    assert "setpoint wait --for=delete greeting/a" in result.err
+    assert cli.ok("get", "greeting", "a", "-o", "json").json() == before

@@ -115,6 +115,9 @@ def test_webapp_up_rolls_without_failures_and_heals_after_db_stops() -> None:
                 "web NotReady naming db",
             )
             assert "Process/db" in line
+            # db stops within its grace period; apply onto it before it is gone is refused
+            gone = setpoint(base, "wait", "--for=delete", "process/db", "--timeout", "120s")
+            assert gone.returncode == 0, gone.stdout + gone.stderr
             healed = setpoint(base, "apply", "-f", str(staged.manifest))
             assert healed.returncode == 0, healed.stderr
             engine.expect(ready_line("Deployment/web"), "web Ready again", within=180)

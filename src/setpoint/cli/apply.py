@@ -56,6 +56,7 @@ async def apply_object(
     """Make the stored object say what `obj` declares; return what that took.
 
     Absent: created (status and server-set metadata in `obj` are ignored).
+    Being deleted: `Conflict`, nothing written (what it declares would go with it).
     Present: its declared fields and labels/annotations are replaced by `obj`'s
     and the result is written with compare-and-swap on the stored
     `resourceVersion`; on `Conflict` it re-reads and tries again. Nothing to
@@ -80,6 +81,13 @@ async def apply_object(
             except AlreadyExists:
                 continue  # created meanwhile: update it instead
             return "created"
+        if current["metadata"].get("deletionTimestamp"):
+            # As Kubernetes: writing onto it would be lost with it. Say so, write nothing.
+            name = meta["name"]
+            raise Conflict(
+                f"{object_ref(kind, name)} is being deleted: apply again once it is gone "
+                f"(setpoint wait --for=delete {kind.singular}/{name})"
+            )
         updated = _declared_onto(current, desired)
         if updated == current:
             return "unchanged"

@@ -49,7 +49,7 @@ from setpoint.clock import SYSTEM_CLOCK
 from setpoint.control.kinds import AUTOSCALER, THERMOSTAT
 from setpoint.engine import Engine, EngineSettings, workspace_of
 from setpoint.engine.claim import engine_running, running_engine
-from setpoint.errors import Invalid
+from setpoint.errors import Conflict, Invalid
 from setpoint.model import Kind, Object
 from setpoint.runtime.health import split_address
 from setpoint.runtime.manager import ManagerOptions
@@ -202,7 +202,11 @@ async def _run_engine(
     try:
         notes = engine.recorder.timeline if engine.recorder is not None else None
         for kind, obj in objects:
-            result = await apply_object(engine.store, obj, notes=notes)
+            try:
+                result = await apply_object(engine.store, obj, notes=notes)
+            except Conflict as exc:  # being deleted: the engine finishes that first
+                print(f"error: {exc}", file=sys.stderr, flush=True)
+                continue
             line = f"{object_ref(kind, obj['metadata']['name'])} {result}"
             print(line, flush=True)
             readiness.applied(line)
