@@ -126,3 +126,18 @@ def test_a_moved_dependency_ranks_above_an_earlier_healed_change_of_the_target()
         ready(197, WEB, "False", "ReplicasNotReady"),
     ]
     assert first(webapp() + earlier + broken, WEB).entry is moved
+
+
+def test_an_owner_change_after_the_replica_was_made_does_not_reach_it() -> None:
+    """bob changes web's template while web-0 runs on (the rollout never replaced it); then
+    a stranger takes web-0's port: its own exit ranks above web's change."""
+    rollback = change(100, WEB, "spec.template.spec.args[0]", "webapp-v7", "python", "bob")
+    trouble = [
+        rollback,
+        exit_(130, WEB0, None, signal=9),
+        ready(130.5, WEB0, "False", "ProcessExited"),
+        exit_(131, WEB0, 1, "OSError: [Errno 98] Address already in use"),
+    ]
+    top = first(webapp() + trouble, WEB0)
+    assert top.entry["type"] == "exit"
+    assert "in use" in str(top.entry.get("lines"))

@@ -55,6 +55,10 @@ product of factors, each a reason to believe it:
   was created (a rollout that made this replica) once the target was Ready: it ran with the
   change in force. A target that stayed Ready after a change (a slow leak) makes no such
   entry and is not discounted.
+* untouched: a change of the target's owner (a Deployment's template) made after the target
+  was created, by a person, reaches it only through new objects (a rollout replaces
+  replicas, it does not change a running one): x `healed_penalty` too, and what the
+  target showed after it is no evidence for it.
 * A labels/annotations-only change gets no evidence: it changes nothing that runs, so the
   trouble that follows it is not its doing (else a harmless annotation made just before a
   crash would outrank everything).
@@ -860,13 +864,18 @@ def _score_change(ctx: _Context, position: int) -> Candidate | None:
         score *= s.prior_controller
     history = max((ctx.cooccurrence.get(_change_kind(obj, p), 0.0) for p in paths), default=0.0)
     novel = index.novel_paths.get(position, ())
+    untouched = (
+        any(n == obj and r == "ownedBy" for n, _, r in ctx.graph.get(failure.obj, ()))
+        and index.created_at(failure.obj, failure.ts) < ts
+        and not by_controller(entry)
+    )
     if entry.get("action") == "created":
         evidence, symptom = _own_failure(ctx, obj, ts)
         if symptom is None:
             return None  # an object being created is no cause unless it then failed
         score *= s.prior_creation
-    elif change_prior(paths, s) == s.prior_metadata:
-        evidence, symptom = 0.0, None  # it changed nothing that runs: what followed is not its
+    elif change_prior(paths, s) == s.prior_metadata or untouched:
+        evidence, symptom = 0.0, None  # it changed nothing that runs here: what followed is not its
     else:
         evidence, symptom = _evidence(ctx, obj, ts)
     score *= (1 + s.w_history * history) * (1 + s.w_novelty * bool(novel))
@@ -874,18 +883,24 @@ def _score_change(ctx: _Context, position: int) -> Candidate | None:
     late = ctx.first_path_symptom is not None and ts > ctx.first_path_symptom[0]
     if late:
         score *= s.precedence_penalty
-    healed = min(
-        (
-            t
-            for t in (
-                index.recovered(failure.obj, ts, failure.ts),
-                index.became_ready(failure.obj, ts, failure.ts),
-            )
-            if t is not None
-        ),
-        default=None,
+    healed = (
+        None
+        if untouched
+        else min(
+            (
+                t
+                for t in (
+                    index.recovered(failure.obj, ts, failure.ts),
+                    index.became_ready(failure.obj, ts, failure.ts),
+                )
+                if t is not None
+            ),
+            default=None,
+        )
     )
     if healed is not None:
+        score *= s.healed_penalty
+    if untouched:
         score *= s.healed_penalty
     parts = [f"{_describe_change(entry, obj)} {_ago(dt)} before {failure.obj} {_failed(failure)}"]
     parts.append(_relation(failure.obj, obj, hops, path))
@@ -900,6 +915,10 @@ def _score_change(ctx: _Context, position: int) -> Candidate | None:
         parts.append(f"but {failing} already showed trouble {_ago(ts - began)} before it")
     if healed is not None:
         parts.append(f"but {failure.obj} was Ready again {_ago(healed - ts)} after it")
+    if untouched:
+        parts.append(
+            f"but {failure.obj} was made before it: its owner's change reaches only new ones"
+        )
     return Candidate(entry, round(score, 6), "; ".join(p for p in parts if p), _route(ctx, obj))
 
 
