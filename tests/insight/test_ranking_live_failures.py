@@ -141,3 +141,22 @@ def test_an_owner_change_after_the_replica_was_made_does_not_reach_it() -> None:
     top = first(webapp() + trouble, WEB0)
     assert top.entry["type"] == "exit"
     assert "in use" in str(top.entry.get("lines"))
+
+
+def test_a_change_that_fixed_its_failing_object_is_no_cause_of_a_later_failure() -> None:
+    """db failed; bob fixed it and db was Ready again; later a stranger takes web-0's port:
+    the fix is not the cause, web-0's own exit is."""
+    fix = change(130, DB, "spec.readinessProbe.port", 9, 5432, "bob")
+    trouble = [
+        ready(105, DB, "False", "ReadinessProbeFailed"),
+        fix,
+        ready(132, DB, "True", "ProbeSucceeded"),
+        exit_(150, WEB0, None, signal=9),
+        ready(150.5, WEB0, "False", "ProcessExited"),
+        exit_(151, WEB0, 1, "OSError: [Errno 98] Address already in use"),
+    ]
+    candidates = explain(
+        TimelineIndex.build(by_ts(webapp() + trouble)), ObjectRef.of(WEB0) or WEB_REF
+    )
+    assert "in use" in str(candidates[0].entry.get("lines"))
+    assert "a fix" in next(c for c in candidates if c.entry is fix).reason

@@ -59,6 +59,8 @@ product of factors, each a reason to believe it:
   was created, by a person, reaches it only through new objects (a rollout replaces
   replicas, it does not change a running one): x `healed_penalty` too, and what the
   target showed after it is no evidence for it.
+* fixed: a change made while its own object was failing, after which that object was Ready
+  again before this failure, ended a failure (a fix, a rollback): x `healed_penalty`.
 * A labels/annotations-only change gets no evidence: it changes nothing that runs, so the
   trouble that follows it is not its doing (else a harmless annotation made just before a
   crash would outrank everything).
@@ -902,6 +904,13 @@ def _score_change(ctx: _Context, position: int) -> Candidate | None:
         score *= s.healed_penalty
     if untouched:
         score *= s.healed_penalty
+    fixed = (
+        obj != failure.obj
+        and index.failing_at(obj, ts, float("-inf")) is not None
+        and index.recovered(obj, ts, failure.ts) is not None
+    )
+    if fixed:
+        score *= s.healed_penalty
     parts = [f"{_describe_change(entry, obj)} {_ago(dt)} before {failure.obj} {_failed(failure)}"]
     parts.append(_relation(failure.obj, obj, hops, path))
     if novel:
@@ -915,6 +924,8 @@ def _score_change(ctx: _Context, position: int) -> Candidate | None:
         parts.append(f"but {failing} already showed trouble {_ago(ts - began)} before it")
     if healed is not None:
         parts.append(f"but {failure.obj} was Ready again {_ago(healed - ts)} after it")
+    if fixed:
+        parts.append(f"but it ended a failure of {obj} (a fix)")
     if untouched:
         parts.append(
             f"but {failure.obj} was made before it: its owner's change reaches only new ones"
