@@ -51,8 +51,25 @@ product of factors, each a reason to believe it:
 
 * healed: the target turned Ready again after the change and before this failure began: the
   change was followed by a whole failure and its end (an earlier episode), so it is an
-  unlikely start of this one: x 0.2 (`healed_penalty`). A target that stayed Ready after a
-  change (a slow leak) makes no such entry and is not discounted.
+  unlikely start of this one: x 0.2 (`healed_penalty`). So is a change before the target
+  was created (a rollout that made this replica) once the target was Ready: it ran with the
+  change in force. A target that stayed Ready after a change (a slow leak) makes no such
+  entry and is not discounted.
+* untouched: a change of the target's owner (a Deployment's template) made after the target
+  was created, by a person, reaches it only through new objects (a rollout replaces
+  replicas, it does not change a running one): x `healed_penalty` too, and what the
+  target showed after it is no evidence for it.
+* fixed: a change made while its own object was failing, after which that object was Ready
+  again before this failure, ended a failure (a fix, a rollback): x `healed_penalty`.
+* A labels/annotations-only change gets no evidence: it changes nothing that runs, so the
+  trouble that follows it is not its doing (else a harmless annotation made just before a
+  crash would outrank everything).
+
+* the target's own symptoms: its exits, Warning events and error lines from `tau_s` before
+  its failure up to now (not its conditions: they are the failure itself) are candidates
+  scored as other objects' symptoms (0 hops). When nothing that runs changed before the
+  failure (a stranger took a replica's port), what the target said as it failed is the
+  best answer there is; a change followed by its own trouble still outranks it.
 
 * creation: an object's own creation (a change with `action` `created`) is no cause by
   itself (everything that exists was created): it is a candidate only when the object then
@@ -71,9 +88,12 @@ Failed reason, a failing condition with its message (a probe, a command that cou
 start), a Warning event (a back-off), an error line; the latest of each kind and shape) is
 a candidate scored `prior_blocker` (2) x its kind's weight (`EVIDENCE_WEIGHTS`, 1 down to
 0.6), with no time or distance factor: it is what is wrong now, where the wait ends. Its
-`path` is the chain (`web <- migrate <- db <- db-init` in its reason). A change that its own
-new symptom followed right away (evidence x 5) can still rank above it: the change is why
-the blocker fails.
+`path` is the chain (`web <- migrate <- db <- db-init` in its reason). A dependency that no
+longer exists holds back whatever it last said, and its deletion is its evidence (weight 1):
+it is what is wrong now. Evidence of other root blockers stamped after such a deletion is
+x `precedence_penalty`: a replica that exits for want of the deleted `db` follows from it.
+A change that its own new symptom followed right away (evidence x 5) can still rank above
+it: the change is why the blocker fails.
 
 Floor (`RankingSettings.floor`): what a spec change of an object not connected to the
 target, made `tau_s` before the failure, with nothing else for it, scores (1 x 0.5 ** 4 x
@@ -89,8 +109,9 @@ its object did not log in the hour before. A log line's template is the line wit
 addresses, ids and quoted strings masked (`line_shape`: each word with a digit in it).
 
 Deletion is a stop on request too: once a change sets an object's `deletionTimestamp`, its
-conditions (a replica turning Ready=False as a rollout removes it) are neither failures nor
-symptoms, until it is created again; and when it is deleted, a failure it had ends with it
+conditions (a replica turning Ready=False as a rollout removes it), and its exits, events and
+log lines (PostgreSQL's shutdown exits non-zero) are neither failures nor symptoms nor a
+blocker's evidence, until it is created again; and when it is deleted, a failure it had ends with it
 (a removed crash-looping replica is not still failing).
 """
 
@@ -301,6 +322,10 @@ class TimelineIndex:
     """Positions of each object's `Ready` condition entries, oldest first."""
     lifecycle: dict[ObjectRef, list[tuple[float, str]]] = field(default_factory=dict)
     """Each object's `created` and `deleted` changes: (ts, action), oldest first."""
+    symptom_positions: set[int] = field(default_factory=set)
+    stopping: set[int] = field(default_factory=set)
+    """Positions of exits, log lines and events of an object while it was being deleted or
+    after it was: it stops because it was asked to (neither symptoms nor evidence)."""
 
     @property
     def kinds(self) -> set[str]:
@@ -315,6 +340,7 @@ class TimelineIndex:
         template_seen: dict[tuple[ObjectRef, str], float] = {}
         failing: dict[ObjectRef, set[str]] = defaultdict(set)  # its failure classes now
         deleting: set[ObjectRef] = set()  # their deletion has begun
+        gone: set[ObjectRef] = set()  # deleted (until created again)
         objects = index.objects
         ts_list = index.ts
         last = float("-inf")
@@ -352,6 +378,9 @@ class TimelineIndex:
             if mine is None:
                 mine = objects[ref] = []
             mine.append(position)
+            if kind in ("exit", "log", "event") and (ref in deleting or ref in gone):
+                index.stopping.add(position)
+                continue  # it stops because it was asked to: no symptom
             if kind == "log":
                 key = (ref, template_of(entry))
                 last_seen = template_seen.get(key)
@@ -375,10 +404,12 @@ class TimelineIndex:
                     index.lifecycle.setdefault(ref, []).append((ts, str(action)))
                 if action == "created":
                     deleting.discard(ref)
+                    gone.discard(ref)
                 elif deletion_begun(entry):
                     deleting.add(ref)
                 elif action == "deleted":
                     deleting.discard(ref)
+                    gone.add(ref)
                     if failing[ref]:  # it is gone, and its failure with it
                         failing[ref].clear()
                         index.recoveries.setdefault(ref, []).append(ts)
@@ -406,6 +437,7 @@ class TimelineIndex:
         return index
 
     def _add_symptom(self, position: int, ts: float, ref: ObjectRef, key: str) -> None:
+        self.symptom_positions.add(position)
         self.symptoms.append(position)
         self.symptom_ts.append(ts)
         self.refs[position] = ref
@@ -479,6 +511,24 @@ class TimelineIndex:
         recoveries = self.recoveries.get(obj, [])
         j = bisect_right(recoveries, since)
         return recoveries[j] if j < len(recoveries) and recoveries[j] <= until else None
+
+    def became_ready(self, obj: ObjectRef, since: float, until: float) -> float | None:
+        """When `obj` first turned Ready=True after `since`, by `until`: from not Ready, or
+        as it was first Ready after being created (a replica a rollout made)."""
+        positions = self.ready.get(obj, [])
+        lo = bisect_right(positions, since, key=lambda p: self.ts[p])
+        hi = bisect_right(positions, until, key=lambda p: self.ts[p])
+        for k in range(lo, hi):
+            p = positions[k]
+            if (self.entries[p].get("condition") or {}).get("status") != "True":
+                continue
+            if k == 0:
+                return self.ts[p]
+            before = positions[k - 1]
+            was = (self.entries[before].get("condition") or {}).get("status")
+            if was != "True" or self.created_at(obj, self.ts[p]) > self.ts[before]:
+                return self.ts[p]
+        return None
 
     def ready_at(self, obj: ObjectRef, ts: float) -> Mapping[str, Any] | None:
         """`obj`'s `Ready` condition as last recorded at or before `ts` (None: none yet)."""
@@ -683,7 +733,20 @@ def rank(index: TimelineIndex, failure: Failure, settings: RankingSettings) -> l
     scored += _score_symptoms(ctx)
     scored += _blocker_evidence(ctx)
     scored.sort(key=lambda c: (-c.score, -float(c.entry["ts"])))
+    scored = _best_of_each_entry(scored)
     return scored[: settings.limit] if settings.limit else scored
+
+
+def _best_of_each_entry(ranked: list[Candidate]) -> list[Candidate]:
+    """`ranked` (best first) with each entry once, at its best: the target's own exit can be
+    both a symptom and a blocker's evidence."""
+    seen: set[int] = set()
+    out = []
+    for candidate in ranked:
+        if id(candidate.entry) not in seen:
+            seen.add(id(candidate.entry))
+            out.append(candidate)
+    return out
 
 
 def hops_from(index: TimelineIndex, target: ObjectRef, ts: float) -> dict[ObjectRef, int]:
@@ -803,11 +866,18 @@ def _score_change(ctx: _Context, position: int) -> Candidate | None:
         score *= s.prior_controller
     history = max((ctx.cooccurrence.get(_change_kind(obj, p), 0.0) for p in paths), default=0.0)
     novel = index.novel_paths.get(position, ())
+    untouched = (
+        any(n == obj and r == "ownedBy" for n, _, r in ctx.graph.get(failure.obj, ()))
+        and index.created_at(failure.obj, failure.ts) < ts
+        and not by_controller(entry)
+    )
     if entry.get("action") == "created":
         evidence, symptom = _own_failure(ctx, obj, ts)
         if symptom is None:
             return None  # an object being created is no cause unless it then failed
         score *= s.prior_creation
+    elif change_prior(paths, s) == s.prior_metadata or untouched:
+        evidence, symptom = 0.0, None  # it changed nothing that runs here: what followed is not its
     else:
         evidence, symptom = _evidence(ctx, obj, ts)
     score *= (1 + s.w_history * history) * (1 + s.w_novelty * bool(novel))
@@ -815,8 +885,31 @@ def _score_change(ctx: _Context, position: int) -> Candidate | None:
     late = ctx.first_path_symptom is not None and ts > ctx.first_path_symptom[0]
     if late:
         score *= s.precedence_penalty
-    healed = index.recovered(failure.obj, ts, failure.ts)
+    healed = (
+        None
+        if untouched
+        else min(
+            (
+                t
+                for t in (
+                    index.recovered(failure.obj, ts, failure.ts),
+                    index.became_ready(failure.obj, ts, failure.ts),
+                )
+                if t is not None
+            ),
+            default=None,
+        )
+    )
     if healed is not None:
+        score *= s.healed_penalty
+    if untouched:
+        score *= s.healed_penalty
+    fixed = (
+        obj != failure.obj
+        and index.failing_at(obj, ts, float("-inf")) is not None
+        and index.recovered(obj, ts, failure.ts) is not None
+    )
+    if fixed:
         score *= s.healed_penalty
     parts = [f"{_describe_change(entry, obj)} {_ago(dt)} before {failure.obj} {_failed(failure)}"]
     parts.append(_relation(failure.obj, obj, hops, path))
@@ -831,6 +924,12 @@ def _score_change(ctx: _Context, position: int) -> Candidate | None:
         parts.append(f"but {failing} already showed trouble {_ago(ts - began)} before it")
     if healed is not None:
         parts.append(f"but {failure.obj} was Ready again {_ago(healed - ts)} after it")
+    if fixed:
+        parts.append(f"but it ended a failure of {obj} (a fix)")
+    if untouched:
+        parts.append(
+            f"but {failure.obj} was made before it: its owner's change reaches only new ones"
+        )
     return Candidate(entry, round(score, 6), "; ".join(p for p in parts if p), _route(ctx, obj))
 
 
@@ -891,6 +990,8 @@ def _own_failure(ctx: _Context, obj: ObjectRef, ts: float) -> tuple[float, str |
     )
     best: tuple[float, int] | None = None
     for position in positions[lo:hi]:
+        if position in index.stopping:
+            continue
         kind = _evidence_kind(index.entries[position])
         if kind is not None and (best is None or EVIDENCE_WEIGHTS[kind] > best[0]):
             best = (EVIDENCE_WEIGHTS[kind], position)
@@ -949,6 +1050,36 @@ def _score_symptoms(ctx: _Context) -> list[Candidate]:
         parts = [reason, _relation(failure.obj, obj, hops, path)]
         reason = "; ".join(p for p in parts if p)
         out.append(Candidate(entry, round(score, 6), reason, _route(ctx, obj)))
+    return out + _own_symptoms(ctx)
+
+
+def _own_symptoms(ctx: _Context) -> list[Candidate]:
+    """The target's own exits, Warning events and error lines from `tau_s` before its failure
+    up to now, the first of each kind: what happened to it when nothing changed (a stranger
+    took its port)."""
+    index, s, failure = ctx.index, ctx.settings, ctx.failure
+    now = failure.now if failure.now is not None else failure.ts
+    positions = index.objects.get(failure.obj, [])
+    lo = bisect_left(positions, failure.ts - s.tau_s, key=lambda p: index.ts[p])
+    hi = bisect_right(positions, now, key=lambda p: index.ts[p])
+    seen: set[str] = set()
+    out = []
+    for position in positions[lo:hi]:
+        entry = index.entries[position]
+        if position not in index.symptom_positions or entry.get("type") == "condition":
+            continue  # its conditions are the failure itself, not a cause
+        is_log = entry.get("type") == "log"
+        key = template_of(entry) if is_log else str(symptom_of(entry))
+        if key in seen:
+            continue
+        seen.add(key)
+        novel_log = position in index.novel_logs
+        dt, closeness, _, _ = _common(ctx, float(entry["ts"]), failure.obj)
+        score = s.prior_symptom * closeness * (1 + s.w_novelty * novel_log)
+        what = _describe_symptom(entry, novel_log)
+        when = f"{_ago(dt)} before it {_failed(failure)}" if dt > 0 else "as it failed"
+        reason = f"{failure.obj} {what} {when}"
+        out.append(Candidate(entry, round(score, 6), reason, (failure.obj,)))
     return out
 
 
@@ -977,10 +1108,18 @@ FAILURE_REASONS = frozenset(
 )
 """Reasons of a condition that say what went wrong (a probe failing, a command that could
 not start, a back-off, a limit reached), as the workloads write them."""
-EVIDENCE_WEIGHTS = {"exit": 1.0, "stalled": 0.9, "condition": 0.8, "event": 0.7, "log": 0.6}
-"""How directly each kind of a blocker's evidence says what is wrong: an exit with its last
-lines first, then a Stalled or Failed reason, a failing condition (a probe's message, a
-command that could not start), a Warning event (a back-off), an error line."""
+EVIDENCE_WEIGHTS = {
+    "deleted": 1.0,
+    "exit": 1.0,
+    "stalled": 0.9,
+    "condition": 0.8,
+    "event": 0.7,
+    "log": 0.6,
+}
+"""How directly each kind of a blocker's evidence says what is wrong: its deletion (a
+blocker that no longer exists) or an exit with its last lines first, then a Stalled or
+Failed reason, a failing condition (a probe's message, a command that could not start), a
+Warning event (a back-off), an error line."""
 
 
 def _evidence_kind(entry: Entry) -> str | None:
@@ -999,6 +1138,28 @@ def _evidence_kind(entry: Entry) -> str | None:
         if cond.get("status") != "True" and cond.get("reason") in FAILURE_REASONS:
             return "condition"
     return None
+
+
+def _deletion(index: TimelineIndex, obj: ObjectRef, since: float, now: float) -> int | None:
+    """The position of the change that began deleting `obj` (its `deletionTimestamp` set,
+    else its `deleted` change) in [`since`, `now`], if `obj` does not exist at `now`."""
+    if index.exists_at(obj, now):
+        return None
+    found = None
+    for position in reversed(index.objects.get(obj, [])):
+        ts = index.ts[position]
+        if ts > now:
+            continue
+        if ts < since:
+            break
+        entry = index.entries[position]
+        if entry.get("type") != "change":
+            continue
+        if entry.get("action") == "created":
+            break
+        if deletion_begun(entry) or entry.get("action") == "deleted":
+            found = position  # keep going back: the request comes before the removal
+    return found
 
 
 def _evidence_shape(entry: Entry) -> str:
@@ -1034,13 +1195,16 @@ def blocking_chains(index: TimelineIndex, target: ObjectRef, now: float) -> list
     graph = index.graph_at(now)
 
     def held_back_by(obj: ObjectRef) -> list[ObjectRef]:
-        return [
-            n
-            for n, _, relation in graph.get(obj, ())
-            if relation in ("dependsOn", "owns")
-            and not (relation == "owns" and not index.exists_at(n, now))
-            and (index.ready_at(n, now) or {}).get("status") != "True"
-        ]
+        out = []
+        for n, _, relation in graph.get(obj, ()):
+            if relation not in ("dependsOn", "owns"):
+                continue
+            exists = index.exists_at(n, now)
+            if relation == "dependsOn" and not exists:
+                out.append(n)  # a deleted dependency holds back, whatever it last said
+            elif exists and (index.ready_at(n, now) or {}).get("status") != "True":
+                out.append(n)
+        return out
 
     return root_blockers(target, held_back_by, lambda obj: not index.exists_at(obj, now))
 
@@ -1054,6 +1218,9 @@ def _blocker_evidence(ctx: _Context) -> list[Candidate]:
     if not _blocked(ctx, now):
         return []
     chains = blocking_chains(index, failure.obj, now) or [[failure.obj]]
+    since = failure.ts - s.symptom_horizon_s
+    deletions = [_deletion(index, chain[-1], since, now) for chain in chains]
+    first_deletion = min((index.ts[d] for d in deletions if d is not None), default=None)
     out = []
     for chain in chains:
         root = chain[-1]
@@ -1063,18 +1230,25 @@ def _blocker_evidence(ctx: _Context) -> list[Candidate]:
         latest: dict[tuple[str, str], int] = {}
         for position in positions[lo:hi]:
             entry = index.entries[position]
-            kind = _evidence_kind(entry)
+            kind = None if position in index.stopping else _evidence_kind(entry)
             if kind is not None:
                 latest[(kind, _evidence_shape(entry))] = position
+        deletion = _deletion(index, root, since, now)
+        if deletion is not None:
+            latest[("deleted", "")] = deletion
         path = tuple(chain)
         route = " <- ".join(str(o) for o in path)
         for (kind, _), position in latest.items():
             entry = index.entries[position]
-            what = _describe_symptom(entry)
-            reason = f"{root} {what}"
+            what = _describe_change(entry, root) if kind == "deleted" else _describe_symptom(entry)
+            reason = f"{root} {what}" if kind != "deleted" else what
             if len(path) > 1:
                 reason += f"; it holds back {failure.obj}: {route}"
             score = s.prior_blocker * EVIDENCE_WEIGHTS[kind]
+            if first_deletion is not None and index.ts[position] > first_deletion:
+                score *= s.precedence_penalty
+                gap = _ago(index.ts[position] - first_deletion)
+                reason += f"; but a blocker was deleted {gap} before it"
             out.append(Candidate(entry, round(score, 6), reason, path))
     return out
 
