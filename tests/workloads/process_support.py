@@ -11,13 +11,36 @@ from pathlib import Path
 from typing import Any
 
 from setpoint import testing
-from setpoint.model import Object, get_condition
+from setpoint.model import READY, Kind, Object, get_condition
 from setpoint.store import Store
 from setpoint.workloads.process import PROCESS
 
 TIMEOUT = 10.0
 
 SLEEP_FOREVER = "import time\nwhile True: time.sleep(3600)"
+
+
+def assert_stopping_status(
+    kind: Kind,
+    status: Object,
+    *,
+    deleting: bool,
+    pid: Any,
+    observed_generation: Any,
+    phases: tuple[str, ...],
+) -> None:
+    """A Process's or Job's planned status while its child stops: valid, not Ready (why:
+    Terminating when deleted, else Restarting or Stopping), the pid and observed generation
+    as they were (the exit is the next look's to record), a phase still running."""
+    kind.validate_status(dict(status))
+    ready = get_condition(status, READY)
+    assert ready is not None
+    assert ready["status"] == "False"
+    assert ready["reason"] == ("Terminating" if deleting else ready["reason"])
+    assert ready["reason"] in ("Terminating", "Restarting", "Stopping")
+    assert status["pid"] == pid
+    assert status.get("observedGeneration") == observed_generation
+    assert status["phase"] in phases
 
 
 def python(code: str, *extra: str) -> list[str]:

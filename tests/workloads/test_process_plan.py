@@ -8,9 +8,10 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from process_support import assert_stopping_status
 
 from setpoint.errors import Invalid
-from setpoint.model import READY, Object, get_condition
+from setpoint.model import Object
 from setpoint.workloads.children import ChildDesired, ChildExit, backoff_delay
 from setpoint.workloads.process import (
     PROCESS,
@@ -325,15 +326,11 @@ def test_the_planned_status_is_valid_and_true_to_the_child(
     step = plan(desired, observed, now)
     assert step.status is not None
     if step.action in (Action.STOP, Action.RESTART):  # not ready while it stops
-        PROCESS.validate_status(dict(step.status))
-        ready = get_condition(step.status, READY)
-        assert ready is not None
-        assert ready["status"] == "False"
-        assert ready["reason"] == ("Terminating" if desired.deleting else ready["reason"])
-        assert ready["reason"] in ("Terminating", "Restarting", "Stopping")
-        assert step.status["pid"] == observed.pid  # the exit is the next look's to record
-        assert step.status.get("observedGeneration") == observed.status.get("observedGeneration")
-        assert step.status["phase"] in ("Starting", "Running")  # until it has exited
+        assert_stopping_status(
+            PROCESS, step.status, deleting=desired.deleting, pid=observed.pid,
+            observed_generation=observed.status.get("observedGeneration"),
+            phases=("Starting", "Running"),
+        )  # fmt: skip
         return
     PROCESS.validate_status(dict(step.status))
     assert step.status["observedGeneration"] == desired.generation
