@@ -38,7 +38,7 @@ from setpoint.clock import SYSTEM_CLOCK, Clock
 from setpoint.errors import Error, Gone, Invalid, NotFound, StoreClosed, StoreUnavailable
 from setpoint.model import Object, Registry, Selector, codec
 from setpoint.store.backend import Backend
-from setpoint.store.base import WatchEvent
+from setpoint.store.base import EventType, WatchEvent
 from setpoint.store.rules import Key, Write, decide, encode, key_of, not_found, stamp
 from setpoint.store.watchers import LogEntry, WatchFilter, matcher
 
@@ -53,6 +53,13 @@ _RETRY_FIRST, _RETRY_MAX = 0.05, 1.0
 _CHANNEL_OPTIONS = (
     ("grpc.max_receive_message_length", -1),  # a page of large objects
     ("grpc.max_send_message_length", -1),
+    # Back within a second of the server (gRPC's default waits up to two minutes).
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 1000),
+    # Notice a server that vanished without closing the connection (a host that died).
+    ("grpc.keepalive_time_ms", 10_000),
+    ("grpc.keepalive_timeout_ms", 5_000),
 )
 _UNAVAILABLE = {rpc.StatusCode.UNAVAILABLE, rpc.StatusCode.DEADLINE_EXCEEDED}
 _PUT, _DELETE = 0, 1  # etcd's Event.EventType
@@ -269,10 +276,11 @@ class EtcdStore(Backend):
         # etcd refuses a watch from before its compaction revision C; `since` < C is Gone
         # for us, so ask from `last` itself (not last + 1) and drop that revision's events.
         start = max(last, 1)
+        labels = bool(wanted.selector.requirements)
         delay = _RETRY_FIRST
         while True:
             try:
-                async for entries in self._etcd_watch(keys, start):
+                async for entries in self._etcd_watch(keys, start, labels):
                     delay = _RETRY_FIRST
                     for entry in entries:
                         if entry.revision <= last:
@@ -280,6 +288,7 @@ class EtcdStore(Backend):
                         last = entry.revision
                         event = wanted.event(entry)
                         if event is not None:
+                            event.object["metadata"]["resourceVersion"] = str(entry.revision)
                             yield event
                     start = last + 1
             except _Compacted as compacted:
@@ -300,9 +309,12 @@ class EtcdStore(Backend):
             if self._closed:
                 return
 
-    async def _etcd_watch(self, keys: bytes, start: int) -> AsyncIterator[list[LogEntry]]:
-        """The entries of one etcd watch from `start`, a response at a time; ends when the
-        store closes. Raises `_Compacted`, or `StoreUnavailable` when the stream breaks."""
+    async def _etcd_watch(
+        self, keys: bytes, start: int, labels: bool
+    ) -> AsyncIterator[list[LogEntry]]:
+        """The entries of one etcd watch from `start`, a response at a time (with their
+        labels if `labels`); ends when the store closes. Raises `_Compacted`, or
+        `StoreUnavailable` when the stream breaks."""
         self._check_open()
         create = rpc.WatchCreateRequest(
             key=keys, range_end=prefix_end(keys), start_revision=start, prev_kv=True
@@ -322,7 +334,7 @@ class EtcdStore(Backend):
                 if response.canceled:
                     raise Error(f"etcd cancelled the watch: {response.cancel_reason}")
                 if response.events:
-                    yield [self._entry(event) for event in response.events]
+                    yield [self._entry(event, labels) for event in response.events]
         except rpc.AioRpcError as exc:
             if self._closed or exc.code() == rpc.StatusCode.CANCELLED:
                 return
@@ -332,28 +344,26 @@ class EtcdStore(Backend):
         if not self._closed:  # the server ended the stream: it is going away
             raise StoreUnavailable(f"etcd at {self.address} ended the watch")
 
-    @staticmethod
-    def _entry(event: Any) -> LogEntry:
+    def _entry(self, event: Any, labels: bool) -> LogEntry:
+        """A log entry of an etcd event: its data the stored JSON (no resourceVersion), its
+        kind and namespace read from the key; the labels decoded only if `labels`."""
+        api_version, kind, namespace, _ = event.kv.key[len(self._objects) :].decode().rsplit("/", 3)
         revision = event.kv.mod_revision
         if event.type == _DELETE:
-            obj = _object(event.prev_kv.value, revision)
-            prev_labels = obj["metadata"].get("labels")
-            type_ = "DELETED"
+            type_: EventType = "DELETED"
+            data = prev = event.prev_kv.value
         else:
-            obj = _object(event.kv.value, revision)
-            created = event.kv.create_revision == revision
-            prev = None if created or not event.prev_kv.value else _object(event.prev_kv.value, 0)
-            prev_labels = None if prev is None else prev["metadata"].get("labels")
-            type_ = "ADDED" if created else "MODIFIED"
+            type_ = "ADDED" if event.kv.create_revision == revision else "MODIFIED"
+            data, prev = event.kv.value, event.prev_kv.value
         return LogEntry(
             revision,
-            type_,  # type: ignore[arg-type]
-            obj["apiVersion"],
-            obj["kind"],
-            obj["metadata"].get("namespace", ""),
-            codec.encode(obj),
-            obj["metadata"].get("labels"),
-            prev_labels,
+            type_,
+            api_version,
+            kind,
+            namespace,
+            data,
+            _labels(data) if labels else None,
+            _labels(prev) if labels and prev else None,
         )
 
     async def _history(self, after: int) -> builtins.list[LogEntry]:
@@ -378,6 +388,11 @@ def _object(value: bytes, revision: int) -> Object:
     obj: Object = codec.decode(value)
     obj["metadata"]["resourceVersion"] = str(revision)
     return obj
+
+
+def _labels(value: bytes) -> dict[str, str] | None:
+    labels: dict[str, str] | None = codec.decode(value)["metadata"].get("labels")
+    return labels
 
 
 def _mod_revision_is(key: bytes, revision: int) -> Any:
