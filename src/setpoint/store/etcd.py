@@ -29,7 +29,7 @@ import asyncio
 import builtins
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import Any, NoReturn, TypeVar
 
 from aetcd import rpc
@@ -280,26 +280,28 @@ class EtcdStore(Backend):
         delay = _RETRY_FIRST
         while True:
             try:
-                async for entries in self._etcd_watch(keys, start, labels):
-                    delay = _RETRY_FIRST
-                    for entry in entries:
-                        if entry.revision <= last:
-                            continue
-                        last = entry.revision
-                        event = wanted.event(entry)
-                        if event is not None:
-                            event.object["metadata"]["resourceVersion"] = str(entry.revision)
-                            yield event
-                    start = last + 1
-            except _Compacted as compacted:
-                # History older than C is gone; none of it was ours if the store was born
-                # at C - 1 or later (another store on this cluster compacted it).
-                if self._birth < compacted.revision - 1:
-                    raise Gone(
-                        f"too old resource version: {last} (etcd's history starts at"
-                        f" {compacted.revision}); relist"
-                    ) from None
-                start = compacted.revision
+                async with contextlib.aclosing(self._etcd_watch(keys, start, labels)) as batches:
+                    async for entries in batches:
+                        delay = _RETRY_FIRST
+                        if isinstance(entries, int):  # compacted: etcd's history starts there
+                            # None of what is gone was ours if the store was born at C - 1 or
+                            # later (another store on this cluster compacted it).
+                            if self._birth < entries - 1:
+                                raise Gone(
+                                    f"too old resource version: {last} (etcd's history starts"
+                                    f" at {entries}); relist"
+                                )
+                            start = entries
+                            break
+                        for entry in entries:
+                            if entry.revision <= last:
+                                continue
+                            last = entry.revision
+                            event = wanted.event(entry)
+                            if event is not None:
+                                event.object["metadata"]["resourceVersion"] = str(entry.revision)
+                                yield event
+                        start = last + 1
             except StoreClosed:
                 return
             except StoreUnavailable as exc:
@@ -311,10 +313,11 @@ class EtcdStore(Backend):
 
     async def _etcd_watch(
         self, keys: bytes, start: int, labels: bool
-    ) -> AsyncIterator[list[LogEntry]]:
+    ) -> AsyncGenerator[list[LogEntry] | int, None]:
         """The entries of one etcd watch from `start`, a response at a time (with their
-        labels if `labels`); ends when the store closes. Raises `_Compacted`, or
-        `StoreUnavailable` when the stream breaks."""
+        labels if `labels`); ends when the store closes. When etcd's history starts after
+        `start`, its one item is the revision it starts at (etcd's compaction revision).
+        Raises `StoreUnavailable` when the stream breaks."""
         self._check_open()
         create = rpc.WatchCreateRequest(
             key=keys, range_end=prefix_end(keys), start_revision=start, prev_kv=True
@@ -330,7 +333,8 @@ class EtcdStore(Backend):
         try:
             async for response in call:
                 if response.compact_revision:
-                    raise _Compacted(response.compact_revision)
+                    yield response.compact_revision
+                    return
                 if response.canceled:
                     raise Error(f"etcd cancelled the watch: {response.cancel_reason}")
                 if response.events:
@@ -374,14 +378,6 @@ class EtcdStore(Backend):
             return
         self._closed = True
         await self._channel.close()
-
-
-class _Compacted(Exception):
-    """etcd refused a watch: its history now starts at `revision`."""
-
-    def __init__(self, revision: int) -> None:
-        super().__init__(revision)
-        self.revision = revision
 
 
 def _object(value: bytes, revision: int) -> Object:
