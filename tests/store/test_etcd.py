@@ -210,3 +210,43 @@ async def test_calls_fail_while_the_server_is_stopped_and_work_once_it_is_back(
         assert [e.object for e in got] == [first, second]
     finally:
         await store.close()
+
+
+async def test_no_server_at_the_address_is_unavailable() -> None:
+    from etcd_server import free_port
+
+    with pytest.raises(StoreUnavailable, match="retry"):
+        await open_store(f"etcd://127.0.0.1:{free_port()}", registry())
+
+
+async def test_closing_the_store_ends_its_watches(etcd_server: EtcdServer) -> None:
+    store = await open_store(etcd_server.new_url(), registry())
+    events = store.watch(ITEM.api_version, "Item", since=await store.revision())
+    waiting = asyncio.create_task(anext(events, None))
+    await store.create(item("a"))
+    assert (await asyncio.wait_for(waiting, TIMEOUT)) is not None
+    waiting = asyncio.create_task(anext(events, None))
+    await store.close()
+    assert (await asyncio.wait_for(waiting, TIMEOUT)) is None
+
+
+async def test_one_leader_among_processes_sharing_the_store(etcd_server: EtcdServer) -> None:
+    """The runtime's leader election (CAS on a Lease object) holds on etcd: two stores (two
+    connections, as two processes have) never both hold the lease."""
+    from setpoint.runtime.leases import LeaderElector
+
+    url = etcd_server.new_url()
+    a, b = await open_store(url, registry()), await open_store(url, registry())
+    try:
+        first = LeaderElector(a, "controller", identity="a")
+        second = LeaderElector(b, "controller", identity="b")
+        assert await first.try_acquire()
+        assert not await second.try_acquire()
+        assert await first.release()
+        assert await second.try_acquire()
+        assert not await first.try_acquire()
+        lease = await a.get("coordination.k8s.io/v1", "Lease", "controller")
+        assert lease["spec"]["holderIdentity"] == "b"
+    finally:
+        await a.close()
+        await b.close()

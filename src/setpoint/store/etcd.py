@@ -137,6 +137,16 @@ class EtcdStore(Backend):
             return await method(request, timeout=CALL_TIMEOUT)
         except rpc.AioRpcError as exc:
             self._fail(exc)
+        except asyncio.CancelledError:
+            if self._closed_under_us():
+                raise StoreClosed("the store was closed during the call") from None
+            raise
+
+    def _closed_under_us(self) -> bool:
+        """Whether a call's CancelledError came from closing the store (its channel), not
+        from cancelling the task that made the call."""
+        task = asyncio.current_task()
+        return self._closed and task is not None and not task.cancelling()
 
     def _fail(self, exc: rpc.AioRpcError) -> NoReturn:
         code, details = exc.code(), exc.details() or ""
@@ -343,6 +353,10 @@ class EtcdStore(Backend):
             if self._closed or exc.code() == rpc.StatusCode.CANCELLED:
                 return
             self._fail(exc)
+        except asyncio.CancelledError:
+            if self._closed_under_us():
+                return
+            raise
         finally:
             call.cancel()
         if not self._closed:  # the server ended the stream: it is going away
