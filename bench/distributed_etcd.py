@@ -18,7 +18,8 @@ a throwaway etcd member is started on loopback (tests/etcd_server.py; Debian's
   the kind while 8 coroutines create WATCH_WRITES objects: from the moment a `create` was
   called to the moment the watcher received its revision; `etcd_watch_write_p99_ms` is the
   same writes' own latency (called to returned), the part of the former the watch does
-  not add.
+  not add; `etcd_direct_watch_p99_ms` the same through the gRPC stubs alone (a Watch stream
+  and Txn puts on two channels), the floor of this machine and server.
 """
 
 from __future__ import annotations
@@ -166,6 +167,53 @@ async def watch_latency(url: str) -> tuple[list[float], list[float]]:
         await watching.close()
 
 
+async def direct_watch_latency(address: str, tag: str) -> list[float]:
+    """The same as `watch_latency` through the gRPC stubs alone: a Watch stream on its own
+    channel, WATCH_WRITERS coroutines putting (create-if-absent) on another."""
+    from aetcd import rpc
+
+    value = codec.encode(doc("sample", 0))
+    prefix = f"/direct-watch/{tag}/".encode()
+    writing, watching = rpc.insecure_channel(address), rpc.insecure_channel(address)
+    kv = rpc.KVStub(writing)
+    try:
+        called: dict[bytes, float] = {}
+        received: dict[bytes, float] = {}
+        create = rpc.WatchCreateRequest(key=prefix, range_end=prefix[:-1] + b"0")
+        ready = asyncio.Event()
+
+        async def requests() -> Any:
+            yield rpc.WatchRequest(create_request=create)
+            await asyncio.Event().wait()  # keep the stream open
+
+        async def watch() -> None:
+            async for response in rpc.WatchStub(watching).Watch(requests()):
+                ready.set()
+                for event in response.events:
+                    received[event.kv.key] = time.perf_counter()
+                if len(received) == WATCH_WRITES:
+                    return
+
+        async def write(w: int) -> None:
+            for i in range(w, WATCH_WRITES, WATCH_WRITERS):
+                key = prefix + f"{i:06d}".encode()
+                compare = rpc.Compare(
+                    key=key, target=rpc.Compare.MOD, result=rpc.Compare.EQUAL, mod_revision=0
+                )
+                put = rpc.RequestOp(request_put=rpc.PutRequest(key=key, value=value))
+                called[key] = time.perf_counter()
+                await kv.Txn(rpc.TxnRequest(compare=[compare], success=[put]))
+
+        watcher = asyncio.create_task(watch())
+        await asyncio.wait_for(ready.wait(), 60)
+        await asyncio.gather(*(write(w) for w in range(WATCH_WRITERS)))
+        await asyncio.wait_for(watcher, 120)
+        return [(received[key] - called[key]) * 1000 for key in called]
+    finally:
+        await writing.close()
+        await watching.close()
+
+
 def percentile(values: list[float], p: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))]
@@ -205,6 +253,7 @@ async def _measure(address: str, seconds: float) -> dict[str, Any]:
             rates.append(rate)
             log(f"round {r}: {name} {rate:.0f} creates/s")
     latencies, writes = await watch_latency(url)
+    direct_latencies = await direct_watch_latency(address, str(time.time_ns()))
     ours_m, direct_m = statistics.median(ours), statistics.median(direct)
     figures = {
         "etcd_writes_per_s": round(ours_m),
@@ -213,6 +262,7 @@ async def _measure(address: str, seconds: float) -> dict[str, Any]:
         "etcd_watch_p50_ms": round(percentile(latencies, 50), 2),
         "etcd_watch_p99_ms": round(percentile(latencies, 99), 2),
         "etcd_watch_write_p99_ms": round(percentile(writes, 99), 2),
+        "etcd_direct_watch_p99_ms": round(percentile(direct_latencies, 99), 2),
         "etcd_rounds": {"setpoint": [round(x) for x in ours], "direct": [round(x) for x in direct]},
     }
     return figures

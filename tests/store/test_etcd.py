@@ -250,3 +250,21 @@ async def test_one_leader_among_processes_sharing_the_store(etcd_server: EtcdSer
     finally:
         await a.close()
         await b.close()
+
+
+async def test_a_store_of_a_newer_layout_is_refused(etcd_server: EtcdServer) -> None:
+    from aetcd import rpc
+
+    from setpoint.store.etcd import LAYOUT
+
+    url = etcd_server.new_url()
+    prefix = url.split("prefix=")[1].replace("%2F", "/")
+    channel = rpc.insecure_channel(etcd_server.address)
+    try:
+        marker = f"{prefix}store".encode()
+        value = f'{{"store":"setpoint","layout":{LAYOUT + 1}}}'.encode()
+        await rpc.KVStub(channel).Put(rpc.PutRequest(key=marker, value=value))
+    finally:
+        await channel.close()
+    with pytest.raises(Invalid, match="upgrade setpoint"):
+        await open_store(url, registry())

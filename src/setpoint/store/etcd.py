@@ -62,7 +62,10 @@ _CHANNEL_OPTIONS = (
     ("grpc.keepalive_timeout_ms", 5_000),
 )
 _UNAVAILABLE = {rpc.StatusCode.UNAVAILABLE, rpc.StatusCode.DEADLINE_EXCEEDED}
-_PUT, _DELETE = 0, 1  # etcd's Event.EventType
+_DELETE = 1  # etcd's Event.EventType (0 is PUT)
+LAYOUT = 1
+"""The key layout this module writes, recorded in the store's marker: a store marked with a
+newer one is refused rather than misread."""
 
 
 def prefix_end(prefix: bytes) -> bytes:
@@ -110,14 +113,22 @@ class EtcdStore(Backend):
                     " exist, and reading never creates one)"
                 )
             if not marker.kvs:
+                value = codec.encode({"store": "setpoint", "layout": LAYOUT})
                 await self._call(
                     self._kv.Txn,
                     rpc.TxnRequest(
                         compare=[_mod_revision_is(self._marker, 0)],
-                        success=[_put(self._marker, b'{"store":"setpoint"}')],
+                        success=[_put(self._marker, value)],
                     ),
                 )
                 marker = await self._range(self._marker)
+            layout = codec.decode(marker.kvs[0].value).get("layout", LAYOUT)
+            if layout > LAYOUT:
+                raise Invalid(
+                    f"the store at etcd://{self.address} under {self.prefix!r} has key layout"
+                    f" {layout}, newer than this setpoint's ({LAYOUT}): upgrade setpoint",
+                    field="store",
+                )
             self._birth = marker.kvs[0].create_revision
         except BaseException:
             await self._channel.close()
@@ -385,6 +396,8 @@ class EtcdStore(Backend):
         )
 
     async def _history(self, after: int) -> builtins.list[LogEntry]:
+        """Never called: `watch` (overridden) reads history and live changes from one etcd
+        watch, which has no end of history to stop at."""
         raise NotImplementedError("each watch of an etcd store is an etcd watch")
 
     async def close(self) -> None:
