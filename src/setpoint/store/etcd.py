@@ -96,7 +96,7 @@ class EtcdStore(Backend):
         self._marker = f"{prefix}store".encode()
         self._clock = clock
         self._history_size = history
-        self._compacted = 0  # the highest revision this process compacted to
+        self._compacted = 0  # etcd's compaction revision, as last learnt (or an upper bound)
         self._birth = 0  # the marker's creation revision: no object of ours is older
         self._closed = False
 
@@ -130,6 +130,7 @@ class EtcdStore(Backend):
                     field="store",
                 )
             self._birth = marker.kvs[0].create_revision
+            self._compacted = await self._compaction_revision()
         except BaseException:
             await self._channel.close()
             raise
@@ -216,6 +217,35 @@ class EtcdStore(Backend):
         revision = response.header.revision
         await self._keep_history(revision)
         return stamp(change, revision).object
+
+    def _open_watch(self, create: Any) -> Any:
+        """A gRPC Watch call of one etcd watch (`create`: a WatchCreateRequest)."""
+
+        async def requests() -> AsyncIterator[Any]:
+            yield rpc.WatchRequest(create_request=create)
+            await asyncio.Event().wait()  # a watch stream ends when its requests do
+
+        return self._watch.Watch(requests())
+
+    async def _compaction_revision(self) -> int:
+        """etcd's compaction revision, or the store's birth when that is older (etcd tells
+        it only to a watch that asks for older history: a watch of the marker from revision
+        1 gets either that or the marker's creation)."""
+        call = self._open_watch(rpc.WatchCreateRequest(key=self._marker, start_revision=1))
+        try:
+            async with asyncio.timeout(CALL_TIMEOUT):
+                async for response in call:
+                    if response.compact_revision:
+                        return int(response.compact_revision)
+                    if response.events:
+                        return self._birth
+        except rpc.AioRpcError as exc:
+            self._fail(exc)
+        except TimeoutError:
+            raise StoreUnavailable(f"etcd at {self.address} did not answer a watch") from None
+        finally:
+            call.cancel()
+        raise StoreUnavailable(f"etcd at {self.address} ended a watch")
 
     async def _keep_history(self, revision: int) -> None:
         """Keep about `history` revisions: compact once twice that many have piled up."""
@@ -343,14 +373,7 @@ class EtcdStore(Backend):
         create = rpc.WatchCreateRequest(
             key=keys, range_end=prefix_end(keys), start_revision=start, prev_kv=True
         )
-        requests: asyncio.Queue[Any] = asyncio.Queue()
-        requests.put_nowait(rpc.WatchRequest(create_request=create))
-
-        async def send() -> AsyncIterator[Any]:
-            while True:
-                yield await requests.get()
-
-        call = self._watch.Watch(send())
+        call = self._open_watch(create)
         try:
             async for response in call:
                 if response.compact_revision:
