@@ -356,7 +356,8 @@ class EtcdStore(Backend):
             except StoreClosed:
                 return
             except StoreUnavailable as exc:
-                log.warning("watch of %s lost etcd (%s); resuming after %d", keys, exc, last)
+                if delay == _RETRY_FIRST:  # once per outage, not at every retry
+                    log.warning("watch of %s lost etcd (%s); resuming after %d", keys, exc, last)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, _RETRY_MAX)
             if self._closed:
