@@ -9,7 +9,7 @@ a throwaway etcd member is started on loopback (tests/etcd_server.py; Debian's
 
 * `etcd_writes_per_s`: 64 coroutines creating objects at once, each its own names, through
   `open_store("etcd://...")` (one read-free transaction per create; the stored JSON is about
-  1 KiB). Median of ROUNDS slices of `seconds` each.
+  1 KiB). Median of ROUNDS slices of `--etcd-seconds` each.
 * `etcd_direct_writes_per_s`: the same creates through the etcd gRPC stubs alone: one `Txn`
   (create only if absent, put the same JSON) per document, 64 at once, one channel.
   Rounds alternate with the above.
@@ -41,7 +41,7 @@ from setpoint.model import Kind, Registry, Schema, codec
 from setpoint.store import open_store
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from etcd_server import EtcdServer
+from etcd_server import EtcdServer, missing
 
 API = "bench.setpoint.dev/v1"
 WRITERS = 64
@@ -225,15 +225,19 @@ def etcd(address: str | None) -> Iterator[str]:
     if address:
         yield address
         return
+    reason = missing()
+    if reason is not None:
+        raise RuntimeError(f"no etcd to measure: {reason}")
     with EtcdServer() as server:
         yield server.address
 
 
 def measure(args: argparse.Namespace | None = None) -> dict[str, Any]:
-    """The figures of the module docstring; `args.etcd` (HOST:PORT of a server to use) and
-    `args.seconds` (per slice) are optional."""
+    """The figures of the module docstring (runs its own event loop: call it from
+    synchronous code). Optional in `args`: `etcd` (HOST:PORT of a
+    server to use instead of starting one) and `etcd_seconds` (the length of one slice)."""
     address = getattr(args, "etcd", None)
-    seconds = float(getattr(args, "seconds", None) or SECONDS)
+    seconds = float(getattr(args, "etcd_seconds", None) or SECONDS)
     with etcd(address) as where:
         return asyncio.run(_measure(where, seconds))
 
@@ -271,7 +275,9 @@ async def _measure(address: str, seconds: float) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--etcd", help="HOST:PORT of an etcd to use (default: start one)")
-    parser.add_argument("--seconds", type=float, default=SECONDS, help="length of one slice")
+    parser.add_argument(
+        "--etcd-seconds", type=float, default=SECONDS, help="length of one throughput slice"
+    )
     figures = measure(parser.parse_args())
     targets = {"ratio_etcd_vs_direct": 0.5}
     figures["missed"] = [k for k, v in targets.items() if figures[k] < v]

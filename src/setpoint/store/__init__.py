@@ -104,8 +104,9 @@ async def _etcd(
     """Open an `etcd://host:port?prefix=/p/` store."""
     parts = urlsplit(url)
     prefix = options.pop("prefix", "/setpoint/")
-    if options.pop("sync", "full") not in ("full", "normal", "off"):
-        raise Invalid("sync: want full, normal or off", field="store")
+    sync = options.pop("sync", "full")  # accepted for every durable backend's URLs
+    if sync not in ("full", "normal", "off"):
+        raise Invalid(f"sync={sync!r}: want full, normal or off", field="store")
     _no_more(options, url)
     if not parts.hostname or parts.path not in ("", "/") or not prefix.endswith("/"):
         raise Invalid(f"{url!r}: want etcd://host:port?prefix=/a/prefix/", field="store")
