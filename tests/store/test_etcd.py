@@ -268,3 +268,26 @@ async def test_a_store_of_a_newer_layout_is_refused(etcd_server: EtcdServer) -> 
         await channel.close()
     with pytest.raises(Invalid, match="upgrade setpoint"):
         await open_store(url, registry())
+
+
+async def test_a_process_opening_the_store_does_not_compact_at_once(
+    etcd_server: EtcdServer,
+) -> None:
+    """`history=N` compacts once 2N revisions piled up since etcd's last compaction, which
+    a store learns when opened: a newly started process does not compact at its first write."""
+    url = etcd_server.new_url(history=5)
+    first = await open_store(url, registry())
+    try:
+        for i in range(30):
+            await first.create(item(f"a{i}"))
+        now = await first.revision()  # compacted by now to between now - 15 and now - 5
+    finally:
+        await first.close()
+    second = await open_store(url, registry())
+    try:
+        await second.create(item("b"))
+        events = second.watch(ITEM.api_version, "Item", since=now - 5)
+        async with asyncio.timeout(TIMEOUT):
+            assert (await anext(events)).revision == now - 4
+    finally:
+        await second.close()
