@@ -275,19 +275,24 @@ async def test_a_process_opening_the_store_does_not_compact_at_once(
 ) -> None:
     """`history=N` compacts once 2N revisions piled up since etcd's last compaction, which
     a store learns when opened: a newly started process does not compact at its first write."""
-    url = etcd_server.new_url(history=5)
+    url = etcd_server.new_url()
     first = await open_store(url, registry())
     try:
-        for i in range(30):
+        for i in range(20):
             await first.create(item(f"a{i}"))
-        now = await first.revision()  # compacted by now to between now - 15 and now - 5
+        now = await first.revision()
+        await first.compact(now - 7)
     finally:
         await first.close()
-    second = await open_store(url, registry())
+    second = await open_store(with_history(url, 5), registry())
     try:
-        await second.create(item("b"))
-        events = second.watch(ITEM.api_version, "Item", since=now - 5)
+        await second.create(item("b"))  # 8 revisions after the compaction: not 10 yet
+        events = second.watch(ITEM.api_version, "Item", since=now - 7)
         async with asyncio.timeout(TIMEOUT):
-            assert (await anext(events)).revision == now - 4
+            assert (await anext(events)).revision == now - 6
     finally:
         await second.close()
+
+
+def with_history(url: str, history: int) -> str:
+    return f"{url}&history={history}"
