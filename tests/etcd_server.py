@@ -11,9 +11,12 @@ happen.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import itertools
 import json
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -39,6 +42,15 @@ def missing() -> str | None:
     if binary() is None:
         return "etcd is not installed (apt-get install etcd-server; ./dev does it as root)"
     return None
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: have Linux stop it when the process that started it dies,
+    so a test run killed outright (no fixture teardown) leaves no etcd behind. (Linux
+    tracks the starting *thread*: start the server from one that outlives it, as the main
+    thread or the event loop's executor do.)"""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 def free_port() -> int:
@@ -99,7 +111,9 @@ class EtcdServer:
             "--quota-backend-bytes=8589934592",
         ]
         log = (self._dir / "etcd.log").open("ab")
-        self._process = subprocess.Popen(command, stdout=log, stderr=log)
+        self._process = subprocess.Popen(
+            command, stdout=log, stderr=log, preexec_fn=_die_with_parent
+        )
         log.close()
         deadline = time.monotonic() + START_TIMEOUT
         while not self._healthy():
