@@ -44,6 +44,10 @@ def missing() -> str | None:
     return None
 
 
+class PortTaken(RuntimeError):
+    """etcd could not listen: the port picked as free was taken before it bound it."""
+
+
 def _die_with_parent() -> None:
     """In the child before exec: have Linux stop it when the process that started it dies,
     so a test run killed outright (no fixture teardown) leaves no etcd behind. (Linux
@@ -68,19 +72,30 @@ class EtcdServer:
         self._etcd = binary()
         assert self._etcd is not None, missing()
         self._dir = Path(tempfile.mkdtemp(prefix="setpoint-etcd-"))
-        self.port = free_port()
-        self.peer_port = free_port()
-        self.address = f"127.0.0.1:{self.port}"
+        self._pick_ports()
         self._counter = itertools.count()
         self._process: subprocess.Popen[bytes] | None = None
 
     def __enter__(self) -> EtcdServer:
         try:
-            self.start()
+            for attempt in itertools.count(1):
+                try:
+                    self.start()
+                    break
+                except PortTaken:
+                    if attempt == 3:
+                        raise
+                    # Someone took a free port before etcd bound it: others, afresh.
+                    shutil.rmtree(self._dir / "data", ignore_errors=True)
+                    self._pick_ports()
         except BaseException:
             self.__exit__(None, None, None)
             raise
         return self
+
+    def _pick_ports(self) -> None:
+        self.port, self.peer_port = free_port(), free_port()
+        self.address = f"127.0.0.1:{self.port}"
 
     def __exit__(
         self,
@@ -118,7 +133,11 @@ class EtcdServer:
         deadline = time.monotonic() + START_TIMEOUT
         while not self._healthy():
             if self._process.poll() is not None:
-                raise RuntimeError(f"etcd exited: {self.log_tail()}")
+                self._process = None
+                tail = self.log_tail()
+                raise (PortTaken if "address already in use" in tail else RuntimeError)(
+                    f"etcd exited: {tail}"
+                )
             if time.monotonic() > deadline:
                 raise RuntimeError(f"etcd did not become healthy: {self.log_tail()}")
             time.sleep(0.05)

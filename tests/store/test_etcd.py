@@ -1,12 +1,13 @@
-"""The `etcd://` store beyond the conformance suite: its URL, a store that is not there, and
-a server restart (calls made while it is away fail with `StoreUnavailable`; watchers resume
-after their last revision with nothing lost or duplicated). Each restart test runs its own
-etcd server (tests/etcd_server.py), so that stopping it disturbs no other test."""
+"""The `etcd://` store beyond the conformance suite: its URL, a store that is not there or of
+a newer layout, prefixes kept apart, the missing extra, leader election, compaction when a
+process starts, closing, and a server restart (calls made while it is away fail with
+`StoreUnavailable`; watchers resume after their last revision with nothing lost or
+duplicated). Each restart test runs its own etcd server (tests/etcd_server.py), so that
+stopping it disturbs no other test."""
 
 from __future__ import annotations
 
 import asyncio
-import os
 import subprocess
 import sys
 import textwrap
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from etcd_server import EtcdServer, missing
+from etcd_server import EtcdServer
 from setpoint.errors import Invalid, NotFound, StoreUnavailable
 from setpoint.model import Kind, Registry, Schema
 from setpoint.store import Store, open_store
@@ -47,13 +48,9 @@ def item(name: str, n: int = 0) -> dict[str, object]:
 
 
 @pytest.fixture
-def own_etcd() -> Iterator[EtcdServer]:
-    """An etcd server of this test's own, which it may stop and start."""
-    reason = missing()
-    if reason is not None:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"etcd: {reason} (CI=true: every backend must run)", pytrace=False)
-        pytest.skip(f"etcd: {reason}")
+def own_etcd(etcd_server: EtcdServer) -> Iterator[EtcdServer]:
+    """An etcd server of this test's own, which it may stop and start (skipped, or failed in
+    CI, as `etcd_server` is when etcd is missing)."""
     with EtcdServer() as server:
         yield server
 
