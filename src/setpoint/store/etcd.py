@@ -14,9 +14,11 @@ came first, its answer carries the key's new state and the write is decided agai
 write touches one key, so one transaction is one revision. Watches are etcd watches on the
 kind's (or the whole store's) key range from `since`, with the previous value (a DELETED
 event carries the object's last stored state); one that loses its connection resumes
-after the last revision it yielded. Compaction is etcd's (for the whole cluster);
-`?history=N` compacts to N revisions behind after writes. A call the server cannot answer
-(down, restarting) fails with `StoreUnavailable`; the store reconnects by itself.
+after the last revision it yielded. Compaction is etcd's (for the whole cluster): a watch
+from before it is `Gone`, unless the store was born after it (then nothing lost was ours);
+`?history=N` compacts to N revisions behind once 2N have piled up since etcd's compaction
+revision (learnt when the store is opened). A call the server cannot answer (down,
+restarting) fails with `StoreUnavailable`; the store reconnects by itself.
 
 Needs the `setpoint[etcd]` extra (the gRPC client, `aetcd`'s generated etcd stubs); the
 `setpoint.store` package imports this module only for an `etcd://` URL. It does not know
