@@ -43,6 +43,7 @@ import asyncio
 import builtins
 import contextlib
 import logging
+import select
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -156,6 +157,19 @@ def _unavailable(exc: BaseException, doing: str) -> StoreUnavailable:
     )
 
 
+def _stale(conn: AsyncConnection[Any] | None) -> bool:
+    """Whether an idle connection is known to be gone without asking the server: closed, or
+    its socket has something to read (an idle connection is sent nothing but the notice and
+    end of file of a server shutting down, or of a backend terminated)."""
+    if conn is None or conn.closed:
+        return True
+    try:
+        readable, _, _ = select.select([conn.pgconn.socket], [], [], 0)
+    except (OSError, ValueError, psycopg.Error):
+        return True
+    return bool(readable)
+
+
 class PostgresStore(Backend):
     def __init__(
         self,
@@ -169,6 +183,14 @@ class PostgresStore(Backend):
     ) -> None:
         self.registry = registry if registry is not None else Registry()
         self.conninfo = conninfo
+        try:
+            info = psycopg.conninfo.conninfo_to_dict(conninfo)
+        except psycopg.Error as exc:
+            raise Invalid(f"not a PostgreSQL connection URL: {exc}", field="store") from None
+        self._where = f"postgresql://{info.get('host', '')}:{info.get('port', '')}/" + str(
+            info.get("dbname", "")
+        )
+        """The server and database, without user or password, for messages."""
         self._clock = clock
         self._history_size = history
         self._sync = sync
@@ -184,6 +206,7 @@ class PostgresStore(Backend):
         self._in_use = 0
         self._returned = asyncio.Condition()
         self._compact_wanted = asyncio.Event()
+        self._compact_due = False
         self._token = uuid.uuid4().hex[:12]  # tells this store's notifications from others'
 
     async def open(self, *, create: bool = True) -> PostgresStore:
@@ -192,7 +215,7 @@ class PostgresStore(Backend):
             conn = await self._connect()
         except StoreUnavailable as exc:
             if "does not exist" in str(exc):
-                raise NotFound(f"no store at {self._where()}: {exc}") from None
+                raise NotFound(f"no store at {self._where}: {exc}") from None
             raise
         try:
             async with conn.transaction():
@@ -202,7 +225,7 @@ class PostgresStore(Backend):
                 if exists is None or exists[0] is None:
                     if not create:
                         raise NotFound(
-                            f"no store at {self._where()} (the database holds no setpoint "
+                            f"no store at {self._where} (the database holds no setpoint "
                             "tables, and reading never creates them)"
                         )
                     await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
@@ -213,7 +236,7 @@ class PostgresStore(Backend):
             ).fetchone()
             if row is not None and row[0] > SCHEMA_VERSION:
                 raise Invalid(
-                    f"the store at {self._where()} has schema version {row[0]}; this setpoint "
+                    f"the store at {self._where} has schema version {row[0]}; this setpoint "
                     f"knows up to {SCHEMA_VERSION}: upgrade setpoint",
                     field="store",
                 )
@@ -223,7 +246,7 @@ class PostgresStore(Backend):
             raise _unavailable(exc, "opening the store") from None
         except psycopg.Error as exc:
             await conn.close()
-            raise Invalid(f"cannot open {self._where()} as a store: {exc}", field="store") from None
+            raise Invalid(f"cannot open {self._where} as a store: {exc}", field="store") from None
         except BaseException:
             await conn.close()
             raise
@@ -237,20 +260,13 @@ class PostgresStore(Backend):
         ]
         return self
 
-    def _where(self) -> str:
-        """The server and database, without a password, for messages."""
-        info = psycopg.conninfo.conninfo_to_dict(self.conninfo)
-        return (
-            f"postgresql://{info.get('host', '')}:{info.get('port', '')}/{info.get('dbname', '')}"
-        )
-
     async def _connect(self) -> AsyncConnection[Any]:
         try:
             conn = await AsyncConnection.connect(self.conninfo, autocommit=True)
         except psycopg.OperationalError as exc:
             raise _unavailable(exc, "connecting") from None
         except psycopg.Error as exc:
-            raise Invalid(f"cannot connect to {self._where()}: {exc}", field="store") from None
+            raise Invalid(f"cannot connect to {self._where}: {exc}", field="store") from None
         if self._sync != "full":
             await conn.execute("SET synchronous_commit = off")
         return conn
@@ -275,6 +291,9 @@ class PostgresStore(Backend):
                     break
                 batch.append(item)
             start, entries = await self._commit(batch)
+            if self._compact_due:
+                self._compact_due = False
+                self._compact_wanted.set()
             if entries:
                 self._notes.put_nowait((start, entries))  # ahead of what the callers do next
             for pending in batch:
@@ -291,8 +310,11 @@ class PostgresStore(Backend):
     async def _commit(self, batch: list[_Pending]) -> tuple[int, list[LogEntry]]:
         """Run `batch` in one transaction; each pending write gets its result (or error)."""
         try:
-            if self._writer_conn is None or self._writer_conn.closed:
+            if _stale(self._writer_conn):  # the server restarted since the last batch
+                if self._writer_conn is not None:
+                    await self._writer_conn.close()
                 self._writer_conn = await self._connect()
+            assert self._writer_conn is not None
             return await self._transaction(self._writer_conn, batch)
         except BaseException as exc:
             if isinstance(exc, _Unreachable):
@@ -372,7 +394,7 @@ class PostgresStore(Backend):
             await conn.execute(_SET_REVISION, (revision,))
             if revision - compacted > 2 * self._history_size:  # keep about `history` revisions
                 await conn.execute(_RAISE_MARK, (revision - self._history_size,))
-                self._compact_wanted.set()
+                self._compact_due = True  # once committed
             await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, f"{revision} {self._token}"))
         return start, entries
 
@@ -480,8 +502,11 @@ class PostgresStore(Backend):
             self._in_use += 1
             conn = self._idle.pop() if self._idle else None
         try:
-            if conn is None or conn.closed:
+            if _stale(conn):
+                if conn is not None:
+                    await conn.close()
                 conn = await self._connect()
+            assert conn is not None
             try:
                 yield conn
             except _Unreachable as exc:
