@@ -37,11 +37,11 @@ from conformance_kit import (
 pytestmark = pytest.mark.usefixtures("postgresql_server")
 
 
-async def wait_for(check: Callable[[], bool], timeout: float) -> None:
-    """Return once `check()` (run in a thread: it may block) holds; fail after `timeout` s."""
-    deadline = asyncio.get_running_loop().time() + timeout
+async def wait_for(check: Callable[[], bool], within: float) -> None:
+    """Return once `check()` (run in a thread: it may block) holds; fail after `within` s."""
+    deadline = asyncio.get_running_loop().time() + within
     while not await asyncio.to_thread(check):
-        assert asyncio.get_running_loop().time() < deadline, f"not within {timeout}s: {check}"
+        assert asyncio.get_running_loop().time() < deadline, f"not within {within}s: {check}"
         await asyncio.sleep(0.02)
 
 
@@ -116,7 +116,7 @@ async def test_compaction_deletes_the_history_it_does_not_keep(url: str, stores:
     for start in range(0, 1000, 100):
         await asyncio.gather(*(store.create(widget(f"w{i}")) for i in range(start, start + 100)))
     # The mark moves inside the write that passes it; the rows go in batches behind it.
-    await wait_for(lambda: log_rows(url) <= 2 * keep, timeout=TIMEOUT * 3)
+    await wait_for(lambda: log_rows(url) <= 2 * keep, within=TIMEOUT * 3)
     await store.compact(await store.revision())
     assert log_rows(url) == 0
     assert len((await store.list(API, "Widget"))[0]) == 1000
@@ -151,7 +151,7 @@ async def test_a_write_in_flight_when_the_server_stops_fails_retryably(
     blocker = await psycopg.AsyncConnection.connect(url)
     await blocker.execute("SELECT 1 FROM setpoint_meta WHERE key = 'revision' FOR UPDATE")
     in_flight = asyncio.create_task(store.create(widget("in-flight")))
-    await wait_for(lambda: waiting_on_a_lock(own_server), timeout=TIMEOUT)
+    await wait_for(lambda: waiting_on_a_lock(own_server), within=TIMEOUT)
     try:
         await asyncio.to_thread(own_server.stop)
         with pytest.raises(StoreUnavailable, match="may or may not have been committed"):
@@ -202,7 +202,7 @@ async def test_watchers_resume_across_a_server_restart(
 
     writers = asyncio.gather(*(write(t) for t in range(4)))
     try:
-        await wait_for(lambda: len(acked) >= 50, timeout=TIMEOUT * 3)
+        await wait_for(lambda: len(acked) >= 50, within=TIMEOUT * 3)
         await asyncio.to_thread(own_server.restart, mode)
         restarted.set()
         await asyncio.wait_for(writers, TIMEOUT * 6)
