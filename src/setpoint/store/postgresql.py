@@ -200,6 +200,7 @@ class PostgresStore(Backend):
         self._notes: asyncio.Queue[tuple[int, list[LogEntry]] | None] = asyncio.Queue()
         self._wake_queued = False
         self._published = 0  # the last revision handed to watchers
+        self._known = 0  # the last revision known to be committed (notified, polled)
         self._closed = False
         self._writer_conn: AsyncConnection[Any] | None = None
         self._idle: list[AsyncConnection[Any]] = []
@@ -218,7 +219,7 @@ class PostgresStore(Backend):
                 raise NotFound(f"no store at {self._where}: {exc}") from None
             raise
         try:
-            async with conn.transaction():
+            async with conn.pipeline(), conn.transaction():
                 exists = await (
                     await conn.execute("SELECT to_regclass('setpoint_meta')")
                 ).fetchone()
@@ -422,8 +423,10 @@ class PostgresStore(Backend):
 
     def _wake(self, revision: int | None = None) -> None:
         """Have the dispatcher read the log (another process may have written)."""
-        if revision is not None and revision <= self._published:
-            return
+        if revision is not None:
+            self._known = max(self._known, revision)
+            if revision <= self._published:
+                return
         if not self._wake_queued:
             self._wake_queued = True
             self._notes.put_nowait((-1, []))
@@ -434,6 +437,11 @@ class PostgresStore(Backend):
             start, entries = note
             if not entries:
                 self._wake_queued = False
+            if not self._watchers.has_subscribers():
+                # Nobody to give changes to: none is read. A watch that starts later reads its
+                # own history, which holds every revision known here by then.
+                self._published = max(self._published, self._known, *(e.revision for e in entries))
+                continue
             if start > self._published or not entries:  # another process wrote in between
                 try:
                     missing = await self._history(self._published)
@@ -443,6 +451,8 @@ class PostgresStore(Backend):
                     with contextlib.suppress(Error):
                         self._published = await self.revision()
                     continue
+                except StoreClosed:
+                    return
                 except Error as exc:  # unreachable: the poll wakes us again once it is back
                     log.warning("cannot read the revision log (%s); will retry", exc)
                     continue
