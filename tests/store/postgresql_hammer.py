@@ -67,8 +67,8 @@ async def one_writer(store: Any, name: str, deadline: float, objects: int) -> li
 
 
 async def writer(
-    url: str, process: str, seconds: float, writers: int, connections: int, objects: int, out: str
-) -> None:
+    url: str, process: str, seconds: float, writers: int, connections: int, objects: int
+) -> list[str]:
     stores = [await open_store(url, make_registry()) for _ in range(connections)]
     print("ready", flush=True)
     deadline = time.monotonic() + seconds
@@ -82,9 +82,7 @@ async def writer(
     finally:
         for store in stores:
             await store.close()
-    with open(out, "w") as f:
-        for acks in results:
-            f.write("".join(line + "\n" for line in acks))
+    return [line for acks in results for line in acks]
 
 
 class Checker:
@@ -127,7 +125,13 @@ class Checker:
         self.lists_checked += 1
 
 
-async def watcher(url: str, stop: str, out: str) -> None:
+def final_revision(stop: str) -> int | None:
+    """The final revision, once the parent has written it to `stop`."""
+    return int(Path(stop).read_text()) if os.path.exists(stop) else None
+
+
+async def watcher(url: str, stop: str) -> list[str]:
+    """The summary (a JSON line) and the events seen, one line each."""
     store = await open_store(url, make_registry())
     checker = Checker()
     lists: list[tuple[int, list[dict[str, Any]]]] = []
@@ -158,8 +162,8 @@ async def watcher(url: str, stop: str, out: str) -> None:
             while lists and lists[0][0] <= checker.last:
                 at, items = lists.pop(0)
                 checker.check_list(items, at)
-            if final is None and os.path.exists(stop):
-                final = int(Path(stop).read_text())
+            if final is None:
+                final = final_revision(stop)
     finally:
         for helper in helpers:
             helper.cancel()
@@ -170,9 +174,7 @@ async def watcher(url: str, stop: str, out: str) -> None:
         "lists_checked": checker.lists_checked,
         "errors": checker.errors,
     }
-    with open(out, "w") as f:
-        f.write(json.dumps(summary) + "\n")
-        f.write("".join(line + "\n" for line in checker.events))
+    return [json.dumps(summary), *checker.events]
 
 
 @dataclass
@@ -221,7 +223,8 @@ def hammer(
     watchers: int = 2,
 ) -> Outcome:
     """Run `processes` writer processes of `writers` writers on `connections` stores each for
-    `seconds`, watched by `watchers` other processes, on the store at `url` (which must exist), and collect."""
+    `seconds`, watched by `watchers` other processes, on the store at `url` (which must
+    exist), and collect what they report."""
     script = str(Path(__file__).resolve())
     stop = workdir / "stop"
     started: list[subprocess.Popen[bytes]] = []
@@ -304,13 +307,13 @@ async def _revision(url: str) -> int:
 def main(argv: list[str]) -> None:
     match argv:
         case ["writer", url, process, seconds, writers, connections, objects, out]:
-            asyncio.run(
-                writer(
-                    url, process, float(seconds), int(writers), int(connections), int(objects), out
-                )
+            lines = asyncio.run(
+                writer(url, process, float(seconds), int(writers), int(connections), int(objects))
             )
+            Path(out).write_text("".join(line + "\n" for line in lines))
         case ["watcher", url, stop, out]:
-            asyncio.run(watcher(url, stop, out))
+            lines = asyncio.run(watcher(url, stop))
+            Path(out).write_text("".join(line + "\n" for line in lines))
         case _:
             sys.exit(__doc__)
 
