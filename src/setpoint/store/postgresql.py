@@ -8,14 +8,20 @@ Layout (as the SQLite backend): `setpoint_objects` holds each object's current J
 mark and the schema version.
 
 Revisions are assigned in commit order, by construction. A write transaction starts by
-locking the one `revision` row of `setpoint_meta` (SELECT ... FOR UPDATE), takes the next
-revisions from it and sets it before it commits: the row lock is held until commit, so two
-transactions that write never overlap, a revision is visible only once every lower one is,
-and there is no gap to fill (kine's fault: ids taken at insert, visible at commit). Each
-compare-and-swap is decided inside that transaction, after the lock, so it sees every
-committed write. Writes are group-committed: one writer task per store drains every
-pending write of this process into one transaction (two round trips in pipeline mode and
-one commit), then resolves each caller's future; a refused write fails alone.
+advancing the one `revision` row of `setpoint_meta` (UPDATE ... RETURNING), which locks it
+until commit, and numbers its rows from it: two write transactions never overlap, a
+revision is visible only once every lower one is, and there is no gap to fill (kine's
+fault: ids taken at insert, visible at commit).
+
+Writes are group-committed: one writer task per store takes every pending write of this
+process as one batch. It reads the batch's objects (one round trip), decides each write in
+order with `rules.decide` (a refused write fails alone), then sends in one pipeline: the
+advance (the lock), a check that every object it read is still at the revision it read
+(else the transaction aborts and the batch is decided again on a fresh read: another
+process wrote one of them), the log rows and objects numbered by the server from the
+advanced revision (the stored JSON is sent around a placeholder resourceVersion), a
+NOTIFY, and the commit. So the lock is held only while the server runs those statements,
+never while a client process waits for its turn on a CPU.
 
 Watch: watchers in this process are fed from the writer after commit. Changes committed by
 other processes are read from `setpoint_log` by revision, woken by LISTEN/NOTIFY (every
