@@ -25,7 +25,8 @@ the default durability: fsync on, synchronous_commit on):
   would take most of an hour here), then `compact` to keep the default 10,000 revisions
   is timed while a writer keeps creating objects one at a time; the stall is that
   writer's longest write during the compaction (`pg_write_p50_ms_during_compact` beside
-  it). `pg_log_mb_before`, `pg_log_mb_after` (after a plain VACUUM) and `pg_live_mb` (the
+  it; `pg_write_max_ms_without_compact` and `..._p50_...` are the same writer's in the
+  BASELINE_S seconds before, the machine's own noise). `pg_log_mb_before`, `pg_log_mb_after` (after a plain VACUUM) and `pg_live_mb` (the
   objects table) show the size coming back.
 * `hammer_*`: tests/store/postgresql_hammer.py for `--minutes` (3 writer processes x 6
   writers x 60 objects, 2 watcher processes); `hammer_problems` must be 0.
@@ -69,6 +70,7 @@ SECONDS = 5.0
 XPROC_WRITES = 400
 HISTORY = 10_000
 LIVE_OBJECTS = 1000
+BASELINE_S = 5.0
 
 
 def progress(text: str) -> None:
@@ -209,6 +211,8 @@ async def compaction(url: str, writes: int) -> dict[str, float]:
             i += 1
 
     writer = asyncio.create_task(keep_writing())
+    await asyncio.sleep(BASELINE_S)  # the same writer without compaction, to compare
+    baseline, latencies[:] = list(latencies), []
     began = time.perf_counter()
     await store.compact(await store.revision() - HISTORY)
     took = time.perf_counter() - began
@@ -225,6 +229,8 @@ async def compaction(url: str, writes: int) -> dict[str, float]:
         "pg_compact_s": round(took, 2),
         "pg_compact_max_write_stall_ms": round(max(latencies, default=0.0), 1),
         "pg_write_p50_ms_during_compact": round(percentile(latencies, 50), 2),
+        "pg_write_max_ms_without_compact": round(max(baseline, default=0.0), 1),
+        "pg_write_p50_ms_without_compact": round(percentile(baseline, 50), 2),
         "pg_writes_during_compact": len(latencies),
         "pg_log_mb_before": round(before, 1),
         "pg_log_mb_after": round(after, 1),

@@ -137,6 +137,11 @@ _RAISE_MARK = (  # keep about `history` revisions: raise the mark when twice tha
 )
 _NOTIFY = f"SELECT pg_notify(%s, m.value::text || %s) FROM {_NOW}"
 _LOG_COLUMNS = "revision, type, api_version, kind, namespace, data, labels, prev_labels"
+_HISTORY = (  # the mark on every row; one row of NULLs when there is no row after `after`
+    f"SELECT m.value, l.* FROM ({_COMPACTED}) AS m(value) LEFT JOIN"
+    f" (SELECT {_LOG_COLUMNS} FROM setpoint_log WHERE revision > %s) AS l ON true"
+    " ORDER BY l.revision"
+)
 _MAX_BATCH = 1000
 _COMPACT_BATCH = 2000
 _POOL_SIZE = 8
@@ -679,25 +684,13 @@ class PostgresStore(Backend):
                         await conn.execute("COMMIT")
 
     async def _history(self, after: int) -> builtins.list[LogEntry]:
+        """One statement (one snapshot, one round trip): the mark, and the rows after `after`."""
         async with self._connection() as conn:
-            await conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            try:
-                compacted = (await (await conn.execute(_COMPACTED)).fetchone() or (0,))[0]
-                if after < compacted:
-                    raise Gone(
-                        f"too old resource version: {after} (history starts after {compacted})"
-                    )
-                cursor = await conn.execute(
-                    f"SELECT {_LOG_COLUMNS} FROM setpoint_log WHERE revision > %s"
-                    " ORDER BY revision",
-                    (after,),
-                )
-                rows = await cursor.fetchall()
-            finally:
-                if not conn.closed:
-                    with contextlib.suppress(*_Unreachable):
-                        await conn.execute("COMMIT")
-        return [_entry(row) for row in rows]
+            rows = await (await conn.execute(_HISTORY, (after,))).fetchall()
+        compacted = rows[0][0] if rows else 0
+        if after < compacted:
+            raise Gone(f"too old resource version: {after} (history starts after {compacted})")
+        return [_entry(row[1:]) for row in rows if row[1] is not None]
 
     @staticmethod
     async def _revision_on(conn: AsyncConnection[Any]) -> int:
