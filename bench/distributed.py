@@ -26,8 +26,10 @@ the default durability: fsync on, synchronous_commit on):
   is timed while a writer keeps creating objects one at a time; the stall is that
   writer's longest write during the compaction (`pg_write_p50_ms_during_compact` beside
   it; `pg_write_max_ms_without_compact` and `..._p50_...` are the same writer's in the
-  BASELINE_S seconds before, the machine's own noise). `pg_log_mb_before`, `pg_log_mb_after` (after a plain VACUUM) and `pg_live_mb` (the
-  objects table) show the size coming back.
+  BASELINE_S seconds before, the machine's own noise). `pg_log_mb_before`,
+  `pg_log_mb_after` (after a plain VACUUM) and `pg_live_mb` (the objects table) show the
+  sizes: a plain VACUUM makes the deleted rows' space reusable by new rows but does not
+  give it back (VACUUM FULL would, under a lock).
 * `hammer_*`: tests/store/postgresql_hammer.py for `--minutes` (3 writer processes x 6
   writers x 60 objects, 2 watcher processes); `hammer_problems` must be 0.
 
