@@ -572,7 +572,7 @@ class PostgresStore(Backend):
                     if writer != self._token:  # this store's own writes reach the dispatcher
                         with contextlib.suppress(ValueError):  # directly from the writer
                             self._wake(int(revision))
-            except (StoreUnavailable, *_Unreachable) as exc:
+            except (Error, psycopg.Error) as exc:  # the poll covers for it meanwhile
                 log.debug("listener: %s; reconnecting", exc)
             finally:
                 if conn is not None:
