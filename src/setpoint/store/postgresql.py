@@ -62,6 +62,7 @@ from setpoint.clock import SYSTEM_CLOCK, Clock
 from setpoint.errors import Error, Gone, Invalid, NotFound, StoreClosed, StoreUnavailable
 from setpoint.model import Object, Registry, Selector, codec
 from setpoint.store.backend import Backend
+from setpoint.store.base import EventType
 from setpoint.store.rules import Change, Key, Write, decide, encode, key_of, not_found, stamp
 from setpoint.store.watchers import LogEntry, Watchers, matcher
 
@@ -202,7 +203,7 @@ class _Plan:
 class _Row:
     """A change's log row without its revision."""
 
-    type: Any
+    type: EventType
     key: Key
     pre: str
     post: str
@@ -318,7 +319,7 @@ class PostgresStore(Backend):
                 raise NotFound(f"no store at {self._where}: {exc}") from None
             raise
         try:
-            async with conn.pipeline(), conn.transaction():
+            async with conn.transaction():
                 exists = await (
                     await conn.execute("SELECT to_regclass('setpoint_meta')")
                 ).fetchone()
