@@ -32,7 +32,7 @@ published once, in order, whoever wrote it.
 Compaction: raising the mark is one small update (inside the write transaction when the
 retained history grows past twice `history`, or by `compact`); the rows under it are then
 deleted in batches of `_COMPACT_BATCH`, each its own short transaction that no writer
-waits on.
+waits on, with a pause between batches.
 
 Connections: the writer, a listener, and a small pool for reads, each opened again after
 it breaks. A call in flight when the server goes away fails with `StoreUnavailable`
@@ -144,7 +144,9 @@ _HISTORY = (  # the mark on every row; one row of NULLs when there is no row aft
     " ORDER BY l.revision"
 )
 _MAX_BATCH = 1000
-_COMPACT_BATCH = 2000
+_COMPACT_BATCH = 1000
+_COMPACT_PAUSE = 0.005
+"""Seconds between two compaction batches: the server's disk is the writers' in between."""
 _POOL_SIZE = 8
 
 _Unreachable = (psycopg.OperationalError, psycopg.InterfaceError)
@@ -726,6 +728,7 @@ class PostgresStore(Backend):
                 )
                 if cursor.rowcount < _COMPACT_BATCH:
                     return
+            await asyncio.sleep(_COMPACT_PAUSE)
 
     async def _compact_loop(self) -> None:
         while True:
