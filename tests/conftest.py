@@ -1,7 +1,8 @@
-"""Fixtures shared by every test directory: the session's etcd server.
+"""Fixtures shared by every test directory: the session's PostgreSQL and etcd servers.
 
-`etcd_server` starts one throwaway etcd member (tests/etcd_server.py) for the whole session,
-for the conformance suite's `etcd` backend and the tests of that store. When etcd is not
+`postgresql_server` starts one throwaway cluster (tests/postgresql_server.py) and
+`etcd_server` one throwaway etcd member (tests/etcd_server.py), each for the whole session,
+for the conformance suite's backends and the tests of those stores. When a server is not
 installed, a test that needs it is skipped with the reason, except in CI (`CI=true`), where
 it fails.
 """
@@ -13,7 +14,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from etcd_server import EtcdServer, missing
+import etcd_server as etcd
+import postgresql_server as postgresql
 
 
 def unavailable(reason: str) -> None:
@@ -24,9 +26,18 @@ def unavailable(reason: str) -> None:
 
 
 @pytest.fixture(scope="session")
-def etcd_server() -> Iterator[EtcdServer]:
-    reason = missing()
+def postgresql_server() -> Iterator[postgresql.PostgresServer]:
+    reason = postgresql.missing()
+    if reason is not None:
+        unavailable(f"PostgreSQL: {reason}")
+    with postgresql.PostgresServer() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def etcd_server() -> Iterator[etcd.EtcdServer]:
+    reason = etcd.missing()
     if reason is not None:
         unavailable(f"etcd: {reason}")
-    with EtcdServer() as server:
+    with etcd.EtcdServer() as server:
         yield server

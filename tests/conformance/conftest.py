@@ -46,6 +46,13 @@ BACKENDS = (
         shared=True,
         server="etcd_server",
     ),
+    Backend(
+        "postgresql",
+        lambda d, server: server.new_url(),
+        durable=True,
+        shared=True,
+        server="postgresql_server",
+    ),
 )
 
 
