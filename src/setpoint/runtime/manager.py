@@ -287,7 +287,7 @@ class Manager:
             self.shard.controllers = list(self.controllers)
             for controller in self.controllers:
                 controller.gate = self.shard.may_start
-            self._spawn(self.shard.run(), "shard-member")
+            self._spawn(self.shard.run(), f"shard-member-{self.identity}")
         else:
             for controller in self.controllers:
                 elector = self._lease(f"{prefix}-{controller.name}")

@@ -103,9 +103,9 @@ class HashRing:
         return self._owners[index % len(self._owners)]
 
     def __eq__(self, other: object) -> bool:
-        return (
-            isinstance(other, HashRing)
-            and (self.members, self.vnodes) == (other.members, other.vnodes)
+        return isinstance(other, HashRing) and (self.members, self.vnodes) == (
+            other.members,
+            other.vnodes,
         )
 
     def __hash__(self) -> int:
@@ -344,13 +344,10 @@ class ShardMember:
                 )
                 if current is None:
                     written = await self.store.create(self._record(incarnation, None, None))
-                elif (
-                    incarnation_of(current) in self._past_incarnations
-                    or not liveness.is_live(current)
+                elif incarnation_of(current) in self._past_incarnations or not liveness.is_live(
+                    current
                 ):
-                    written = await self.store.update(
-                        self._record(incarnation, None, current)
-                    )
+                    written = await self.store.update(self._record(incarnation, None, current))
                 else:
                     written = None
             except (AlreadyExists, Conflict):
