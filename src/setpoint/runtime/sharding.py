@@ -248,7 +248,8 @@ class ShardMember:
         self._allowed: list[HashRing] | None = None
         self._liveness = Liveness(settings.lease_duration)
         self.settlements = 0
-        """How many times this member settled on a view (for tests and metrics)."""
+        """How many times this member settled on a view."""
+        self._settlement_waiters: list[asyncio.Future[None]] = []
 
     # -- what controllers and the manager call -------------------------------------
 
@@ -264,6 +265,14 @@ class ShardMember:
     def settled(self) -> View | None:
         """The view this member last settled on (None before it settles, or after it
         stopped for want of renewals)."""
+        return self._settled
+
+    async def wait_settled(self, after: int = 0) -> View:
+        """The view this member settles on, once it has settled more than `after` times."""
+        while self.settlements <= after or self._settled is None:
+            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._settlement_waiters.append(waiter)
+            await waiter
         return self._settled
 
     def notify(self) -> None:
@@ -464,6 +473,10 @@ class ShardMember:
             return not all(ring.owner(key) == self.identity for ring in rings_before)
 
         queued = sum(c.enqueue_cached(gained) for c in self.controllers)
+        waiters, self._settlement_waiters = self._settlement_waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
         log.info(
             "shard %s: %s settled on %d members; %d keys newly its own",
             self.group,

@@ -1,0 +1,280 @@
+"""A shard member in a process of its own, and what drives a few of them: for the
+multi-process sharding test (tests/runtime/test_sharding_processes.py) and
+bench/distributed_shard.py.
+
+As a program (`python bench/shard_member.py URL IDENTITY RECORDS [--work-ms MS] ...`) it
+runs one `Manager` with coordination `shard` on the store at URL, with one controller of
+`Item`s (namespace/name keys) whose reconcile awaits `--work-ms` of simulated I/O. Every
+reconcile appends `S key identity t` when it starts and `E key identity t` when it ends
+(cancelled ones too) to RECORDS, each line one unbuffered `write` with `t` on the host's
+monotonic clock, so a recorder, not an assumption, shows who reconciled what when; a
+process killed mid-reconcile leaves an `S` without its `E`. It prints `READY` once
+started, `SETTLED a,b,c` each time its membership settles, and stops on SIGTERM.
+
+As a module: `start_member`, `wait_settled`, `fill`, `read_intervals` and `overlaps` for
+drivers. Uses only the public runtime API.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import sys
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from setpoint.model import Kind, Registry, Schema
+from setpoint.runtime import Manager, ManagerOptions, Request
+from setpoint.runtime.coordination import Coordination
+from setpoint.runtime.leases import LeaseSettings
+from setpoint.store import Store, open_store
+
+SCRIPT = Path(__file__).resolve()
+
+
+class ItemSpec(Schema):
+    n: int = 0
+
+
+ITEM = Kind("bench.setpoint.dev/v1", "Item", "items", spec=ItemSpec)
+
+
+def registry() -> Registry:
+    kinds = Registry()
+    kinds.register(ITEM)
+    return kinds
+
+
+# -- the member ----------------------------------------------------------------------
+
+
+async def member(args: argparse.Namespace) -> None:
+    store = await open_store(args.url, registry())
+    lease = LeaseSettings(
+        lease_duration=args.lease, renew_deadline=args.renew, retry_period=args.retry
+    )
+    options = ManagerOptions(
+        coordination=Coordination.SHARD,
+        identity=args.identity,
+        lease=lease,
+        handle_signals=True,
+        grace_period=5.0,
+        garbage_collection=False,
+        event_ttl=None,
+    )
+    manager = Manager(store, options=options)
+    records = os.open(args.records, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    work = args.work_ms / 1000
+
+    async def reconcile(request: Request) -> None:
+        key = f"{request.namespace}/{request.name}"
+        os.write(records, f"S {key} {args.identity} {time.monotonic()}\n".encode())
+        try:
+            await asyncio.sleep(work)
+        finally:
+            os.write(records, f"E {key} {args.identity} {time.monotonic()}\n".encode())
+
+    manager.controller("items").for_(ITEM).max_concurrent(args.workers).complete(reconcile)
+    shard = manager.shard
+    assert shard is not None
+
+    async def announce() -> None:
+        seen = 0
+        while True:
+            view = await shard.wait_settled(seen)
+            seen = shard.settlements
+            print("SETTLED", ",".join(sorted(view.identities)), flush=True)
+
+    manager.add_runnable(announce)
+    print("READY", flush=True)
+    try:
+        await manager.run()
+    finally:
+        os.close(records)
+        await store.close()
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description="a shard member (see the module docstring)")
+    p.add_argument("url")
+    p.add_argument("identity")
+    p.add_argument("records")
+    p.add_argument("--work-ms", type=float, default=5.0)
+    p.add_argument("--workers", type=int, default=4)
+    p.add_argument("--lease", type=float, default=4.0)
+    p.add_argument("--renew", type=float, default=3.0)
+    p.add_argument("--retry", type=float, default=0.5)
+    return p.parse_args(argv)
+
+
+# -- driving members -----------------------------------------------------------------
+
+
+@dataclass
+class Member:
+    """A member process and what it said."""
+
+    identity: str
+    process: asyncio.subprocess.Process
+    records: Path
+    settled: str = ""
+    """Its last `SETTLED` line's members (comma-separated, sorted)."""
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+    reader: asyncio.Task[None] | None = None
+    killed_at: float | None = None
+    """When it was seen dead after a SIGKILL (host monotonic clock)."""
+
+    async def kill(self) -> float:
+        """SIGKILL it; return the monotonic time at which it is certainly dead."""
+        self.process.kill()
+        await self.process.wait()
+        self.killed_at = time.monotonic()
+        return self.killed_at
+
+    async def stop(self, within: float = 30.0) -> int:
+        """SIGTERM (graceful: in-flight reconciles finish, the lease is deleted); exit code."""
+        if self.process.returncode is None:
+            self.process.terminate()
+        return await asyncio.wait_for(self.process.wait(), within)
+
+
+async def start_member(
+    url: str,
+    identity: str,
+    directory: Path,
+    *,
+    lease: LeaseSettings,
+    work_ms: float,
+    workers: int = 4,
+) -> Member:
+    """Start a member process; its records and stderr go to `directory`."""
+    records = directory / f"{identity}.records"
+    with (directory / f"{identity}.err").open("ab") as err:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            str(SCRIPT),
+            url,
+            identity,
+            str(records),
+            f"--work-ms={work_ms}",
+            f"--workers={workers}",
+            f"--lease={lease.lease_duration}",
+            f"--renew={lease.renew_deadline}",
+            f"--retry={lease.retry_period}",
+            stdout=asyncio.subprocess.PIPE,
+            stderr=err,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+    started = Member(identity, process, records)
+
+    async def read() -> None:
+        assert process.stdout is not None
+        while line := (await process.stdout.readline()).decode().split():
+            if line[0] == "SETTLED":
+                started.settled = line[1]
+            started.changed.set()
+        started.changed.set()
+
+    started.reader = asyncio.create_task(read())
+    return started
+
+
+async def wait_settled(members: list[Member], within: float) -> None:
+    """Return once every member's last settlement is on exactly `members`."""
+    want = ",".join(sorted(m.identity for m in members))
+    async with asyncio.timeout(within):
+        for m in members:
+            while m.settled != want:
+                if m.process.returncode is not None:
+                    raise RuntimeError(f"member {m.identity} exited ({m.process.returncode})")
+                m.changed.clear()
+                await m.changed.wait()
+
+
+async def stop_all(members: list[Member]) -> None:
+    for m in members:
+        if m.process.returncode is None:
+            m.process.kill()
+        with contextlib.suppress(ProcessLookupError):
+            await m.process.wait()
+        if m.reader is not None:
+            m.reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await m.reader
+
+
+async def fill(store: Store, count: int, *, writers: int = 64, prefix: str = "item") -> None:
+    """Create `count` Items (`default/{prefix}-{i}`) with `writers` concurrent writers."""
+    names = iter(range(count))
+
+    async def write() -> None:
+        for i in names:
+            await store.create(
+                {
+                    "apiVersion": ITEM.api_version,
+                    "kind": ITEM.kind,
+                    "metadata": {"name": f"{prefix}-{i}", "namespace": "default"},
+                    "spec": {"n": i},
+                }
+            )
+
+    await asyncio.gather(*(write() for _ in range(writers)))
+
+
+@dataclass(frozen=True, slots=True)
+class Interval:
+    """One reconcile: `key` by `identity` from `start` to `end` (host monotonic seconds)."""
+
+    key: str
+    identity: str
+    start: float
+    end: float
+
+
+def read_intervals(members: list[Member]) -> list[Interval]:
+    """Every reconcile the members recorded; one a killed member had not finished ends when
+    it was seen dead."""
+    intervals: list[Interval] = []
+    for m in members:
+        if not m.records.exists():
+            continue
+        open_: dict[str, float] = {}
+        for line in m.records.read_text().splitlines():
+            parts = line.split()
+            if len(parts) != 4:
+                continue  # a line cut short by SIGKILL
+            mark, key, identity, at = parts
+            if mark == "S":
+                open_[key] = float(at)
+            elif key in open_:
+                intervals.append(Interval(key, identity, open_.pop(key), float(at)))
+        for key, start in open_.items():
+            end = m.killed_at if m.killed_at is not None else time.monotonic()
+            intervals.append(Interval(key, m.identity, start, end))
+    return intervals
+
+
+def overlaps(intervals: list[Interval]) -> list[tuple[Interval, Interval]]:
+    """Pairs of reconciles of one key by two processes at overlapping times."""
+    by_key: dict[str, list[Interval]] = defaultdict(list)
+    for interval in intervals:
+        by_key[interval.key].append(interval)
+    found: list[tuple[Interval, Interval]] = []
+    for runs in by_key.values():
+        runs.sort(key=lambda i: i.start)
+        latest = runs[0]
+        for run in runs[1:]:
+            if run.start < latest.end:
+                found.append((latest, run))
+            if run.end > latest.end:
+                latest = run
+    return found
+
+
+if __name__ == "__main__":
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(member(parse(sys.argv[1:])))

@@ -1,0 +1,103 @@
+"""Three real manager processes share one store and shard 10,000 objects
+(bench/shard_member.py): a recorder in each process shows that no key was ever reconciled
+by two processes at overlapping times, including while the members joined one by one and
+after one was SIGKILLed; every key of the killed member is reconciled again by a survivor,
+and the first of them within the lease duration + 1 s of the kill."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from setpoint.runtime.leases import LeaseSettings
+from setpoint.runtime.sharding import HashRing
+from setpoint.store import open_store
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+
+from shard_member import (  # noqa: E402
+    Interval,
+    Member,
+    fill,
+    overlaps,
+    read_intervals,
+    registry,
+    start_member,
+    stop_all,
+    wait_settled,
+)
+
+OBJECTS = 10_000
+LEASE = LeaseSettings(lease_duration=4.0, renew_deadline=3.0, retry_period=0.5)
+WITHIN = 120.0  # for what should take seconds; generous, the machine is loaded
+
+
+def store_urls(tmp_path: Path) -> list[str]:
+    return [f"sqlite:///{tmp_path}/state.db"]
+
+
+async def wait_reconciled(
+    members: list[Member], keys: set[str], *, by: set[str], after: float
+) -> list[Interval]:
+    """Wait until each of `keys` was reconciled to the end by one of `by`, starting after
+    `after`; return those reconciles."""
+    async with asyncio.timeout(WITHIN):
+        while True:
+            done = [
+                i
+                for i in read_intervals(members)
+                if i.start > after and i.identity in by and i.key in keys
+            ]
+            if {i.key for i in done} >= keys:
+                return done
+            for m in members:
+                if m.identity in by and m.process.returncode is not None:
+                    raise AssertionError(f"member {m.identity} exited: {m.process.returncode}")
+            await asyncio.sleep(0.1)  # re-read the records: a condition, polled
+
+
+def assert_no_overlaps(members: list[Member]) -> None:
+    found = overlaps(read_intervals(members))
+    assert not found, f"{len(found)} overlapping reconciles, e.g. {found[:3]}"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("backend", ["sqlite"])
+async def test_three_members_never_overlap_and_take_over_a_killed_ones_keys(
+    tmp_path: Path, backend: str
+) -> None:
+    url = store_urls(tmp_path)[0]
+    store = await open_store(url, registry())
+    members: list[Member] = []
+    try:
+        await fill(store, OBJECTS)
+        keys = {f"default/item-{i}" for i in range(OBJECTS)}
+        # They join one by one, each join moving keys while the others reconcile.
+        for identity in ("a", "b", "c"):
+            members.append(await start_member(url, identity, tmp_path, lease=LEASE, work_ms=2.0))
+        await wait_settled(members, WITHIN)
+        await wait_reconciled(members, keys, by={"a", "b", "c"}, after=0.0)
+        assert_no_overlaps(members)
+
+        ring = HashRing({"a", "b", "c"})
+        of_b = {k for k in keys if ring.owner(k) == "b"}
+        killed_at = await members[1].kill()
+        survivors = [members[0], members[2]]
+        await wait_settled(survivors, WITHIN)
+        again = await wait_reconciled(members, of_b, by={"a", "c"}, after=killed_at)
+        handover = min(i.start for i in again) - killed_at
+        assert handover <= LEASE.lease_duration + 1.0, f"handover took {handover:.2f}s"
+        after_kill = HashRing({"a", "c"})
+        assert all(i.identity == after_kill.owner(i.key) for i in again)
+
+        for m in survivors:
+            assert await m.stop() == 0
+        assert_no_overlaps(members)
+    finally:
+        await stop_all(members)
+        await store.close()
