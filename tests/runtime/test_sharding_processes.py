@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,7 @@ from setpoint.store import open_store
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
-from shard_member import (  # noqa: E402
+from shard_member import (
     Interval,
     Member,
     fill,
