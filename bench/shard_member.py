@@ -6,13 +6,13 @@ As a program (`python bench/shard_member.py URL IDENTITY RECORDS [--work-ms MS] 
 runs one `Manager` with coordination `shard` on the store at URL, with one controller of
 `Item`s (namespace/name keys) whose reconcile awaits `--work-ms` of simulated I/O. Every
 reconcile appends `S key identity t` when it starts and `E key identity t` when it ends
-(cancelled ones too) to RECORDS, each line one unbuffered `write` with `t` on the host's
-monotonic clock, so a recorder, not an assumption, shows who reconciled what when; a
+(`C` instead when it was cancelled) to RECORDS, each line one unbuffered `write` with `t`
+on the host's monotonic clock, so a recorder, not an assumption, shows who reconciled what when; a
 process killed mid-reconcile leaves an `S` without its `E`. It prints `READY` once
 started, `SETTLED a,b,c` each time its membership settles, and stops on SIGTERM.
 
-As a module: `start_member`, `wait_settled`, `fill`, `read_intervals` and `overlaps` for
-drivers. Uses only the public runtime API.
+As a module: `start_member`, `wait_settled`, `fill`, `read_intervals`, `wait_reconciled`
+and `overlaps` for drivers. Uses only the public runtime API.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import logging
 import os
 import sys
 import time
@@ -59,6 +60,7 @@ async def member(args: argparse.Namespace) -> None:
     )
     options = ManagerOptions(
         coordination=Coordination.SHARD,
+        leader_election_id=args.group,
         identity=args.identity,
         lease=lease,
         handle_signals=True,
@@ -73,10 +75,12 @@ async def member(args: argparse.Namespace) -> None:
     async def reconcile(request: Request) -> None:
         key = f"{request.namespace}/{request.name}"
         os.write(records, f"S {key} {args.identity} {time.monotonic()}\n".encode())
+        mark = "C"  # cancelled, unless it gets to the end
         try:
             await asyncio.sleep(work)
+            mark = "E"
         finally:
-            os.write(records, f"E {key} {args.identity} {time.monotonic()}\n".encode())
+            os.write(records, f"{mark} {key} {args.identity} {time.monotonic()}\n".encode())
 
     manager.controller("items").for_(ITEM).max_concurrent(args.workers).complete(reconcile)
     shard = manager.shard
@@ -108,6 +112,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--lease", type=float, default=4.0)
     p.add_argument("--renew", type=float, default=3.0)
     p.add_argument("--retry", type=float, default=0.5)
+    p.add_argument("--group", default="setpoint-manager", help="the shard group's name")
     return p.parse_args(argv)
 
 
@@ -150,6 +155,7 @@ async def start_member(
     lease: LeaseSettings,
     work_ms: float,
     workers: int = 4,
+    group: str = "setpoint-manager",
 ) -> Member:
     """Start a member process; its records and stderr go to `directory`."""
     records = directory / f"{identity}.records"
@@ -165,6 +171,7 @@ async def start_member(
             f"--lease={lease.lease_duration}",
             f"--renew={lease.renew_deadline}",
             f"--retry={lease.retry_period}",
+            f"--group={group}",
             stdout=asyncio.subprocess.PIPE,
             stderr=err,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
@@ -233,6 +240,8 @@ class Interval:
     identity: str
     start: float
     end: float
+    finished: bool = True
+    """False if it was cancelled or its process killed before it ended."""
 
 
 def read_intervals(members: list[Member]) -> list[Interval]:
@@ -251,11 +260,33 @@ def read_intervals(members: list[Member]) -> list[Interval]:
             if mark == "S":
                 open_[key] = float(at)
             elif key in open_:
-                intervals.append(Interval(key, identity, open_.pop(key), float(at)))
+                start = open_.pop(key)
+                intervals.append(Interval(key, identity, start, float(at), mark == "E"))
         for key, start in open_.items():
             end = m.killed_at if m.killed_at is not None else time.monotonic()
-            intervals.append(Interval(key, m.identity, start, end))
+            intervals.append(Interval(key, m.identity, start, end, finished=False))
     return intervals
+
+
+async def wait_reconciled(
+    members: list[Member], keys: set[str], *, by: set[str], after: float, within: float
+) -> list[Interval]:
+    """Wait until each of `keys` was reconciled to the end by one of `by`, starting after
+    `after` (host monotonic time); return those reconciles. Re-reads the records every
+    50 ms: a condition, polled."""
+    async with asyncio.timeout(within):
+        while True:
+            done = [
+                i
+                for i in read_intervals(members)
+                if i.finished and i.start > after and i.identity in by and i.key in keys
+            ]
+            if {i.key for i in done} >= keys:
+                return done
+            for m in members:
+                if m.identity in by and m.process.returncode is not None:
+                    raise RuntimeError(f"member {m.identity} exited ({m.process.returncode})")
+            await asyncio.sleep(0.05)
 
 
 def overlaps(intervals: list[Interval]) -> list[tuple[Interval, Interval]]:
@@ -276,5 +307,7 @@ def overlaps(intervals: list[Interval]) -> list[tuple[Interval, Interval]]:
 
 
 if __name__ == "__main__":
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
+    logging.getLogger("setpoint.sharding").setLevel(logging.INFO)
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(member(parse(sys.argv[1:])))

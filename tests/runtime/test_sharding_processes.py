@@ -6,7 +6,6 @@ and the first of them within the lease duration + 1 s of the kill."""
 
 from __future__ import annotations
 
-import asyncio
 import sys
 from pathlib import Path
 
@@ -19,7 +18,6 @@ from setpoint.store import open_store
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
 from shard_member import (
-    Interval,
     Member,
     fill,
     overlaps,
@@ -27,6 +25,7 @@ from shard_member import (
     registry,
     start_member,
     stop_all,
+    wait_reconciled,
     wait_settled,
 )
 
@@ -37,26 +36,6 @@ WITHIN = 120.0  # for what should take seconds; generous, the machine is loaded
 
 def store_urls(tmp_path: Path) -> list[str]:
     return [f"sqlite:///{tmp_path}/state.db"]
-
-
-async def wait_reconciled(
-    members: list[Member], keys: set[str], *, by: set[str], after: float
-) -> list[Interval]:
-    """Wait until each of `keys` was reconciled to the end by one of `by`, starting after
-    `after`; return those reconciles."""
-    async with asyncio.timeout(WITHIN):
-        while True:
-            done = [
-                i
-                for i in read_intervals(members)
-                if i.start > after and i.identity in by and i.key in keys
-            ]
-            if {i.key for i in done} >= keys:
-                return done
-            for m in members:
-                if m.identity in by and m.process.returncode is not None:
-                    raise AssertionError(f"member {m.identity} exited: {m.process.returncode}")
-            await asyncio.sleep(0.1)  # re-read the records: a condition, polled
 
 
 def assert_no_overlaps(members: list[Member]) -> None:
@@ -80,7 +59,7 @@ async def test_three_members_never_overlap_and_take_over_a_killed_ones_keys(
         for identity in ("a", "b", "c"):
             members.append(await start_member(url, identity, tmp_path, lease=LEASE, work_ms=2.0))
         await wait_settled(members, WITHIN)
-        await wait_reconciled(members, keys, by={"a", "b", "c"}, after=0.0)
+        await wait_reconciled(members, keys, by={"a", "b", "c"}, after=0.0, within=WITHIN)
         assert_no_overlaps(members)
 
         ring = HashRing({"a", "b", "c"})
@@ -88,7 +67,7 @@ async def test_three_members_never_overlap_and_take_over_a_killed_ones_keys(
         killed_at = await members[1].kill()
         survivors = [members[0], members[2]]
         await wait_settled(survivors, WITHIN)
-        again = await wait_reconciled(members, of_b, by={"a", "c"}, after=killed_at)
+        again = await wait_reconciled(members, of_b, by={"a", "c"}, after=killed_at, within=WITHIN)
         handover = min(i.start for i in again) - killed_at
         assert handover <= LEASE.lease_duration + 1.0, f"handover took {handover:.2f}s"
         after_kill = HashRing({"a", "c"})
