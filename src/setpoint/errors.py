@@ -9,6 +9,7 @@
     ├── Conflict           stale resourceVersion: re-read, re-apply, retry
     ├── Gone               watch history compacted past the requested revision: relist
     ├── StoreClosed        the store was closed
+    ├── StoreUnavailable   a store's server cannot be reached (retry; re-read first)
     ├── LeadershipLost     a manager lost its leader lease and stopped
     ├── MetricUnavailable  an Autoscaler's metric could not be read (a one-line reason)
     ├── EngineRunning      another engine already runs on this store: stop it first
@@ -85,6 +86,16 @@ class Gone(Error):
 
 
 class StoreClosed(Error):
+    code = 503
+    reason = "ServiceUnavailable"
+
+
+class StoreUnavailable(Error):
+    """The store's server (PostgreSQL, etcd) could not be reached, or the connection broke
+    during the call. Retryable: the store reconnects by itself. A write that fails with it
+    may or may not have been committed, so read the object again before retrying (a blind
+    retry of a create may meet `AlreadyExists`, of an update `Conflict`)."""
+
     code = 503
     reason = "ServiceUnavailable"
 

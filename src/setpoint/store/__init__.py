@@ -12,6 +12,10 @@ URLs
     sqlite:////abs/path.db?sync=normal  options: history=N revisions of watch history
                                         kept (default 10000); sync=full (default,
                                         fsync per commit) | normal | off
+    postgresql://user@host:port/db      a PostgreSQL database that any number of processes
+                                        and hosts share (also postgres://; needs the
+                                        `setpoint[postgresql]` extra); options history= and
+                                        sync= as above, any other is libpq's (sslmode=...)
 
 `open_store(url, create=False)` is how readers open a store: one that does not exist
 is `NotFound`, never created empty. `open_reader(url, registry)` gives a short-lived
@@ -22,7 +26,7 @@ from __future__ import annotations
 
 import os
 from typing import TYPE_CHECKING, cast
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 from setpoint import lazy
 from setpoint.clock import SYSTEM_CLOCK, Clock
@@ -32,6 +36,7 @@ if TYPE_CHECKING:
     from setpoint.errors import AlreadyExists, Conflict, Gone, StoreClosed, UnknownKind
     from setpoint.model import Registry
     from setpoint.store.base import EventType, Reader, Store, WatchEvent
+    from setpoint.store.postgresql import Sync as PgSync
     from setpoint.store.rules import FOREGROUND_DELETION, ORPHAN
 
 __getattr__, __dir__ = lazy.exports(
@@ -83,7 +88,45 @@ async def open_store(
 
         store = SqliteStore(path, registry, clock=clock, history=history, sync=cast(Sync, sync))
         return await store.open()
-    raise Invalid(f"{url!r}: unknown store; want memory:// or sqlite:///path.db", field="store")
+    if scheme in ("postgresql", "postgres"):
+        return await _postgresql(
+            url, options, registry, clock=clock, history=history, create=create
+        )
+    raise Invalid(
+        f"{url!r}: unknown store; want memory://, sqlite:///path.db or postgresql://host/db",
+        field="store",
+    )
+
+
+async def _postgresql(
+    url: str,
+    options: dict[str, str],
+    registry: Registry | None,
+    *,
+    clock: Clock,
+    history: int,
+    create: bool,
+) -> Store:
+    """Open a `postgresql://` store: our options taken out, the rest left to libpq."""
+    sync = options.pop("sync", "full")
+    if sync not in ("full", "normal", "off"):
+        raise Invalid(f"sync={sync!r}: want full, normal or off", field="store")
+    try:
+        from setpoint.store.postgresql import PostgresStore
+    except ImportError as exc:  # not installed, or installed without a libpq to use
+        if not (exc.name or "psycopg").startswith("psycopg"):
+            raise
+        raise Invalid(
+            f"{url!r}: the PostgreSQL store needs its driver (psycopg), which is not installed:"
+            " install setpoint with the postgresql extra (pip install 'setpoint[postgresql]')",
+            field="store",
+        ) from None
+    parts = urlsplit(url)
+    conninfo = parts._replace(query=urlencode(options)).geturl()
+    store = PostgresStore(
+        conninfo, registry, clock=clock, history=history, sync=cast("PgSync", sync)
+    )
+    return await store.open(create=create)
 
 
 def open_reader(url: str, registry: Registry) -> Reader | None:

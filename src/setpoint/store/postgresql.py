@@ -1,0 +1,665 @@
+"""The `postgresql://user@host:port/db` backend: one database shared by any number of
+setpoint processes on any number of hosts. It keeps the contract of `setpoint.store.base`
+with the write rules of `setpoint.store.rules`, as the SQLite backend does; it must not
+decide anything those rules decide.
+
+Layout (as the SQLite backend): `setpoint_objects` holds each object's current JSON,
+`setpoint_log` one row per change, and `setpoint_meta` the store's revision, its compaction
+mark and the schema version.
+
+Revisions are assigned in commit order, by construction. A write transaction starts by
+locking the one `revision` row of `setpoint_meta` (SELECT ... FOR UPDATE), takes the next
+revisions from it and sets it before it commits: the row lock is held until commit, so two
+transactions that write never overlap, a revision is visible only once every lower one is,
+and there is no gap to fill (kine's fault: ids taken at insert, visible at commit). Each
+compare-and-swap is decided inside that transaction, after the lock, so it sees every
+committed write. Writes are group-committed: one writer task per store drains every
+pending write of this process into one transaction (two round trips in pipeline mode and
+one commit), then resolves each caller's future; a refused write fails alone.
+
+Watch: watchers in this process are fed from the writer after commit. Changes committed by
+other processes are read from `setpoint_log` by revision, woken by LISTEN/NOTIFY (every
+write transaction notifies `setpoint_log` with its last revision) or, should a notification
+be missed, by a poll of the revision every `poll_interval` seconds. Each revision is
+published once, in order, whoever wrote it.
+
+Compaction: raising the mark is one small update (inside the write transaction when the
+retained history grows past twice `history`, or by `compact`); the rows under it are then
+deleted in batches of `_COMPACT_BATCH`, each its own short transaction that no writer
+waits on.
+
+Connections: the writer, a listener, and a small pool for reads, each opened again after
+it breaks. A call in flight when the server goes away fails with `StoreUnavailable`
+(retryable; a write may or may not have committed); watchers in this process pause and
+resume from the last revision they were given, missing nothing and repeating nothing.
+Durability: `sync=full` (default) commits with `synchronous_commit=on`; `sync=normal` or
+`off` with `synchronous_commit=off` (a crash of the server may lose the last commits,
+never reorder or corrupt them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import contextlib
+import logging
+import select
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import psycopg
+from psycopg import AsyncConnection
+
+from setpoint.clock import SYSTEM_CLOCK, Clock
+from setpoint.errors import Error, Gone, Invalid, NotFound, StoreClosed, StoreUnavailable
+from setpoint.model import Object, Registry, Selector, codec
+from setpoint.store.backend import Backend
+from setpoint.store.rules import Change, Key, Write, decide, encode, key_of, not_found, stamp
+from setpoint.store.watchers import LogEntry, Watchers, matcher
+
+log = logging.getLogger("setpoint.store.postgresql")
+
+Sync = Literal["full", "normal", "off"]
+
+SCHEMA_VERSION = 1
+"""The layout this module reads and writes; a store with a newer one is refused."""
+CHANNEL = "setpoint_log"
+"""The NOTIFY channel every write transaction signals with its last revision."""
+
+_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS setpoint_objects (
+    api_version text NOT NULL, kind text NOT NULL, namespace text NOT NULL, name text NOT NULL,
+    revision bigint NOT NULL, data text NOT NULL,
+    PRIMARY KEY (api_version, kind, namespace, name))""",
+    """CREATE TABLE IF NOT EXISTS setpoint_log (
+    revision bigint PRIMARY KEY,
+    type text NOT NULL, api_version text NOT NULL, kind text NOT NULL,
+    namespace text NOT NULL, name text NOT NULL, data text NOT NULL,
+    labels text, prev_labels text)""",
+    "CREATE TABLE IF NOT EXISTS setpoint_meta (key text PRIMARY KEY, value bigint NOT NULL)",
+    f"""INSERT INTO setpoint_meta VALUES ('revision', 0), ('compacted', 0),
+    ('schema', {SCHEMA_VERSION}) ON CONFLICT DO NOTHING""",
+)
+_SCHEMA_LOCK = 0x5E7_9017
+"""Advisory lock that serializes creating the schema (several processes open at once)."""
+
+_LOCK_REVISION = "SELECT value FROM setpoint_meta WHERE key = 'revision' FOR UPDATE"
+_REVISION = "SELECT value FROM setpoint_meta WHERE key = 'revision'"
+_COMPACTED = "SELECT value FROM setpoint_meta WHERE key = 'compacted'"
+_GET = (
+    "SELECT data FROM setpoint_objects"
+    " WHERE api_version = %s AND kind = %s AND namespace = %s AND name = %s"
+)
+_GET_MANY = (
+    "SELECT o.api_version, o.kind, o.namespace, o.name, o.data FROM setpoint_objects o"
+    " JOIN unnest(%s::text[], %s::text[], %s::text[], %s::text[]) AS k(a, b, c, d)"
+    " ON o.api_version = k.a AND o.kind = k.b AND o.namespace = k.c AND o.name = k.d"
+)
+_INSERT_LOG = (
+    "INSERT INTO setpoint_log"
+    " SELECT * FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::text[], %s::text[],"
+    " %s::text[], %s::text[], %s::text[], %s::text[])"
+)
+_UPSERT = (
+    "INSERT INTO setpoint_objects"
+    " SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::bigint[],"
+    " %s::text[])"
+    " ON CONFLICT (api_version, kind, namespace, name)"
+    " DO UPDATE SET revision = excluded.revision, data = excluded.data"
+)
+_DELETE = (
+    "DELETE FROM setpoint_objects o"
+    " USING unnest(%s::text[], %s::text[], %s::text[], %s::text[]) AS k(a, b, c, d)"
+    " WHERE o.api_version = k.a AND o.kind = k.b AND o.namespace = k.c AND o.name = k.d"
+)
+_SET_REVISION = "UPDATE setpoint_meta SET value = %s WHERE key = 'revision'"
+_RAISE_MARK = "UPDATE setpoint_meta SET value = greatest(value, %s) WHERE key = 'compacted'"
+_LOG_COLUMNS = "revision, type, api_version, kind, namespace, data, labels, prev_labels"
+_MAX_BATCH = 1000
+_COMPACT_BATCH = 2000
+_POOL_SIZE = 8
+
+_Unreachable = (psycopg.OperationalError, psycopg.InterfaceError)
+"""What psycopg raises when the server cannot be reached or the connection broke."""
+
+
+@dataclass(slots=True)
+class _Pending:
+    write: Write
+    future: asyncio.Future[Object]
+    result: Object | BaseException | None = None
+
+
+def _entry(row: tuple[Any, ...]) -> LogEntry:
+    rev, type_, api_version, kind, namespace, data, labels, prev = row
+    return LogEntry(
+        rev,
+        type_,
+        api_version,
+        kind,
+        namespace,
+        data,
+        codec.decode(labels) if labels else None,
+        codec.decode(prev) if prev else None,
+    )
+
+
+def _labels(labels: dict[str, str] | None) -> str | None:
+    return codec.encode(labels).decode() if labels else None
+
+
+def _unavailable(exc: BaseException, doing: str) -> StoreUnavailable:
+    reason = " ".join(str(exc).split()) or type(exc).__name__
+    return StoreUnavailable(
+        f"the PostgreSQL server cannot be reached ({doing}: {reason}); retry once it is back"
+    )
+
+
+def _stale(conn: AsyncConnection[Any] | None) -> bool:
+    """Whether an idle connection is known to be gone without asking the server: closed, or
+    its socket has something to read (an idle connection is sent nothing but the notice and
+    end of file of a server shutting down, or of a backend terminated)."""
+    if conn is None or conn.closed:
+        return True
+    try:
+        readable, _, _ = select.select([conn.pgconn.socket], [], [], 0)
+    except (OSError, ValueError, psycopg.Error):
+        return True
+    return bool(readable)
+
+
+class PostgresStore(Backend):
+    def __init__(
+        self,
+        conninfo: str,
+        registry: Registry | None = None,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+        history: int = 10_000,
+        sync: Sync = "full",
+        poll_interval: float = 0.25,
+    ) -> None:
+        self.registry = registry if registry is not None else Registry()
+        self.conninfo = conninfo
+        try:
+            info = psycopg.conninfo.conninfo_to_dict(conninfo)
+        except psycopg.Error as exc:
+            raise Invalid(f"not a PostgreSQL connection URL: {exc}", field="store") from None
+        self._where = f"postgresql://{info.get('host', '')}:{info.get('port', '')}/" + str(
+            info.get("dbname", "")
+        )
+        """The server and database, without user or password, for messages."""
+        self._clock = clock
+        self._history_size = history
+        self._sync = sync
+        self._poll_interval = poll_interval
+        self._writes: asyncio.Queue[_Pending | None] = asyncio.Queue()
+        self._watchers = Watchers()
+        self._notes: asyncio.Queue[tuple[int, list[LogEntry]] | None] = asyncio.Queue()
+        self._wake_queued = False
+        self._published = 0  # the last revision handed to watchers
+        self._closed = False
+        self._writer_conn: AsyncConnection[Any] | None = None
+        self._idle: list[AsyncConnection[Any]] = []
+        self._in_use = 0
+        self._returned = asyncio.Condition()
+        self._compact_wanted = asyncio.Event()
+        self._compact_due = False
+        self._token = uuid.uuid4().hex[:12]  # tells this store's notifications from others'
+
+    async def open(self, *, create: bool = True) -> PostgresStore:
+        """Connect, make the tables unless they exist (`create`; else `NotFound`), start."""
+        try:
+            conn = await self._connect()
+        except StoreUnavailable as exc:
+            if "does not exist" in str(exc):
+                raise NotFound(f"no store at {self._where}: {exc}") from None
+            raise
+        try:
+            async with conn.transaction():
+                exists = await (
+                    await conn.execute("SELECT to_regclass('setpoint_meta')")
+                ).fetchone()
+                if exists is None or exists[0] is None:
+                    if not create:
+                        raise NotFound(
+                            f"no store at {self._where} (the database holds no setpoint "
+                            "tables, and reading never creates them)"
+                        )
+                    await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+                    for statement in _SCHEMA:
+                        await conn.execute(statement)
+            row = await (
+                await conn.execute("SELECT value FROM setpoint_meta WHERE key = 'schema'")
+            ).fetchone()
+            if row is not None and row[0] > SCHEMA_VERSION:
+                raise Invalid(
+                    f"the store at {self._where} has schema version {row[0]}; this setpoint "
+                    f"knows up to {SCHEMA_VERSION}: upgrade setpoint",
+                    field="store",
+                )
+            self._published = await self._revision_on(conn)
+        except _Unreachable as exc:
+            await conn.close()
+            raise _unavailable(exc, "opening the store") from None
+        except psycopg.Error as exc:
+            await conn.close()
+            raise Invalid(f"cannot open {self._where} as a store: {exc}", field="store") from None
+        except BaseException:
+            await conn.close()
+            raise
+        self._idle.append(conn)
+        self._tasks = [
+            asyncio.create_task(self._write_loop(), name="setpoint-pg-writer"),
+            asyncio.create_task(self._dispatch(), name="setpoint-pg-dispatch"),
+            asyncio.create_task(self._listen(), name="setpoint-pg-listen"),
+            asyncio.create_task(self._poll(), name="setpoint-pg-poll"),
+            asyncio.create_task(self._compact_loop(), name="setpoint-pg-compact"),
+        ]
+        return self
+
+    async def _connect(self) -> AsyncConnection[Any]:
+        try:
+            conn = await AsyncConnection.connect(self.conninfo, autocommit=True)
+        except psycopg.OperationalError as exc:
+            raise _unavailable(exc, "connecting") from None
+        except psycopg.Error as exc:
+            raise Invalid(f"cannot connect to {self._where}: {exc}", field="store") from None
+        if self._sync != "full":
+            await conn.execute("SET synchronous_commit = off")
+        return conn
+
+    # -- writes -----------------------------------------------------------------
+
+    async def _execute(self, write: Write) -> Object:
+        self._check_open()
+        future: asyncio.Future[Object] = asyncio.get_running_loop().create_future()
+        self._writes.put_nowait(_Pending(write, future))
+        return await future
+
+    async def _write_loop(self) -> None:
+        """The writer: one transaction, one commit, for every write waiting."""
+        while (first := await self._writes.get()) is not None:
+            batch = [first]
+            stop = False
+            while len(batch) < _MAX_BATCH and not self._writes.empty():
+                item = self._writes.get_nowait()
+                if item is None:
+                    stop = True
+                    break
+                batch.append(item)
+            start, entries = await self._commit(batch)
+            if self._compact_due:
+                self._compact_due = False
+                self._compact_wanted.set()
+            if entries:
+                self._notes.put_nowait((start, entries))  # ahead of what the callers do next
+            for pending in batch:
+                if pending.future.done():
+                    continue
+                if isinstance(pending.result, BaseException):
+                    pending.future.set_exception(pending.result)
+                else:
+                    assert pending.result is not None
+                    pending.future.set_result(pending.result)
+            if stop:
+                break
+
+    async def _commit(self, batch: list[_Pending]) -> tuple[int, list[LogEntry]]:
+        """Run `batch` in one transaction; each pending write gets its result (or error)."""
+        try:
+            if _stale(self._writer_conn):  # the server restarted since the last batch
+                if self._writer_conn is not None:
+                    await self._writer_conn.close()
+                self._writer_conn = await self._connect()
+            assert self._writer_conn is not None
+            return await self._transaction(self._writer_conn, batch)
+        except BaseException as exc:
+            if isinstance(exc, _Unreachable):
+                failure: BaseException = _unavailable(
+                    exc, "writing; the write may or may not have been committed: read it again"
+                )
+                if self._writer_conn is not None:
+                    await self._writer_conn.close()
+                self._writer_conn = None
+            elif isinstance(exc, Error):
+                failure = exc
+            elif isinstance(exc, psycopg.Error):
+                failure = Error(f"postgresql: {exc}")
+            else:
+                failure = exc
+            for pending in batch:
+                pending.result = failure
+            if not isinstance(exc, Exception):
+                raise
+            return 0, []
+
+    async def _transaction(
+        self, conn: AsyncConnection[Any], batch: list[_Pending]
+    ) -> tuple[int, list[LogEntry]]:
+        now = self._clock.now()
+        keys = list({p.write.key: None for p in batch})
+        entries: list[LogEntry] = []
+        log_rows: list[tuple[Any, ...]] = []
+        async with conn.pipeline(), conn.transaction():
+            locked = await conn.execute(_LOCK_REVISION)  # held until commit
+            marked = await conn.execute(_COMPACTED)
+            found = await conn.execute(
+                _GET_MANY, [list(column) for column in zip(*keys, strict=True)]
+            )
+            start = (await locked.fetchone() or (0,))[0]
+            compacted = (await marked.fetchone() or (0,))[0]
+            stored: dict[Key, str | bytes | None] = dict.fromkeys(keys)
+            for *key, data in await found.fetchall():
+                stored[tuple(key)] = data
+            revision = start
+            changes: dict[Key, tuple[Change, bytes]] = {}
+            for pending in batch:
+                key = pending.write.key
+                data = stored[key]
+                current = None if data is None else codec.decode(data)
+                try:
+                    change = decide(pending.write, current, now)
+                    if change is None:
+                        pending.result = current
+                        continue
+                    stamp(change, revision + 1)
+                    encoded = encode(change.object)
+                except Exception as exc:  # this write alone fails; nothing of it is written
+                    pending.result = exc
+                    continue
+                revision += 1
+                stored[key] = None if change.type == "DELETED" else encoded
+                changes[key] = (change, encoded)
+                labels = change.object["metadata"].get("labels")
+                entries.append(
+                    LogEntry(revision, change.type, *key[:3], encoded, labels, change.prev_labels)
+                )
+                log_rows.append(
+                    (
+                        revision,
+                        change.type,
+                        *key,
+                        encoded.decode(),
+                        _labels(labels),
+                        _labels(change.prev_labels),
+                    )
+                )
+                pending.result = change.object
+            if not entries:
+                return start, []
+            await self._write_rows(conn, log_rows, changes)
+            await conn.execute(_SET_REVISION, (revision,))
+            if revision - compacted > 2 * self._history_size:  # keep about `history` revisions
+                await conn.execute(_RAISE_MARK, (revision - self._history_size,))
+                self._compact_due = True  # once committed
+            await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, f"{revision} {self._token}"))
+        return start, entries
+
+    @staticmethod
+    async def _write_rows(
+        conn: AsyncConnection[Any],
+        log_rows: list[tuple[Any, ...]],
+        changes: dict[Key, tuple[Change, bytes]],
+    ) -> None:
+        """The `setpoint_log` rows, and each changed object's last state (several writes of
+        one object in a batch leave the last one)."""
+        await conn.execute(_INSERT_LOG, [list(c) for c in zip(*log_rows, strict=True)])
+        upserts = [
+            (*key, int(change.object["metadata"]["resourceVersion"]), data.decode())
+            for key, (change, data) in changes.items()
+            if change.type != "DELETED"
+        ]
+        deletes = [key for key, (change, _) in changes.items() if change.type == "DELETED"]
+        if upserts:
+            await conn.execute(_UPSERT, [list(c) for c in zip(*upserts, strict=True)])
+        if deletes:
+            await conn.execute(_DELETE, [list(c) for c in zip(*deletes, strict=True)])
+
+    # -- watch fan-out --------------------------------------------------------
+
+    def _wake(self, revision: int | None = None) -> None:
+        """Have the dispatcher read the log (another process may have written)."""
+        if revision is not None and revision <= self._published:
+            return
+        if not self._wake_queued:
+            self._wake_queued = True
+            self._notes.put_nowait((-1, []))
+
+    async def _dispatch(self) -> None:
+        """Publish every committed revision once, in order, whoever wrote it."""
+        while (note := await self._notes.get()) is not None:
+            start, entries = note
+            if not entries:
+                self._wake_queued = False
+            if start > self._published or not entries:  # another process wrote in between
+                try:
+                    missing = await self._history(self._published)
+                except Gone as exc:  # compacted past what watchers were given: they relist
+                    log.warning("%s; watchers must relist", exc)
+                    self._watchers.expire()
+                    with contextlib.suppress(Error):
+                        self._published = await self.revision()
+                    continue
+                except Error as exc:  # unreachable: the poll wakes us again once it is back
+                    log.warning("cannot read the revision log (%s); will retry", exc)
+                    continue
+                self._publish([e for e in missing if not entries or e.revision <= start])
+            self._publish(entries)
+
+    def _publish(self, entries: list[LogEntry]) -> None:
+        fresh = [e for e in entries if e.revision > self._published]
+        if fresh and fresh[0].revision != self._published + 1:
+            return  # a gap: wait until the log is read from `_published`
+        if fresh:
+            self._published = fresh[-1].revision
+            self._watchers.publish(fresh)
+
+    async def _listen(self) -> None:
+        """Wake the dispatcher on every NOTIFY; reconnect (and catch up) when it breaks."""
+        delay = 0.05
+        while True:
+            conn = None
+            try:
+                conn = await self._connect()
+                await conn.execute(f"LISTEN {CHANNEL}")
+                self._wake()  # whatever was written while nobody listened
+                delay = 0.05
+                async for note in conn.notifies():
+                    revision, _, writer = note.payload.partition(" ")
+                    if writer != self._token:  # this store's own writes reach the dispatcher
+                        with contextlib.suppress(ValueError):  # directly from the writer
+                            self._wake(int(revision))
+            except (StoreUnavailable, *_Unreachable) as exc:
+                log.debug("listener: %s; reconnecting", exc)
+            finally:
+                if conn is not None:
+                    await conn.close()
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 2.0)
+
+    async def _poll(self) -> None:
+        """The fallback for a missed notification: look at the revision now and then."""
+        while True:
+            await asyncio.sleep(self._poll_interval)
+            try:
+                revision = await self.revision()
+            except Error:
+                continue
+            self._wake(revision)
+
+    # -- reads ------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def _connection(self) -> AsyncIterator[AsyncConnection[Any]]:
+        """A pooled connection (autocommit); one that broke is closed, not returned, and the
+        call fails with `StoreUnavailable`."""
+        self._check_open()
+        async with self._returned:
+            await self._returned.wait_for(lambda: self._idle or self._in_use < _POOL_SIZE)
+            self._in_use += 1
+            conn = self._idle.pop() if self._idle else None
+        try:
+            if _stale(conn):
+                if conn is not None:
+                    await conn.close()
+                conn = await self._connect()
+            assert conn is not None
+            try:
+                yield conn
+            except _Unreachable as exc:
+                await conn.close()
+                raise _unavailable(exc, "reading") from None
+            except psycopg.Error as exc:
+                raise Error(f"postgresql: {exc}") from exc
+        finally:
+            async with self._returned:
+                self._in_use -= 1
+                if conn is not None and not conn.closed and not self._closed:
+                    if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+                        self._idle.append(conn)
+                    else:
+                        await conn.close()
+                elif conn is not None:
+                    await conn.close()
+                self._returned.notify()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreClosed("the store is closed")
+
+    async def get(
+        self, api_version: str, kind: str, name: str, namespace: str | None = "default"
+    ) -> Object:
+        key = key_of(self.registry.get(api_version, kind), name, namespace)
+        async with self._connection() as conn:
+            row = await (await conn.execute(_GET, key)).fetchone()
+        if row is None:
+            raise not_found(key)
+        obj: Object = codec.decode(row[0])
+        return obj
+
+    async def list_pages(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None = None,
+        label_selector: str | Selector | None = None,
+        *,
+        page_size: int = 500,
+    ) -> AsyncIterator[tuple[builtins.list[Object], int]]:
+        """One REPEATABLE READ transaction (one snapshot: the revision and the objects agree),
+        read through a server-side cursor a page at a time."""
+        self.registry.get(api_version, kind)
+        matches = matcher(label_selector)
+        query = "SELECT data FROM setpoint_objects WHERE api_version = %s AND kind = %s"
+        args: tuple[str, ...] = (api_version, kind)
+        if namespace is not None:
+            query, args = query + " AND namespace = %s", (*args, namespace)
+        query += " ORDER BY namespace, name"
+        async with self._connection() as conn:
+            await conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            try:
+                revision = await self._revision_on(conn)
+                async with conn.cursor(name="setpoint_list") as cursor:
+                    await cursor.execute(query, args)
+                    first = True
+                    while True:
+                        rows = await cursor.fetchmany(page_size)
+                        page = [codec.decode(data) for (data,) in rows]
+                        page = [o for o in page if matches(o["metadata"].get("labels"))]
+                        if page or first:
+                            yield page, revision
+                        first = False
+                        if len(rows) < page_size:
+                            break
+            finally:
+                if (
+                    not conn.closed
+                    and conn.info.transaction_status != psycopg.pq.TransactionStatus.UNKNOWN
+                ):
+                    with contextlib.suppress(*_Unreachable):
+                        await conn.execute("COMMIT")
+
+    async def _history(self, after: int) -> builtins.list[LogEntry]:
+        async with self._connection() as conn:
+            await conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            try:
+                compacted = (await (await conn.execute(_COMPACTED)).fetchone() or (0,))[0]
+                if after < compacted:
+                    raise Gone(
+                        f"too old resource version: {after} (history starts after {compacted})"
+                    )
+                cursor = await conn.execute(
+                    f"SELECT {_LOG_COLUMNS} FROM setpoint_log WHERE revision > %s"
+                    " ORDER BY revision",
+                    (after,),
+                )
+                rows = await cursor.fetchall()
+            finally:
+                if not conn.closed:
+                    with contextlib.suppress(*_Unreachable):
+                        await conn.execute("COMMIT")
+        return [_entry(row) for row in rows]
+
+    @staticmethod
+    async def _revision_on(conn: AsyncConnection[Any]) -> int:
+        row = await (await conn.execute(_REVISION)).fetchone()
+        return 0 if row is None else int(row[0])
+
+    async def revision(self) -> int:
+        async with self._connection() as conn:
+            return await self._revision_on(conn)
+
+    # -- compaction -------------------------------------------------------------
+
+    async def compact(self, revision: int) -> None:
+        """Raise the mark to `revision` (at most the store's), then delete what lies under it."""
+        async with self._connection() as conn:
+            await conn.execute(
+                "UPDATE setpoint_meta SET value = greatest(value, least(%s,"
+                f" ({_REVISION}))) WHERE key = 'compacted'",
+                (revision,),
+            )
+        await self._delete_compacted()
+
+    async def _delete_compacted(self) -> None:
+        """Delete the log rows at or under the mark, `_COMPACT_BATCH` at a time, each batch
+        its own transaction: writers insert above the mark and never wait on these."""
+        while True:
+            async with self._connection() as conn:
+                cursor = await conn.execute(
+                    "DELETE FROM setpoint_log WHERE revision IN (SELECT revision FROM setpoint_log"
+                    f" WHERE revision <= ({_COMPACTED}) ORDER BY revision LIMIT %s)",
+                    (_COMPACT_BATCH,),
+                )
+                if cursor.rowcount < _COMPACT_BATCH:
+                    return
+
+    async def _compact_loop(self) -> None:
+        while True:
+            await self._compact_wanted.wait()
+            self._compact_wanted.clear()
+            try:
+                await self._delete_compacted()
+            except Error as exc:
+                log.warning("compaction stopped (%s); the next write past the mark retries", exc)
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._writes.put_nowait(None)
+        await asyncio.gather(self._tasks[0], return_exceptions=True)
+        self._notes.put_nowait(None)
+        await asyncio.gather(self._tasks[1], return_exceptions=True)
+        for task in self._tasks[2:]:
+            task.cancel()
+        await asyncio.gather(*self._tasks[2:], return_exceptions=True)
+        self._watchers.close()
+        async with self._returned:
+            idle, self._idle = self._idle, []
+        for conn in [*idle, *([self._writer_conn] if self._writer_conn else [])]:
+            await conn.close()
