@@ -7,9 +7,11 @@ runs one `Manager` with coordination `shard` on the store at URL, with one contr
 `Item`s (namespace/name keys) whose reconcile awaits `--work-ms` of simulated I/O. Every
 reconcile appends `S key identity t` when it starts and `E key identity t` when it ends
 (`C` instead when it was cancelled) to RECORDS, each line one unbuffered `write` with `t`
-on the host's monotonic clock, so a recorder, not an assumption, shows who reconciled what when; a
-process killed mid-reconcile leaves an `S` without its `E`. It prints `READY` once
-started, `SETTLED a,b,c` each time its membership settles, and stops on SIGTERM.
+on the host's monotonic clock, so a recorder, not an assumption, shows who reconciled what
+when; a process killed mid-reconcile leaves an `S` without its `E`. With `--rounds`,
+reconciles do nothing until the Round `default/go` exists, and its creation puts every Item
+in line: one write starts the work of every member. It prints `READY` once started,
+`SETTLED a,b,c` each time its membership settles, and stops on SIGTERM.
 
 As a module: `start_member`, `wait_settled`, `fill`, `read_intervals`, `wait_reconciled`
 and `overlaps` for drivers. Uses only the public runtime API.
@@ -42,11 +44,14 @@ class ItemSpec(Schema):
 
 
 ITEM = Kind("bench.setpoint.dev/v1", "Item", "items", spec=ItemSpec)
+ROUND = Kind("bench.setpoint.dev/v1", "Round", "rounds", spec=ItemSpec)
+"""With `--rounds`: reconciles do their work only once the Round `default/go` exists."""
 
 
 def registry() -> Registry:
     kinds = Registry()
     kinds.register(ITEM)
+    kinds.register(ROUND)
     return kinds
 
 
@@ -72,7 +77,14 @@ async def member(args: argparse.Namespace) -> None:
     records = os.open(args.records, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     work = args.work_ms / 1000
 
+    items, rounds = manager.cache(ITEM), manager.cache(ROUND)
+
+    def every_item(_: object) -> list[Request]:
+        return [Request(name, namespace) for namespace, name in items]
+
     async def reconcile(request: Request) -> None:
+        if args.rounds and rounds.get("go", "default") is None:
+            return  # not yet: the driver starts every member's work at once
         key = f"{request.namespace}/{request.name}"
         os.write(records, f"S {key} {args.identity} {time.monotonic()}\n".encode())
         mark = "C"  # cancelled, unless it gets to the end
@@ -82,7 +94,10 @@ async def member(args: argparse.Namespace) -> None:
         finally:
             os.write(records, f"{mark} {key} {args.identity} {time.monotonic()}\n".encode())
 
-    manager.controller("items").for_(ITEM).max_concurrent(args.workers).complete(reconcile)
+    builder = manager.controller("items").for_(ITEM).max_concurrent(args.workers)
+    if args.rounds:
+        builder.watches(ROUND, every_item)
+    builder.complete(reconcile)
     shard = manager.shard
     assert shard is not None
 
@@ -113,6 +128,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--renew", type=float, default=3.0)
     p.add_argument("--retry", type=float, default=0.5)
     p.add_argument("--group", default="setpoint-manager", help="the shard group's name")
+    p.add_argument(
+        "--rounds",
+        action="store_true",
+        help="reconcile for real only once the Round default/go exists (its creation puts "
+        "every Item in line): starts every member's work at one write",
+    )
     return p.parse_args(argv)
 
 
@@ -156,6 +177,7 @@ async def start_member(
     work_ms: float,
     workers: int = 4,
     group: str = "setpoint-manager",
+    rounds: bool = False,
 ) -> Member:
     """Start a member process; its records and stderr go to `directory`."""
     records = directory / f"{identity}.records"
@@ -172,6 +194,7 @@ async def start_member(
             f"--renew={lease.renew_deadline}",
             f"--retry={lease.retry_period}",
             f"--group={group}",
+            *(["--rounds"] if rounds else []),
             stdout=asyncio.subprocess.PIPE,
             stderr=err,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
@@ -212,6 +235,18 @@ async def stop_all(members: list[Member]) -> None:
             m.reader.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await m.reader
+
+
+async def go(store: Store) -> None:
+    """Start the work of members started with `rounds`: create the Round `default/go`."""
+    await store.create(
+        {
+            "apiVersion": ROUND.api_version,
+            "kind": ROUND.kind,
+            "metadata": {"name": "go", "namespace": "default"},
+            "spec": {"n": 1},
+        }
+    )
 
 
 async def fill(store: Store, count: int, *, writers: int = 64, prefix: str = "item") -> None:

@@ -43,7 +43,7 @@ from setpoint.model import Kind
 from setpoint.runtime.builder import ControllerBuilder
 from setpoint.runtime.cache import Cache
 from setpoint.runtime.controller import Controller, ControllerObserver
-from setpoint.runtime.coordination import Coordination, lead
+from setpoint.runtime.coordination import COORDINATION_LABEL, Coordination, lead
 from setpoint.runtime.events import EventRecorder, expire_events
 from setpoint.runtime.gc import GarbageCollector
 from setpoint.runtime.health import serve, split_address
@@ -263,6 +263,7 @@ class Manager:
 
     def _lease(self, name: str) -> LeaderElector:
         options = self.options
+        mode = options.coordination
         return LeaderElector(
             self.store,
             name,
@@ -270,6 +271,7 @@ class Manager:
             identity=self.identity,
             clock=self.clock,
             settings=options.lease,
+            labels={} if mode is Coordination.SINGLE else {COORDINATION_LABEL: mode.value},
         )
 
     def _start_work(self) -> None:

@@ -49,6 +49,7 @@ from typing import Any, Protocol
 from setpoint.clock import SYSTEM_CLOCK, Clock
 from setpoint.errors import AlreadyExists, Conflict, Error, Invalid, NotFound
 from setpoint.model import Object
+from setpoint.runtime.coordination import COORDINATION_LABEL
 from setpoint.runtime.kinds import LEASE
 from setpoint.runtime.leases import LeaseSettings, micro_time
 from setpoint.runtime.reconciler import Request
@@ -564,7 +565,7 @@ class ShardMember:
             **((current or {}).get("metadata") or {}),
             "name": self.lease_name,
             "namespace": self.namespace,
-            "labels": {GROUP_LABEL: self.group},
+            "labels": {GROUP_LABEL: self.group, COORDINATION_LABEL: "shard"},
             "annotations": annotations,
         }
         transitions = int(spec.get("leaseTransitions", 0))
