@@ -279,49 +279,71 @@ class Interval:
     """False if it was cancelled or its process killed before it ended."""
 
 
+class Records:
+    """The members' records, read as they grow (each call reads only what was appended)."""
+
+    def __init__(self, members: list[Member]) -> None:
+        self.members = members
+        self.finished: list[Interval] = []
+        self.cut: list[Interval] = []
+        """Reconciles that were cancelled."""
+        self._read: dict[str, int] = {}
+        self._open: dict[str, dict[str, float]] = {}
+
+    def read(self) -> list[Interval]:
+        """Every reconcile recorded so far, finished or not; one a member has not ended
+        runs until now, or until the member was seen dead after a SIGKILL."""
+        for m in self.members:
+            if not m.records.exists():
+                continue
+            with m.records.open("rb") as f:
+                f.seek(self._read.get(m.identity, 0))
+                data = f.read()
+            whole = data[: data.rfind(b"\n") + 1]  # a line cut short waits (or was killed)
+            self._read[m.identity] = self._read.get(m.identity, 0) + len(whole)
+            open_ = self._open.setdefault(m.identity, {})
+            for line in whole.decode().splitlines():
+                mark, key, identity, at = line.split()
+                if mark == "S":
+                    open_[key] = float(at)
+                elif key in open_:
+                    done = Interval(key, identity, open_.pop(key), float(at), mark == "E")
+                    (self.finished if done.finished else self.cut).append(done)
+        running = [
+            Interval(key, m.identity, start, m.killed_at or time.monotonic(), finished=False)
+            for m in self.members
+            for key, start in self._open.get(m.identity, {}).items()
+        ]
+        return [*self.finished, *self.cut, *running]
+
+
 def read_intervals(members: list[Member]) -> list[Interval]:
-    """Every reconcile the members recorded; one a killed member had not finished ends when
-    it was seen dead."""
-    intervals: list[Interval] = []
-    for m in members:
-        if not m.records.exists():
-            continue
-        open_: dict[str, float] = {}
-        for line in m.records.read_text().splitlines():
-            parts = line.split()
-            if len(parts) != 4:
-                continue  # a line cut short by SIGKILL
-            mark, key, identity, at = parts
-            if mark == "S":
-                open_[key] = float(at)
-            elif key in open_:
-                start = open_.pop(key)
-                intervals.append(Interval(key, identity, start, float(at), mark == "E"))
-        for key, start in open_.items():
-            end = m.killed_at if m.killed_at is not None else time.monotonic()
-            intervals.append(Interval(key, m.identity, start, end, finished=False))
-    return intervals
+    """Every reconcile the members recorded (see `Records.read`)."""
+    return Records(members).read()
 
 
 async def wait_reconciled(
     members: list[Member], keys: set[str], *, by: set[str], after: float, within: float
 ) -> list[Interval]:
     """Wait until each of `keys` was reconciled to the end by one of `by`, starting after
-    `after` (host monotonic time); return those reconciles. Re-reads the records every
-    50 ms: a condition, polled."""
+    `after` (host monotonic time); return those reconciles. Reads what the records gained
+    every 100 ms: a condition, polled."""
+    records = Records(members)
+    done: dict[str, Interval] = {}
+    seen = 0
     async with asyncio.timeout(within):
         while True:
-            done = [
-                i
-                for i in read_intervals(members)
-                if i.finished and i.start > after and i.identity in by and i.key in keys
-            ]
-            if {i.key for i in done} >= keys:
-                return done
+            records.read()
+            for i in records.finished[seen:]:
+                if i.start > after and i.identity in by and i.key in keys:
+                    done.setdefault(i.key, i)
+            seen = len(records.finished)
+            if len(done) == len(keys):
+                return list(done.values())
             for m in members:
                 if m.identity in by and m.process.returncode is not None:
                     raise RuntimeError(f"member {m.identity} exited ({m.process.returncode})")
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(0.1)
 
 
 def overlaps(intervals: list[Interval]) -> list[tuple[Interval, Interval]]:
