@@ -320,3 +320,44 @@ async def test_with_leader_coordination_one_manager_runs_the_controller_and_the_
     await asyncio.wait_for(group.tasks["a"], TIMEOUT)
     await group.until(lambda: len(group.recorder.reconciled) == 20, advance=0.5)
     assert {o for owners in group.recorder.reconciled.values() for o in owners} == {"b"}
+
+
+async def test_a_member_that_cannot_renew_stops_its_reconciles_before_its_lease_expires(
+    registry: Registry,
+) -> None:
+    clock = ManualClock()
+    store = await open_store("memory://", registry, clock=clock)
+    options = ManagerOptions(
+        coordination=Coordination.SHARD, identity="b", lease=LEASE, grace_period=0.0
+    )
+    manager = Manager(store, clock=clock, options=options)
+    started: list[Request] = []
+    cancelled: list[Request] = []
+
+    async def reconcile(request: Request) -> None:
+        started.append(request)
+        try:
+            await asyncio.Event().wait()  # an endless reconcile: only cancelling ends it
+        except asyncio.CancelledError:
+            cancelled.append(request)
+            raise
+
+    manager.controller("widgets").for_("Widget").complete(reconcile)
+    running = asyncio.create_task(manager.run())
+    member = manager.shard
+    assert member is not None
+    group = Group(clock, store, Recorder(), {"b": manager}, {"b": running})
+    try:
+        await group.until(lambda: group.settled_on("b"))
+        await create_widgets(store, 1)
+        await group.until(lambda: bool(started))
+        renewed = clock.monotonic()
+        await store.close()  # from now on no renewal succeeds
+        await group.until(lambda: bool(cancelled), advance=0.25)
+        assert member.settled is None
+        assert not member.may_start(started[0])
+        assert clock.monotonic() - renewed <= LEASE.renew_deadline + 0.25
+        assert clock.monotonic() - renewed < LEASE.lease_duration
+    finally:
+        manager.stop()
+        await asyncio.gather(running, return_exceptions=True)
