@@ -31,9 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from setpoint.model import Kind, Registry, Schema
-from setpoint.runtime import Manager, ManagerOptions, Request
-from setpoint.runtime.coordination import Coordination
-from setpoint.runtime.leases import LeaseSettings
+from setpoint.runtime import Coordination, LeaseSettings, Manager, ManagerOptions, Request
 from setpoint.store import Store, open_store
 
 SCRIPT = Path(__file__).resolve()
