@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from setpoint.clock import SYSTEM_CLOCK, Clock
-from setpoint.errors import AlreadyExists, Conflict, Error, Invalid, NotFound
+from setpoint.errors import AlreadyExists, Conflict, Error, Invalid, LeadershipLost, NotFound
 from setpoint.model import Object
 from setpoint.runtime.coordination import COORDINATION_LABEL
 from setpoint.runtime.kinds import LEASE
@@ -386,7 +386,7 @@ class ShardMember:
             self._changed.clear()
             try:
                 await self._step()
-            except _Displaced:
+            except LeadershipLost:
                 self._close_gate()
                 self._incarnation = None
                 log.warning("shard %s: another process took %s's lease", self.group, self.identity)
@@ -412,7 +412,7 @@ class ShardMember:
         by_name = {lease["metadata"]["name"]: lease for lease in leases}
         ours = by_name.get(self.lease_name)
         if ours is not None and incarnation_of(ours) != self._incarnation:
-            raise _Displaced()
+            raise _displaced(self)
         members = {(self.identity, self._incarnation)}
         for lease in leases:
             holder = (lease.get("spec") or {}).get("holderIdentity")
@@ -497,11 +497,11 @@ class ShardMember:
         except Conflict:
             current = await self._get_lease()
             if current is None or incarnation_of(current) != incarnation:
-                raise _Displaced() from None
+                raise _displaced(self) from None
             self._lease = current
             raise
         except NotFound:
-            raise _Displaced() from None
+            raise _displaced(self) from None
         if self._incarnation != incarnation:
             return  # we gave up meanwhile: this write must not count
         self._lease, self._written_at = written, sent
@@ -583,8 +583,9 @@ class ShardMember:
         }
 
 
-class _Displaced(Exception):
-    """Someone else wrote our lease: we no longer hold it."""
+def _displaced(member: ShardMember) -> LeadershipLost:
+    """Someone else wrote (or deleted) our lease: we no longer hold it."""
+    return LeadershipLost(f"shard {member.group}: {member.identity}'s lease was taken over")
 
 
 def _nothing(_: Request) -> bool:
