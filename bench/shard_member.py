@@ -3,15 +3,15 @@ multi-process sharding test (tests/runtime/test_sharding_processes.py) and
 bench/distributed_shard.py.
 
 As a program (`python bench/shard_member.py URL IDENTITY RECORDS [--work-ms MS] ...`) it
-runs one `Manager` with coordination `shard` on the store at URL, with one controller of
-`Item`s (namespace/name keys) whose reconcile awaits `--work-ms` of simulated I/O. Every
+runs one `Manager` with coordination `shard` (or `--mode leader`) on the store at URL, with
+one controller of `Item`s (namespace/name keys) whose reconcile awaits `--work-ms` of simulated I/O. Every
 reconcile appends `S key identity t` when it starts and `E key identity t` when it ends
 (`C` instead when it was cancelled) to RECORDS, each line one unbuffered `write` with `t`
 on the host's monotonic clock, so a recorder, not an assumption, shows who reconciled what
 when; a process killed mid-reconcile leaves an `S` without its `E`. With `--rounds`,
 reconciles do nothing until the Round `default/go` exists, and its creation puts every Item
 in line: one write starts the work of every member. It prints `READY` once started,
-`SETTLED a,b,c` each time its membership settles, and stops on SIGTERM.
+`SETTLED a,b,c` each time its shard membership settles, and stops on SIGTERM.
 
 As a module: `start_member`, `wait_settled`, `fill`, `read_intervals`, `wait_reconciled`
 and `overlaps` for drivers. Uses only the public runtime API.
@@ -62,7 +62,7 @@ async def member(args: argparse.Namespace) -> None:
         lease_duration=args.lease, renew_deadline=args.renew, retry_period=args.retry
     )
     options = ManagerOptions(
-        coordination=Coordination.SHARD,
+        coordination=Coordination(args.mode),
         leader_election_id=args.group,
         identity=args.identity,
         lease=lease,
@@ -97,16 +97,17 @@ async def member(args: argparse.Namespace) -> None:
         builder.watches(ROUND, every_item)
     builder.complete(reconcile)
     shard = manager.shard
-    assert shard is not None
 
     async def announce() -> None:
+        assert shard is not None
         seen = 0
         while True:
             view = await shard.wait_settled(seen)
             seen = shard.settlements
             print("SETTLED", ",".join(sorted(view.identities)), flush=True)
 
-    manager.add_runnable(announce)
+    if shard is not None:
+        manager.add_runnable(announce)
     print("READY", flush=True)
     try:
         await manager.run()
@@ -126,6 +127,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--renew", type=float, default=3.0)
     p.add_argument("--retry", type=float, default=0.5)
     p.add_argument("--group", default="setpoint-manager", help="the shard group's name")
+    p.add_argument("--mode", choices=["shard", "leader"], default="shard", help="coordination")
     p.add_argument(
         "--rounds",
         action="store_true",
@@ -176,6 +178,7 @@ async def start_member(
     workers: int = 4,
     group: str = "setpoint-manager",
     rounds: bool = False,
+    mode: str = "shard",
 ) -> Member:
     """Start a member process; its records and stderr go to `directory`."""
     records = directory / f"{identity}.records"
@@ -193,6 +196,7 @@ async def start_member(
             f"--retry={lease.retry_period}",
             f"--group={group}",
             *(["--rounds"] if rounds else []),
+            f"--mode={mode}",
             stdout=asyncio.subprocess.PIPE,
             stderr=err,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
