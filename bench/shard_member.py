@@ -8,10 +8,11 @@ one controller of `Item`s (namespace/name keys) whose reconcile awaits `--work-m
 simulated I/O. Every reconcile appends `S key identity t` when it starts and
 `E key identity t` when it ends (`C` instead when it was cancelled) to RECORDS, each line
 one unbuffered `write` with `t` on the host's monotonic clock, so a recorder, not an
-assumption, shows who reconciled what when; a process killed mid-reconcile leaves an `S` without its `E`. With `--rounds`,
-reconciles do nothing until the Round `default/go` exists, and its creation puts every Item
-in line: one write starts the work of every member. It prints `READY` once started,
-`SETTLED a,b,c` each time its shard membership settles, and stops on SIGTERM.
+assumption, shows who reconciled what when; a process killed mid-reconcile leaves an `S`
+without its `E`. With `--rounds`, reconciles do nothing until the Round `default/go`
+exists, and its creation puts every Item in line: one write starts the work of every
+member. It prints `READY` once started, `SETTLED a,b,c` each time its shard membership
+settles, and stops on SIGTERM.
 
 As a module: `start_member`, `wait_settled`, `fill`, `go`, `Records`, `read_intervals`,
 `wait_reconciled` and `overlaps` for drivers. Uses only the public runtime API.
