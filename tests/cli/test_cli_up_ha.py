@@ -1,6 +1,7 @@
 """`setpoint up --ha shard --identity NAME`: several engines share one store, each Process
-runs on exactly one of them (the one that owns it), a plain `up` is refused beside them, and
-when one stops its Processes move to the others.
+runs on exactly one of them (the one that owns it); when one joins, the Processes it now
+owns move to it; a plain `up` is refused beside them; when one stops its Processes move to
+the others.
 
 Real `setpoint up` processes, real children; waits are conditions with a timeout.
 """
@@ -17,6 +18,7 @@ from cli_kit import CLI, TIMEOUT, Running
 from test_cli_up import children, free_port, process
 
 from setpoint.engine.engine import member_workspace, workspace_of
+from setpoint.runtime.sharding import HashRing
 
 NAMES = [f"p{i}" for i in range(6)]
 
@@ -54,12 +56,20 @@ def test_shard_engines_split_the_processes_and_take_over_when_one_stops(
     for name in NAMES:
         (app / f"{name}.yaml").write_text(yaml.safe_dump(process(name, free_port(), token)))
     cli.ok("apply", "-f", str(app))
-    one, two = up_ha(cli, "one"), up_ha(cli, "two")
+    everything = {f"default_{n}" for n in NAMES}
+    one = up_ha(cli, "one")
+    wait_children(token, NAMES, [one])
+    wait_state(cli, "one", everything, [one])
 
+    # A second engine joins: the Processes it now owns move (stopped by one, started by two;
+    # `children` fails if it ever finds two children of one Process).
+    two = up_ha(cli, "two")
+    ring = HashRing({"one", "two"})
+    of_two = {f"default_{n}" for n in NAMES if ring.owner(f"default/{n}") == "two"}
+    assert of_two, "the ring gives two none of the Processes: pick other names"
+    wait_state(cli, "two", of_two, [one, two], token=token)
+    wait_state(cli, "one", everything - of_two, [one, two], token=token)
     wait_children(token, NAMES, [one, two])
-    ones, twos = state_files(cli, "one"), state_files(cli, "two")
-    assert not ones & twos
-    assert len(ones | twos) == len(NAMES)
 
     plain = cli("up")
     assert plain.code == 1
@@ -69,10 +79,25 @@ def test_shard_engines_split_the_processes_and_take_over_when_one_stops(
     code, _ = one.stop(signal.SIGTERM)  # graceful: stops its children, leaves the group
     assert code == 0
     wait_children(token, NAMES, [two])
-    assert len(state_files(cli, "two")) == len(NAMES)
+    wait_state(cli, "two", everything, [two])
     code, _ = two.stop(signal.SIGTERM)
     assert code == 0
     assert children(token) == {}
+
+
+def wait_state(
+    cli: CLI, identity: str, want: set[str], engines: list[Running], *, token: str = ""
+) -> None:
+    """Until `identity`'s state files are those of `want` (checking meanwhile, with
+    `token`, that no Process ever has two children)."""
+    deadline = time.monotonic() + 2 * TIMEOUT
+    while state_files(cli, identity) != want:
+        if token:
+            children(token)  # fails on two children of one Process
+        for engine in engines:
+            assert engine.proc.poll() is None, f"an engine exited: {engine.seen}"
+        assert time.monotonic() < deadline, f"{identity} runs {state_files(cli, identity)}"
+        time.sleep(0.05)  # state files have no change notification: poll the condition
 
 
 def test_ha_needs_an_identity_and_the_foreground(cli: CLI) -> None:

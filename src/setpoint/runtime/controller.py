@@ -14,8 +14,8 @@ line and reported to the `ControllerObserver` (metrics).
 Several managers sharing a store (`setpoint.runtime.coordination`) decide which keys this
 controller may start through its `gate`: a key the gate refuses is dropped when its turn
 comes (its owner reconciles it). When the gate narrows, `stop_keys` waits for (and at last
-cancels) the in-flight reconciles of keys no longer kept; when it widens, `enqueue_cached`
-puts the newly allowed keys in line.
+cancels) the in-flight reconciles of keys no longer kept, then tells the reconciler's
+`on_lost`; when it widens, `enqueue_cached` puts the newly allowed keys in line.
 """
 
 from __future__ import annotations
@@ -99,6 +99,10 @@ class Controller:
         self.gate: Callable[[Request], bool] | None = None
         """Whether this process may start reconciling a key now (None: every key). Read
         when a worker takes the key, on the event loop, right before the reconcile starts."""
+        self.on_lost: Callable[[Callable[[Request], bool]], Awaitable[None]] | None = None
+        """Called by `stop_keys` once the lost keys' reconciles have ended, with the keys
+        kept: let go of what the reconciler holds for the others (a Process controller
+        stops their children, which their new owner starts)."""
 
     def in_flight(self) -> list[Request]:
         """The keys being reconciled now."""
@@ -109,13 +113,14 @@ class Controller:
         `grace` seconds for them to finish, then cancel them and wait for the cancellation.
         Narrow the `gate` first, or new reconciles of those keys may start meanwhile."""
         lost = {task for task, request in self._active.items() if not keep(request)}
-        if not lost:
-            return
-        _, late = await asyncio.wait(lost, timeout=grace) if grace > 0 else (set(), lost)
-        for task in late:
-            task.cancel()
-        if late:
-            await asyncio.wait(late)
+        if lost:
+            _, late = await asyncio.wait(lost, timeout=grace) if grace > 0 else (set(), lost)
+            for task in late:
+                task.cancel()
+            if late:
+                await asyncio.wait(late)
+        if self.on_lost is not None:
+            await self.on_lost(keep)
 
     def enqueue_cached(self, select: Callable[[Request], bool]) -> int:
         """Put every cached object `select` accepts in line; return how many."""

@@ -42,7 +42,7 @@ import json
 import logging
 import math
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -443,11 +443,14 @@ class ShardMember:
         )
 
     async def _adopt(self, view: View) -> None:
-        """Narrow the gate to keys we own under `view` too, drain the others, publish."""
+        """Narrow the gate to keys we own under `view` too, drain the others (renewing our
+        lease meanwhile: a Process's child may take its grace period to stop), publish."""
         if self._allowed is not None:
             self._allowed = [*self._allowed, view.ring()]
         grace = self.settings.retry_period / 2
-        await asyncio.gather(*(c.stop_keys(self.may_start, grace=grace) for c in self.controllers))
+        await self._renewing_while(
+            asyncio.gather(*(c.stop_keys(self.may_start, grace=grace) for c in self.controllers))
+        )
         await self._write(view)
         log.info(
             "shard %s: %s adopted a view of %d members: %s",
@@ -456,6 +459,26 @@ class ShardMember:
             len(view.members),
             ", ".join(sorted(view.identities)),
         )
+
+    async def _renewing_while(self, work: Awaitable[object]) -> None:
+        """Await `work`, renewing our lease (with the view published so far) when due."""
+        task = asyncio.ensure_future(work)
+        try:
+            while True:
+                due = self._written_at + self.settings.retry_period - self._clock.monotonic()
+                timer = asyncio.ensure_future(self._clock.sleep(max(0.0, due)))
+                try:
+                    await asyncio.wait({task, timer}, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    timer.cancel()
+                if task.done():
+                    task.result()
+                    return
+                await self._write(self._published)
+        finally:
+            if not task.done():
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
 
     def _settle(self, view: View) -> None:
         """Every member publishes `view`: start the keys we own under it, and put in line
@@ -486,8 +509,8 @@ class ShardMember:
             queued,
         )
 
-    async def _write(self, view: View) -> None:
-        """Renew our lease, publishing `view` as adopted and drained for."""
+    async def _write(self, view: View | None) -> None:
+        """Renew our lease, publishing `view` as adopted and drained for (None: none yet)."""
         incarnation = self._incarnation
         assert incarnation is not None
         assert self._lease is not None
