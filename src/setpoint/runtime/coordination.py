@@ -53,9 +53,11 @@ class LedController(Protocol):
 async def lead(controller: LedController, elector: LeaderElector) -> None:
     """Run `controller` only while `elector` holds its lease, forever (cancel to stop).
 
-    Standing by, the controller's gate refuses every key. On winning, every cached key is
-    put in line; on losing, the gate closes and in-flight reconciles are cancelled at once
-    (another manager may start them after the lease duration), then it stands again.
+    Standing by, the controller's gate refuses every key (and it first lets go of what an
+    earlier run of this process left: a Process controller's children). On winning, every
+    cached key is put in line; on losing, the gate closes and in-flight reconciles are
+    cancelled at once (another manager may start them after the lease duration) and the
+    controller lets go of its keys (`Controller.on_lost`), then it stands again.
     Cancelling it releases the lease if held: do that after the controller stopped.
     """
     leading = False
@@ -65,6 +67,7 @@ async def lead(controller: LedController, elector: LeaderElector) -> None:
 
     controller.gate = gate
     try:
+        await controller.stop_keys(_nothing, grace=0)  # what an earlier run of ours left
         while True:
             await elector.acquire()
             leading = True

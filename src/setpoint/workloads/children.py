@@ -1004,9 +1004,12 @@ class ChildLifecycle(Generic[S, P]):
             await supervisor.stop(handle, 0.0)
 
     async def release(self, keep: Callable[[Request], bool]) -> None:
-        """Stop the children of the objects `keep` rejects, each with its own grace period:
-        this engine no longer runs them (coordinated engines: another one owns them now and
-        starts them; `setpoint.runtime.coordination`)."""
+        """Stop the children of the objects `keep` rejects, each with its own grace period,
+        those an earlier run of this engine left included: this engine no longer runs them
+        (coordinated engines: another one owns them now and starts them;
+        `setpoint.runtime.coordination`)."""
+        if not self._detached:
+            await self._adopt_left_behind()
         lost = [(key, c) for key, c in self._table.items() if not keep(Request(key[1], key[0]))]
         for key, _ in lost:
             del self._table[key]
