@@ -83,6 +83,7 @@ async def lead(controller: LedController, elector: LeaderElector) -> None:
         leading = False
         if elector.is_leader:
             try:
+                await controller.stop_keys(_nothing, grace=0)  # its children stop first
                 await elector.release()
             except Exception:
                 log.exception("controller %s: could not release its lease", controller.name)

@@ -18,7 +18,8 @@ the store: `leader` elects a leader per controller (the others stand by, informe
 `shard` splits every controller's keys among the live members (`setpoint.runtime.sharding`).
 In both, user runnables run in every manager, and the garbage collector and event expiry in
 the one that holds the Lease `leader_election_id`. A graceful stop lets in-flight reconciles
-finish, then releases the leases.
+finish, lets go of every key (`Controller.on_lost`: a Process controller stops its children),
+then releases the leases, so the others take over without waiting.
 
 With `ManagerOptions.health_address`, an HTTP server answers `/healthz` (the
 loop is alive), `/readyz` (caches synced, not stopping; independent of
@@ -240,8 +241,11 @@ class Manager:
             for task in self._tasks:
                 task.cancel()
             await asyncio.gather(*self._tasks, return_exceptions=True)
-            if self.shard is not None:
+            if self.shard is not None and self._started.is_set():
                 try:
+                    # Let go of every key (a Process's child stops) before the others may
+                    # take them over.
+                    await asyncio.gather(*(c.stop_keys(_refuse, grace=0) for c in self.controllers))
                     await self.shard.leave()
                 except Exception:
                     log.exception("could not delete the shard member lease")
