@@ -244,6 +244,7 @@ class ShardMember:
         self._published: View | None = None
         self._published_rv = 0
         self._settled: View | None = None
+        self._unsettled = False  # adopted a view and not settled on it since
         # None: start nothing. Else: start a key only if we own it in every ring listed
         # (the settled view's, then every view published since).
         self._allowed: list[HashRing] | None = None
@@ -427,7 +428,7 @@ class ShardMember:
             await self._write(view)
             return
         if (
-            self._settled != view
+            self._unsettled
             and revision >= self._published_rv
             and all(self._publishes(by_name, identity, inc, view) for identity, inc in members)
         ):
@@ -452,6 +453,7 @@ class ShardMember:
             asyncio.gather(*(c.stop_keys(self.may_start, grace=grace) for c in self.controllers))
         )
         await self._write(view)
+        self._unsettled = True  # even if it is the view we last settled on: we left it since
         log.info(
             "shard %s: %s adopted a view of %d members: %s",
             self.group,
@@ -486,6 +488,7 @@ class ShardMember:
         rings_before = self._allowed
         self._allowed = [view.ring()]
         self._settled = view
+        self._unsettled = False
         self.settlements += 1
 
         def gained(request: Request) -> bool:
