@@ -362,7 +362,7 @@ class ShardMember:
                 else:
                     written = None
             except (AlreadyExists, Conflict):
-                continue
+                written = None  # another process wrote it first: look again after a while
             except Error as exc:
                 if isinstance(exc, Invalid):
                     raise
