@@ -8,14 +8,20 @@ Layout (as the SQLite backend): `setpoint_objects` holds each object's current J
 mark and the schema version.
 
 Revisions are assigned in commit order, by construction. A write transaction starts by
-locking the one `revision` row of `setpoint_meta` (SELECT ... FOR UPDATE), takes the next
-revisions from it and sets it before it commits: the row lock is held until commit, so two
-transactions that write never overlap, a revision is visible only once every lower one is,
-and there is no gap to fill (kine's fault: ids taken at insert, visible at commit). Each
-compare-and-swap is decided inside that transaction, after the lock, so it sees every
-committed write. Writes are group-committed: one writer task per store drains every
-pending write of this process into one transaction (two round trips in pipeline mode and
-one commit), then resolves each caller's future; a refused write fails alone.
+advancing the one `revision` row of `setpoint_meta` (UPDATE ... RETURNING), which locks it
+until commit, and numbers its rows from it: two write transactions never overlap, a
+revision is visible only once every lower one is, and there is no gap to fill (kine's
+fault: ids taken at insert, visible at commit).
+
+Writes are group-committed: one writer task per store takes every pending write of this
+process as one batch. It reads the batch's objects (one round trip), decides each write in
+order with `rules.decide` (a refused write fails alone), then sends in one pipeline: the
+advance (the lock), a check that every object it read is still at the revision it read
+(else the transaction aborts and the batch is decided again on a fresh read: another
+process wrote one of them), the log rows and objects numbered by the server from the
+advanced revision (the stored JSON is sent around a placeholder resourceVersion), a
+NOTIFY, and the commit. So the lock is held only while the server runs those statements,
+never while a client process waits for its turn on a CPU.
 
 Watch: watchers in this process are fed from the writer after commit. Changes committed by
 other processes are read from `setpoint_log` by revision, woken by LISTEN/NOTIFY (every
@@ -46,7 +52,7 @@ import logging
 import select
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import psycopg
@@ -85,44 +91,135 @@ _SCHEMA = (
 _SCHEMA_LOCK = 0x5E7_9017
 """Advisory lock that serializes creating the schema (several processes open at once)."""
 
-_LOCK_REVISION = "SELECT value FROM setpoint_meta WHERE key = 'revision' FOR UPDATE"
 _REVISION = "SELECT value FROM setpoint_meta WHERE key = 'revision'"
 _COMPACTED = "SELECT value FROM setpoint_meta WHERE key = 'compacted'"
+_NOW = f"({_REVISION}) AS m(value)"
+"""The revision row as a table `m`: inside a write transaction, the revision it advanced to."""
 _GET = (
     "SELECT data FROM setpoint_objects"
     " WHERE api_version = %s AND kind = %s AND namespace = %s AND name = %s"
 )
+_KEYS = "unnest(%s::text[], %s::text[], %s::text[], %s::text[]"
 _GET_MANY = (
-    "SELECT o.api_version, o.kind, o.namespace, o.name, o.data FROM setpoint_objects o"
-    " JOIN unnest(%s::text[], %s::text[], %s::text[], %s::text[]) AS k(a, b, c, d)"
+    "SELECT o.api_version, o.kind, o.namespace, o.name, o.revision, o.data"
+    f" FROM setpoint_objects o JOIN {_KEYS}) AS k(a, b, c, d)"
     " ON o.api_version = k.a AND o.kind = k.b AND o.namespace = k.c AND o.name = k.d"
 )
+_ADVANCE = "UPDATE setpoint_meta SET value = value + %s WHERE key = 'revision' RETURNING value"
+_CHECK = (  # a division by zero, aborting the transaction, if an object read has changed
+    "SELECT 1 / (NOT EXISTS (SELECT FROM"
+    f" {_KEYS}, %s::bigint[]) AS k(a, b, c, d, rev) LEFT JOIN setpoint_objects o"
+    " ON o.api_version = k.a AND o.kind = k.b AND o.namespace = k.c AND o.name = k.d"
+    " WHERE coalesce(o.revision, 0) <> k.rev))::int"
+)
 _INSERT_LOG = (
-    "INSERT INTO setpoint_log"
-    " SELECT * FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::text[], %s::text[],"
-    " %s::text[], %s::text[], %s::text[], %s::text[])"
+    "INSERT INTO setpoint_log SELECT m.value - %s + k.off, k.type, k.a, k.b, k.c, k.d,"
+    " k.pre || (m.value - %s + k.off)::text || k.post, k.labels, k.prev"
+    f" FROM {_NOW}, unnest(%s::bigint[], %s::text[], %s::text[], %s::text[], %s::text[],"
+    " %s::text[], %s::text[], %s::text[], %s::text[], %s::text[])"
+    " AS k(off, type, a, b, c, d, pre, post, labels, prev)"
 )
 _UPSERT = (
-    "INSERT INTO setpoint_objects"
-    " SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::bigint[],"
-    " %s::text[])"
+    "INSERT INTO setpoint_objects SELECT k.a, k.b, k.c, k.d, m.value - %s + k.off,"
+    " k.pre || (m.value - %s + k.off)::text || k.post"
+    f" FROM {_NOW}, {_KEYS}, %s::bigint[], %s::text[], %s::text[])"
+    " AS k(a, b, c, d, off, pre, post)"
     " ON CONFLICT (api_version, kind, namespace, name)"
     " DO UPDATE SET revision = excluded.revision, data = excluded.data"
 )
 _DELETE = (
-    "DELETE FROM setpoint_objects o"
-    " USING unnest(%s::text[], %s::text[], %s::text[], %s::text[]) AS k(a, b, c, d)"
+    f"DELETE FROM setpoint_objects o USING {_KEYS}) AS k(a, b, c, d)"
     " WHERE o.api_version = k.a AND o.kind = k.b AND o.namespace = k.c AND o.name = k.d"
 )
-_SET_REVISION = "UPDATE setpoint_meta SET value = %s WHERE key = 'revision'"
-_RAISE_MARK = "UPDATE setpoint_meta SET value = greatest(value, %s) WHERE key = 'compacted'"
+_RAISE_MARK = (  # keep about `history` revisions: raise the mark when twice that piled up
+    f"UPDATE setpoint_meta c SET value = m.value - %s FROM {_NOW}"
+    " WHERE c.key = 'compacted' AND m.value - c.value > %s RETURNING c.value"
+)
+_NOTIFY = f"SELECT pg_notify(%s, m.value::text || %s) FROM {_NOW}"
 _LOG_COLUMNS = "revision, type, api_version, kind, namespace, data, labels, prev_labels"
+_HISTORY = (  # the mark on every row; one row of NULLs when there is no row after `after`
+    f"SELECT m.value, l.* FROM ({_COMPACTED}) AS m(value) LEFT JOIN"
+    f" (SELECT {_LOG_COLUMNS} FROM setpoint_log WHERE revision > %s) AS l ON true"
+    " ORDER BY l.revision"
+)
 _MAX_BATCH = 1000
 _COMPACT_BATCH = 2000
 _POOL_SIZE = 8
 
 _Unreachable = (psycopg.OperationalError, psycopg.InterfaceError)
 """What psycopg raises when the server cannot be reached or the connection broke."""
+
+
+@dataclass
+class _Plan:
+    """The changes of one batch, decided, waiting for their revisions: each one's stored
+    text around its placeholder resourceVersion, and the revision of every object it read."""
+
+    entries: list[tuple[Change, _Row]] = field(default_factory=list)
+    read: dict[Key, int] = field(default_factory=dict)  # 0: it did not exist
+    upserts: dict[Key, int] = field(default_factory=dict)  # key -> index of its last change
+    deletes: list[Key] = field(default_factory=list)
+
+    def add(self, change: Change, encoded: bytes, placeholder: str, read: int) -> None:
+        pre, found, post = encoded.decode().partition(f'"{placeholder}"')
+        if not found or placeholder in post:
+            raise Error(f"the object holds this store's placeholder {placeholder!r}")
+        labels = change.object["metadata"].get("labels")
+        row = _Row(change.type, change.key, pre + '"', '"' + post, labels, change.prev_labels)
+        self.read.setdefault(change.key, read)
+        self.upserts.pop(change.key, None)
+        if change.key in self.deletes:
+            self.deletes.remove(change.key)
+        if change.type == "DELETED":
+            self.deletes.append(change.key)
+        else:
+            self.upserts[change.key] = len(self.entries)
+        self.entries.append((change, row))
+
+    def __bool__(self) -> bool:
+        return bool(self.entries)
+
+    def check_columns(self) -> list[list[Any]]:
+        keys = list(self.read)
+        return [*_columns(keys, 4), [self.read[k] for k in keys]]
+
+    def log_columns(self) -> list[list[Any]]:
+        rows = [
+            (i, r.type, *r.key, r.pre, r.post, _labels(r.labels), _labels(r.prev_labels))
+            for i, (_, r) in enumerate(self.entries, 1)
+        ]
+        return _columns(rows, 10)
+
+    def upsert_columns(self) -> list[list[Any]]:
+        rows = []
+        for key, i in self.upserts.items():
+            row = self.entries[i][1]
+            rows.append((*key, i + 1, row.pre, row.post))
+        return _columns(rows, 7)
+
+
+@dataclass(frozen=True, slots=True)
+class _Row:
+    """A change's log row without its revision."""
+
+    type: Any
+    key: Key
+    pre: str
+    post: str
+    labels: dict[str, str] | None
+    prev_labels: dict[str, str] | None
+
+    def numbered(self, revision: int) -> LogEntry:
+        data = f"{self.pre}{revision}{self.post}".encode()
+        api_version, kind, namespace, _ = self.key
+        return LogEntry(
+            revision, self.type, api_version, kind, namespace, data, self.labels, self.prev_labels
+        )
+
+
+def _columns(rows: list[tuple[Any, ...]], width: int) -> list[list[Any]]:
+    """Rows as `width` columns (arrays for unnest)."""
+    return [list(column) for column in zip(*rows, strict=True)] if rows else [[]] * width
 
 
 @dataclass(slots=True)
@@ -200,6 +297,7 @@ class PostgresStore(Backend):
         self._notes: asyncio.Queue[tuple[int, list[LogEntry]] | None] = asyncio.Queue()
         self._wake_queued = False
         self._published = 0  # the last revision handed to watchers
+        self._known = 0  # the last revision known to be committed (notified, polled)
         self._closed = False
         self._writer_conn: AsyncConnection[Any] | None = None
         self._idle: list[AsyncConnection[Any]] = []
@@ -208,6 +306,8 @@ class PostgresStore(Backend):
         self._compact_wanted = asyncio.Event()
         self._compact_due = False
         self._token = uuid.uuid4().hex[:12]  # tells this store's notifications from others'
+        self._placeholder = f"setpoint-revision-{uuid.uuid4().hex}"
+        """The resourceVersion of a change until the server gives it its revision."""
 
     async def open(self, *, create: bool = True) -> PostgresStore:
         """Connect, make the tables unless they exist (`create`; else `NotFound`), start."""
@@ -218,7 +318,7 @@ class PostgresStore(Backend):
                 raise NotFound(f"no store at {self._where}: {exc}") from None
             raise
         try:
-            async with conn.transaction():
+            async with conn.pipeline(), conn.transaction():
                 exists = await (
                     await conn.execute("SELECT to_regclass('setpoint_meta')")
                 ).fetchone()
@@ -339,91 +439,84 @@ class PostgresStore(Backend):
     async def _transaction(
         self, conn: AsyncConnection[Any], batch: list[_Pending]
     ) -> tuple[int, list[LogEntry]]:
+        """Decide the batch on a fresh read, then write it in one round trip that takes the
+        revision lock, checks that no object it read has changed since, and commits. If one
+        has (another process wrote it), decide again."""
+        while True:
+            changes = await self._decide_batch(conn, batch)
+            if not changes:
+                return 0, []
+            try:
+                return await self._commit_changes(conn, changes)
+            except psycopg.errors.DivisionByZero:  # the check: something changed under us
+                continue
+
+    async def _decide_batch(self, conn: AsyncConnection[Any], batch: list[_Pending]) -> _Plan:
+        """Each write decided, in order, on the objects as committed now (one read); every
+        pending write gets its result, the changed ones with a placeholder revision."""
         now = self._clock.now()
         keys = list({p.write.key: None for p in batch})
-        entries: list[LogEntry] = []
-        log_rows: list[tuple[Any, ...]] = []
-        async with conn.pipeline(), conn.transaction():
-            locked = await conn.execute(_LOCK_REVISION)  # held until commit
-            marked = await conn.execute(_COMPACTED)
-            found = await conn.execute(
-                _GET_MANY, [list(column) for column in zip(*keys, strict=True)]
-            )
-            start = (await locked.fetchone() or (0,))[0]
-            compacted = (await marked.fetchone() or (0,))[0]
-            stored: dict[Key, str | bytes | None] = dict.fromkeys(keys)
-            for *key, data in await found.fetchall():
-                stored[tuple(key)] = data
-            revision = start
-            changes: dict[Key, tuple[Change, bytes]] = {}
-            for pending in batch:
-                key = pending.write.key
-                data = stored[key]
-                current = None if data is None else codec.decode(data)
-                try:
-                    change = decide(pending.write, current, now)
-                    if change is None:
-                        pending.result = current
-                        continue
-                    stamp(change, revision + 1)
-                    encoded = encode(change.object)
-                except Exception as exc:  # this write alone fails; nothing of it is written
-                    pending.result = exc
+        found = await conn.execute(_GET_MANY, [list(column) for column in zip(*keys, strict=True)])
+        stored: dict[Key, bytes | str | None] = dict.fromkeys(keys)
+        read: dict[Key, int] = dict.fromkeys(keys, 0)
+        for *key, revision, data in await found.fetchall():
+            stored[tuple(key)], read[tuple(key)] = data, revision
+        plan = _Plan()
+        for pending in batch:
+            key = pending.write.key
+            data = stored[key]
+            current = None if data is None else codec.decode(data)
+            try:
+                change = decide(pending.write, current, now)
+                if change is None:
+                    pending.result = current
                     continue
-                revision += 1
-                stored[key] = None if change.type == "DELETED" else encoded
-                changes[key] = (change, encoded)
-                labels = change.object["metadata"].get("labels")
-                entries.append(
-                    LogEntry(revision, change.type, *key[:3], encoded, labels, change.prev_labels)
-                )
-                log_rows.append(
-                    (
-                        revision,
-                        change.type,
-                        *key,
-                        encoded.decode(),
-                        _labels(labels),
-                        _labels(change.prev_labels),
-                    )
-                )
-                pending.result = change.object
-            if not entries:
-                return start, []
-            await self._write_rows(conn, log_rows, changes)
-            await conn.execute(_SET_REVISION, (revision,))
-            if revision - compacted > 2 * self._history_size:  # keep about `history` revisions
-                await conn.execute(_RAISE_MARK, (revision - self._history_size,))
-                self._compact_due = True  # once committed
-            await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, f"{revision} {self._token}"))
-        return start, entries
+                change.object["metadata"]["resourceVersion"] = self._placeholder
+                encoded = encode(change.object)
+                plan.add(change, encoded, self._placeholder, read[key])
+            except Exception as exc:  # this write alone fails; nothing of it is written
+                pending.result = exc
+                continue
+            stored[key] = None if change.type == "DELETED" else encoded
+            pending.result = change.object
+        return plan
 
-    @staticmethod
-    async def _write_rows(
-        conn: AsyncConnection[Any],
-        log_rows: list[tuple[Any, ...]],
-        changes: dict[Key, tuple[Change, bytes]],
-    ) -> None:
-        """The `setpoint_log` rows, and each changed object's last state (several writes of
-        one object in a batch leave the last one)."""
-        await conn.execute(_INSERT_LOG, [list(c) for c in zip(*log_rows, strict=True)])
-        upserts = [
-            (*key, int(change.object["metadata"]["resourceVersion"]), data.decode())
-            for key, (change, data) in changes.items()
-            if change.type != "DELETED"
-        ]
-        deletes = [key for key, (change, _) in changes.items() if change.type == "DELETED"]
-        if upserts:
-            await conn.execute(_UPSERT, [list(c) for c in zip(*upserts, strict=True)])
-        if deletes:
-            await conn.execute(_DELETE, [list(c) for c in zip(*deletes, strict=True)])
+    async def _commit_changes(
+        self, conn: AsyncConnection[Any], plan: _Plan
+    ) -> tuple[int, list[LogEntry]]:
+        """One pipeline: lock and advance the revision, check what was read, write the rows
+        numbered from the revision, notify, commit. The lock is held only while the server
+        runs these statements, never while this process thinks."""
+        n = len(plan.entries)
+        history = self._history_size
+        async with conn.pipeline(), conn.transaction():
+            advanced = await conn.execute(_ADVANCE, (n,))  # the lock, held until commit
+            await conn.execute(_CHECK, plan.check_columns())
+            await conn.execute(_INSERT_LOG, [n, n, *plan.log_columns()])
+            if plan.upserts:
+                await conn.execute(_UPSERT, [n, n, *plan.upsert_columns()])
+            if plan.deletes:
+                await conn.execute(_DELETE, _columns(plan.deletes, 4))
+            marked = await conn.execute(_RAISE_MARK, (history, 2 * history))
+            await conn.execute(_NOTIFY, (CHANNEL, f" {self._token}"))
+        last = (await advanced.fetchone() or (0,))[0]
+        if await marked.fetchone() is not None:
+            self._compact_due = True
+        start = last - n
+        entries = []
+        for revision, (change, row) in enumerate(plan.entries, start + 1):
+            stamp(change, revision)
+            entries.append(row.numbered(revision))
+        return start, entries
 
     # -- watch fan-out --------------------------------------------------------
 
     def _wake(self, revision: int | None = None) -> None:
         """Have the dispatcher read the log (another process may have written)."""
-        if revision is not None and revision <= self._published:
-            return
+        if revision is not None:
+            self._known = max(self._known, revision)
+            if revision <= self._published:
+                return
         if not self._wake_queued:
             self._wake_queued = True
             self._notes.put_nowait((-1, []))
@@ -434,6 +527,11 @@ class PostgresStore(Backend):
             start, entries = note
             if not entries:
                 self._wake_queued = False
+            if not self._watchers.has_subscribers():
+                # Nobody to give changes to: none is read. A watch that starts later reads its
+                # own history, which holds every revision known here by then.
+                self._published = max(self._published, self._known, *(e.revision for e in entries))
+                continue
             if start > self._published or not entries:  # another process wrote in between
                 try:
                     missing = await self._history(self._published)
@@ -443,6 +541,8 @@ class PostgresStore(Backend):
                     with contextlib.suppress(Error):
                         self._published = await self.revision()
                     continue
+                except StoreClosed:
+                    return
                 except Error as exc:  # unreachable: the poll wakes us again once it is back
                     log.warning("cannot read the revision log (%s); will retry", exc)
                     continue
@@ -472,7 +572,7 @@ class PostgresStore(Backend):
                     if writer != self._token:  # this store's own writes reach the dispatcher
                         with contextlib.suppress(ValueError):  # directly from the writer
                             self._wake(int(revision))
-            except (StoreUnavailable, *_Unreachable) as exc:
+            except (Error, psycopg.Error) as exc:  # the poll covers for it meanwhile
                 log.debug("listener: %s; reconnecting", exc)
             finally:
                 if conn is not None:
@@ -584,25 +684,13 @@ class PostgresStore(Backend):
                         await conn.execute("COMMIT")
 
     async def _history(self, after: int) -> builtins.list[LogEntry]:
+        """One statement (one snapshot, one round trip): the mark, and the rows after `after`."""
         async with self._connection() as conn:
-            await conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            try:
-                compacted = (await (await conn.execute(_COMPACTED)).fetchone() or (0,))[0]
-                if after < compacted:
-                    raise Gone(
-                        f"too old resource version: {after} (history starts after {compacted})"
-                    )
-                cursor = await conn.execute(
-                    f"SELECT {_LOG_COLUMNS} FROM setpoint_log WHERE revision > %s"
-                    " ORDER BY revision",
-                    (after,),
-                )
-                rows = await cursor.fetchall()
-            finally:
-                if not conn.closed:
-                    with contextlib.suppress(*_Unreachable):
-                        await conn.execute("COMMIT")
-        return [_entry(row) for row in rows]
+            rows = await (await conn.execute(_HISTORY, (after,))).fetchall()
+        compacted = rows[0][0] if rows else 0
+        if after < compacted:
+            raise Gone(f"too old resource version: {after} (history starts after {compacted})")
+        return [_entry(row[1:]) for row in rows if row[1] is not None]
 
     @staticmethod
     async def _revision_on(conn: AsyncConnection[Any]) -> int:

@@ -83,6 +83,10 @@ class Watchers:
         self._max_buffered = max_buffered
         self._closed = False
 
+    def has_subscribers(self) -> bool:
+        """Whether any watch is running (a backend need not read changes nobody wants)."""
+        return bool(self._subscribers)
+
     def publish(self, entries: Sequence[LogEntry]) -> None:
         """Hand committed changes, in revision order, to every subscriber. Loop thread only."""
         for sub in self._subscribers:
