@@ -1,6 +1,9 @@
 """Benchmark: sharded controllers across processes (bench/shard_member.py), on one store.
 
-Figures (the last stdout line is one JSON object; progress goes to stderr):
+Figures (the last stdout line is one JSON object; progress goes to stderr; every name but
+`failover_s` starts with `shard_` or `failover_`, so bench/distributed.py merges them as they
+are; `shard_store`, `shard_objects`, `shard_work_ms`, `shard_max_concurrent` and
+`shard_loadavg_1m` say how it ran):
 
 * `shard_1proc_objects_per_s`: `objects` (10,000) Items are created first; then one member
   process with `max_concurrent` 4, whose reconcile awaits `work_ms` (5) of simulated I/O,
@@ -11,9 +14,9 @@ Figures (the last stdout line is one JSON object; progress goes to stderr):
   before the write; `shard_ratio_3_vs_1` divides them (target >= 2.5: scale-out must pay).
 * `failover_s`: after the 3-process round, one member is SIGKILLed; seconds from then
   (once it is dead) until a survivor starts reconciling one of its keys: the handover
-  (target <= `lease_duration_s` + 1). `failover_all_s`: until the survivors have
+  (target <= `shard_lease_duration_s` + 1). `failover_all_s`: until the survivors have
   reconciled every one of its keys again.
-* `overlapping_reconciles`: reconciles of one key by two processes at overlapping times,
+* `shard_overlapping_reconciles`: reconciles of one key by two processes at overlapping times,
   from every member's records, over both rounds (must be 0).
 
 The store: `--store URL` (a PostgreSQL database, say; the rounds use their own shard groups
@@ -161,26 +164,26 @@ async def measure_async(args: Any = None) -> dict[str, Any]:
         three = await round_(options, Path(tmp) / "three", ["a", "b", "c"], failover=True)
         progress(f"  {three['objects_per_s']:.0f} objects/s, failover {three['failover_s']:.2f}s")
     figures: dict[str, Any] = {
-        "store": (options.store or "sqlite").split("://")[0],
-        "objects": options.objects,
-        "work_ms": options.work_ms,
-        "max_concurrent": options.workers,
+        "shard_store": (options.store or "sqlite").split("://")[0],
+        "shard_objects": options.objects,
+        "shard_work_ms": options.work_ms,
+        "shard_max_concurrent": options.workers,
         "shard_1proc_objects_per_s": round(one["objects_per_s"], 1),
         "shard_3proc_objects_per_s": round(three["objects_per_s"], 1),
         "shard_ratio_3_vs_1": round(three["objects_per_s"] / one["objects_per_s"], 2),
-        "lease_duration_s": options.lease,
+        "shard_lease_duration_s": options.lease,
         "failover_s": round(three["failover_s"], 3),
         "failover_all_s": round(three["failover_all_s"], 3),
-        "overlapping_reconciles": one["overlaps"] + three["overlaps"],
-        "loadavg_1m": round(os.getloadavg()[0], 2),
+        "shard_overlapping_reconciles": one["overlaps"] + three["overlaps"],
+        "shard_loadavg_1m": round(os.getloadavg()[0], 2),
     }
     missed = []
     if figures["shard_ratio_3_vs_1"] < 2.5:
         missed.append("shard_ratio_3_vs_1")
     if figures["failover_s"] > options.lease + 1.0:
         missed.append("failover_s")
-    if figures["overlapping_reconciles"]:
-        missed.append("overlapping_reconciles")
+    if figures["shard_overlapping_reconciles"]:
+        missed.append("shard_overlapping_reconciles")
     figures["missed"] = missed
     return figures
 
