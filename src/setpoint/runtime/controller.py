@@ -104,10 +104,6 @@ class Controller:
         kept: let go of what the reconciler holds for the others (a Process controller
         stops their children, which their new owner starts)."""
 
-    def in_flight(self) -> list[Request]:
-        """The keys being reconciled now."""
-        return list(self._active.values())
-
     async def stop_keys(self, keep: Callable[[Request], bool], *, grace: float) -> None:
         """Return once no reconcile of a key that `keep` rejects is in flight: wait up to
         `grace` seconds for them to finish, then cancel them and wait for the cancellation.
