@@ -21,6 +21,9 @@ from setpoint.runtime.leases import LeaseSettings
 from setpoint.runtime.manager import Manager, ManagerOptions
 from setpoint.runtime.reconciler import Request
 from setpoint.runtime.sharding import (
+    GROUP_LABEL,
+    INCARNATION,
+    VIEW_MEMBERS,
     HashRing,
     Liveness,
     ShardMember,
@@ -361,3 +364,48 @@ async def test_a_member_that_cannot_renew_stops_its_reconciles_before_its_lease_
     finally:
         manager.stop()
         await asyncio.gather(running, return_exceptions=True)
+
+
+async def test_members_settle_again_on_a_view_they_left_and_came_back_to(group: Group) -> None:
+    for identity in ("a", "b"):
+        group.start(identity)
+    await group.until(lambda: group.settled_on("a", "b"))
+    requests = await create_widgets(group.store, 40)
+    await group.until(lambda: len(group.recorder.reconciled) == 40)
+    settlements = {i: group.member(i).settlements for i in ("a", "b")}
+    # A member c that joined and died before it acknowledged any view: a and b adopt
+    # {a, b, c}, cannot settle on it, and once c's lease expires come back to {a, b}.
+    await group.store.create(
+        {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {
+                "name": member_lease_name("setpoint-manager", "c"),
+                "namespace": "default",
+                "labels": {GROUP_LABEL: "setpoint-manager"},
+                "annotations": {INCARNATION: "gone"},
+            },
+            "spec": {"holderIdentity": "c", "leaseDurationSeconds": 15},
+        }
+    )
+
+    async def published(identity: str) -> str:
+        lease = await group.store.get(
+            "coordination.k8s.io/v1", "Lease", member_lease_name("setpoint-manager", identity)
+        )
+        return str(lease["metadata"]["annotations"].get(VIEW_MEMBERS))
+
+    async with asyncio.timeout(TIMEOUT):
+        while {await published("a"), await published("b")} != {"a,b,c"}:
+            await asyncio.sleep(0.002)
+    group.recorder.reconciled.clear()
+    for request in requests:
+        await group.store.patch(
+            "test.setpoint.dev/v1", "Widget", request.name, {"spec": {"size": 1}}
+        )
+    await group.until(
+        lambda: all(group.member(i).settlements > settlements[i] for i in ("a", "b")),
+        advance=0.5,
+    )
+    assert group.settled_on("a", "b")
+    await group.until(lambda: set(group.recorder.reconciled) == set(requests))
