@@ -396,7 +396,7 @@ async def test_members_settle_again_on_a_view_they_left_and_came_back_to(group: 
         return str(lease["metadata"]["annotations"].get(VIEW_MEMBERS))
 
     async with asyncio.timeout(TIMEOUT):
-        while {await published("a"), await published("b")} != {"a,b,c"}:
+        while {await published("a"), await published("b")} != {"a,b,c"}:  # noqa: ASYNC110 - in the store
             await asyncio.sleep(0.002)
     group.recorder.reconciled.clear()
     for request in requests:
