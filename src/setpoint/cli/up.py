@@ -17,6 +17,14 @@ engine that runs them, never half by one that is then refused.
 session, its output appended to `.setpoint/engine.log`), waits until it holds the store, has
 applied the manifests and runs its controllers, prints its pid and exits; `setpoint down`
 stops it.
+`--ha leader|shard --identity NAME` runs this engine as one of several sharing the store
+(PostgreSQL or etcd across hosts, or one SQLite file on one host) instead of refusing a
+second: `leader` runs each controller in one engine at a time, the others standing by;
+`shard` splits every controller's objects among the live engines by consistent hashing
+(`setpoint.runtime.coordination`). NAME, unique per engine and the same across its
+restarts, names its leases and its workspace (`run/members/NAME/`). Such engines run in the
+foreground (under a service manager): no `-d`, and `setpoint down` does not stop them.
+
 `--metrics-address HOST:PORT` serves `/metrics`, `/healthz` and `/readyz`
 (`setpoint.runtime.health`); a bare PORT listens on 127.0.0.1.
 
@@ -35,8 +43,10 @@ import argparse
 import asyncio
 import contextlib
 import os
+import re
 import signal
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from setpoint.cli.apply import apply_object, check_manifests, refuse_dependency_cycles
@@ -51,6 +61,7 @@ from setpoint.engine import Engine, EngineSettings, workspace_of
 from setpoint.engine.claim import engine_running, running_engine
 from setpoint.errors import Conflict, Invalid
 from setpoint.model import Kind, Object
+from setpoint.runtime.coordination import Coordination
 from setpoint.runtime.health import split_address
 from setpoint.runtime.manager import ManagerOptions
 from setpoint.workloads.kinds import DEPLOYMENT, JOB, PROCESS, SERVICE
@@ -94,6 +105,19 @@ def add_parser(
         help="show the children's output too: the newest lines under the live view "
         "(each after its object's name), or as lines of their own when not on a terminal",
     )
+    p.add_argument(
+        "--ha",
+        choices=[Coordination.LEADER.value, Coordination.SHARD.value],
+        help="share the store with other engines started with the same --ha: leader (one "
+        "engine runs each controller, the others stand by) or shard (each object is "
+        "reconciled by one live engine); needs --identity",
+    )
+    p.add_argument(
+        "--identity",
+        metavar="NAME",
+        help="with --ha: this engine's name, unique among them and kept across restarts "
+        "(letters, digits, '.', '_', '-')",
+    )
     p.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)  # set by `up -d`
     p.set_defaults(run=run)
 
@@ -111,9 +135,30 @@ def metrics_address(given: str | None) -> str | None:
     return address
 
 
+def coordination(ha: str | None, identity: str | None, *, detach: bool) -> ManagerOptions:
+    """The manager options `--ha` and `--identity` ask for (`Invalid` naming the option)."""
+    if ha is None:
+        if identity is not None:
+            raise Invalid("--identity names an engine among several: give --ha leader|shard")
+        return ManagerOptions()
+    if detach:
+        raise Invalid("--ha engines run in the foreground (under a service manager): drop -d")
+    if not identity or not _IDENTITY.fullmatch(identity):
+        raise Invalid(
+            f"--identity: want a name of letters, digits, '.', '_' or '-' (got {identity!r})"
+        )
+    return ManagerOptions(coordination=Coordination(ha), identity=identity)
+
+
+_IDENTITY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
+
+
 async def run(ctx: Context, args: argparse.Namespace) -> int:
     readiness = Readiness(args.ready_fd)
     address = metrics_address(args.metrics_address)
+    options = replace(
+        coordination(args.ha, args.identity, detach=args.detach), health_address=address
+    )
     if args.detach and "-" in args.paths:
         raise Invalid("up -d reads no manifests from stdin (`-`): give files or directories")
     objects = _checked_objects(ctx, args.paths)
@@ -126,9 +171,7 @@ async def run(ctx: Context, args: argparse.Namespace) -> int:
             if holder is not None:
                 raise engine_running(ctx.store_url, str(holder))
         else:
-            settings = EngineSettings(
-                store_url=ctx.store_url, manager=ManagerOptions(health_address=address)
-            )
+            settings = EngineSettings(store_url=ctx.store_url, manager=options)
             async with Engine(store, settings) as engine:
                 return await _run_engine(engine, objects, readiness, logs=args.logs)
     return await _detach(ctx, args)

@@ -17,6 +17,12 @@ anyone, for `setpoint down` and `up -d`):
   is within the lease duration; otherwise the lease is taken over once its record has not
   changed for the lease duration on our own monotonic clock, as leader election does.
 
+Engines started with `--ha leader|shard` (coordination leader or shard) share the store and
+hold no engine lease; the two kinds refuse each other: `running_members` names the
+coordinated managers whose leases were renewed within their duration (`up --ha` refuses to
+start beside a `single` engine, which `running_engine` names; a `single` one refuses to start
+beside coordinated ones).
+
 Store calls and a read of `/proc`; it never signals a process.
 """
 
@@ -32,6 +38,7 @@ from typing import Any
 
 from setpoint.clock import Clock
 from setpoint.errors import Conflict, EngineRunning, NotFound
+from setpoint.runtime.coordination import COORDINATION_LABEL
 from setpoint.runtime.kinds import LEASE
 from setpoint.runtime.leases import LeaderElector, LeaseSettings, parse_micro_time
 from setpoint.store import Store
@@ -197,6 +204,28 @@ async def running_engine(
     if holder.on_this_host:
         return holder if holder.runs() else None
     return holder if _renewed_within(spec, now, settings.lease_duration) else None
+
+
+async def running_members(store: Store, *, now: float) -> list[str]:
+    """The identities of coordinated managers (`--ha leader|shard`) on `store` that renewed
+    a lease within its duration, judged at `now` on our wall clock."""
+    leases, _ = await store.list(LEASE.api_version, LEASE.kind, label_selector=COORDINATION_LABEL)
+    found: set[str] = set()
+    for lease in leases:
+        spec = lease.get("spec") or {}
+        holder = spec.get("holderIdentity")
+        if holder and _renewed_within(spec, now, float(spec.get("leaseDurationSeconds") or 15)):
+            found.add(str(holder))
+    return sorted(found)
+
+
+def coordinated_running(store_url: str, members: list[str]) -> EngineRunning:
+    """The refusal of a `single` engine beside coordinated ones."""
+    return EngineRunning(
+        f"engines coordinated by leases (`up --ha`) run on {store_url}: "
+        f"{', '.join(members)}; start this one with --ha too, or stop them first",
+        holder=members[0],
+    )
 
 
 async def _read_lease(store: Store) -> dict[str, Any] | None:

@@ -16,6 +16,12 @@ Entering claims the store's engine lease first (`setpoint.engine.claim`):
 a second engine on the same store is refused with `EngineRunning` before it touches
 anything, so it can never stop or adopt the first one's children.
 
+Several engines may share one store (`EngineSettings.manager.coordination` leader or shard,
+`setpoint up --ha`): they claim no engine lease (and refuse to start beside an engine that
+holds it, as it refuses to start beside them: `setpoint.engine.claim.running_members`); each
+keeps its children's state files in a workspace of its own (`member_workspace`), so a
+Process runs on the engine that owns it (shard) or leads its controller (leader).
+
 Stopping: `stop()` stops the manager (in-flight reconciles finish), then `run()` stops every
 child with its own stop signal and grace period, dependents before their dependencies
 (`setpoint.engine.shutdown`: the reverse of `dependsOn`; unrelated children in parallel).
@@ -39,10 +45,18 @@ from urllib.parse import urlsplit
 
 from setpoint.clock import SYSTEM_CLOCK, Clock
 from setpoint.control import autoscaler, thermostat
-from setpoint.engine.claim import EngineHolder, claim_engine_lease
+from setpoint.engine.claim import (
+    EngineHolder,
+    claim_engine_lease,
+    coordinated_running,
+    engine_running,
+    running_engine,
+    running_members,
+)
 from setpoint.engine.shutdown import Node, StopTurns, stop_order
 from setpoint.errors import Invalid, LeadershipLost, UnknownKind
 from setpoint.files import ensure_private_dir
+from setpoint.runtime.coordination import Coordination
 from setpoint.runtime.leases import LeaderElector
 from setpoint.runtime.manager import Manager, ManagerOptions
 from setpoint.store import Store
@@ -95,6 +109,14 @@ def workspace_of(store_url: str) -> Workspace:
     return Workspace(base / "run", base / "run" / "jobs", base / "logs")
 
 
+def member_workspace(workspace: Workspace, identity: str) -> Workspace:
+    """The workspace of the engine named `identity` among several sharing a store: state
+    files under `run/members/IDENTITY/` (each engine adopts only its own children), logs
+    shared (a Process's log is written by whichever engine runs it)."""
+    state_dir = workspace.state_dir / "members" / identity
+    return Workspace(state_dir, state_dir / "jobs", workspace.log_dir)
+
+
 @dataclass(frozen=True, slots=True)
 class EngineSettings:
     """What an engine needs besides its store."""
@@ -120,23 +142,44 @@ class Engine:
         self.store = store
         self.settings = settings
         self.clock = clock
-        self.workspace = settings.workspace or workspace_of(settings.store_url)
         self.holder = EngineHolder.this_process()
         self.manager = Manager(store, clock=clock, options=settings.manager)
+        self.workspace = settings.workspace or workspace_of(settings.store_url)
+        if self.coordinated and settings.workspace is None:
+            self.workspace = member_workspace(self.workspace, self.manager.identity)
         self.recorder: Recorder | None = None
         self._lease: LeaderElector | None = None
         self._holding: asyncio.Task[None] | None = None
         self._lease_lost = False
         self._processes: ProcessController | None = None
         self._jobs: JobController | None = None
+        self._entered = False
+
+    @property
+    def coordinated(self) -> bool:
+        """Whether this engine shares its store with others (coordination leader or shard)."""
+        return self.settings.manager.coordination is not Coordination.SINGLE
 
     async def __aenter__(self) -> Engine:
-        """Claim the engine lease (`EngineRunning` if another engine holds it), then wire
-        the controllers."""
-        self._lease = await claim_engine_lease(
-            self.store, self.holder, store_url=self.settings.store_url, clock=self.clock
-        )
-        self._holding = asyncio.create_task(self._hold(self._lease), name="engine-lease")
+        """Claim the engine lease (`EngineRunning` if another engine holds it, or coordinated
+        engines run), or, coordinated, make sure no such single engine runs; then wire the
+        controllers."""
+        url = self.settings.store_url
+        if self.coordinated:
+            holder = await running_engine(self.store, now=self.clock.now())
+            if holder is not None:
+                raise engine_running(url, str(holder))
+        else:
+            self._lease = await claim_engine_lease(
+                self.store, self.holder, store_url=url, clock=self.clock
+            )
+            members = await running_members(self.store, now=self.clock.now())
+            if members:
+                await self._lease.release()
+                self._lease = None
+                raise coordinated_running(url, members)
+            self._holding = asyncio.create_task(self._hold(self._lease), name="engine-lease")
+        self._entered = True
         self._wire()
         return self
 
@@ -208,7 +251,7 @@ class Engine:
     async def run(self) -> None:
         """Run the manager until `stop()`, then stop every child; see the module docstring.
         Raises `LeadershipLost` (children left running) if the engine lease was lost."""
-        if self._lease is None:
+        if not self._entered:
             raise RuntimeError("enter the engine (`async with engine:`) before run()")
         try:
             await self.manager.run()

@@ -2,9 +2,9 @@
 
 Informers list and watch the store into indexed caches; events become keys in
 a work queue; controllers hand each key to a one-method reconciler and apply
-what its outcome means; the manager runs it all, with leader election,
-garbage collection of owned objects, an event recorder, metrics and health
-probes.
+what its outcome means; the manager runs it all, with leader election (of the
+whole manager or per controller) or sharding among several managers, garbage
+collection of owned objects, an event recorder, metrics and health probes.
 
 Its own kinds are `Event` (v1) and `Lease` (coordination.k8s.io/v1): `register(registry)`
 adds them to a registry (a `Manager` adds them to its store's); importing registers nothing.
@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from setpoint.runtime.builder import ControllerBuilder
     from setpoint.runtime.cache import Cache
     from setpoint.runtime.controller import Controller, ControllerObserver, ControllerSettings
+    from setpoint.runtime.coordination import Coordination
     from setpoint.runtime.events import NORMAL, WARNING, EventRecorder
     from setpoint.runtime.gc import GarbageCollector
     from setpoint.runtime.informer import Informer, InformerEvent
@@ -53,6 +54,7 @@ if TYPE_CHECKING:
         RateLimiter,
     )
     from setpoint.runtime.reconciler import Reconciler, Request, Result
+    from setpoint.runtime.sharding import HashRing, ShardMember
 
 __getattr__, __dir__ = lazy.exports(
     __name__,
@@ -60,6 +62,7 @@ __getattr__, __dir__ = lazy.exports(
         "setpoint.runtime.builder": ("ControllerBuilder",),
         "setpoint.runtime.cache": ("Cache",),
         "setpoint.runtime.controller": ("Controller", "ControllerObserver", "ControllerSettings"),
+        "setpoint.runtime.coordination": ("Coordination",),
         "setpoint.runtime.events": ("NORMAL", "WARNING", "EventRecorder"),
         "setpoint.runtime.gc": ("GarbageCollector",),
         "setpoint.runtime.informer": ("Informer", "InformerEvent"),
@@ -92,6 +95,7 @@ __getattr__, __dir__ = lazy.exports(
             "RateLimiter",
         ),
         "setpoint.runtime.reconciler": ("Reconciler", "Request", "Result"),
+        "setpoint.runtime.sharding": ("HashRing", "ShardMember"),
     },
 )
 
@@ -107,8 +111,10 @@ __all__ = [
     "ControllerBuilder",
     "ControllerObserver",
     "ControllerSettings",
+    "Coordination",
     "EventRecorder",
     "GarbageCollector",
+    "HashRing",
     "Informer",
     "InformerEvent",
     "ItemExponentialLimiter",
@@ -124,6 +130,7 @@ __all__ = [
     "Reconciler",
     "Request",
     "Result",
+    "ShardMember",
     "ShutDown",
     "WorkQueue",
     "add_finalizer",

@@ -10,6 +10,12 @@ reconciler owns the conditions it writes. A later success removes what the runti
 wrote, and nothing else. Shutdown stops taking keys, lets in-flight reconciles
 finish within the grace period, then cancels them. Every outcome is logged in one
 line and reported to the `ControllerObserver` (metrics).
+
+Several managers sharing a store (`setpoint.runtime.coordination`) decide which keys this
+controller may start through its `gate`: a key the gate refuses is dropped when its turn
+comes (its owner reconciles it). When the gate narrows, `stop_keys` waits for (and at last
+cancels) the in-flight reconciles of keys no longer kept, then tells the reconciler's
+`on_lost`; when it widens, `enqueue_cached` puts the newly allowed keys in line.
 """
 
 from __future__ import annotations
@@ -89,7 +95,38 @@ class Controller:
             clock=clock, limiter=settings.limiter, observer=self._observer.queue_observer(name)
         )
         self._stopping = False
-        self._active: set[asyncio.Task[None]] = set()
+        self._active: dict[asyncio.Task[None], Request] = {}
+        self.gate: Callable[[Request], bool] | None = None
+        """Whether this process may start reconciling a key now (None: every key). Read
+        when a worker takes the key, on the event loop, right before the reconcile starts."""
+        self.on_lost: Callable[[Callable[[Request], bool]], Awaitable[None]] | None = None
+        """Called by `stop_keys` once the lost keys' reconciles have ended, with the keys
+        kept: let go of what the reconciler holds for the others (a Process controller
+        stops their children, which their new owner starts)."""
+
+    async def stop_keys(self, keep: Callable[[Request], bool], *, grace: float) -> None:
+        """Return once no reconcile of a key that `keep` rejects is in flight: wait up to
+        `grace` seconds for them to finish, then cancel them and wait for the cancellation.
+        Narrow the `gate` first, or new reconciles of those keys may start meanwhile."""
+        lost = {task for task, request in self._active.items() if not keep(request)}
+        if lost:
+            _, late = await asyncio.wait(lost, timeout=grace) if grace > 0 else (set(), lost)
+            for task in late:
+                task.cancel()
+            if late:
+                await asyncio.wait(late)
+        if self.on_lost is not None:
+            await self.on_lost(keep)
+
+    def enqueue_cached(self, select: Callable[[Request], bool]) -> int:
+        """Put every cached object `select` accepts in line; return how many."""
+        count = 0
+        for namespace, name in self.informer.cache:
+            request = Request(name, namespace)
+            if select(request):
+                self.enqueue(request)
+                count += 1
+        return count
 
     def enqueue(self, request: Request) -> None:
         self.queue.add(request)
@@ -130,18 +167,18 @@ class Controller:
                 request = await self.queue.get()
             except ShutDown:
                 return
-            if self._stopping:
+            if self._stopping or (self.gate is not None and not self.gate(request)):
                 self.queue.done(request)
                 continue
             task = asyncio.create_task(self._process(request))
-            self._active.add(task)
+            self._active[task] = request
             task.add_done_callback(functools.partial(self._finished, request))
             # Shielded: cancelling a worker does not cut a reconcile short; shutdown
             # gives it the grace period, and `run` cancels what is left.
             await asyncio.shield(task)
 
     def _finished(self, request: Request, task: asyncio.Task[None]) -> None:
-        self._active.discard(task)
+        self._active.pop(task, None)
         self.queue.done(request)
 
     async def _process(self, request: Request) -> None:

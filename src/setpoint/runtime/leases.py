@@ -146,6 +146,7 @@ class LeaderElector:
         identity: str,
         clock: Clock = SYSTEM_CLOCK,
         settings: LeaseSettings = LeaseSettings(),
+        labels: dict[str, str] | None = None,
     ) -> None:
         if not identity:
             raise Invalid("want a non-empty identity", field="identity")
@@ -155,6 +156,8 @@ class LeaderElector:
         self.namespace = namespace
         self.identity = identity
         self.settings = settings
+        self.labels = dict(labels or {})
+        """Labels of the lease when this elector creates it."""
         self._clock = clock
         self._is_leader = False
         # The last record (spec) we saw and when we first saw it (our monotonic clock).
@@ -313,6 +316,6 @@ class LeaderElector:
         return {
             "apiVersion": LEASE.api_version,
             "kind": LEASE.kind,
-            "metadata": {"name": self.name, "namespace": self.namespace},
+            "metadata": {"name": self.name, "namespace": self.namespace, "labels": self.labels},
             "spec": spec,
         }

@@ -13,6 +13,14 @@ and runnables only once this manager holds the Lease named by
 manager stops at once and `run()` raises `LeadershipLost` rather than risk two
 leaders; a graceful stop releases the lease so a successor need not wait.
 
+With `ManagerOptions.coordination` (`setpoint.runtime.coordination`), several managers share
+the store: `leader` elects a leader per controller (the others stand by, informers warm),
+`shard` splits every controller's keys among the live members (`setpoint.runtime.sharding`).
+In both, user runnables run in every manager, and the garbage collector and event expiry in
+the one that holds the Lease `leader_election_id`. A graceful stop lets in-flight reconciles
+finish, lets go of every key (`Controller.on_lost`: a Process controller stops its children),
+then releases the leases, so the others take over without waiting.
+
 With `ManagerOptions.health_address`, an HTTP server answers `/healthz` (the
 loop is alive), `/readyz` (caches synced, not stopping; independent of
 leadership, so followers are ready too) and `/metrics` (Prometheus, with
@@ -36,6 +44,7 @@ from setpoint.model import Kind
 from setpoint.runtime.builder import ControllerBuilder
 from setpoint.runtime.cache import Cache
 from setpoint.runtime.controller import Controller, ControllerObserver
+from setpoint.runtime.coordination import COORDINATION_LABEL, Coordination, lead
 from setpoint.runtime.events import EventRecorder, expire_events
 from setpoint.runtime.gc import GarbageCollector
 from setpoint.runtime.health import serve, split_address
@@ -43,6 +52,7 @@ from setpoint.runtime.informer import Informer
 from setpoint.runtime.kinds import EVENT, LEASE
 from setpoint.runtime.leases import LeaderElector, LeaseSettings
 from setpoint.runtime.metrics import Metrics
+from setpoint.runtime.sharding import ShardMember
 from setpoint.store import Store
 
 log = logging.getLogger("setpoint.manager")
@@ -59,8 +69,14 @@ class ManagerOptions:
     leader_election: bool = False
     """Run controllers and runnables only while holding a Lease in the store."""
     leader_election_id: str = "setpoint-manager"
-    """Name of the Lease; managers that share it elect one leader among them."""
+    """Name of the Lease; managers that share it elect one leader among them. With
+    `coordination` leader or shard: the prefix of the controllers' leases, and the shard
+    group's name."""
     leader_election_namespace: str = "default"
+    coordination: Coordination = Coordination.SINGLE
+    """How this manager shares the store with other managers: single (alone), leader (a
+    leader per controller) or shard (keys split among members); see
+    `setpoint.runtime.coordination`."""
     identity: str | None = None
     """This manager's name in the Lease; default: hostname + "_" + a random hex id."""
     lease: LeaseSettings = field(default_factory=LeaseSettings)
@@ -73,6 +89,12 @@ class ManagerOptions:
     """Delete Events older than this many seconds (leader only); None keeps them."""
 
     def __post_init__(self) -> None:
+        if self.leader_election and self.coordination is not Coordination.SINGLE:
+            raise Invalid(
+                "leader_election elects one leader for the whole manager: use it only with "
+                "coordination single",
+                field="leader_election",
+            )
         if self.health_address is not None:
             try:
                 split_address(self.health_address)
@@ -106,16 +128,24 @@ class Manager:
         self._stop = asyncio.Event()
         self._started = asyncio.Event()
         self._running = False
+        self.identity = options.identity or f"{socket.gethostname()}_{uuid.uuid4().hex}"
+        """This manager's name in the leases it holds."""
         self._elector: LeaderElector | None = None
         if options.leader_election:
-            self._elector = LeaderElector(
+            self._elector = self._lease(options.leader_election_id)
+        self.shard: ShardMember | None = None
+        """This manager's membership of its shard group (coordination shard only)."""
+        if options.coordination is Coordination.SHARD:
+            member = ShardMember(
                 store,
-                options.leader_election_id,
+                group=options.leader_election_id,
+                identity=self.identity,
                 namespace=options.leader_election_namespace,
-                identity=options.identity or f"{socket.gethostname()}_{uuid.uuid4().hex}",
                 clock=clock,
                 settings=options.lease,
             )
+            self.informer(LEASE).add_handler(lambda _: member.notify())
+            self.shard = member
         self._leadership_lost = False
 
     @property
@@ -199,10 +229,7 @@ class Manager:
             self._synced = True
             if self._elector is not None and not await self._lead(self._elector):
                 return
-            for controller in self.controllers:
-                self._spawn(controller.run(), f"controller-{controller.name}")
-            for runnable in self._builtin_runnables() + self._runnables:
-                self._spawn(runnable(), getattr(runnable, "__name__", "runnable"))
+            self._start_work()
             self._started.set()
             log.info("manager started: %d controllers", len(self.controllers))
             await self._stop.wait()
@@ -214,6 +241,14 @@ class Manager:
             for task in self._tasks:
                 task.cancel()
             await asyncio.gather(*self._tasks, return_exceptions=True)
+            if self.shard is not None and self._started.is_set():
+                try:
+                    # Let go of every key (a Process's child stops) before the others may
+                    # take them over.
+                    await asyncio.gather(*(c.stop_keys(_refuse, grace=0) for c in self.controllers))
+                    await self.shard.leave()
+                except Exception:
+                    log.exception("could not delete the shard member lease")
             if self._elector is not None and not self._leadership_lost:
                 try:
                     await self._elector.release()
@@ -229,6 +264,63 @@ class Manager:
             log.info("manager stopped")
         if self._leadership_lost:
             raise LeadershipLost("lost the leader lease; stopped rather than risk two leaders")
+
+    def _lease(self, name: str) -> LeaderElector:
+        options = self.options
+        mode = options.coordination
+        return LeaderElector(
+            self.store,
+            name,
+            namespace=options.leader_election_namespace,
+            identity=self.identity,
+            clock=self.clock,
+            settings=options.lease,
+            labels={} if mode is Coordination.SINGLE else {COORDINATION_LABEL: mode.value},
+        )
+
+    def _start_work(self) -> None:
+        """Start the controllers and runnables, coordinated as `options.coordination` says."""
+        if self.options.coordination is Coordination.SINGLE:
+            for controller in self.controllers:
+                self._spawn(controller.run(), f"controller-{controller.name}")
+            for runnable in self._builtin_runnables() + self._runnables:
+                self._spawn(runnable(), getattr(runnable, "__name__", "runnable"))
+            return
+        prefix = self.options.leader_election_id
+        for controller in self.controllers:
+            controller.gate = _refuse  # until its lease or its shard says otherwise
+        if self.shard is not None:
+            self.shard.controllers = list(self.controllers)
+            for controller in self.controllers:
+                controller.gate = self.shard.may_start
+            self._spawn(self.shard.run(), f"shard-member-{self.identity}")
+        else:
+            for controller in self.controllers:
+                elector = self._lease(f"{prefix}-{controller.name}")
+                self._spawn(lead(controller, elector), f"lead-{controller.name}")
+        for controller in self.controllers:
+            self._spawn(controller.run(), f"controller-{controller.name}")
+        for runnable in self._runnables:
+            self._spawn(runnable(), getattr(runnable, "__name__", "runnable"))
+        builtin = self._builtin_runnables()
+        if builtin:
+            self._spawn(self._run_while_leading(self._lease(prefix), builtin), "builtin-lead")
+
+    async def _run_while_leading(self, elector: LeaderElector, runnables: list[Runnable]) -> None:
+        """Run `runnables` while holding `elector`'s lease; stand again when it is lost."""
+        try:
+            while True:
+                await elector.acquire()
+                tasks = [asyncio.ensure_future(r()) for r in runnables]
+                try:
+                    await elector.hold()
+                finally:
+                    for task in tasks:
+                        task.cancel()
+                    await asyncio.gather(*tasks, return_exceptions=True)
+        finally:
+            if elector.is_leader:
+                await elector.release()
 
     def _builtin_runnables(self) -> list[Runnable]:
         runnables: list[Runnable] = []
@@ -303,3 +395,7 @@ class Manager:
         task = asyncio.create_task(guarded(), name=name)
         self._tasks.add(task)
         return task
+
+
+def _refuse(_: object) -> bool:
+    return False

@@ -634,6 +634,7 @@ class ChildLifecycle(Generic[S, P]):
             secrets = manager.store.registry.get(SECRET.api_version, SECRET.kind)
             builder.watches(secrets, referring_to(cache))
         self.controller = builder.complete(self)
+        self.controller.on_lost = self.release
         manager.add_runnable(self.collect_orphans)
         return self.controller
 
@@ -1001,6 +1002,19 @@ class ChildLifecycle(Generic[S, P]):
                 handle.pid, self.kind.kind, namespace, obj_name,
             )  # fmt: skip
             await supervisor.stop(handle, 0.0)
+
+    async def release(self, keep: Callable[[Request], bool]) -> None:
+        """Stop the children of the objects `keep` rejects, each with its own grace period,
+        those an earlier run of this engine left included: this engine no longer runs them
+        (coordinated engines: another one owns them now and starts them;
+        `setpoint.runtime.coordination`)."""
+        if not self._detached:
+            await self._adopt_left_behind()
+        lost = [(key, c) for key, c in self._table.items() if not keep(Request(key[1], key[0]))]
+        for key, _ in lost:
+            del self._table[key]
+            log.info("%s %s/%s: owned by another engine now; stopping", self.kind.singular, *key)
+        await asyncio.gather(*(self._stop(c, None, "moved") for _, c in lost))
 
     async def children_to_stop(self) -> list[Key]:
         """Whose children a full stop would stop now: those in the table, after adopting
