@@ -8,6 +8,7 @@ file in one rename. No decisions about where the file goes: that is the caller's
 
 from __future__ import annotations
 
+import base64
 import os
 from pathlib import Path
 from typing import Any
@@ -18,14 +19,23 @@ from setpoint.files import open_private
 
 
 def kubeconfig(
-    url: str, token: str | None, *, name: str = "setpoint", namespace: str = "default"
+    url: str,
+    token: str | None,
+    *,
+    certificate: bytes | None = None,
+    name: str = "setpoint",
+    namespace: str = "default",
 ) -> dict[str, Any]:
-    """A kubeconfig with one context `name` for the server at `url` (no token: none sent)."""
+    """A kubeconfig with one context `name` for the server at `url` (no token: none sent),
+    trusting `certificate` (PEM: the server's self-signed one) for HTTPS."""
     user: dict[str, Any] = {"token": token} if token else {}
+    cluster: dict[str, Any] = {"server": url}
+    if certificate is not None:
+        cluster["certificate-authority-data"] = base64.b64encode(certificate).decode()
     return {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{"name": name, "cluster": {"server": url}}],
+        "clusters": [{"name": name, "cluster": cluster}],
         "users": [{"name": name, "user": user}],
         "contexts": [
             {"name": name, "context": {"cluster": name, "user": name, "namespace": namespace}}

@@ -15,6 +15,9 @@ Limits (`ServerLimits`), each against a client that could otherwise exhaust the 
 * `keep_alive_timeout`: an idle keep-alive connection is closed after it.
 * the request body's size and time limits are the app's (`ApiSettings`), per request.
 
+With `tls` (`setpoint.api.tls`) it serves HTTPS: kubectl sends bearer tokens only
+over HTTPS.
+
 Signals are left to the caller: the server never installs handlers of its own (`up`
 has its own Ctrl-C rules). No business logic here.
 """
@@ -32,6 +35,8 @@ from typing import Any
 import h11
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from setpoint.api.tls import TlsFiles
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,10 +98,17 @@ class ApiServer:
     loop; see the module docstring."""
 
     def __init__(
-        self, app: Any, host: str = "127.0.0.1", port: int = 0, limits: ServerLimits | None = None
+        self,
+        app: Any,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        limits: ServerLimits | None = None,
+        *,
+        tls: TlsFiles | None = None,
     ) -> None:
         self.limits = limits or ServerLimits()
         self.host = host
+        self.tls = tls
         self._socket = _bind(host, port)
         self.port: int = self._socket.getsockname()[1]
         config = uvicorn.Config(
@@ -110,6 +122,8 @@ class ApiServer:
             timeout_graceful_shutdown=self.limits.shutdown_timeout,
             h11_max_incomplete_event_size=self.limits.max_header_bytes,
             server_header=False,
+            ssl_certfile=str(tls.cert) if tls else None,
+            ssl_keyfile=str(tls.key) if tls else None,
         )
         self._server = _Server(config)
         self._task: asyncio.Task[None] | None = None
@@ -117,7 +131,8 @@ class ApiServer:
     @property
     def url(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
+        scheme = "https" if self.tls else "http"
+        return f"{scheme}://{host}:{self.port}"
 
     async def start(self) -> None:
         """Start serving; returns once the server accepts connections."""
@@ -134,10 +149,15 @@ class ApiServer:
         """Ask the server to stop (in-flight requests get `shutdown_timeout`)."""
         self._server.should_exit = True
 
+    async def wait_forever(self) -> int:
+        """Serve until cancelled (or the server stops by itself: then 1)."""
+        await self.wait()
+        return 1
+
     async def wait(self) -> None:
-        """Until the server stopped."""
+        """Until the server stopped (cancelling the waiter does not stop the server)."""
         if self._task is not None:
-            await self._task
+            await asyncio.shield(self._task)
 
     async def __aenter__(self) -> ApiServer:
         await self.start()
@@ -157,10 +177,15 @@ class ApiServer:
 
 
 async def serve(
-    app: Any, host: str = "127.0.0.1", port: int = 0, limits: ServerLimits | None = None
+    app: Any,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    limits: ServerLimits | None = None,
+    *,
+    tls: TlsFiles | None = None,
 ) -> None:
     """Serve `app` until cancelled."""
-    async with ApiServer(app, host, port, limits) as server:
+    async with ApiServer(app, host, port, limits, tls=tls) as server:
         await server.wait()
 
 
