@@ -74,10 +74,12 @@ def create_app(
         Route("/livez", _ok, methods=["GET", "HEAD"]),
         Route("/readyz", _ok, methods=["GET", "HEAD"]),
     ]
-    return Starlette(
+    app = Starlette(
         routes=routes,
         exception_handlers={HTTPException: _http_exception, Exception: _unexpected},
     )
+    app.state.watches = api.resources.watches  # open and dropped watches (WatchCounts)
+    return app
 
 
 async def _ok(request: Request) -> Response:

@@ -41,7 +41,7 @@ from setpoint.api.query import (
     wants_table,
 )
 from setpoint.api.status import Target, success
-from setpoint.api.watch import WatchLimits, WatchRequest, WatchStream
+from setpoint.api.watch import WatchCounts, WatchLimits, WatchRequest, WatchStream
 from setpoint.clock import Clock
 from setpoint.errors import (
     BadRequest,
@@ -150,6 +150,7 @@ class Resources:
         self.settings = settings
         self.clock = clock
         self.snapshots = ListSnapshots(settings.list_snapshot_ttl, settings.max_list_snapshots)
+        self.watches = WatchCounts()
 
     async def handle(self, request: Request, path: ResourcePath) -> Response:
         kind = kind_for(self.store.registry, path.api_version, path.resource)
@@ -269,7 +270,7 @@ class Resources:
             initial_events_end=send_initial,
             timeout=min(float(timeout), limits.max_timeout) if timeout else limits.max_timeout,
         )
-        return WatchStream(self.store, watch, limits)
+        return WatchStream(self.store, watch, limits, self.watches)
 
     def _answer(
         self, request: Request, kind: Kind, obj: Object, params: dict[str, str], code: int = 200
