@@ -240,6 +240,11 @@ class Registry:
             del self._kinds[(api_version, kind)]
             self._defined.discard((api_version, kind))
 
+    def registered(self, api_version: str, kind: str) -> bool:
+        """Whether a kind registered in Python has this apiVersion and kind (no refresh)."""
+        key = (api_version, kind)
+        return key in self._kinds and key not in self._defined
+
     def defined(self) -> list[Kind]:
         """The kinds defined as data, as `define` left them."""
         return [self._kinds[key] for key in sorted(self._defined)]

@@ -43,6 +43,8 @@ def learn_kinds(registry: Registry, crds: Iterable[Object]) -> None:
     registry.register(CRD)
     wanted: set[tuple[str, str]] = set()
     for crd in crds:
+        if registry.registered(*_names(crd)):
+            continue  # a Python kind's own CRD: nothing to learn (and no schema to read)
         kind = _kind(crd)
         if kind is not None and registry.define(kind):
             wanted.add((kind.api_version, kind.kind))
@@ -53,6 +55,8 @@ def learn_kinds(registry: Registry, crds: Iterable[Object]) -> None:
 
 def learn_change(registry: Registry, crd: Object, *, deleted: bool) -> None:
     """One CRD written (or, `deleted`, gone): define or forget its kind."""
+    if registry.registered(*_names(crd)):
+        return
     kind = _kind(crd)
     if kind is None:
         return
@@ -63,6 +67,23 @@ def learn_change(registry: Registry, crd: Object, *, deleted: bool) -> None:
             if (old.group, old.kind) == (kind.group, kind.kind) and old != kind:
                 registry.forget(old.api_version, old.kind)
         registry.define(kind)
+
+
+def _names(crd: Object) -> tuple[str, str]:
+    """The (apiVersion, kind) a CRD defines, or empty names if it says none."""
+    spec = crd.get("spec")
+    if not isinstance(spec, dict):
+        return "", ""
+    versions = spec.get("versions")
+    stored = (
+        [v for v in versions if isinstance(v, dict) and v.get("storage")]
+        if isinstance(versions, list)
+        else []
+    )
+    kind = (spec.get("names") or {}).get("kind") if isinstance(spec.get("names"), dict) else None
+    if not stored or not isinstance(kind, str):
+        return "", ""
+    return f"{spec.get('group')}/{stored[0].get('name')}", kind
 
 
 def _kind(crd: Object) -> Kind | None:
