@@ -16,6 +16,7 @@ terminal. Global options may be given before or after the verb.
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import os
 import sys
@@ -306,6 +307,7 @@ def make_context(args: argparse.Namespace) -> Context:
     from setpoint.cli.context import Context, store_url_for
     from setpoint.cli.kind_modules import load_kinds
     from setpoint.engine.kinds import builtin_kinds
+    from setpoint.store import read_kinds
 
     kinds = os.environ.get("SETPOINT_KINDS", "").split(",")
     kinds += getattr(args, "kinds", []) + getattr(args, "kinds_after", [])
@@ -315,6 +317,9 @@ def make_context(args: argparse.Namespace) -> Context:
     store_url, searched = store_url_for(
         _option(args, "store") or os.environ.get("SETPOINT_STORE"), os.getcwd()
     )
+    # Kinds defined by CRDs in the store are read when a kind is not found (not before:
+    # built-in kinds cost no read).
+    registry.refresh = functools.partial(read_kinds, store_url, registry)
     return Context(
         store_url=store_url,
         store_searched=searched,
