@@ -76,6 +76,7 @@ def test_the_server_publishes_the_builtin_crds(server: Server) -> None:
 
 def test_a_crd_applied_with_kubectl_serves_a_validated_kind(server: Server) -> None:
     server.ok("apply", "-f", str(server.write("gadget-crd.yaml", WIDGET_CRD)))
+    server.ok("wait", "--for", "condition=established", "crd/gadgets.example.com", "--timeout=30s")
     created = server.ok("apply", "-f", str(server.write("g1.yaml", gadget("g1", {"size": 2}))))
     assert "gadget.example.com/g1 created" in created.out
 
