@@ -76,6 +76,7 @@ def test_the_server_publishes_the_builtin_crds(server: Server) -> None:
 
 def test_a_crd_applied_with_kubectl_serves_a_validated_kind(server: Server) -> None:
     server.ok("apply", "-f", str(server.write("gadget-crd.yaml", WIDGET_CRD)))
+    server.ok("wait", "--for", "condition=established", "crd/gadgets.example.com", "--timeout=30s")
     created = server.ok("apply", "-f", str(server.write("g1.yaml", gadget("g1", {"size": 2}))))
     assert "gadget.example.com/g1 created" in created.out
 
@@ -104,3 +105,43 @@ def test_a_crd_applied_with_kubectl_serves_a_validated_kind(server: Server) -> N
     )
     assert got.returncode == 0, got.stderr
     assert [line.split()[:3] for line in got.stdout.splitlines()[1:]] == [["g1", "-", "2"]]
+
+
+def _process(args: list[str], labels: dict[str, str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "setpoint.dev/v1alpha1",
+        "kind": "Process",
+        "metadata": {"name": "ssa", "labels": labels},
+        "spec": {"args": args},
+    }
+
+
+def test_server_side_apply_owns_fields_and_refuses_another_managers(server: Server) -> None:
+    mine = server.write("ssa.yaml", _process(["sleep", "60"], {"app": "ssa"}))
+    assert "serverside-applied" in server.ok("apply", "--server-side", "-f", str(mine)).out
+    stored = server.stored("Process", "ssa")
+    (entry,) = stored["metadata"]["managedFields"]
+    assert (entry["manager"], entry["operation"]) == ("kubectl", "Apply")
+    assert entry["fieldsV1"]["f:spec"] == {"f:args": {}}
+
+    server.ok("apply", "--server-side", "-f", str(mine))  # again: nothing to write
+    assert (
+        server.stored("Process", "ssa")["metadata"]["resourceVersion"]
+        == (stored["metadata"]["resourceVersion"])
+    )
+
+    theirs = server.write("ssa-other.yaml", _process(["sleep", "5"], {"app": "ssa"}))
+    refused = server.kubectl("apply", "--server-side", "--field-manager=other", "-f", str(theirs))
+    assert refused.code != 0
+    assert "conflict" in refused.err
+    assert ".spec.args" in refused.err
+    assert server.stored("Process", "ssa")["spec"]["args"] == ["sleep", "60"]
+
+    server.ok(
+        "apply", "--server-side", "--field-manager=other", "--force-conflicts", "-f", str(theirs)
+    )
+    taken = server.stored("Process", "ssa")
+    assert taken["spec"]["args"] == ["sleep", "5"]
+    owners = {e["manager"]: e["fieldsV1"] for e in taken["metadata"]["managedFields"]}
+    assert "f:args" in owners["other"]["f:spec"]
+    assert "f:spec" not in owners["kubectl"]  # kubectl keeps only its label

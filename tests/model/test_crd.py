@@ -343,6 +343,10 @@ def test_the_crd_kind_is_cluster_scoped_and_validates_crds() -> None:
     crd = widget_crd()
     CRD.validate(crd)
     assert "namespace" not in crd["metadata"]
+    conditions = {c["type"]: c["status"] for c in crd["status"]["conditions"]}
+    assert conditions == {"NamesAccepted": "True", "Established": "True"}
+    assert crd["status"]["acceptedNames"]["listKind"] == "WidgetList"
+    assert crd["status"]["storedVersions"] == ["v1"]
 
 
 # -- the registry -----------------------------------------------------------------------

@@ -155,3 +155,41 @@ def test_one_manager_never_conflicts_and_reapplying_changes_nothing(
     assert apply(after, deploy(second), manager="m", force=False, now=NOW) == after
     assert {p for e in after["metadata"].get("managedFields", []) for p in decode(e["fieldsV1"])} \
         == fields_of(deploy(second))  # fmt: skip
+
+
+async def test_server_side_apply_against_a_store() -> None:
+    from setpoint.engine import builtin_kinds
+    from setpoint.errors import Invalid
+    from setpoint.store import open_store
+    from setpoint.store.apply import server_side_apply
+    from setpoint.workloads.kinds import PROCESS
+
+    store = await open_store("memory://", builtin_kinds())
+    try:
+        applied = {
+            "apiVersion": PROCESS.api_version,
+            "kind": "Process",
+            "metadata": {"name": "p"},
+            "spec": {"args": ["true"]},
+        }
+        dry = await server_side_apply(
+            store, PROCESS, "p", "default", applied, field_manager="m", dry_run=True
+        )
+        assert dry["spec"]["restartPolicy"] == "Always"  # validated, defaults filled
+        assert await store.revision() == 0  # nothing written
+        created = await server_side_apply(
+            store, PROCESS, "p", "default", applied, field_manager="m"
+        )
+        again = await server_side_apply(store, PROCESS, "p", "default", applied, field_manager="m")
+        assert again["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
+        with pytest.raises(Conflict) as caught:
+            await server_side_apply(
+                store, PROCESS, "p", "default", {**applied, "spec": {"args": ["false"]}},
+                field_manager="n",
+            )  # fmt: skip
+        assert [c["field"] for c in caught.value.causes] == [".spec.args"]
+        with pytest.raises(Invalid) as refused:
+            await server_side_apply(store, PROCESS, "q", "default", applied, field_manager="m")
+        assert refused.value.field == "metadata.name"
+    finally:
+        await store.close()

@@ -397,16 +397,10 @@ class Resources:
         params: dict[str, str],
         body: Any,
     ) -> Response:
-        """Server-side apply, through `setpoint.model.managed_fields` when it is there."""
-        try:
-            managed: Any = importlib.import_module("setpoint.model.managed_fields")
-        except ImportError:
-            raise UnsupportedMediaType(
-                "server-side apply (application/apply-patch+yaml) needs "
-                "setpoint.model.managed_fields, which this server does not have yet: "
-                "use client-side apply (kubectl apply without --server-side)"
-            ) from None
-        applied = await managed.server_side_apply(
+        """Server-side apply (`setpoint.store.apply`; `setpoint.model.managed_fields` decides)."""
+        from setpoint.store.apply import server_side_apply
+
+        applied = await server_side_apply(
             self.store,
             kind,
             name,

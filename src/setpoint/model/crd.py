@@ -711,15 +711,47 @@ def check_structural(node: Any, where: str, *, in_logic: bool = False) -> None:
 
 @dataclass(frozen=True)
 class _CrdValidator:
-    """The validation of CRDs themselves: `check_crd`; any status."""
+    """The validation of CRDs themselves: `check_crd`; a new CRD (one without a status) is
+    given the status Kubernetes gives an accepted one (its names, `Established`), which
+    `kubectl wait --for condition=established` waits for."""
 
     def validate(self, obj: Object) -> None:
         check_crd(obj)
+        if obj.get("status") is None:
+            obj["status"] = accepted_status(obj)
 
     def validate_status(self, status: Any) -> Any:
         if not isinstance(status, dict):
             raise Invalid("want a mapping", field="status")
         return status
+
+
+def accepted_status(crd: Object) -> dict[str, Any]:
+    """The status of a CRD setpoint serves: its names accepted, Established, its stored
+    version."""
+    spec = crd["spec"]
+    names = dict(spec["names"])
+    names.setdefault("singular", names["kind"].lower())
+    names.setdefault("listKind", names["kind"] + "List")
+    stored = [v["name"] for v in spec["versions"] if v.get("storage")]
+    return {
+        "acceptedNames": names,
+        "storedVersions": stored,
+        "conditions": [
+            {
+                "type": "NamesAccepted",
+                "status": "True",
+                "reason": "NoConflicts",
+                "message": "no conflicts found",
+            },
+            {
+                "type": "Established",
+                "status": "True",
+                "reason": "InitialNamesAccepted",
+                "message": "the initial names have been accepted",
+            },
+        ],
+    }
 
 
 CRD = Kind(

@@ -74,17 +74,30 @@ def apply(
     for path in sorted(wanted):
         _set(merged, path, copy.deepcopy(_value(applied, path)))
 
-    kept: list[dict[str, Any]] = []
-    for entry in others:
+    unchanged = live is not None and _without_entries(merged) == _without_entries(live)
+    out_entries: list[dict[str, Any]] = []
+    for entry in entries:
+        if entry is before:
+            continue
         owned = decode(entry.get("fieldsV1") or {})
         left = {p for p in owned if not any(_within(p, t) for t in taken)}
         if left:
-            kept.append({**entry, "fieldsV1": encode(left)} if left != owned else entry)
-    mine = _entry(manager, "Apply", api_version, now, wanted)
-    merged["metadata"]["managedFields"] = [*kept, mine] if wanted else kept
-    if not merged["metadata"]["managedFields"]:
-        del merged["metadata"]["managedFields"]
+            out_entries.append({**entry, "fieldsV1": encode(left)} if left != owned else entry)
+    if wanted:
+        mine = _entry(manager, "Apply", api_version, now, wanted)
+        if before is not None and unchanged and before.get("fieldsV1") == mine["fieldsV1"]:
+            mine = before  # a no-op apply writes nothing, not even a new time
+        where = entries.index(before) if before is not None else len(out_entries)
+        out_entries.insert(min(where, len(out_entries)), mine)
+    if out_entries:
+        merged["metadata"]["managedFields"] = out_entries
+    else:
+        merged["metadata"].pop("managedFields", None)
     return merged
+
+
+def _without_entries(obj: Object) -> Object:
+    return {**obj, "metadata": {k: v for k, v in obj["metadata"].items() if k != "managedFields"}}
 
 
 def update(live: Object, new: Object, *, manager: str, now: datetime) -> Object:
