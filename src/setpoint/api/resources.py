@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import importlib
 import secrets
 import time
 from collections import OrderedDict
