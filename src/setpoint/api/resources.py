@@ -3,7 +3,8 @@ and `scale` subresources, and watches, each carried out with the `Store` calls t
 makes. No validation of its own: a write goes through `Store.create/update/patch/delete`
 (admission in `setpoint.model`, rules in `setpoint.store.rules`); a dry run
 (`dryRun=All`) runs the same `prepare` and `decide` of `setpoint.store.rules` and writes
-nothing.
+nothing; server-side apply is `setpoint.store.apply`. `kubectl get`'s Accept header gets
+a Table (`setpoint.api.tables`).
 
 Reading bodies: at most `ApiSettings.max_body_bytes` (413 before reading when the
 Content-Length says more, else as soon as the stream passes it), within
