@@ -8,6 +8,11 @@
     ├── AlreadyExists      create of a name that is taken
     ├── Conflict           stale resourceVersion: re-read, re-apply, retry
     ├── Gone               watch history compacted past the requested revision: relist
+    ├── BadRequest         an HTTP request the API cannot read (a bad query, body or selector)
+    ├── Unauthorized       no valid credentials (HTTP 401)
+    ├── Forbidden          valid credentials whose role may not do this (HTTP 403)
+    ├── UnsupportedMediaType  a request body of a content type the API does not take
+    ├── RequestEntityTooLarge a request body over the API server's limit
     ├── StoreClosed        the store was closed
     ├── StoreUnavailable   a store's server cannot be reached (retry; re-read first)
     ├── LeadershipLost     a manager lost its leader lease and stopped
@@ -76,13 +81,48 @@ class AlreadyExists(Error):
 
 
 class Conflict(Error):
+    """A stale write, or (server-side apply, `setpoint.model.managed_fields`) fields another
+    manager owns: `causes` then names each field and its owner, as a Kubernetes `Status`'s
+    `details.causes` (`reason`, `message`, `field`)."""
+
     code = 409
     reason = "Conflict"
+
+    def __init__(self, message: str = "", *, causes: list[dict[str, str]] | None = None) -> None:
+        super().__init__(message)
+        self.causes: list[dict[str, str]] = list(causes or ())
 
 
 class Gone(Error):
     code = 410
     reason = "Expired"
+
+
+class BadRequest(Error):
+    """The HTTP API could not read the request (`setpoint.api`): its message says what."""
+
+    code = 400
+    reason = "BadRequest"
+
+
+class Unauthorized(Error):
+    code = 401
+    reason = "Unauthorized"
+
+
+class Forbidden(Error):
+    code = 403
+    reason = "Forbidden"
+
+
+class UnsupportedMediaType(Error):
+    code = 415
+    reason = "UnsupportedMediaType"
+
+
+class RequestEntityTooLarge(Error):
+    code = 413
+    reason = "RequestEntityTooLarge"
 
 
 class StoreClosed(Error):

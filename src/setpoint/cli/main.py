@@ -16,6 +16,7 @@ terminal. Global options may be given before or after the verb.
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import os
 import sys
@@ -108,6 +109,13 @@ VERBS: tuple[Verb, ...] = (
         "setpoint up -d examples/webapp     # in the background, then `logs -f`, `down`",
         "setpoint up examples/webapp --logs # the children's output under the live view",
         "setpoint up --metrics-address 127.0.0.1:9090 app/   # /metrics, /healthz, /readyz",
+    )),
+    Verb("serve", "serve", "serve the store over a Kubernetes-compatible HTTP API (kubectl works against it)", (  # noqa: E501
+        "setpoint serve --port 8080 --token-file tokens.csv",
+        "KUBECONFIG=.setpoint/kubeconfig kubectl get processes",
+    )),
+    Verb("kubeconfig", "kubeconfig", "print or write a kubeconfig for a setpoint API server", (
+        "setpoint kubeconfig --server http://127.0.0.1:8080 --token-file tokens.csv",
     )),
     Verb("down", "down", "stop the engine running on the store and every child (objects are kept)", (  # noqa: E501
         "setpoint up -d app/ && setpoint down",
@@ -299,6 +307,7 @@ def make_context(args: argparse.Namespace) -> Context:
     from setpoint.cli.context import Context, store_url_for
     from setpoint.cli.kind_modules import load_kinds
     from setpoint.engine.kinds import builtin_kinds
+    from setpoint.store import read_kinds
 
     kinds = os.environ.get("SETPOINT_KINDS", "").split(",")
     kinds += getattr(args, "kinds", []) + getattr(args, "kinds_after", [])
@@ -308,6 +317,9 @@ def make_context(args: argparse.Namespace) -> Context:
     store_url, searched = store_url_for(
         _option(args, "store") or os.environ.get("SETPOINT_STORE"), os.getcwd()
     )
+    # Kinds defined by CRDs in the store are read when a kind is not found (not before:
+    # built-in kinds cost no read).
+    registry.refresh = functools.partial(read_kinds, store_url, registry)
     return Context(
         store_url=store_url,
         store_searched=searched,

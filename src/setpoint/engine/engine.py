@@ -12,7 +12,9 @@ from `EngineSettings.manager`), the Process, Job,
 Deployment, Service, Thermostat and Autoscaler controllers, and the timeline recorder
 (`setpoint.insight.recorder`), with children's state files and logs in the `Workspace`
 beside the store, whose directories are made (or tightened to) mode 0700 (`setpoint.files`).
-Entering claims the store's engine lease first (`setpoint.engine.claim`):
+Entering claims the store's engine lease first (`setpoint.engine.claim`), then publishes
+the CRD of every kind registered in Python (`setpoint.store.kinds.publish_kinds`, written
+only when missing or changed):
 a second engine on the same store is refused with `EngineRunning` before it touches
 anything, so it can never stop or adopt the first one's children.
 
@@ -60,6 +62,7 @@ from setpoint.runtime.coordination import Coordination
 from setpoint.runtime.leases import LeaderElector
 from setpoint.runtime.manager import Manager, ManagerOptions
 from setpoint.store import Store
+from setpoint.store.kinds import publish_kinds
 from setpoint.workloads import deployment, service, supervisor
 from setpoint.workloads.job import JOB, JobController, JobSettings
 from setpoint.workloads.process import PROCESS, ProcessController, ProcessSettings
@@ -180,6 +183,7 @@ class Engine:
                 raise coordinated_running(url, members)
             self._holding = asyncio.create_task(self._hold(self._lease), name="engine-lease")
         self._entered = True
+        await publish_kinds(self.store, self.store.registry)  # kinds as data: CRDs
         self._wire()
         return self
 
