@@ -170,7 +170,10 @@ def test_describe_shows_conditions_and_events(server: Server) -> None:
     events = described.split("Events:", 1)[1]
     assert "Started" in events
     assert "started pid 42" in events
-    assert "described.1" in server.ok("get", "events").out
+    listed = server.ok("get", "events").out  # kubectl's event columns (the server's Table)
+    assert listed.split()[:5] == ["LAST", "SEEN", "TYPE", "REASON", "OBJECT"]
+    assert "process/described" in listed
+    assert "described.1" in server.ok("get", "events", "-o", "wide").out  # NAME is wide
 
 
 def test_patch_label_annotate(server: Server) -> None:
