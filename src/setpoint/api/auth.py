@@ -65,7 +65,7 @@ class Authenticator:
 
     def authenticate(self, authorization: str | None) -> User:
         """The user an `Authorization` header names; `Unauthorized` if it names none."""
-        if authorization is None:
+        if authorization is None or not authorization.strip():
             if self.anonymous_read:
                 return ANONYMOUS
             raise Unauthorized("Unauthorized: a bearer token is required")

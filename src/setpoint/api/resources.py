@@ -3,7 +3,8 @@ and `scale` subresources, and watches, each carried out with the `Store` calls t
 makes. No validation of its own: a write goes through `Store.create/update/patch/delete`
 (admission in `setpoint.model`, rules in `setpoint.store.rules`); a dry run
 (`dryRun=All`) runs the same `prepare` and `decide` of `setpoint.store.rules` and writes
-nothing.
+nothing; server-side apply is `setpoint.store.apply`. `kubectl get`'s Accept header gets
+a Table (`setpoint.api.tables`).
 
 Reading bodies: at most `ApiSettings.max_body_bytes` (413 before reading when the
 Content-Length says more, else as soon as the stream passes it), within
@@ -20,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import importlib
 import secrets
 import time
 from collections import OrderedDict
@@ -41,7 +41,8 @@ from setpoint.api.query import (
     wants_table,
 )
 from setpoint.api.status import Target, success
-from setpoint.api.watch import WatchLimits, WatchRequest, WatchStream
+from setpoint.api.tables import table
+from setpoint.api.watch import WatchCounts, WatchLimits, WatchRequest, WatchStream
 from setpoint.clock import Clock
 from setpoint.errors import (
     BadRequest,
@@ -150,6 +151,7 @@ class Resources:
         self.settings = settings
         self.clock = clock
         self.snapshots = ListSnapshots(settings.list_snapshot_ttl, settings.max_list_snapshots)
+        self.watches = WatchCounts()
 
     async def handle(self, request: Request, path: ResourcePath) -> Response:
         kind = kind_for(self.store.registry, path.api_version, path.resource)
@@ -220,10 +222,9 @@ class Resources:
         else:
             page = items[offset:]
         if wants_table(request.headers.get("accept", "")):
-            table = self._table(kind, page, params)
-            if table is not None:
-                table["metadata"] = metadata
-                return json_response(table)
+            answer = self._table(kind, page, params)
+            answer["metadata"] = metadata
+            return json_response(answer)
         return json_response(
             {
                 "apiVersion": kind.api_version,
@@ -251,11 +252,7 @@ class Resources:
         as_table = wants_table(request.headers.get("accept", ""))
 
         def encode(obj: Object) -> Any:
-            if as_table:
-                table = self._table(kind, [obj], params)
-                if table is not None:
-                    return table
-            return obj
+            return self._table(kind, [obj], params) if as_table else obj
 
         watch = WatchRequest(
             kind=kind,
@@ -269,26 +266,20 @@ class Resources:
             initial_events_end=send_initial,
             timeout=min(float(timeout), limits.max_timeout) if timeout else limits.max_timeout,
         )
-        return WatchStream(self.store, watch, limits)
+        return WatchStream(self.store, watch, limits, self.watches)
 
     def _answer(
         self, request: Request, kind: Kind, obj: Object, params: dict[str, str], code: int = 200
     ) -> Response:
         if wants_table(request.headers.get("accept", "")):
-            table = self._table(kind, [obj], params)
-            if table is not None:
-                return json_response(table, code)
+            return json_response(self._table(kind, [obj], params), code)
         return json_response(obj, code)
 
-    def _table(self, kind: Kind, objects: list[Object], params: dict[str, str]) -> Any:
-        """A meta.k8s.io Table of `objects` (`setpoint.api.tables`), or None without it."""
-        try:
-            tables: Any = importlib.import_module("setpoint.api.tables")
-        except ImportError:
-            return None
+    def _table(self, kind: Kind, objects: list[Object], params: dict[str, str]) -> dict[str, Any]:
+        """A meta.k8s.io Table of `objects` (`setpoint.api.tables`)."""
         now = datetime.fromtimestamp(self.clock.now(), tz=UTC)
         include = params.get("includeObject") or "Metadata"
-        return tables.table(kind, objects, now=now, include_object=include)
+        return table(kind, objects, now=now, include_object=include)
 
     # -- writes --------------------------------------------------------------------------
 

@@ -78,6 +78,25 @@ class WatchRequest:
     timeout: float
 
 
+class WatchCounts:
+    """How many watches are open and how many were dropped for being slow, for tests and
+    operators (`app.state.watches`); `wait_dropped(n)` returns once `n` were dropped."""
+
+    def __init__(self) -> None:
+        self.open = 0
+        self.dropped = 0
+        self._changed = asyncio.Condition()
+
+    async def wait_dropped(self, count: int) -> None:
+        async with self._changed:
+            await self._changed.wait_for(lambda: self.dropped >= count)
+
+    async def _drop(self) -> None:
+        async with self._changed:
+            self.dropped += 1
+            self._changed.notify_all()
+
+
 class _Buffer:
     """Encoded event lines waiting for the writer, bounded in bytes."""
 
@@ -118,10 +137,6 @@ class _Buffer:
         return lines
 
 
-class _Dropped(Exception):
-    """The client is too slow: end the response without completing it (private)."""
-
-
 def event_line(type_: str, obj: Any) -> bytes:
     return orjson.dumps({"type": type_, "object": obj}) + b"\n"
 
@@ -129,8 +144,11 @@ def event_line(type_: str, obj: Any) -> bytes:
 class WatchStream(Response):
     """The ASGI response of one watch; see the module docstring."""
 
-    def __init__(self, store: Store, request: WatchRequest, limits: WatchLimits) -> None:
+    def __init__(
+        self, store: Store, request: WatchRequest, limits: WatchLimits, counts: WatchCounts
+    ) -> None:
         super().__init__(media_type="application/json")
+        self.counts = counts
         self.store = store
         self.request = request
         self.limits = limits
@@ -141,16 +159,19 @@ class WatchStream(Response):
         pump = asyncio.create_task(self._pump(), name="watch-pump")
         writer = asyncio.create_task(self._write(send), name="watch-writer")
         listener = asyncio.create_task(_wait_disconnect(receive), name="watch-listener")
+        self.counts.open += 1
         try:
             await asyncio.wait({writer, listener}, return_when=asyncio.FIRST_COMPLETED)
         finally:
+            self.counts.open -= 1
             for task in (pump, writer, listener):
                 task.cancel()
             await asyncio.gather(pump, writer, listener, return_exceptions=True)
-        if writer.done() and not writer.cancelled() and writer.exception() is not None:
-            exc = writer.exception()
-            if not isinstance(exc, _Dropped):
-                raise exc  # type: ignore[misc]
+        if writer.done() and not writer.cancelled():
+            if writer.exception() is not None:
+                raise writer.exception()  # type: ignore[misc]
+            if writer.result() is False:
+                await self.counts._drop()
 
     async def _pump(self) -> None:
         req = self.request
@@ -179,7 +200,8 @@ class WatchStream(Response):
         finally:
             self.buffer.close()
 
-    async def _write(self, send: Send) -> None:
+    async def _write(self, send: Send) -> bool:
+        """Send the stream; False if the client was too slow (the watch is dropped)."""
         req = self.request
         await send(
             {
@@ -191,10 +213,12 @@ class WatchStream(Response):
                 ],
             }
         )
-        for obj in req.initial:
-            await self._send(send, event_line("ADDED", req.encode(obj)))
+        first = [event_line("ADDED", req.encode(obj)) for obj in req.initial]
         if req.initial_events_end:
-            await self._send(send, self._bookmark(initial_end=True))
+            first.append(self._bookmark(initial_end=True))
+        for line in first:
+            if not await self._send(send, line):
+                return False
         loop = asyncio.get_running_loop()
         deadline = loop.time() + req.timeout
         while True:
@@ -206,19 +230,24 @@ class WatchStream(Response):
                 async with asyncio.timeout(wait):
                     await self.buffer.ready.wait()
             except TimeoutError:
-                if req.bookmarks and loop.time() < deadline:
-                    await self._send(send, self._bookmark())
+                bookmark = req.bookmarks and loop.time() < deadline
+                if bookmark and not await self._send(send, self._bookmark()):
+                    return False
                 continue
             if self.buffer.overflowed:
-                raise _Dropped
-            for line, revision in self.buffer.take():
-                await self._send(send, line)
-                self.revision = max(self.revision, revision)
+                return False  # dropped: the response stays incomplete, the server closes it
+            taken = self.buffer.take()  # everything waiting goes in one write
+            if taken:
+                if not await self._send(send, b"".join(line for line, _ in taken)):
+                    return False
+                self.revision = max(self.revision, *(revision for _, revision in taken))
             if self.buffer.closed and not self.buffer.lines:
                 break
         await send({"type": "http.response.body", "body": b"", "more_body": False})
+        return True
 
-    async def _send(self, send: Send, line: bytes) -> None:
+    async def _send(self, send: Send, line: bytes) -> bool:
+        """Send event lines; False (the watch is dropped) if the client took too long."""
         try:
             async with asyncio.timeout(self.limits.send_timeout):
                 await send({"type": "http.response.body", "body": line, "more_body": True})
@@ -226,7 +255,8 @@ class WatchStream(Response):
             log.warning(
                 "dropped a watch of %s: its client stopped reading", self.request.kind.plural
             )
-            raise _Dropped from None
+            return False
+        return True
 
     def _bookmark(self, *, initial_end: bool = False) -> bytes:
         kind = self.request.kind
