@@ -437,7 +437,9 @@ def test_every_builtin_spec_the_model_accepts_the_crd_schema_accepts(kind: Kind)
     spec_schema = openapi_schema(kind)["properties"]["spec"]
     accepted: list[int] = []
 
-    @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=60, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck)
+    )
     @given(_from_schema(spec_schema))
     def check(spec: Any) -> None:
         obj = {"apiVersion": kind.api_version, "kind": kind.kind, "metadata": {"name": "x"},
@@ -451,5 +453,5 @@ def test_every_builtin_spec_the_model_accepts_the_crd_schema_accepts(kind: Kind)
         data_kind.validate(copy.deepcopy(obj))
         data_kind.validate(stored)
 
-    check()
+    check()  # derandomized: the same examples every run, so this never depends on luck
     assert accepted, f"no {kind.kind} spec was accepted by its model: the strategy is off"
