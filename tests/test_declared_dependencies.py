@@ -20,8 +20,9 @@ REPO = Path(__file__).resolve().parents[1]
 SRC = REPO / "src" / "setpoint"
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
 
-NEEDS_EXTRA = {"setpoint.insight.rca", "setpoint.insight.petshop"}
-"""The modules that import an extra's module (numpy, extra `rca`) at module level."""
+NEEDS_EXTRA = {"setpoint.insight.rca", "setpoint.insight.petshop", "setpoint.store.etcd"}
+"""The modules that import an extra's module (numpy, extra `rca`; aetcd, extra `etcd`) at
+module level."""
 
 EXACT_PINS_ALLOWED = {("pydantic", "pydantic-core")}
 """(dependency, its requirement) pins that cannot clash: released together, by one project."""

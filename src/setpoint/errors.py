@@ -14,6 +14,7 @@
     ├── UnsupportedMediaType  a request body of a content type the API does not take
     ├── RequestEntityTooLarge a request body over the API server's limit
     ├── StoreClosed        the store was closed
+    ├── StoreUnavailable   a store's server cannot be reached (retry; re-read first)
     ├── LeadershipLost     a manager lost its leader lease and stopped
     ├── MetricUnavailable  an Autoscaler's metric could not be read (a one-line reason)
     ├── EngineRunning      another engine already runs on this store: stop it first
@@ -125,6 +126,16 @@ class RequestEntityTooLarge(Error):
 
 
 class StoreClosed(Error):
+    code = 503
+    reason = "ServiceUnavailable"
+
+
+class StoreUnavailable(Error):
+    """The store's server (PostgreSQL, etcd) could not be reached, or the connection broke
+    during the call. Retryable: the store reconnects by itself. A write that fails with it
+    may or may not have been committed, so read the object again before retrying (a blind
+    retry of a create may meet `AlreadyExists`, of an update `Conflict`)."""
+
     code = 503
     reason = "ServiceUnavailable"
 

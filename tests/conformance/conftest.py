@@ -23,19 +23,29 @@ from setpoint.model import Registry
 
 @dataclass(frozen=True)
 class Backend:
-    """How to reach one backend: `url(directory)` names a fresh, empty store."""
+    """How to reach one backend: `url(directory, server)` names a fresh, empty store."""
 
     name: str
-    url: Callable[[Path], str]
+    url: Callable[[Path, Any], str]
     durable: bool
     """Reopening the URL finds what was written: test_durability runs."""
     shared: bool
     """Stores opened on one URL at once are one store (processes, hosts): test_shared runs."""
+    server: str | None = None
+    """The session fixture of the server the backend needs (its value is `url`'s `server`);
+    it skips the backend's tests when the server is not installed (fails them in CI)."""
 
 
 BACKENDS = (
-    Backend("memory", lambda d: "memory://", durable=False, shared=False),
-    Backend("sqlite", lambda d: f"sqlite:///{d / 'state.db'}", durable=True, shared=True),
+    Backend("memory", lambda d, _: "memory://", durable=False, shared=False),
+    Backend("sqlite", lambda d, _: f"sqlite:///{d / 'state.db'}", durable=True, shared=True),
+    Backend(
+        "etcd",
+        lambda d, server: server.new_url(),
+        durable=True,
+        shared=True,
+        server="etcd_server",
+    ),
 )
 
 
@@ -49,8 +59,11 @@ def with_params(url: str, **params: Any) -> str:
 class StoreFactory:
     """Opens stores of one backend for one test and closes them all afterwards."""
 
-    def __init__(self, backend: Backend, registry: Registry, root: Path) -> None:
+    def __init__(
+        self, backend: Backend, registry: Registry, root: Path, request: pytest.FixtureRequest
+    ) -> None:
         self.backend = backend
+        self.server = request.getfixturevalue(backend.server) if backend.server else None
         self.registry = registry
         self.root = root
         self._counter = itertools.count()
@@ -60,7 +73,7 @@ class StoreFactory:
         """The URL of a fresh, empty store (each call a different one)."""
         directory = self.root / f"store-{next(self._counter)}"
         directory.mkdir()
-        return with_params(self.backend.url(directory), **params)
+        return with_params(self.backend.url(directory, self.server), **params)
 
     async def open(self, url: str | None = None) -> Any:
         from setpoint.store import open_store
@@ -101,27 +114,27 @@ def shared_backend(request: pytest.FixtureRequest) -> Backend:
 
 @pytest.fixture
 async def stores(
-    backend: Backend, registry: Registry, tmp_path: Path
+    backend: Backend, registry: Registry, tmp_path: Path, request: pytest.FixtureRequest
 ) -> AsyncIterator[StoreFactory]:
-    factory = StoreFactory(backend, registry, tmp_path)
+    factory = StoreFactory(backend, registry, tmp_path, request)
     yield factory
     await factory.close_all()
 
 
 @pytest.fixture
 async def durable_stores(
-    durable_backend: Backend, registry: Registry, tmp_path: Path
+    durable_backend: Backend, registry: Registry, tmp_path: Path, request: pytest.FixtureRequest
 ) -> AsyncIterator[StoreFactory]:
-    factory = StoreFactory(durable_backend, registry, tmp_path)
+    factory = StoreFactory(durable_backend, registry, tmp_path, request)
     yield factory
     await factory.close_all()
 
 
 @pytest.fixture
 async def shared_stores(
-    shared_backend: Backend, registry: Registry, tmp_path: Path
+    shared_backend: Backend, registry: Registry, tmp_path: Path, request: pytest.FixtureRequest
 ) -> AsyncIterator[StoreFactory]:
-    factory = StoreFactory(shared_backend, registry, tmp_path)
+    factory = StoreFactory(shared_backend, registry, tmp_path, request)
     yield factory
     await factory.close_all()
 

@@ -12,6 +12,10 @@ URLs
     sqlite:////abs/path.db?sync=normal  options: history=N revisions of watch history
                                         kept (default 10000); sync=full (default,
                                         fsync per commit) | normal | off
+    etcd://host:port?prefix=/setpoint/  an etcd v3 cluster that any number of processes and
+                                        hosts share, keys under `prefix` (the default shown;
+                                        needs the `setpoint[etcd]` extra); history= as above,
+                                        sync= accepted (etcd always syncs)
 
 `open_store(url, create=False)` is how readers open a store: one that does not exist
 is `NotFound`, never created empty. `open_reader(url, registry)` gives a short-lived
@@ -86,7 +90,47 @@ async def open_store(
 
         store = SqliteStore(path, registry, clock=clock, history=history, sync=cast(Sync, sync))
         return await store.open()
+    if scheme == "etcd":
+        return await _etcd(url, options, registry, clock=clock, history=history, create=create)
     raise Invalid(f"{url!r}: unknown store; want memory:// or sqlite:///path.db", field="store")
+
+
+async def _etcd(
+    url: str,
+    options: dict[str, str],
+    registry: Registry | None,
+    *,
+    clock: Clock,
+    history: int,
+    create: bool,
+) -> Store:
+    """Open an `etcd://host:port?prefix=/p/` store."""
+    parts = urlsplit(url)
+    prefix = options.pop("prefix", "/setpoint/")
+    sync = options.pop("sync", "full")  # accepted for every durable backend's URLs
+    if sync not in ("full", "normal", "off"):
+        raise Invalid(f"sync={sync!r}: want full, normal or off", field="store")
+    _no_more(options, url)
+    if not parts.hostname or parts.path not in ("", "/") or not prefix.endswith("/"):
+        raise Invalid(f"{url!r}: want etcd://host:port?prefix=/a/prefix/", field="store")
+    try:
+        from setpoint.store.etcd import EtcdStore
+    except ImportError as exc:
+        if not (exc.name or "aetcd").startswith(("aetcd", "grpc", "google")):
+            raise
+        raise Invalid(
+            f"{url!r}: the etcd store needs its gRPC client (aetcd), which is not installed:"
+            " install setpoint with the etcd extra (pip install 'setpoint[etcd]')",
+            field="store",
+        ) from None
+    try:
+        port = parts.port or 2379
+    except ValueError:
+        raise Invalid(f"{url!r}: the port is not a number", field="store") from None
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    address = f"{host}:{port}"
+    store = EtcdStore(address, registry, prefix=prefix, clock=clock, history=history)
+    return await store.open(create=create)
 
 
 def open_reader(url: str, registry: Registry) -> Reader | None:
