@@ -182,3 +182,22 @@ def test_a_crd_applied_with_the_cli_defines_a_kind_with_no_python(tmp_path: Path
     assert [row.split()[:3] for row in rows] == [["w", "-", "3"]]
     shown = _setpoint(tmp_path, "get", "crd", "widgets.example.com", "-o", "yaml")
     assert yaml.safe_load(shown.stdout)["spec"]["names"]["kind"] == "Widget", shown.stderr
+
+
+async def test_an_etcd_store_opened_later_knows_the_kinds_of_its_crds(etcd_server: Any) -> None:
+    url = etcd_server.new_url()
+    first = await open_store(url, Registry())
+    try:
+        await first.create(widget_crd())
+        await first.create(widget({"size": 2}))
+        later = await open_store(url, Registry())
+        try:
+            items, _ = await later.list("example.com/v1", "Widget")
+            assert [o["spec"] for o in items] == [{"size": 2, "colour": "red"}]
+            with pytest.raises(Invalid) as caught:
+                await later.create({**widget({"size": 0}), "metadata": {"name": "bad"}})
+            assert caught.value.field == "spec.size"
+        finally:
+            await later.close()
+    finally:
+        await first.close()

@@ -18,7 +18,10 @@ from types import ModuleType
 from setpoint.errors import Error, Invalid
 from setpoint.model.kinds import Registry
 
-KINDS_HINT = "kinds come from --kinds MODULE_OR_FILE or SETPOINT_KINDS"
+KINDS_HINT = (
+    "kinds come from CustomResourceDefinitions in the store (setpoint apply -f crd.yaml), "
+    "or --kinds MODULE_OR_FILE or SETPOINT_KINDS"
+)
 """Added to every unknown-kind message the CLI prints."""
 
 

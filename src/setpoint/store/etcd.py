@@ -39,8 +39,10 @@ from aetcd import rpc
 from setpoint.clock import SYSTEM_CLOCK, Clock
 from setpoint.errors import Error, Gone, Invalid, NotFound, StoreClosed, StoreUnavailable
 from setpoint.model import Object, Registry, Selector, codec
+from setpoint.model.crd import CRD
 from setpoint.store.backend import Backend
 from setpoint.store.base import EventType, WatchEvent
+from setpoint.store.kinds import learn_kinds
 from setpoint.store.rules import Key, Write, decide, encode, key_of, not_found, stamp
 from setpoint.store.watchers import LogEntry, WatchFilter, matcher
 
@@ -133,6 +135,9 @@ class EtcdStore(Backend):
                 )
             self._birth = marker.kvs[0].create_revision
             self._compacted = await self._compaction_revision()
+            self.registry.register(CRD)
+            crds, _ = await self.list(CRD.api_version, CRD.kind)
+            learn_kinds(self.registry, crds)  # kinds as data (`setpoint.store.kinds`)
         except BaseException:
             await self._channel.close()
             raise
