@@ -16,14 +16,12 @@ from hypothesis import strategies as st
 from runtime_support import widget
 
 from setpoint.model import Registry
+from setpoint.model.wellknown import SHARD_GROUP_LABEL, SHARD_INCARNATION, SHARD_MEMBERS
 from setpoint.runtime.coordination import Coordination
 from setpoint.runtime.leases import LeaseSettings
 from setpoint.runtime.manager import Manager, ManagerOptions
 from setpoint.runtime.reconciler import Request
 from setpoint.runtime.sharding import (
-    GROUP_LABEL,
-    INCARNATION,
-    VIEW_MEMBERS,
     HashRing,
     Liveness,
     ShardMember,
@@ -382,8 +380,8 @@ async def test_members_settle_again_on_a_view_they_left_and_came_back_to(group: 
             "metadata": {
                 "name": member_lease_name("setpoint-manager", "c"),
                 "namespace": "default",
-                "labels": {GROUP_LABEL: "setpoint-manager"},
-                "annotations": {INCARNATION: "gone"},
+                "labels": {SHARD_GROUP_LABEL: "setpoint-manager"},
+                "annotations": {SHARD_INCARNATION: "gone"},
             },
             "spec": {"holderIdentity": "c", "leaseDurationSeconds": 15},
         }
@@ -393,7 +391,7 @@ async def test_members_settle_again_on_a_view_they_left_and_came_back_to(group: 
         lease = await group.store.get(
             "coordination.k8s.io/v1", "Lease", member_lease_name("setpoint-manager", identity)
         )
-        return str(lease["metadata"]["annotations"].get(VIEW_MEMBERS))
+        return str(lease["metadata"]["annotations"].get(SHARD_MEMBERS))
 
     async with asyncio.timeout(TIMEOUT):
         while {await published("a"), await published("b")} != {"a,b,c"}:  # noqa: ASYNC110 - in the store

@@ -38,7 +38,7 @@ from typing import Any
 
 from setpoint.clock import Clock
 from setpoint.errors import Conflict, EngineRunning, NotFound
-from setpoint.runtime.coordination import COORDINATION_LABEL
+from setpoint.model.wellknown import COORDINATION_LABEL
 from setpoint.runtime.kinds import LEASE
 from setpoint.runtime.leases import LeaderElector, LeaseSettings, parse_micro_time
 from setpoint.store import Store

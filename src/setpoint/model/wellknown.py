@@ -13,12 +13,17 @@ __all__ = [
     "CHANGED_AT",
     "CHANGED_BY",
     "CHANGE_CAUSE",
+    "COORDINATION_LABEL",
     "DEPLOYMENT_LABEL",
     "HASH_LABEL",
     "JOB_FINALIZER",
     "PROCESS_FINALIZER",
     "RESTARTED_AT",
     "REVISION_ANNOTATION",
+    "SHARD_GROUP_LABEL",
+    "SHARD_INCARNATION",
+    "SHARD_MEMBERS",
+    "SHARD_VIEW",
     "child_log_file",
     "child_name",
 ]
@@ -43,12 +48,25 @@ value it honours in `status.restartedAt`)."""
 REVISION_ANNOTATION = "setpoint.dev/revision"
 """On a Deployment's replica: the revision number of the template it runs."""
 
+SHARD_INCARNATION = "setpoint.dev/shard-incarnation"
+"""On a shard member's Lease: its incarnation (new on every join)."""
+SHARD_VIEW = "setpoint.dev/shard-view"
+"""On a shard member's Lease: the digest of the view it adopted and drained for."""
+SHARD_MEMBERS = "setpoint.dev/shard-members"
+"""On a shard member's Lease: that view's members (for people; the digest decides)."""
+
 # -- labels --------------------------------------------------------------------------
 
 DEPLOYMENT_LABEL = "setpoint.dev/deployment"
 """On a Deployment's replicas and ControllerRevisions: the Deployment's name."""
 HASH_LABEL = "setpoint.dev/template-hash"
 """On a Deployment's replicas and ControllerRevisions: the hash of their template."""
+
+SHARD_GROUP_LABEL = "setpoint.dev/shard-group"
+"""On a shard member's Lease: the name of its group."""
+COORDINATION_LABEL = "setpoint.dev/coordination"
+"""On every lease a `leader` or `shard` manager holds (value: the mode), so that a `single`
+one can tell that coordinated managers run on its store."""
 
 # -- finalizers ----------------------------------------------------------------------
 

@@ -26,11 +26,6 @@ from setpoint.runtime.reconciler import Request
 log = logging.getLogger("setpoint.coordination")
 
 
-COORDINATION_LABEL = "setpoint.dev/coordination"
-"""The label (value: the mode) on every lease a `leader` or `shard` manager holds, so that a
-`single` one can tell that coordinated managers run on its store."""
-
-
 class Coordination(enum.StrEnum):
     """How a manager shares its store with other managers; see the module docstring."""
 

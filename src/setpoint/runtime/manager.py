@@ -41,10 +41,11 @@ from dataclasses import dataclass, field
 from setpoint.clock import SYSTEM_CLOCK, Clock
 from setpoint.errors import Invalid, LeadershipLost
 from setpoint.model import Kind
+from setpoint.model.wellknown import COORDINATION_LABEL
 from setpoint.runtime.builder import ControllerBuilder
 from setpoint.runtime.cache import Cache
 from setpoint.runtime.controller import Controller, ControllerObserver
-from setpoint.runtime.coordination import COORDINATION_LABEL, Coordination, lead
+from setpoint.runtime.coordination import Coordination, lead
 from setpoint.runtime.events import EventRecorder, expire_events
 from setpoint.runtime.gc import GarbageCollector
 from setpoint.runtime.health import serve, split_address

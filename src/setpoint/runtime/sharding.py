@@ -49,7 +49,13 @@ from typing import Any, Protocol
 from setpoint.clock import SYSTEM_CLOCK, Clock
 from setpoint.errors import AlreadyExists, Conflict, Error, Invalid, LeadershipLost, NotFound
 from setpoint.model import Object
-from setpoint.runtime.coordination import COORDINATION_LABEL
+from setpoint.model.wellknown import (
+    COORDINATION_LABEL,
+    SHARD_GROUP_LABEL,
+    SHARD_INCARNATION,
+    SHARD_MEMBERS,
+    SHARD_VIEW,
+)
 from setpoint.runtime.kinds import LEASE
 from setpoint.runtime.leases import LeaseSettings, micro_time
 from setpoint.runtime.reconciler import Request
@@ -61,14 +67,6 @@ VNODES = 128
 """Points per member on the ring: the more, the evener the shares (about +-10% at 128)."""
 DEFAULT_LEASE = LeaseSettings()
 """Lease duration 15 s, renew deadline 10 s, retry period 2 s (client-go's defaults)."""
-GROUP_LABEL = "setpoint.dev/shard-group"
-"""The label naming a member lease's group."""
-INCARNATION = "setpoint.dev/shard-incarnation"
-"""The annotation holding the member's incarnation (new on every join)."""
-VIEW = "setpoint.dev/shard-view"
-"""The annotation holding the digest of the view the member adopted and drained for."""
-VIEW_MEMBERS = "setpoint.dev/shard-members"
-"""The annotation listing that view's members (for people; the digest decides)."""
 
 
 # -- the ring (pure) -------------------------------------------------------------
@@ -187,11 +185,11 @@ class Liveness:
 
 
 def incarnation_of(lease: Object) -> str:
-    return str((lease["metadata"].get("annotations") or {}).get(INCARNATION, ""))
+    return str((lease["metadata"].get("annotations") or {}).get(SHARD_INCARNATION, ""))
 
 
 def view_of(lease: Object) -> str:
-    return str((lease["metadata"].get("annotations") or {}).get(VIEW, ""))
+    return str((lease["metadata"].get("annotations") or {}).get(SHARD_VIEW, ""))
 
 
 # -- the member (I/O) ---------------------------------------------------------------
@@ -407,7 +405,7 @@ class ShardMember:
             LEASE.api_version,
             LEASE.kind,
             self.namespace,
-            label_selector=f"{GROUP_LABEL}={self.group}",
+            label_selector=f"{SHARD_GROUP_LABEL}={self.group}",
         )
         self._liveness.observe(leases, issued_at=issued, returned_at=self._clock.monotonic())
         by_name = {lease["metadata"]["name"]: lease for lease in leases}
@@ -583,15 +581,15 @@ class ShardMember:
         now = micro_time(self._clock.now())
         spec = dict((current or {}).get("spec") or {})
         ours = current is not None and incarnation_of(current) == incarnation
-        annotations = {INCARNATION: incarnation}
+        annotations = {SHARD_INCARNATION: incarnation}
         if view is not None:
-            annotations[VIEW] = view.digest
-            annotations[VIEW_MEMBERS] = ",".join(sorted(view.identities))
+            annotations[SHARD_VIEW] = view.digest
+            annotations[SHARD_MEMBERS] = ",".join(sorted(view.identities))
         metadata: dict[str, Any] = {
             **((current or {}).get("metadata") or {}),
             "name": self.lease_name,
             "namespace": self.namespace,
-            "labels": {GROUP_LABEL: self.group, COORDINATION_LABEL: "shard"},
+            "labels": {SHARD_GROUP_LABEL: self.group, COORDINATION_LABEL: "shard"},
             "annotations": annotations,
         }
         transitions = int(spec.get("leaseTransitions", 0))
