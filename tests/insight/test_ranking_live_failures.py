@@ -160,3 +160,27 @@ def test_a_change_that_fixed_its_failing_object_is_no_cause_of_a_later_failure()
     )
     assert "in use" in str(candidates[0].entry.get("lines"))
     assert "a fix" in next(c for c in candidates if c.entry is fix).reason
+
+
+def test_a_change_of_an_earlier_episode_that_ended_does_not_explain_a_later_failure() -> None:
+    """bob's probe path broke web's rollout (web NotReady at once: the change's evidence)
+    and bob restored it: web was Ready again. Meanwhile db logged a client's bad SQL. Later
+    bob sets an env that breaks the next rollout: that change is first. The earlier change
+    showed its trouble in an episode that ended (no evidence now), and db's error line came
+    before web's recovery (no trouble of this episode, so no precedence over the new
+    change). Before the episode rule the earlier change ranked first (0.82 against 0.5)."""
+    path = "spec.template.spec.readinessProbe.httpGet.path"
+    earlier = [
+        change(100, WEB, path, "/healthz", "/v2/healthz", "bob"),
+        ready(100.1, WEB, "False", "RollingUpdate"),
+        log(103, DB, 'ERROR:  syntax error at or near ";" at character 30'),
+        change(105, WEB, path, "/v2/healthz", "/healthz", "bob"),
+        ready(105.1, WEB, "True", "Available"),
+    ]
+    bad = change(150, WEB, "spec.template.spec.env.PYTHONHOME", None, "/nonexistent", "bob")
+    broken = [bad, ready(150.01, WEB, "False", "RollingUpdate")]
+    candidates = explain(TimelineIndex.build(by_ts(webapp() + earlier + broken)), WEB_REF)
+    assert candidates[0].entry is bad
+    assert "already showed trouble" not in candidates[0].reason
+    old = next(c for c in candidates if c.entry is earlier[0])
+    assert "then" not in old.reason

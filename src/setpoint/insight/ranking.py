@@ -55,6 +55,12 @@ product of factors, each a reason to believe it:
   was created (a rollout that made this replica) once the target was Ready: it ran with the
   change in force. A target that stayed Ready after a change (a slow leak) makes no such
   entry and is not discounted.
+* episode: a failure is an episode that began when the target was last healthy before it
+  (its last Ready=True or recovery, `episode_start`). What came before belongs to an earlier
+  episode, which ended: a change's evidence seen before then is none (a bad change, its own
+  trouble, then its fix and the target healthy again explains nothing later), and a symptom
+  of what the target depends on or owns seen before then is no precedence (an error line of
+  a dependency during an earlier, healed episode is not where this one began).
 * untouched: a change of the target's owner (a Deployment's template) made after the target
   was created, by a person, reaches it only through new objects (a rollout replaces
   replicas, it does not change a running one): x `healed_penalty` too, and what the
@@ -666,6 +672,9 @@ class _Context:
     """Each connected object -> the one before it on its shortest path from the target."""
     first_path_symptom: tuple[float, ObjectRef] | None
     cooccurrence: dict[str, float]
+    episode: float = float("-inf")
+    """When the target was last healthy before its failure (`episode_start`): what came
+    before belongs to an earlier episode that ended."""
 
 
 def find_failure(index: TimelineIndex, target: ObjectRef, at: float | None = None) -> Failure:
@@ -724,6 +733,7 @@ def rank(index: TimelineIndex, failure: Failure, settings: RankingSettings) -> l
     graph = index.graph_at(failure.ts)
     via: dict[ObjectRef, ObjectRef] = {}
     ctx = _Context(index, failure, settings, graph, _hops(graph, failure.obj, via), via, None, {})
+    ctx.episode = episode_start(index, failure.obj, failure.ts)
     ctx.first_path_symptom = _first_path_symptom(ctx)
     start = failure.ts - settings.horizon_s
     lo, hi = bisect_left(index.change_ts, start), bisect_right(index.change_ts, failure.ts)
@@ -775,6 +785,20 @@ def _hops(
     return best
 
 
+def episode_start(index: TimelineIndex, target: ObjectRef, ts: float) -> float:
+    """When `target`'s failure at `ts` began as an episode: the last time at or before `ts`
+    that it turned healthy (Ready=True, or a recovery), -inf if it never did. Symptoms and
+    evidence before it belong to an earlier episode, which ended."""
+    positions = index.ready.get(target, [])
+    i = bisect_right(positions, ts, key=lambda p: index.ts[p]) - 1
+    while i >= 0 and (index.entries[positions[i]].get("condition") or {}).get("status") != "True":
+        i -= 1
+    last_ready = index.ts[positions[i]] if i >= 0 else float("-inf")
+    recoveries = index.recoveries.get(target, [])
+    j = bisect_right(recoveries, ts) - 1
+    return max(last_ready, recoveries[j] if j >= 0 else float("-inf"))
+
+
 def _first_path_symptom(ctx: _Context) -> tuple[float, ObjectRef] | None:
     """Where the failure began: the earliest symptom, in the `tau_s` before the failure, of
     what the target depends on (directly or not) or of what it owns; or the start of a
@@ -783,9 +807,11 @@ def _first_path_symptom(ctx: _Context) -> tuple[float, ObjectRef] | None:
     first: tuple[float, ObjectRef] | None = None
     index, failure = ctx.index, ctx.failure
     children = [n for n, _, rel in ctx.graph.get(failure.obj, ()) if rel == "owns"]
-    since = failure.ts - ctx.settings.tau_s
+    since = max(failure.ts - ctx.settings.tau_s, ctx.episode)
     for obj in {*_upstream(ctx.graph, failure.obj), *children}:
-        began = index.failing_at(obj, failure.ts, failure.ts - ctx.settings.horizon_s)
+        began = index.failing_at(
+            obj, failure.ts, max(failure.ts - ctx.settings.horizon_s, ctx.episode)
+        )
         symptom = index.lasting_symptom(obj, since, failure.ts)
         if symptom is not None and (began is None or symptom < began):
             began = symptom
@@ -880,6 +906,8 @@ def _score_change(ctx: _Context, position: int) -> Candidate | None:
         evidence, symptom = 0.0, None  # it changed nothing that runs here: what followed is not its
     else:
         evidence, symptom = _evidence(ctx, obj, ts)
+        if symptom is not None and symptom[0] < ctx.episode:
+            evidence, symptom = 0.0, None  # it showed in an earlier episode, which ended
     score *= (1 + s.w_history * history) * (1 + s.w_novelty * bool(novel))
     score *= 1 + s.w_evidence * s.evidence_gain * evidence
     late = ctx.first_path_symptom is not None and ts > ctx.first_path_symptom[0]
@@ -916,7 +944,7 @@ def _score_change(ctx: _Context, position: int) -> Candidate | None:
     if novel:
         parts.append(f"a value {obj} never had before ({', '.join(novel)})")
     if symptom is not None:
-        parts.append(f"then {symptom}")
+        parts.append(f"then {symptom[1]}")
     if history > 0:
         parts.append(f"such changes were followed by such failures before ({history:.0%})")
     if late and ctx.first_path_symptom is not None:
@@ -933,7 +961,7 @@ def _score_change(ctx: _Context, position: int) -> Candidate | None:
     return Candidate(entry, round(score, 6), "; ".join(p for p in parts if p), _route(ctx, obj))
 
 
-def _evidence(ctx: _Context, obj: ObjectRef, ts: float) -> tuple[float, str | None]:
+def _evidence(ctx: _Context, obj: ObjectRef, ts: float) -> tuple[float, tuple[float, str] | None]:
     """Whether the change showed: the first new symptom of the changed object or of the objects
     it owns after the change, before the target failed, and not preceded by a symptom of
     something they depend on (that would explain it better). A symptom is new if neither the
@@ -973,10 +1001,12 @@ def _evidence(ctx: _Context, obj: ObjectRef, ts: float) -> tuple[float, str | No
     else:
         what = _describe_symptom(index.entries[position], position in index.novel_logs)
     gap = seen_at - ts
-    return 1.0 / (1.0 + gap / s.tau_s), f"{where} {what} {_ago(gap)} later"
+    return 1.0 / (1.0 + gap / s.tau_s), (seen_at, f"{where} {what} {_ago(gap)} later")
 
 
-def _own_failure(ctx: _Context, obj: ObjectRef, ts: float) -> tuple[float, str | None]:
+def _own_failure(
+    ctx: _Context, obj: ObjectRef, ts: float
+) -> tuple[float, tuple[float, str] | None]:
     """Whether `obj`, created at `ts`, then failed by itself (its spec is what fails): its
     most telling failure evidence (`EVIDENCE_WEIGHTS`, the earliest of the best kind) after
     `ts`, up to the explanation's `now` and within `symptom_horizon_s`, said as `_evidence`
@@ -999,7 +1029,7 @@ def _own_failure(ctx: _Context, obj: ObjectRef, ts: float) -> tuple[float, str |
         return 0.0, None
     gap = index.ts[best[1]] - ts
     what = f"{obj} {_describe_symptom(index.entries[best[1]])} {_ago(gap)} later"
-    return 1.0 / (1.0 + gap / ctx.settings.tau_s), what
+    return 1.0 / (1.0 + gap / ctx.settings.tau_s), (index.ts[best[1]], what)
 
 
 def _upstream(graph: Graph, obj: ObjectRef) -> set[ObjectRef]:
