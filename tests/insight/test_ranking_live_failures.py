@@ -184,3 +184,29 @@ def test_a_change_of_an_earlier_episode_that_ended_does_not_explain_a_later_fail
     assert "already showed trouble" not in candidates[0].reason
     old = next(c for c in candidates if c.entry is earlier[0])
     assert "then" not in old.reason
+
+
+def test_the_change_that_broke_a_root_blocker_ranks_above_what_the_blocker_then_said() -> None:
+    """db, Ready, logs a client's bad SQL (web stays Ready). bob gives db a setting it
+    refuses: db stops on request (the spec changed), then exits FATAL at each start; web
+    waits for it. The FATAL exit is db's evidence as a root blocker, but it is what the
+    change did: the change is first, with the chain. Before, the exit ranked first (2.0
+    against 1.25: the change came after db's error line)."""
+    bad = change(190, DB, "spec.args[2]", None, "shared_buffers=lots", "bob")
+    fatal = 'FATAL:  invalid value for parameter "shared_buffers": "lots"'
+    trouble = [
+        log(150, DB, 'ERROR:  syntax error at or near ";" at character 30'),
+        bad,
+        ready(190.01, DB, "False", "Restarting"),
+        ready(190.02, WEB, "False", "DependencyNotReady"),
+        exit_(190.1, DB, 0, "LOG:  database system is shut down", stoppedOnRequest=True),
+        exit_(190.2, DB, 1, fatal),
+        log(190.2, DB, fatal),
+        exit_(190.3, DB, 1, fatal),
+        ready(190.3, DB, "False", "CrashLoopBackOff"),
+    ]
+    candidates = explain(TimelineIndex.build(by_ts(webapp() + trouble)), WEB_REF)
+    assert candidates[0].entry is bad
+    assert candidates[0].path[-1] == ObjectRef.of(DB)
+    exit_of_db = next(c for c in candidates if c.entry["type"] == "exit")
+    assert "but a blocker was changed" in exit_of_db.reason

@@ -98,8 +98,13 @@ a candidate scored `prior_blocker` (2) x its kind's weight (`EVIDENCE_WEIGHTS`, 
 longer exists holds back whatever it last said, and its deletion is its evidence (weight 1):
 it is what is wrong now. Evidence of other root blockers stamped after such a deletion is
 x `precedence_penalty`: a replica that exits for want of the deleted `db` follows from it.
-A change that its own new symptom followed right away (evidence x 5) can still rank above
-it: the change is why the blocker fails.
+Likewise a root blocker that a change broke: the latest change of what runs in it (a spec
+change by a person), made while it was Ready, after which it was not Ready again, is its
+evidence (weight 1, the chain as its path), and what the blocker showed after it (a stop on
+request as it restarts with the new spec, exits, failing probes) is what the change did:
+x `precedence_penalty`, as after a deletion. A change that its own new symptom followed
+right away (evidence x 5) can rank above a blocker's evidence too: the change is why the
+blocker fails.
 
 Floor (`RankingSettings.floor`): what a spec change of an object not connected to the
 target, made `tau_s` before the failure, with nothing else for it, scores (1 x 0.5 ** 4 x
@@ -1140,6 +1145,7 @@ FAILURE_REASONS = frozenset(
 not start, a back-off, a limit reached), as the workloads write them."""
 EVIDENCE_WEIGHTS = {
     "deleted": 1.0,
+    "changed": 1.0,
     "exit": 1.0,
     "stalled": 0.9,
     "condition": 0.8,
@@ -1147,9 +1153,9 @@ EVIDENCE_WEIGHTS = {
     "log": 0.6,
 }
 """How directly each kind of a blocker's evidence says what is wrong: its deletion (a
-blocker that no longer exists) or an exit with its last lines first, then a Stalled or
-Failed reason, a failing condition (a probe's message, a command that could not start), a
-Warning event (a back-off), an error line."""
+blocker that no longer exists), the change that broke it, or an exit with its last lines
+first, then a Stalled or Failed reason, a failing condition (a probe's message, a command
+that could not start), a Warning event (a back-off), an error line."""
 
 
 def _evidence_kind(entry: Entry) -> str | None:
@@ -1190,6 +1196,37 @@ def _deletion(index: TimelineIndex, obj: ObjectRef, since: float, now: float) ->
         if deletion_begun(entry) or entry.get("action") == "deleted":
             found = position  # keep going back: the request comes before the removal
     return found
+
+
+def _breaking_change(ctx: _Context, obj: ObjectRef, since: float, now: float) -> int | None:
+    """The position of the change that broke `obj`, if one did: the latest change of what
+    runs (`change_prior` of a spec change), by a person, in [`since`, `now`], made while `obj`
+    was Ready, after which it was not Ready again by `now`. What `obj` showed after it (a
+    stop on request, exits, failing probes) is what the change did."""
+    index = ctx.index
+    if (index.ready_at(obj, now) or {}).get("status") == "True":
+        return None
+    positions = index.objects.get(obj, [])
+    for k in range(bisect_right(positions, now, key=lambda p: index.ts[p]) - 1, -1, -1):
+        position = positions[k]
+        if index.ts[position] < since:
+            return None
+        entry = index.entries[position]
+        if entry.get("type") == "condition":
+            cond = entry.get("condition") or {}
+            if cond.get("type") == "Ready" and cond.get("status") == "True":
+                return None  # Ready again after any change since
+            continue
+        if entry.get("type") != "change" or by_controller(entry):
+            continue
+        if entry.get("action") in ("created", "deleted"):
+            continue
+        if change_prior(change_paths(entry), ctx.settings) != ctx.settings.prior_spec:
+            continue
+        before = [p for p in index.ready.get(obj, []) if p < position]
+        was = (index.entries[before[-1]].get("condition") or {}).get("status") if before else None
+        return position if was == "True" else None
+    return None
 
 
 def _evidence_shape(entry: Entry) -> str:
@@ -1249,8 +1286,15 @@ def _blocker_evidence(ctx: _Context) -> list[Candidate]:
         return []
     chains = blocking_chains(index, failure.obj, now) or [[failure.obj]]
     since = failure.ts - s.symptom_horizon_s
-    deletions = [_deletion(index, chain[-1], since, now) for chain in chains]
-    first_deletion = min((index.ts[d] for d in deletions if d is not None), default=None)
+    broken: dict[ObjectRef, tuple[str, int]] = {}  # root -> how it was deleted or broken
+    for chain in chains:
+        deletion = _deletion(index, chain[-1], since, now)
+        change = None if deletion is not None else _breaking_change(ctx, chain[-1], since, now)
+        if deletion is not None:
+            broken[chain[-1]] = ("deleted", deletion)
+        elif change is not None:
+            broken[chain[-1]] = ("changed", change)
+    first_break = min(((index.ts[p], k) for k, p in broken.values()), default=None)
     out = []
     for chain in chains:
         root = chain[-1]
@@ -1263,22 +1307,22 @@ def _blocker_evidence(ctx: _Context) -> list[Candidate]:
             kind = None if position in index.stopping else _evidence_kind(entry)
             if kind is not None:
                 latest[(kind, _evidence_shape(entry))] = position
-        deletion = _deletion(index, root, since, now)
-        if deletion is not None:
-            latest[("deleted", "")] = deletion
+        if root in broken:
+            latest[(broken[root][0], "")] = broken[root][1]
         path = tuple(chain)
         route = " <- ".join(str(o) for o in path)
         for (kind, _), position in latest.items():
             entry = index.entries[position]
-            what = _describe_change(entry, root) if kind == "deleted" else _describe_symptom(entry)
-            reason = f"{root} {what}" if kind != "deleted" else what
+            by_change = kind in ("deleted", "changed")
+            what = _describe_change(entry, root) if by_change else _describe_symptom(entry)
+            reason = what if by_change else f"{root} {what}"
             if len(path) > 1:
                 reason += f"; it holds back {failure.obj}: {route}"
             score = s.prior_blocker * EVIDENCE_WEIGHTS[kind]
-            if first_deletion is not None and index.ts[position] > first_deletion:
+            if first_break is not None and index.ts[position] > first_break[0]:
                 score *= s.precedence_penalty
-                gap = _ago(index.ts[position] - first_deletion)
-                reason += f"; but a blocker was deleted {gap} before it"
+                gap = _ago(index.ts[position] - first_break[0])
+                reason += f"; but a blocker was {first_break[1]} {gap} before it"
             out.append(Candidate(entry, round(score, 6), reason, path))
     return out
 
