@@ -210,3 +210,40 @@ def test_the_change_that_broke_a_root_blocker_ranks_above_what_the_blocker_then_
     assert candidates[0].path[-1] == ObjectRef.of(DB)
     exit_of_db = next(c for c in candidates if c.entry["type"] == "exit")
     assert "but a blocker was changed" in exit_of_db.reason
+
+
+def event(ts: float, o: dict[str, str], reason: str, message: str) -> dict[str, Any]:
+    return {"ts": T0 + ts, "type": "event", "object": o, "eventType": "Warning",
+            "reason": reason, "message": message}  # fmt: skip
+
+
+def test_a_moved_dependency_explains_web_after_a_blink_of_health_and_a_fix_before_it() -> None:
+    """bob broke web's rollout and fixed it (web Ready again). Then he moves db's port: db
+    restarts, web waits for it, db is Ready, web too for a blink, then web's replica fails
+    its probe (it still calls the old port). The move is first: the replica's failure came
+    after it, so it is no evidence for bob's earlier fix of web (db, which web depends on,
+    changed in between); and a blink of health after the move did not end its episode
+    (nothing changed db again). Before, the fix ranked first with that evidence."""
+    env = "spec.template.spec.env.PYTHONHOME"
+    earlier = [
+        change(100, WEB, env, None, "/nonexistent", "bob"),
+        ready(100.01, WEB, "False", "RollingUpdate"),
+        change(106, WEB, env, "/nonexistent", None, "bob"),
+        ready(106.01, WEB, "True", "Available"),
+    ]
+    moved = change(115, DB, "spec.ports[0]", 5432, 5433, "bob")
+    broken = [
+        moved,
+        ready(115.01, DB, "False", "Restarting"),
+        ready(115.02, WEB, "False", "DependencyNotReady"),
+        exit_(115.2, DB, 0, "LOG:  database system is shut down", stoppedOnRequest=True),
+        ready(116.3, DB, "True", "ReadinessProbeSucceeded"),
+        ready(116.31, WEB, "True", "Available"),
+        event(117, WEB0, "Unhealthy", "readiness probe failed: HTTP 503"),
+        ready(117, WEB0, "False", "ReadinessProbeFailed"),
+        ready(117, WEB, "False", "ReplicasUnavailable"),
+    ]
+    candidates = explain(TimelineIndex.build(by_ts(webapp() + earlier + broken)), WEB_REF)
+    assert candidates[0].entry is moved
+    fix = next(c for c in candidates if c.entry is earlier[2])
+    assert "then" not in fix.reason

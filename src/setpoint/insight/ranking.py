@@ -37,8 +37,9 @@ product of factors, each a reason to believe it:
 * novelty: a change sets a value the path never had before; a log line's template never
   appeared for that object before.
 * evidence: the changed object (or one it owns) showed a new symptom after the change and
-  before the target failed, and nothing it depends on showed one first (that would explain
-  it better): 1 / (1 + gap / tau), gap the seconds from the change to that symptom. Its gain
+  before the target failed, nothing it depends on showed one first, and no person changed
+  what runs in it or in what it depends on in between (either would explain it better):
+  1 / (1 + gap / tau), gap the seconds from the change to that symptom. Its gain
   is 4 (`evidence_gain`): a change followed at once by trouble of its own is far likelier
   the cause (a likelihood ratio of about five) than one after which nothing of its own broke.
 * precedence: a failure propagates from its first symptom; a change made after something the
@@ -56,11 +57,13 @@ product of factors, each a reason to believe it:
   change in force. A target that stayed Ready after a change (a slow leak) makes no such
   entry and is not discounted.
 * episode: a failure is an episode that began when the target was last healthy before it
-  (its last Ready=True or recovery, `episode_start`). What came before belongs to an earlier
-  episode, which ended: a change's evidence seen before then is none (a bad change, its own
-  trouble, then its fix and the target healthy again explains nothing later), and a symptom
-  of what the target depends on or owns seen before then is no precedence (an error line of
-  a dependency during an earlier, healed episode is not where this one began).
+  (its last Ready=True or recovery, `episode_start`). A change that a person's later change
+  of the same settings (a fix, a rollback, or the object made anew) followed, and then the
+  target healthy again, belongs to an episode that ended: it gets no evidence (its trouble
+  was that episode's). A symptom of what the target depends on or owns seen before the
+  episode began is no precedence (an error line of a dependency during an earlier, healed
+  episode is not where this one began). A blink of health with nothing changed again (a
+  dependency restarted and its dependents briefly Ready) ends no change's episode.
 * untouched: a change of the target's owner (a Deployment's template) made after the target
   was created, by a person, reaches it only through new objects (a rollout replaces
   replicas, it does not change a running one): x `healed_penalty` too, and what the
@@ -334,6 +337,8 @@ class TimelineIndex:
     lifecycle: dict[ObjectRef, list[tuple[float, str]]] = field(default_factory=dict)
     """Each object's `created` and `deleted` changes: (ts, action), oldest first."""
     symptom_positions: set[int] = field(default_factory=set)
+    changes_by_object: dict[ObjectRef, list[int]] = field(default_factory=dict)
+    """Positions of each object's changes, oldest first."""
     stopping: set[int] = field(default_factory=set)
     """Positions of exits, log lines and events of an object while it was being deleted or
     after it was: it stops because it was asked to (neither symptoms nor evidence)."""
@@ -406,6 +411,7 @@ class TimelineIndex:
             if kind == "change":
                 index.changes.append(position)
                 index.change_ts.append(ts)
+                index.changes_by_object.setdefault(ref, []).append(position)
                 index.refs[position] = ref
                 novel = index._novel_paths(entry, ref, seen_values)
                 if novel:
@@ -911,8 +917,9 @@ def _score_change(ctx: _Context, position: int) -> Candidate | None:
         evidence, symptom = 0.0, None  # it changed nothing that runs here: what followed is not its
     else:
         evidence, symptom = _evidence(ctx, obj, ts)
-        if symptom is not None and symptom[0] < ctx.episode:
-            evidence, symptom = 0.0, None  # it showed in an earlier episode, which ended
+    ended = _next_change(ctx, [obj], ts, ctx.episode, paths) if ts < ctx.episode else None
+    if ended is not None:
+        evidence, symptom = 0.0, None  # changed again, then healthy: its episode ended
     score *= (1 + s.w_history * history) * (1 + s.w_novelty * bool(novel))
     score *= 1 + s.w_evidence * s.evidence_gain * evidence
     late = ctx.first_path_symptom is not None and ts > ctx.first_path_symptom[0]
@@ -959,11 +966,59 @@ def _score_change(ctx: _Context, position: int) -> Candidate | None:
         parts.append(f"but {failure.obj} was Ready again {_ago(healed - ts)} after it")
     if fixed:
         parts.append(f"but it ended a failure of {obj} (a fix)")
+    if ended is not None:
+        parts.append(
+            f"but it was changed again {_ago(ended[0] - ts)} later and {failure.obj} was "
+            "healthy after that: an episode that ended"
+        )
     if untouched:
         parts.append(
             f"but {failure.obj} was made before it: its owner's change reaches only new ones"
         )
     return Candidate(entry, round(score, 6), "; ".join(p for p in parts if p), _route(ctx, obj))
+
+
+def changes_what_runs(entry: Entry, settings: RankingSettings) -> bool:
+    """Whether a change entry is a person's change of what runs: a spec change (or a
+    creation) not made by a controller."""
+    if by_controller(entry):
+        return False
+    return entry.get("action") == "created" or (
+        entry.get("action") != "deleted"
+        and change_prior(change_paths(entry), settings) == settings.prior_spec
+    )
+
+
+def _overlap(a: Sequence[str], b: Sequence[str]) -> bool:
+    """Whether two changes touched a common setting (one path is the other or under it)."""
+    return any(p == q or q.startswith((p + ".", p + "[")) for p in a for q in b) or any(
+        q.startswith((p + ".", p + "[")) for p in b for q in a
+    )
+
+
+def _next_change(
+    ctx: _Context, objs: Sequence[ObjectRef], after: float, until: float, paths: Sequence[str] = ()
+) -> tuple[float, ObjectRef] | None:
+    """The first person's change of what runs (`changes_what_runs`) in one of `objs`,
+    stamped in (`after`, `until`], touching one of `paths` if given (or re-creating it)."""
+    index, first = ctx.index, None
+    for obj in objs:
+        positions = index.changes_by_object.get(obj, [])
+        lo = bisect_right(positions, after, key=lambda p: index.ts[p])
+        for position in positions[lo:]:
+            ts = index.ts[position]
+            if ts > until or (first is not None and ts >= first[0]):
+                break
+            entry = index.entries[position]
+            if not changes_what_runs(entry, ctx.settings):
+                continue
+            if paths and not (
+                entry.get("action") == "created" or _overlap(paths, change_paths(entry))
+            ):
+                continue
+            first = (ts, obj)
+            break
+    return first
 
 
 def _evidence(ctx: _Context, obj: ObjectRef, ts: float) -> tuple[float, tuple[float, str] | None]:
@@ -1000,6 +1055,8 @@ def _evidence(ctx: _Context, obj: ObjectRef, ts: float) -> tuple[float, tuple[fl
     for u in upstream:
         if index.lasting_symptom(u, since, seen_at) is not None:
             return 0.0, None  # something it depends on showed trouble first
+    if _next_change(ctx, [obj, *upstream], ts, seen_at) is not None:
+        return 0.0, None  # a later change of it, or of what it depends on, came between
     position = _symptom_position(index, where, seen_at)
     if position is None:
         what = "a symptom"
