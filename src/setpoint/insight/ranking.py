@@ -37,8 +37,8 @@ product of factors, each a reason to believe it:
 * novelty: a change sets a value the path never had before; a log line's template never
   appeared for that object before.
 * evidence: the changed object (or one it owns) showed a new symptom after the change and
-  before the target failed, nothing it depends on showed one first, and no person changed
-  what runs in it or in what it depends on in between (either would explain it better):
+  before the target failed, and nothing it depends on showed one first or had what runs in
+  it changed by a person in between (either would explain it better):
   1 / (1 + gap / tau), gap the seconds from the change to that symptom. Its gain
   is 4 (`evidence_gain`): a change followed at once by trouble of its own is far likelier
   the cause (a likelihood ratio of about five) than one after which nothing of its own broke.
@@ -1055,8 +1055,8 @@ def _evidence(ctx: _Context, obj: ObjectRef, ts: float) -> tuple[float, tuple[fl
     for u in upstream:
         if index.lasting_symptom(u, since, seen_at) is not None:
             return 0.0, None  # something it depends on showed trouble first
-    if _next_change(ctx, [obj, *upstream], ts, seen_at) is not None:
-        return 0.0, None  # a later change of it, or of what it depends on, came between
+    if _next_change(ctx, sorted(upstream), ts, seen_at) is not None:
+        return 0.0, None  # what it depends on changed in between
     position = _symptom_position(index, where, seen_at)
     if position is None:
         what = "a symptom"
