@@ -247,3 +247,37 @@ def test_a_moved_dependency_explains_web_after_a_blink_of_health_and_a_fix_befor
     assert candidates[0].entry is moved
     fix = next(c for c in candidates if c.entry is earlier[2])
     assert "then" not in fix.reason
+
+
+def test_a_dependency_change_fixed_before_the_target_was_made_does_not_explain_it() -> None:
+    """bob pointed db's probe at a wrong port (db NotReady at once), then put it back: db
+    was Ready again. Later he makes a Job migrate-2 with bad SQL; it exits 1. migrate-2 was
+    never healthy (made after the fix), but db, the changed object, was healthy after the
+    fix: the probe change's episode ended, and migrate-2's own exit is first. Before, the
+    probe change ranked first with db's restart as its evidence."""
+    migrate2 = {"kind": "Job", "name": "migrate-2", "namespace": "default"}
+    probe = "spec.readinessProbe.exec.command[3]"
+    earlier = [
+        change(100, DB, probe, "5432", "5932", "bob"),
+        ready(100.01, DB, "False", "Restarting"),
+        ready(104, DB, "False", "ReadinessProbeFailed"),
+        change(110, DB, probe, "5932", "5432", "bob"),
+        ready(112, DB, "True", "ReadinessProbeSucceeded"),
+    ]
+    syntax = 'migrate: 101_add_column_1.sql: syntax error at or near ";"'
+    created = {**change(130, migrate2, "spec", None, {"args": ["migrate"]}, "bob"),
+               "action": "created"}  # fmt: skip
+    failing = [
+        created,
+        edge(130, migrate2, DB, "dependsOn"),
+        ready(130.01, migrate2, "False", "Running"),
+        exit_(135, migrate2, 1, syntax),
+        ready(135.01, migrate2, "False", "BackoffLimitExceeded"),
+    ]
+    candidates = explain(
+        TimelineIndex.build(by_ts(webapp() + earlier + failing)), ObjectRef.of(migrate2) or WEB_REF
+    )
+    assert candidates[0].entry["type"] == "exit"
+    assert syntax in str(candidates[0].entry["lines"])
+    fixed = next(c for c in candidates if c.entry is earlier[0])
+    assert "an episode that ended" in fixed.reason

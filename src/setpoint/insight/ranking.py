@@ -59,8 +59,9 @@ product of factors, each a reason to believe it:
 * episode: a failure is an episode that began when the target was last healthy before it
   (its last Ready=True or recovery, `episode_start`). A change that a person's later change
   of the same settings (a fix, a rollback, or the object made anew) followed, and then the
-  target healthy again, belongs to an episode that ended: it gets no evidence (its trouble
-  was that episode's). A symptom of what the target depends on or owns seen before the
+  target healthy again (or, for a target made after that, the changed object itself), belongs
+  to an episode that ended: it gets no evidence (its trouble was that episode's), and x
+  `healed_penalty`. A symptom of what the target depends on or owns seen before the
   episode began is no precedence (an error line of a dependency during an earlier, healed
   episode is not where this one began). A blink of health with nothing changed again (a
   dependency restarted and its dependents briefly Ready) ends no change's episode.
@@ -917,7 +918,7 @@ def _score_change(ctx: _Context, position: int) -> Candidate | None:
         evidence, symptom = 0.0, None  # it changed nothing that runs here: what followed is not its
     else:
         evidence, symptom = _evidence(ctx, obj, ts)
-    ended = _next_change(ctx, [obj], ts, ctx.episode, paths) if ts < ctx.episode else None
+    ended = _episode_ended(ctx, obj, ts, paths)
     if ended is not None:
         evidence, symptom = 0.0, None  # changed again, then healthy: its episode ended
     score *= (1 + s.w_history * history) * (1 + s.w_novelty * bool(novel))
@@ -940,7 +941,7 @@ def _score_change(ctx: _Context, position: int) -> Candidate | None:
             default=None,
         )
     )
-    if healed is not None:
+    if healed is not None or (ended is not None and ended[1] != failure.obj):
         score *= s.healed_penalty
     if untouched:
         score *= s.healed_penalty
@@ -967,9 +968,10 @@ def _score_change(ctx: _Context, position: int) -> Candidate | None:
     if fixed:
         parts.append(f"but it ended a failure of {obj} (a fix)")
     if ended is not None:
+        fixed_at, healthy = ended
         parts.append(
-            f"but it was changed again {_ago(ended[0] - ts)} later and {failure.obj} was "
-            "healthy after that: an episode that ended"
+            f"but it was changed again {_ago(fixed_at - ts)} later and {healthy} was healthy "
+            "after that: an episode that ended"
         )
     if untouched:
         parts.append(
@@ -1019,6 +1021,25 @@ def _next_change(
             first = (ts, obj)
             break
     return first
+
+
+def _episode_ended(
+    ctx: _Context, obj: ObjectRef, ts: float, paths: Sequence[str]
+) -> tuple[float, ObjectRef] | None:
+    """Whether the change at `ts` of `obj` belongs to an episode that ended before this
+    failure: a person changed the same settings again (a fix, a rollback, or made the object
+    anew) and then the target was healthy (before its episode began), or else `obj` itself
+    was (Ready again before the target failed: a target made after the fix never ran with
+    the change). Returns when it was changed again and what was healthy after."""
+    index, failure = ctx.index, ctx.failure
+    again = _next_change(ctx, [obj], ts, failure.ts, paths)
+    if again is None:
+        return None
+    if again[0] <= ctx.episode:
+        return again[0], failure.obj
+    if obj != failure.obj and index.became_ready(obj, again[0], failure.ts) is not None:
+        return again[0], obj
+    return None
 
 
 def _evidence(ctx: _Context, obj: ObjectRef, ts: float) -> tuple[float, tuple[float, str] | None]:
