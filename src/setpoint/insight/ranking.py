@@ -1277,10 +1277,10 @@ def _deletion(index: TimelineIndex, obj: ObjectRef, since: float, now: float) ->
 
 
 def _breaking_change(ctx: _Context, obj: ObjectRef, since: float, now: float) -> int | None:
-    """The position of the change that broke `obj`, if one did: the latest change of what
-    runs (`change_prior` of a spec change), by a person, in [`since`, `now`], made while `obj`
-    was Ready, after which it was not Ready again by `now`. What `obj` showed after it (a
-    stop on request, exits, failing probes) is what the change did."""
+    """The position of the change that broke `obj`, if one did: the latest person's change
+    of what runs in it (`changes_what_runs`, not its creation) in [`since`, `now`], made
+    while `obj` was Ready, after which it was not Ready again by `now`. What `obj` showed
+    after it (a stop on request, exits, failing probes) is what the change did."""
     index = ctx.index
     if (index.ready_at(obj, now) or {}).get("status") == "True":
         return None
@@ -1295,14 +1295,13 @@ def _breaking_change(ctx: _Context, obj: ObjectRef, since: float, now: float) ->
             if cond.get("type") == "Ready" and cond.get("status") == "True":
                 return None  # Ready again after any change since
             continue
-        if entry.get("type") != "change" or by_controller(entry):
+        if entry.get("type") != "change" or entry.get("action") == "created":
             continue
-        if entry.get("action") in ("created", "deleted"):
+        if not changes_what_runs(entry, ctx.settings):
             continue
-        if change_prior(change_paths(entry), ctx.settings) != ctx.settings.prior_spec:
-            continue
-        before = [p for p in index.ready.get(obj, []) if p < position]
-        was = (index.entries[before[-1]].get("condition") or {}).get("status") if before else None
+        readies = index.ready.get(obj, [])
+        i = bisect_left(readies, position) - 1  # its Ready as it was before the change
+        was = (index.entries[readies[i]].get("condition") or {}).get("status") if i >= 0 else None
         return position if was == "True" else None
     return None
 
