@@ -83,6 +83,7 @@ import argparse
 import asyncio
 import contextlib
 import copy
+import dataclasses
 import json
 import os
 import random
@@ -280,6 +281,8 @@ class Trial:
     top1: bool = False
     top3: bool = False
     top: list[str] = field(default_factory=list)
+    at: float = 0.0
+    """When explain was called (wall clock): a replay reads the timeline up to then."""
 
 
 class Live:
@@ -400,6 +403,7 @@ class Live:
         return False
 
     async def score(self, trial: Trial) -> Trial:
+        trial.at = time.time()
         answer = await self.explain(trial.target)
         found = answer.candidates
         trial.top1 = bool(found) and trial.cause.matches(found[0])
@@ -669,6 +673,30 @@ async def live_run(world: World, rng: random.Random, rounds: int, tally: Tally) 
             await store.close()
 
 
+def keep_timeline(world: World, trials: list[Trial], into: Path) -> None:
+    """Write the world's recorded timeline (`timeline.jsonl`) and its scored calls
+    (`trials.jsonl`: kind, target, note, when explain was called, the cause, top1, top3)
+    into `into`, to replay explain offline on the same entries."""
+    path = timeline_path_for(world.store_url)
+    if path is None or not path.exists():
+        return
+    into.mkdir(parents=True, exist_ok=True)
+    timeline = Timeline.open(path)
+    try:
+        entries = timeline.query()
+    finally:
+        timeline.close()
+    with (into / "timeline.jsonl").open("w") as out:
+        out.writelines(json.dumps(dict(e)) + "\n" for e in entries)
+    with (into / "trials.jsonl").open("w") as out:
+        for t in trials:
+            cause = {k: sorted(v) if isinstance(v, frozenset) else v
+                     for k, v in dataclasses.asdict(t.cause).items()}  # fmt: skip
+            out.write(json.dumps({"kind": t.kind, "target": t.target, "note": t.note,
+                                  "at": t.at, "cause": cause, "top1": t.top1,
+                                  "top3": t.top3}) + "\n")  # fmt: skip
+
+
 STARTUP_VARIANTS = ("initdb_option", "datadir_under_file", "script_misspelt")
 
 
@@ -761,14 +789,17 @@ async def bench(seed: int, rounds: int, startups: int, keep: Path | None) -> dic
             finally:
                 if keep is not None:
                     world.keep_logs(keep / "live")
+                    keep_timeline(world, list(tally.trials), keep / "live")
                 await asyncio.to_thread(world.teardown)
         for n in range(startups):
             world = World(Path(tempfile.mkdtemp(prefix="setpoint-bench-explain-init-")))
+            before = len(tally.trials)
             try:
                 await startup_run(world, rng, tally)
             finally:
                 if keep is not None:
                     world.keep_logs(keep / f"startup-{n}")
+                    keep_timeline(world, tally.trials[before:], keep / f"startup-{n}")
                 await asyncio.to_thread(world.teardown)
     except Exception as error:
         progress(f"stopped early: {type(error).__name__}: {error}")
@@ -785,7 +816,10 @@ def main() -> None:
     )
     parser.add_argument("--rounds", type=int, default=3, help="rounds of every fault kind")
     parser.add_argument("--quick", action="store_true", help="one of each fault kind")
-    parser.add_argument("--keep-logs", type=Path, help="copy up's output and the logs here")
+    parser.add_argument(
+        "--keep-logs", type=Path,
+        help="copy up's output, the logs, the timeline and the scored calls here",
+    )  # fmt: skip
     args = parser.parse_args()
     rounds = 1 if args.quick else args.rounds
     signal.signal(signal.SIGINT, signal.default_int_handler)

@@ -2,8 +2,8 @@
 `db-init` exits 1 at once, so `db`, `migrate` and `web` wait for ever. The real `setpoint
 up` runs real children and records the timeline; the real `setpoint explain` must name
 db-init's exit line first, with the chain it travelled; `describe` of the failed Job ends
-with it; `explain` of a healthy object says nothing is wrong, of a missing one that it does
-not exist.
+with it, and of the waiting web with its root blocker; `explain` of a healthy object says
+nothing is wrong, of a missing one that it does not exist.
 
 Waits on conditions (`setpoint wait`, the timeline), never sleeps."""
 
@@ -143,6 +143,16 @@ def test_a_start_up_failure_is_explained_by_the_root_blockers_exit_with_its_chai
         assert 3 <= len(tail) <= 4  # the title, one or two lines, the command
         assert "Job/db-init exited with code 1" in " ".join(tail)
         assert tail[-1] == "  (more: setpoint explain job/db-init)"
+
+        waiting = cli("describe", "deployment/web", store=False, kinds=False)
+        assert waiting.code == 0, waiting
+        tail = waiting.lines[waiting.lines.index("Root Blocker:") :]
+        assert tail[1].startswith("  Job/db-init: "), tail
+        chain = "Deployment/web <- Job/migrate <- Process/db <- Job/db-init"
+        assert tail[-2:] == [
+            f"  (waits along dependsOn: {chain})",
+            "  (more: setpoint explain job/db-init)",
+        ]
 
         healthy = explain(cli, "process/cache")
         assert (healthy.code, healthy.out) == (0, "Process/cache is Ready: nothing is wrong\n")

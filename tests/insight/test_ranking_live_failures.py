@@ -160,3 +160,124 @@ def test_a_change_that_fixed_its_failing_object_is_no_cause_of_a_later_failure()
     )
     assert "in use" in str(candidates[0].entry.get("lines"))
     assert "a fix" in next(c for c in candidates if c.entry is fix).reason
+
+
+def test_a_change_of_an_earlier_episode_that_ended_does_not_explain_a_later_failure() -> None:
+    """bob's probe path broke web's rollout (web NotReady at once: the change's evidence)
+    and bob restored it: web was Ready again. Meanwhile db logged a client's bad SQL. Later
+    bob sets an env that breaks the next rollout: that change is first. The earlier change
+    showed its trouble in an episode that ended (no evidence now), and db's error line came
+    before web's recovery (no trouble of this episode, so no precedence over the new
+    change). Before the episode rule the earlier change ranked first (0.82 against 0.5)."""
+    path = "spec.template.spec.readinessProbe.httpGet.path"
+    earlier = [
+        change(100, WEB, path, "/healthz", "/v2/healthz", "bob"),
+        ready(100.1, WEB, "False", "RollingUpdate"),
+        log(103, DB, 'ERROR:  syntax error at or near ";" at character 30'),
+        change(105, WEB, path, "/v2/healthz", "/healthz", "bob"),
+        ready(105.1, WEB, "True", "Available"),
+    ]
+    bad = change(150, WEB, "spec.template.spec.env.PYTHONHOME", None, "/nonexistent", "bob")
+    broken = [bad, ready(150.01, WEB, "False", "RollingUpdate")]
+    candidates = explain(TimelineIndex.build(by_ts(webapp() + earlier + broken)), WEB_REF)
+    assert candidates[0].entry is bad
+    assert "already showed trouble" not in candidates[0].reason
+    old = next(c for c in candidates if c.entry is earlier[0])
+    assert "then" not in old.reason
+
+
+def test_the_change_that_broke_a_root_blocker_ranks_above_what_the_blocker_then_said() -> None:
+    """db, Ready, logs a client's bad SQL (web stays Ready). bob gives db a setting it
+    refuses: db stops on request (the spec changed), then exits FATAL at each start; web
+    waits for it. The FATAL exit is db's evidence as a root blocker, but it is what the
+    change did: the change is first, with the chain. Before, the exit ranked first (2.0
+    against 1.25: the change came after db's error line)."""
+    bad = change(190, DB, "spec.args[2]", None, "shared_buffers=lots", "bob")
+    fatal = 'FATAL:  invalid value for parameter "shared_buffers": "lots"'
+    trouble = [
+        log(150, DB, 'ERROR:  syntax error at or near ";" at character 30'),
+        bad,
+        ready(190.01, DB, "False", "Restarting"),
+        ready(190.02, WEB, "False", "DependencyNotReady"),
+        exit_(190.1, DB, 0, "LOG:  database system is shut down", stoppedOnRequest=True),
+        exit_(190.2, DB, 1, fatal),
+        log(190.2, DB, fatal),
+        exit_(190.3, DB, 1, fatal),
+        ready(190.3, DB, "False", "CrashLoopBackOff"),
+    ]
+    candidates = explain(TimelineIndex.build(by_ts(webapp() + trouble)), WEB_REF)
+    assert candidates[0].entry is bad
+    assert candidates[0].path[-1] == ObjectRef.of(DB)
+    exit_of_db = next(c for c in candidates if c.entry["type"] == "exit")
+    assert "but a blocker was changed" in exit_of_db.reason
+
+
+def event(ts: float, o: dict[str, str], reason: str, message: str) -> dict[str, Any]:
+    return {"ts": T0 + ts, "type": "event", "object": o, "eventType": "Warning",
+            "reason": reason, "message": message}  # fmt: skip
+
+
+def test_a_moved_dependency_explains_web_after_a_blink_of_health_and_a_fix_before_it() -> None:
+    """bob broke web's rollout and fixed it (web Ready again). Then he moves db's port: db
+    restarts, web waits for it, db is Ready, web too for a blink, then web's replica fails
+    its probe (it still calls the old port). The move is first: the replica's failure came
+    after it, so it is no evidence for bob's earlier fix of web (db, which web depends on,
+    changed in between); and a blink of health after the move did not end its episode
+    (nothing changed db again). Before, the fix ranked first with that evidence."""
+    env = "spec.template.spec.env.PYTHONHOME"
+    earlier = [
+        change(100, WEB, env, None, "/nonexistent", "bob"),
+        ready(100.01, WEB, "False", "RollingUpdate"),
+        change(106, WEB, env, "/nonexistent", None, "bob"),
+        ready(106.01, WEB, "True", "Available"),
+    ]
+    moved = change(115, DB, "spec.ports[0]", 5432, 5433, "bob")
+    broken = [
+        moved,
+        ready(115.01, DB, "False", "Restarting"),
+        ready(115.02, WEB, "False", "DependencyNotReady"),
+        exit_(115.2, DB, 0, "LOG:  database system is shut down", stoppedOnRequest=True),
+        ready(116.3, DB, "True", "ReadinessProbeSucceeded"),
+        ready(116.31, WEB, "True", "Available"),
+        event(117, WEB0, "Unhealthy", "readiness probe failed: HTTP 503"),
+        ready(117, WEB0, "False", "ReadinessProbeFailed"),
+        ready(117, WEB, "False", "ReplicasUnavailable"),
+    ]
+    candidates = explain(TimelineIndex.build(by_ts(webapp() + earlier + broken)), WEB_REF)
+    assert candidates[0].entry is moved
+    fix = next(c for c in candidates if c.entry is earlier[2])
+    assert "then" not in fix.reason
+
+
+def test_a_dependency_change_fixed_before_the_target_was_made_does_not_explain_it() -> None:
+    """bob pointed db's probe at a wrong port (db NotReady at once), then put it back: db
+    was Ready again. Later he makes a Job migrate-2 with bad SQL; it exits 1. migrate-2 was
+    never healthy (made after the fix), but db, the changed object, was healthy after the
+    fix: the probe change's episode ended, and migrate-2's own exit is first. Before, the
+    probe change ranked first with db's restart as its evidence."""
+    migrate2 = {"kind": "Job", "name": "migrate-2", "namespace": "default"}
+    probe = "spec.readinessProbe.exec.command[3]"
+    earlier = [
+        change(100, DB, probe, "5432", "5932", "bob"),
+        ready(100.01, DB, "False", "Restarting"),
+        ready(104, DB, "False", "ReadinessProbeFailed"),
+        change(110, DB, probe, "5932", "5432", "bob"),
+        ready(112, DB, "True", "ReadinessProbeSucceeded"),
+    ]
+    syntax = 'migrate: 101_add_column_1.sql: syntax error at or near ";"'
+    created = {**change(130, migrate2, "spec", None, {"args": ["migrate"]}, "bob"),
+               "action": "created"}  # fmt: skip
+    failing = [
+        created,
+        edge(130, migrate2, DB, "dependsOn"),
+        ready(130.01, migrate2, "False", "Running"),
+        exit_(135, migrate2, 1, syntax),
+        ready(135.01, migrate2, "False", "BackoffLimitExceeded"),
+    ]
+    candidates = explain(
+        TimelineIndex.build(by_ts(webapp() + earlier + failing)), ObjectRef.of(migrate2) or WEB_REF
+    )
+    assert candidates[0].entry["type"] == "exit"
+    assert syntax in str(candidates[0].entry["lines"])
+    fixed = next(c for c in candidates if c.entry is earlier[0])
+    assert "an episode that ended" in fixed.reason

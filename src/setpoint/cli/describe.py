@@ -13,7 +13,11 @@ the kind in the namespace is described.
 
 A failed object (`status_table.health`: Stalled, failed, crash-looping) ends with its most
 probable cause from the timeline `setpoint up` records beside the store, if there is one,
-and the `setpoint explain` command that tells more (`explain.explanation_lines`).
+and the `setpoint explain` command that tells more (`explain.explanation_lines`). An object
+that waits (not Ready, not failed) for a dependency ends with its root blocker
+(`root_blocker_lines`): the end of its chain of unmet `dependsOn` entries
+(`status_table.Blockers`, the walk the live view's detail line makes), that object's own
+reason, the chain, and the command that tells more about it.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import base64
 import binascii
 import re
 import sys
+import textwrap
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -30,13 +35,25 @@ from typing import Any
 from setpoint.cli import explain, render
 from setpoint.cli.context import Context, kind_and_names
 from setpoint.cli.events import Involved
-from setpoint.cli.status_table import Health, health, key_of
+from setpoint.cli.status_table import (
+    Blockers,
+    Health,
+    Key,
+    command,
+    headline,
+    health,
+    key_of,
+    kind_aliases,
+    ref_of,
+)
 from setpoint.control import thermostat
 from setpoint.control.kinds import THERMOSTAT
-from setpoint.errors import Invalid, NotFound
+from setpoint.errors import Invalid, NotFound, UnknownKind
 from setpoint.insight.entries import ObjectRef
-from setpoint.model import Kind, Object
+from setpoint.model import Kind, Object, Registry
 from setpoint.runtime import EVENT
+from setpoint.store import Store
+from setpoint.workloads.dependencies import Dependency
 
 Summary = Callable[[Object, float], list[tuple[str, str]]]
 """Kind-specific header fields of an object at a time `now`, as (label, value) pairs."""
@@ -88,6 +105,58 @@ def describe_object(
     lines += _status(status, now)
     lines += _events(events, now)
     return "\n".join(lines)
+
+
+def root_blocker_lines(blockers: Blockers, obj: Object, width: int = 100) -> list[str]:
+    """What `describe` ends an object that waits with: its root blocker (`Blockers.root`)
+    and that object's own reason (`unmet`'s message when it does not exist), the chain of
+    `dependsOn` to it, and the command that tells more (`explain` when the blocker failed,
+    else `describe`); none when `obj` is Ready, failed, or waits for nothing it names."""
+    if health(obj) is not Health.PROGRESSING:
+        return []
+    root = blockers.root(obj)
+    if root is None:
+        return []
+    chain, message, target = root
+    said = headline(target) if target is not None else ""
+    text = f"{ref_of(chain[-1])}: {said or message}"
+    verb = "explain" if target is not None and health(target) is Health.FAILED else "describe"
+    route = " <- ".join(ref_of(key) for key in chain)
+    lines = textwrap.wrap(" ".join(text.split()), width - 2, max_lines=2, placeholder=" ...")
+    return [
+        "Root Blocker:",
+        *(_INDENT + line for line in lines),
+        f"{_INDENT}(waits along dependsOn: {route})",
+        f"{_INDENT}(more: {command(verb, chain[-1])})",
+    ]
+
+
+async def dependency_closure(store: Store, registry: Registry, obj: Object) -> dict[Key, Object]:
+    """`obj` and what it depends on, directly or not, as the store has them now (what
+    `Blockers` needs to follow its chains). A kind no module registered, or an object that
+    does not exist, is left out (`Blockers` calls it missing)."""
+    found: dict[Key, Object] = {key_of(obj): obj}
+    todo = [obj]
+    while todo:
+        current = todo.pop()
+        _, namespace, _ = key_of(current)
+        for raw in (current.get("spec") or {}).get("dependsOn") or ():
+            try:
+                dep = Dependency.model_validate(raw)
+                kind = registry.resolve(dep.kind)
+            except (ValueError, UnknownKind):
+                continue  # admission refuses these; nothing to follow
+            where = (dep.namespace or namespace) if kind.namespaced else None
+            key = (kind.kind, where or "default", dep.name)
+            if key in found:
+                continue
+            try:
+                got = await store.get(kind.api_version, kind.kind, dep.name, where)
+            except NotFound:
+                continue
+            found[key_of(got)] = got
+            todo.append(got)
+    return found
 
 
 def _fields(fields: Sequence[tuple[str, str]], indent: str = "") -> list[str]:
@@ -250,8 +319,19 @@ async def run(ctx: Context, args: argparse.Namespace) -> int:
         events: list[Object] = []
         if found:  # a cluster-scoped object's events may be in any namespace
             events, _ = await store.list(EVENT.api_version, EVENT.kind, namespace=namespace)
+        waiting = []
+        for obj in found:
+            if health(obj) is Health.PROGRESSING and (obj.get("spec") or {}).get("dependsOn"):
+                blockers = Blockers(
+                    await dependency_closure(store, ctx.registry, obj), kind_aliases(ctx.registry)
+                )
+                waiting.append(root_blocker_lines(blockers, obj))
+            else:
+                waiting.append([])
     now = time.time()
     texts = [_describe(kind, obj, events, now) for obj in found]
+    for i, lines in enumerate(waiting):
+        texts[i] += "".join("\n" + line for line in lines)
     failed = [i for i, obj in enumerate(found) if health(obj) is Health.FAILED]
     index = explain.recorded_index(ctx) if failed else None
     for i in failed:

@@ -233,13 +233,13 @@ class Blockers:
                 return dep, message
         return None
 
-    def root(self, obj: Object) -> tuple[Key, str, Object | None] | None:
+    def root(self, obj: Object) -> tuple[list[Key], str, Object | None] | None:
         """The end of `obj`'s chain of unmet dependencies (`insight.blockers.root_blockers`,
         following each object's first unmet dependency): the first object on it that waits
-        for nothing else (or failed, or does not exist, or closes a cycle), as its key,
-        `unmet`'s message about it and the object (None if missing); None when every
-        dependency of `obj` holds. The walk stops before a kind that is not shown (its
-        objects are not known here, so not to be called missing)."""
+        for nothing else (or failed, or does not exist, or closes a cycle), as the chain of
+        keys from `obj`'s to it, `unmet`'s message about it and the object (None if
+        missing); None when every dependency of `obj` holds. The walk stops before a kind
+        that is not shown (its objects are not known here, so not to be called missing)."""
         start = key_of(obj)
         hops: dict[Key, tuple[str, Object | None]] = {}
 
@@ -264,9 +264,8 @@ class Blockers:
         chains = root_blockers(start, held_back_by, is_end)
         if not chains:
             return None
-        root = chains[0][-1]
-        message, target = hops[root]
-        return root, message, target
+        message, target = hops[chains[0][-1]]
+        return chains[0], message, target
 
     def detail(self, obj: Object) -> Detail | None:
         """What to say under `obj`: None when it is Ready (or has no Ready condition); its
@@ -280,7 +279,8 @@ class Blockers:
             return Detail(headline(obj), command("explain", key_of(obj)), own)
         root = self.root(obj)
         if root is not None:
-            key, message, target = root
+            chain, message, target = root
+            key = chain[-1]
             if target is None:
                 return Detail(message, command("describe", key), Health.PROGRESSING, blocked=True)
             said = headline(target)

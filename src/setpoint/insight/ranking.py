@@ -37,8 +37,9 @@ product of factors, each a reason to believe it:
 * novelty: a change sets a value the path never had before; a log line's template never
   appeared for that object before.
 * evidence: the changed object (or one it owns) showed a new symptom after the change and
-  before the target failed, and nothing it depends on showed one first (that would explain
-  it better): 1 / (1 + gap / tau), gap the seconds from the change to that symptom. Its gain
+  before the target failed, and nothing it depends on showed one first or had what runs in
+  it changed by a person in between (either would explain it better):
+  1 / (1 + gap / tau), gap the seconds from the change to that symptom. Its gain
   is 4 (`evidence_gain`): a change followed at once by trouble of its own is far likelier
   the cause (a likelihood ratio of about five) than one after which nothing of its own broke.
 * precedence: a failure propagates from its first symptom; a change made after something the
@@ -55,6 +56,15 @@ product of factors, each a reason to believe it:
   was created (a rollout that made this replica) once the target was Ready: it ran with the
   change in force. A target that stayed Ready after a change (a slow leak) makes no such
   entry and is not discounted.
+* episode: a failure is an episode that began when the target was last healthy before it
+  (its last Ready=True or recovery, `episode_start`). A change that a person's later change
+  of the same settings (a fix, a rollback, or the object made anew) followed, and then the
+  target healthy again (or, for a target made after that, the changed object itself), belongs
+  to an episode that ended: it gets no evidence (its trouble was that episode's), and x
+  `healed_penalty`. A symptom of what the target depends on or owns seen before the
+  episode began is no precedence (an error line of a dependency during an earlier, healed
+  episode is not where this one began). A blink of health with nothing changed again (a
+  dependency restarted and its dependents briefly Ready) ends no change's episode.
 * untouched: a change of the target's owner (a Deployment's template) made after the target
   was created, by a person, reaches it only through new objects (a rollout replaces
   replicas, it does not change a running one): x `healed_penalty` too, and what the
@@ -92,8 +102,13 @@ a candidate scored `prior_blocker` (2) x its kind's weight (`EVIDENCE_WEIGHTS`, 
 longer exists holds back whatever it last said, and its deletion is its evidence (weight 1):
 it is what is wrong now. Evidence of other root blockers stamped after such a deletion is
 x `precedence_penalty`: a replica that exits for want of the deleted `db` follows from it.
-A change that its own new symptom followed right away (evidence x 5) can still rank above
-it: the change is why the blocker fails.
+Likewise a root blocker that a change broke: the latest change of what runs in it (a spec
+change by a person), made while it was Ready, after which it was not Ready again, is its
+evidence (weight 1, the chain as its path), and what the blocker showed after it (a stop on
+request as it restarts with the new spec, exits, failing probes) is what the change did:
+x `precedence_penalty`, as after a deletion. A change that its own new symptom followed
+right away (evidence x 5) can rank above a blocker's evidence too: the change is why the
+blocker fails.
 
 Floor (`RankingSettings.floor`): what a spec change of an object not connected to the
 target, made `tau_s` before the failure, with nothing else for it, scores (1 x 0.5 ** 4 x
@@ -323,6 +338,8 @@ class TimelineIndex:
     lifecycle: dict[ObjectRef, list[tuple[float, str]]] = field(default_factory=dict)
     """Each object's `created` and `deleted` changes: (ts, action), oldest first."""
     symptom_positions: set[int] = field(default_factory=set)
+    changes_by_object: dict[ObjectRef, list[int]] = field(default_factory=dict)
+    """Positions of each object's changes, oldest first."""
     stopping: set[int] = field(default_factory=set)
     """Positions of exits, log lines and events of an object while it was being deleted or
     after it was: it stops because it was asked to (neither symptoms nor evidence)."""
@@ -395,6 +412,7 @@ class TimelineIndex:
             if kind == "change":
                 index.changes.append(position)
                 index.change_ts.append(ts)
+                index.changes_by_object.setdefault(ref, []).append(position)
                 index.refs[position] = ref
                 novel = index._novel_paths(entry, ref, seen_values)
                 if novel:
@@ -666,6 +684,9 @@ class _Context:
     """Each connected object -> the one before it on its shortest path from the target."""
     first_path_symptom: tuple[float, ObjectRef] | None
     cooccurrence: dict[str, float]
+    episode: float = float("-inf")
+    """When the target was last healthy before its failure (`episode_start`): what came
+    before belongs to an earlier episode that ended."""
 
 
 def find_failure(index: TimelineIndex, target: ObjectRef, at: float | None = None) -> Failure:
@@ -724,6 +745,7 @@ def rank(index: TimelineIndex, failure: Failure, settings: RankingSettings) -> l
     graph = index.graph_at(failure.ts)
     via: dict[ObjectRef, ObjectRef] = {}
     ctx = _Context(index, failure, settings, graph, _hops(graph, failure.obj, via), via, None, {})
+    ctx.episode = episode_start(index, failure.obj, failure.ts)
     ctx.first_path_symptom = _first_path_symptom(ctx)
     start = failure.ts - settings.horizon_s
     lo, hi = bisect_left(index.change_ts, start), bisect_right(index.change_ts, failure.ts)
@@ -775,6 +797,20 @@ def _hops(
     return best
 
 
+def episode_start(index: TimelineIndex, target: ObjectRef, ts: float) -> float:
+    """When `target`'s failure at `ts` began as an episode: the last time at or before `ts`
+    that it turned healthy (Ready=True, or a recovery), -inf if it never did. Symptoms and
+    evidence before it belong to an earlier episode, which ended."""
+    positions = index.ready.get(target, [])
+    i = bisect_right(positions, ts, key=lambda p: index.ts[p]) - 1
+    while i >= 0 and (index.entries[positions[i]].get("condition") or {}).get("status") != "True":
+        i -= 1
+    last_ready = index.ts[positions[i]] if i >= 0 else float("-inf")
+    recoveries = index.recoveries.get(target, [])
+    j = bisect_right(recoveries, ts) - 1
+    return max(last_ready, recoveries[j] if j >= 0 else float("-inf"))
+
+
 def _first_path_symptom(ctx: _Context) -> tuple[float, ObjectRef] | None:
     """Where the failure began: the earliest symptom, in the `tau_s` before the failure, of
     what the target depends on (directly or not) or of what it owns; or the start of a
@@ -783,9 +819,11 @@ def _first_path_symptom(ctx: _Context) -> tuple[float, ObjectRef] | None:
     first: tuple[float, ObjectRef] | None = None
     index, failure = ctx.index, ctx.failure
     children = [n for n, _, rel in ctx.graph.get(failure.obj, ()) if rel == "owns"]
-    since = failure.ts - ctx.settings.tau_s
+    since = max(failure.ts - ctx.settings.tau_s, ctx.episode)
     for obj in {*_upstream(ctx.graph, failure.obj), *children}:
-        began = index.failing_at(obj, failure.ts, failure.ts - ctx.settings.horizon_s)
+        began = index.failing_at(
+            obj, failure.ts, max(failure.ts - ctx.settings.horizon_s, ctx.episode)
+        )
         symptom = index.lasting_symptom(obj, since, failure.ts)
         if symptom is not None and (began is None or symptom < began):
             began = symptom
@@ -880,6 +918,9 @@ def _score_change(ctx: _Context, position: int) -> Candidate | None:
         evidence, symptom = 0.0, None  # it changed nothing that runs here: what followed is not its
     else:
         evidence, symptom = _evidence(ctx, obj, ts)
+    ended = _episode_ended(ctx, obj, ts, paths)
+    if ended is not None:
+        evidence, symptom = 0.0, None  # changed again, then healthy: its episode ended
     score *= (1 + s.w_history * history) * (1 + s.w_novelty * bool(novel))
     score *= 1 + s.w_evidence * s.evidence_gain * evidence
     late = ctx.first_path_symptom is not None and ts > ctx.first_path_symptom[0]
@@ -900,7 +941,7 @@ def _score_change(ctx: _Context, position: int) -> Candidate | None:
             default=None,
         )
     )
-    if healed is not None:
+    if healed is not None or (ended is not None and ended[1] != failure.obj):
         score *= s.healed_penalty
     if untouched:
         score *= s.healed_penalty
@@ -916,7 +957,7 @@ def _score_change(ctx: _Context, position: int) -> Candidate | None:
     if novel:
         parts.append(f"a value {obj} never had before ({', '.join(novel)})")
     if symptom is not None:
-        parts.append(f"then {symptom}")
+        parts.append(f"then {symptom[1]}")
     if history > 0:
         parts.append(f"such changes were followed by such failures before ({history:.0%})")
     if late and ctx.first_path_symptom is not None:
@@ -926,6 +967,12 @@ def _score_change(ctx: _Context, position: int) -> Candidate | None:
         parts.append(f"but {failure.obj} was Ready again {_ago(healed - ts)} after it")
     if fixed:
         parts.append(f"but it ended a failure of {obj} (a fix)")
+    if ended is not None:
+        fixed_at, healthy = ended
+        parts.append(
+            f"but it was changed again {_ago(fixed_at - ts)} later and {healthy} was healthy "
+            "after that: an episode that ended"
+        )
     if untouched:
         parts.append(
             f"but {failure.obj} was made before it: its owner's change reaches only new ones"
@@ -933,7 +980,69 @@ def _score_change(ctx: _Context, position: int) -> Candidate | None:
     return Candidate(entry, round(score, 6), "; ".join(p for p in parts if p), _route(ctx, obj))
 
 
-def _evidence(ctx: _Context, obj: ObjectRef, ts: float) -> tuple[float, str | None]:
+def changes_what_runs(entry: Entry, settings: RankingSettings) -> bool:
+    """Whether a change entry is a person's change of what runs: a spec change (or a
+    creation) not made by a controller."""
+    if by_controller(entry):
+        return False
+    return entry.get("action") == "created" or (
+        entry.get("action") != "deleted"
+        and change_prior(change_paths(entry), settings) == settings.prior_spec
+    )
+
+
+def _overlap(a: Sequence[str], b: Sequence[str]) -> bool:
+    """Whether two changes touched a common setting (one path is the other or under it)."""
+    return any(p == q or q.startswith((p + ".", p + "[")) for p in a for q in b) or any(
+        q.startswith((p + ".", p + "[")) for p in b for q in a
+    )
+
+
+def _next_change(
+    ctx: _Context, objs: Sequence[ObjectRef], after: float, until: float, paths: Sequence[str] = ()
+) -> tuple[float, ObjectRef] | None:
+    """The first person's change of what runs (`changes_what_runs`) in one of `objs`,
+    stamped in (`after`, `until`], touching one of `paths` if given (or re-creating it)."""
+    index, first = ctx.index, None
+    for obj in objs:
+        positions = index.changes_by_object.get(obj, [])
+        lo = bisect_right(positions, after, key=lambda p: index.ts[p])
+        for position in positions[lo:]:
+            ts = index.ts[position]
+            if ts > until or (first is not None and ts >= first[0]):
+                break
+            entry = index.entries[position]
+            if not changes_what_runs(entry, ctx.settings):
+                continue
+            if paths and not (
+                entry.get("action") == "created" or _overlap(paths, change_paths(entry))
+            ):
+                continue
+            first = (ts, obj)
+            break
+    return first
+
+
+def _episode_ended(
+    ctx: _Context, obj: ObjectRef, ts: float, paths: Sequence[str]
+) -> tuple[float, ObjectRef] | None:
+    """Whether the change at `ts` of `obj` belongs to an episode that ended before this
+    failure: a person changed the same settings again (a fix, a rollback, or made the object
+    anew) and then the target was healthy (before its episode began), or else `obj` itself
+    was (Ready again before the target failed: a target made after the fix never ran with
+    the change). Returns when it was changed again and what was healthy after."""
+    index, failure = ctx.index, ctx.failure
+    again = _next_change(ctx, [obj], ts, failure.ts, paths)
+    if again is None:
+        return None
+    if again[0] <= ctx.episode:
+        return again[0], failure.obj
+    if obj != failure.obj and index.became_ready(obj, again[0], failure.ts) is not None:
+        return again[0], obj
+    return None
+
+
+def _evidence(ctx: _Context, obj: ObjectRef, ts: float) -> tuple[float, tuple[float, str] | None]:
     """Whether the change showed: the first new symptom of the changed object or of the objects
     it owns after the change, before the target failed, and not preceded by a symptom of
     something they depend on (that would explain it better). A symptom is new if neither the
@@ -967,16 +1076,20 @@ def _evidence(ctx: _Context, obj: ObjectRef, ts: float) -> tuple[float, str | No
     for u in upstream:
         if index.lasting_symptom(u, since, seen_at) is not None:
             return 0.0, None  # something it depends on showed trouble first
+    if _next_change(ctx, sorted(upstream), ts, seen_at) is not None:
+        return 0.0, None  # what it depends on changed in between
     position = _symptom_position(index, where, seen_at)
     if position is None:
         what = "a symptom"
     else:
         what = _describe_symptom(index.entries[position], position in index.novel_logs)
     gap = seen_at - ts
-    return 1.0 / (1.0 + gap / s.tau_s), f"{where} {what} {_ago(gap)} later"
+    return 1.0 / (1.0 + gap / s.tau_s), (seen_at, f"{where} {what} {_ago(gap)} later")
 
 
-def _own_failure(ctx: _Context, obj: ObjectRef, ts: float) -> tuple[float, str | None]:
+def _own_failure(
+    ctx: _Context, obj: ObjectRef, ts: float
+) -> tuple[float, tuple[float, str] | None]:
     """Whether `obj`, created at `ts`, then failed by itself (its spec is what fails): its
     most telling failure evidence (`EVIDENCE_WEIGHTS`, the earliest of the best kind) after
     `ts`, up to the explanation's `now` and within `symptom_horizon_s`, said as `_evidence`
@@ -999,7 +1112,7 @@ def _own_failure(ctx: _Context, obj: ObjectRef, ts: float) -> tuple[float, str |
         return 0.0, None
     gap = index.ts[best[1]] - ts
     what = f"{obj} {_describe_symptom(index.entries[best[1]])} {_ago(gap)} later"
-    return 1.0 / (1.0 + gap / ctx.settings.tau_s), what
+    return 1.0 / (1.0 + gap / ctx.settings.tau_s), (index.ts[best[1]], what)
 
 
 def _upstream(graph: Graph, obj: ObjectRef) -> set[ObjectRef]:
@@ -1110,6 +1223,7 @@ FAILURE_REASONS = frozenset(
 not start, a back-off, a limit reached), as the workloads write them."""
 EVIDENCE_WEIGHTS = {
     "deleted": 1.0,
+    "changed": 1.0,
     "exit": 1.0,
     "stalled": 0.9,
     "condition": 0.8,
@@ -1117,9 +1231,9 @@ EVIDENCE_WEIGHTS = {
     "log": 0.6,
 }
 """How directly each kind of a blocker's evidence says what is wrong: its deletion (a
-blocker that no longer exists) or an exit with its last lines first, then a Stalled or
-Failed reason, a failing condition (a probe's message, a command that could not start), a
-Warning event (a back-off), an error line."""
+blocker that no longer exists), the change that broke it, or an exit with its last lines
+first, then a Stalled or Failed reason, a failing condition (a probe's message, a command
+that could not start), a Warning event (a back-off), an error line."""
 
 
 def _evidence_kind(entry: Entry) -> str | None:
@@ -1160,6 +1274,36 @@ def _deletion(index: TimelineIndex, obj: ObjectRef, since: float, now: float) ->
         if deletion_begun(entry) or entry.get("action") == "deleted":
             found = position  # keep going back: the request comes before the removal
     return found
+
+
+def _breaking_change(ctx: _Context, obj: ObjectRef, since: float, now: float) -> int | None:
+    """The position of the change that broke `obj`, if one did: the latest person's change
+    of what runs in it (`changes_what_runs`, not its creation) in [`since`, `now`], made
+    while `obj` was Ready, after which it was not Ready again by `now`. What `obj` showed
+    after it (a stop on request, exits, failing probes) is what the change did."""
+    index = ctx.index
+    if (index.ready_at(obj, now) or {}).get("status") == "True":
+        return None
+    positions = index.objects.get(obj, [])
+    for k in range(bisect_right(positions, now, key=lambda p: index.ts[p]) - 1, -1, -1):
+        position = positions[k]
+        if index.ts[position] < since:
+            return None
+        entry = index.entries[position]
+        if entry.get("type") == "condition":
+            cond = entry.get("condition") or {}
+            if cond.get("type") == "Ready" and cond.get("status") == "True":
+                return None  # Ready again after any change since
+            continue
+        if entry.get("type") != "change" or entry.get("action") == "created":
+            continue
+        if not changes_what_runs(entry, ctx.settings):
+            continue
+        readies = index.ready.get(obj, [])
+        i = bisect_left(readies, position) - 1  # its Ready as it was before the change
+        was = (index.entries[readies[i]].get("condition") or {}).get("status") if i >= 0 else None
+        return position if was == "True" else None
+    return None
 
 
 def _evidence_shape(entry: Entry) -> str:
@@ -1219,8 +1363,15 @@ def _blocker_evidence(ctx: _Context) -> list[Candidate]:
         return []
     chains = blocking_chains(index, failure.obj, now) or [[failure.obj]]
     since = failure.ts - s.symptom_horizon_s
-    deletions = [_deletion(index, chain[-1], since, now) for chain in chains]
-    first_deletion = min((index.ts[d] for d in deletions if d is not None), default=None)
+    broken: dict[ObjectRef, tuple[str, int]] = {}  # root -> how it was deleted or broken
+    for chain in chains:
+        deletion = _deletion(index, chain[-1], since, now)
+        change = None if deletion is not None else _breaking_change(ctx, chain[-1], since, now)
+        if deletion is not None:
+            broken[chain[-1]] = ("deleted", deletion)
+        elif change is not None:
+            broken[chain[-1]] = ("changed", change)
+    first_break = min(((index.ts[p], k) for k, p in broken.values()), default=None)
     out = []
     for chain in chains:
         root = chain[-1]
@@ -1233,22 +1384,22 @@ def _blocker_evidence(ctx: _Context) -> list[Candidate]:
             kind = None if position in index.stopping else _evidence_kind(entry)
             if kind is not None:
                 latest[(kind, _evidence_shape(entry))] = position
-        deletion = _deletion(index, root, since, now)
-        if deletion is not None:
-            latest[("deleted", "")] = deletion
+        if root in broken:
+            latest[(broken[root][0], "")] = broken[root][1]
         path = tuple(chain)
         route = " <- ".join(str(o) for o in path)
         for (kind, _), position in latest.items():
             entry = index.entries[position]
-            what = _describe_change(entry, root) if kind == "deleted" else _describe_symptom(entry)
-            reason = f"{root} {what}" if kind != "deleted" else what
+            by_change = kind in ("deleted", "changed")
+            what = _describe_change(entry, root) if by_change else _describe_symptom(entry)
+            reason = what if by_change else f"{root} {what}"
             if len(path) > 1:
                 reason += f"; it holds back {failure.obj}: {route}"
             score = s.prior_blocker * EVIDENCE_WEIGHTS[kind]
-            if first_deletion is not None and index.ts[position] > first_deletion:
+            if first_break is not None and index.ts[position] > first_break[0]:
                 score *= s.precedence_penalty
-                gap = _ago(index.ts[position] - first_deletion)
-                reason += f"; but a blocker was deleted {gap} before it"
+                gap = _ago(index.ts[position] - first_break[0])
+                reason += f"; but a blocker was {first_break[1]} {gap} before it"
             out.append(Candidate(entry, round(score, 6), reason, path))
     return out
 
