@@ -27,7 +27,7 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
 from setpoint import __version__
-from setpoint.api import discovery, openapi
+from setpoint.api import dashboard, discovery, insight, openapi
 from setpoint.api.auth import NOBODY_CHECKS, Authenticator, User, authorize
 from setpoint.api.query import ResourcePath, parse_path
 from setpoint.api.resources import (
@@ -61,6 +61,8 @@ def create_app(
     for a server on loopback (`setpoint.api.auth.check_bind`)."""
     api = _Api(store, auth, settings or ApiSettings(), clock)
     routes = [
+        *insight.routes(store, api.check, api.guard),  # before the `/apis/...` catch-all
+        *dashboard.routes(),
         Route("/version", api.guard(api.version), methods=["GET", "HEAD"]),
         Route("/api", api.guard(api.core), methods=["GET", "HEAD"]),
         Route("/api/{rest:path}", api.guard(api.core_path), methods=METHODS),
@@ -121,6 +123,10 @@ class _Api:
         if self.auth is None:
             return NOBODY_CHECKS
         return self.auth.authenticate(request.headers.get("authorization"))
+
+    def check(self, request: Request, verb: str, resource: str) -> None:
+        """Authenticate `request` and authorize `verb` on `resource` (`setpoint.api.insight`)."""
+        authorize(self.user(request), verb, resource)
 
     # -- discovery -----------------------------------------------------------------------
 
