@@ -1,0 +1,214 @@
+"""The dashboard end to end: a real `setpoint serve`, a real headless Chromium, and the
+page checked by what it shows (Playwright's `expect` waits for it; nothing sleeps)."""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+from dashboard_kit import (
+    API,
+    ROOT,
+    TOKENS,
+    Served,
+    browser,
+    condition,
+    log_in,
+    serve,
+    status_patch,
+)
+from playwright.sync_api import expect
+
+from setpoint.insight.timeline import Timeline
+
+
+def test_overview_lists_the_examples(served: Served, tmp_path: Path) -> None:
+    with browser(tmp_path) as context:
+        page = context.new_page()
+        log_in(page, served)
+        for kind, name in [
+            ("Job", "db-init"),
+            ("Process", "db"),
+            ("Job", "migrate"),
+            ("Deployment", "web"),
+            ("Service", "web"),
+            ("Thermostat", "living-room"),
+        ]:
+            expect(page.locator(f"#objects .row[data-kind={kind}][data-name={name}]")).to_have_count(1)
+        page.select_option("#filter-kind", "Job")
+        expect(page.locator("#objects .row")).to_have_count(2)
+        page.select_option("#filter-kind", "")
+        page.fill("#filter-text", "living")
+        expect(page.locator("#objects .row")).to_have_count(1)
+        page.fill("#filter-text", "")
+        page.fill("#filter-selector", "app=db")
+        page.press("#filter-selector", "Enter")  # the label selector goes to the server
+        expect(page.locator("#objects .row")).to_have_count(1)
+        expect(page.locator("#objects .row[data-name=db]")).to_have_count(1)
+        page.screenshot(path=str(tmp_path / "overview.png"))
+
+
+def test_object_page_shows_conditions_events_and_changes_live(
+    served: Served, tmp_path: Path
+) -> None:
+    with served.client() as api:
+        status_patch(
+            api, "processes", "db", [condition("Ready", "False", "Starting", "probe failing")]
+        )
+        event = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": "db.started", "namespace": "default"},
+            "involvedObject": {"kind": "Process", "name": "db", "namespace": "default"},
+            "reason": "ProbeFailed",
+            "message": "readiness probe failed: connection refused",
+            "type": "Warning",
+        }
+        assert api.post("/api/v1/namespaces/default/events", json=event).status_code == 201
+        with browser(tmp_path) as context:
+            page = context.new_page()
+            log_in(page, served, path="#/object/Process/default/db")
+            expect(page.locator("#conditions tr[data-type=Ready]")).to_contain_text("Starting")
+            expect(page.locator("#events")).to_contain_text("ProbeFailed")
+            expect(page.locator("#spec")).to_contain_text("pg.py")
+            expect(page.locator("#object-state")).to_have_text("Reconciling")
+            page.evaluate("window.notReloaded = true")
+            status_patch(api, "processes", "db", [condition("Ready", "True", "Running")])
+            expect(page.locator("#object-state")).to_have_text("Ready", timeout=10_000)
+            expect(page.locator("#conditions tr[data-type=Ready]")).to_contain_text("Running")
+            assert page.evaluate("window.notReloaded") is True  # arrived on the watch
+            page.screenshot(path=str(tmp_path / "object.png"))
+
+
+def test_graph_shows_the_webapp_chain(served: Served, tmp_path: Path) -> None:
+    with browser(tmp_path) as context:
+        page = context.new_page()
+        log_in(page, served, path="#/graph")
+        for dependent, dependency in [
+            ("Deployment/default/web", "Job/default/migrate"),
+            ("Deployment/default/web", "Process/default/db"),
+            ("Job/default/migrate", "Process/default/db"),
+            ("Process/default/db", "Job/default/db-init"),
+        ]:
+            edge = f'#graph-svg path[data-from="{dependent}"][data-to="{dependency}"]'
+            expect(page.locator(edge)).to_have_count(1)
+        expect(page.locator('#graph-svg path[data-from="Process/default/db-init"]')).to_have_count(0)
+        page.screenshot(path=str(tmp_path / "graph.png"))
+        page.click('#graph-svg a[data-key="Job/default/migrate"]')
+        expect(page.locator("#object-title")).to_have_text("Job/migrate")
+
+
+def test_timeline_explain_ranks_the_injected_cause_first(tmp_path: Path) -> None:
+    manifest = tmp_path / "failing.yaml"
+    manifest.write_text(
+        "apiVersion: setpoint.dev/v1alpha1\nkind: Process\nmetadata: {name: cache}\n"
+        "spec: {args: [cache-server, --port, bad]}\n---\n"
+        "apiVersion: setpoint.dev/v1alpha1\nkind: Process\nmetadata: {name: api}\n"
+        "spec:\n  args: [sleep, '1000']\n"
+        "  dependsOn: [{kind: Process, name: cache, condition: Ready}]\n"
+    )
+    served = serve(tmp_path / "server", [manifest])
+    try:
+        record_failure(Path(served.store.split(":///", 1)[1]))
+        with served.client() as api:
+            failing = condition("Ready", "False", "CrashLoopBackOff", "exited with code 2")
+            status_patch(api, "processes", "cache", [failing])
+            waiting = condition("Ready", "False", "DependencyNotReady", "Process/cache")
+            status_patch(api, "processes", "api", [waiting])
+        with browser(tmp_path) as context:
+            page = context.new_page()
+            log_in(page, served, path="#/timeline")
+            failure = page.locator('#failures button[data-object="Process/default/api"]')
+            failure.first.click()
+            first = page.locator("#causes li").first
+            expect(first).to_contain_text("Process/cache spec.args changed")
+            expect(page.locator("#timeline-svg circle.evidence").first).to_be_visible()
+            page.screenshot(path=str(tmp_path / "timeline.png"))
+            page.goto(f"{served.url}/ui/#/object/Process/default/api")
+            expect(page.locator("#root-blocker")).to_contain_text("Process/cache")
+            expect(page.locator("#top-cause")).to_contain_text("spec.args changed")
+            page.screenshot(path=str(tmp_path / "why.png"))
+    finally:
+        served.stop()
+
+
+def record_failure(database: Path) -> None:
+    """A timeline as `setpoint up` records it: `api` depends on `cache`, both run; then
+    kubectl changes cache's args (the injected cause), cache exits and crash-loops, api
+    stops being Ready."""
+    t = time.time() - 60
+
+    def ref(name: str) -> dict[str, str]:
+        return {"kind": "Process", "name": name, "namespace": "default"}
+
+    def became(ts: float, name: str, status: str, reason: str) -> dict[str, object]:
+        cond = {"type": "Ready", "status": status, "reason": reason, "message": ""}
+        return {"ts": ts, "type": "condition", "object": ref(name), "condition": cond}
+
+    def change(ts: float, name: str, action: str, old: object, new: object) -> dict[str, object]:
+        diff = {"spec.args": [old, new]}
+        entry = {"ts": ts, "type": "change", "object": ref(name), "action": action}
+        return entry | {"actor": "kubectl", "diff": diff}
+
+    entries = [
+        change(t, "cache", "created", None, ["sleep", "1000"]),
+        change(t, "api", "created", None, ["sleep", "1000"]),
+        {"ts": t + 0.1, "type": "edge", "from": ref("api"), "to": ref("cache")}
+        | {"relation": "dependsOn"},
+        became(t + 1, "cache", "True", "Running"),
+        became(t + 2, "api", "True", "Running"),
+        change(t + 30, "cache", "updated", ["sleep", "1000"], ["cache-server", "--port", "bad"]),
+        {"ts": t + 31, "type": "exit", "object": ref("cache"), "exitCode": 2, "signal": None}
+        | {"reason": "Error", "finishedAt": None, "stoppedOnRequest": False},
+        became(t + 31.5, "cache", "False", "CrashLoopBackOff"),
+        became(t + 32, "api", "False", "DependencyNotReady"),
+    ]
+    with Timeline.open(database) as timeline:
+        timeline.append_many(entries)
+
+
+def test_view_role_sees_no_actions_and_cannot_write(served: Served, tmp_path: Path) -> None:
+    with browser(tmp_path) as context:
+        page = context.new_page()
+        log_in(page, served, role="admin", path="#/object/Deployment/default/web")
+        expect(page.locator("#action-delete")).to_be_visible()
+        expect(page.locator("#action-scale")).to_be_visible()
+        expect(page.locator("#action-undo")).to_be_visible()
+        page.screenshot(path=str(tmp_path / "admin.png"))
+    with browser(tmp_path / "view") as context:
+        page = context.new_page()
+        log_in(page, served, role="view", path="#/object/Deployment/default/web")
+        expect(page.locator("#spec")).to_contain_text("replicas")
+        expect(page.locator("#actions")).to_be_hidden()
+        expect(page.locator("#actions button")).to_have_count(0)
+        refused = page.evaluate(
+            """async ([path, token]) => (await fetch(path, {method: "DELETE",
+                headers: {Authorization: `Bearer ${token}`}})).status""",
+            [f"{API}/deployments/web", TOKENS["view"]],
+        )
+        assert refused == 403
+        page.screenshot(path=str(tmp_path / "view.png"))
+    with served.client("view") as api:
+        assert api.get(f"{API}/deployments/web").status_code == 200
+
+
+def test_assets_carry_a_strict_policy_and_data_needs_a_token(served: Served) -> None:
+    with served.client() as api:
+        page = api.get("/ui/")
+        assert page.status_code == 200
+        policy = page.headers["content-security-policy"]
+        assert "default-src 'self'" in policy and "unsafe-inline" not in policy
+        assert not re.search(r"<script(?![^>]*\bsrc=)", page.text)  # no inline script
+        assert " style=" not in page.text
+        for name in ["app.js", "api.js", "style.css"]:
+            asset = api.get(f"/ui/{name}")
+            assert asset.status_code == 200 and asset.headers["content-security-policy"]
+        anonymous = api.get(
+            "/apis/insight.setpoint.dev/v1alpha1/objects", headers={"Authorization": ""}
+        )
+        assert anonymous.status_code == 401
+    for source in (ROOT / "src/setpoint/api/ui").iterdir():
+        text = source.read_text()
+        assert "http://" not in text.replace("http://www.w3.org/2000/svg", "")
+        assert "https://" not in text  # everything ships in the package: no CDN
