@@ -11,7 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from dashboard_kit import Served, chromium, serve  # noqa: E402
+from dashboard_kit import Served, chromium, serve
 
 
 @pytest.fixture(scope="module")

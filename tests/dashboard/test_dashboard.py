@@ -35,7 +35,9 @@ def test_overview_lists_the_examples(served: Served, tmp_path: Path) -> None:
             ("Service", "web"),
             ("Thermostat", "living-room"),
         ]:
-            expect(page.locator(f"#objects .row[data-kind={kind}][data-name={name}]")).to_have_count(1)
+            expect(
+                page.locator(f"#objects .row[data-kind={kind}][data-name={name}]")
+            ).to_have_count(1)
         page.select_option("#filter-kind", "Job")
         expect(page.locator("#objects .row")).to_have_count(2)
         page.select_option("#filter-kind", "")
@@ -60,10 +62,14 @@ def test_object_page_shows_conditions_events_and_changes_live(
             "apiVersion": "v1",
             "kind": "Event",
             "metadata": {"name": "db.started", "namespace": "default"},
-            "involvedObject": {"kind": "Process", "name": "db", "namespace": "default"},
+            "involvedObject": {"apiVersion": "setpoint.dev/v1alpha1", "kind": "Process"}
+            | {"name": "db", "namespace": "default"},
             "reason": "ProbeFailed",
             "message": "readiness probe failed: connection refused",
             "type": "Warning",
+            "firstTimestamp": "2026-01-01T00:00:00Z",
+            "lastTimestamp": "2026-01-01T00:00:00Z",
+            "source": {"component": "test"},
         }
         assert api.post("/api/v1/namespaces/default/events", json=event).status_code == 201
         with browser(tmp_path) as context:
@@ -93,7 +99,9 @@ def test_graph_shows_the_webapp_chain(served: Served, tmp_path: Path) -> None:
         ]:
             edge = f'#graph-svg path[data-from="{dependent}"][data-to="{dependency}"]'
             expect(page.locator(edge)).to_have_count(1)
-        expect(page.locator('#graph-svg path[data-from="Process/default/db-init"]')).to_have_count(0)
+        expect(page.locator('#graph-svg path[data-from="Process/default/db-init"]')).to_have_count(
+            0
+        )
         page.screenshot(path=str(tmp_path / "graph.png"))
         page.click('#graph-svg a[data-key="Job/default/migrate"]')
         expect(page.locator("#object-title")).to_have_text("Job/migrate")
@@ -198,12 +206,14 @@ def test_assets_carry_a_strict_policy_and_data_needs_a_token(served: Served) -> 
         page = api.get("/ui/")
         assert page.status_code == 200
         policy = page.headers["content-security-policy"]
-        assert "default-src 'self'" in policy and "unsafe-inline" not in policy
+        assert "default-src 'self'" in policy
+        assert "unsafe-inline" not in policy
         assert not re.search(r"<script(?![^>]*\bsrc=)", page.text)  # no inline script
         assert " style=" not in page.text
         for name in ["app.js", "api.js", "style.css"]:
             asset = api.get(f"/ui/{name}")
-            assert asset.status_code == 200 and asset.headers["content-security-policy"]
+            assert asset.status_code == 200
+            assert asset.headers["content-security-policy"]
         anonymous = api.get(
             "/apis/insight.setpoint.dev/v1alpha1/objects", headers={"Authorization": ""}
         )

@@ -46,7 +46,7 @@ function route() {
   main.replaceChildren();
   const ctx = { main, kinds: state.kinds };
   if (page === "object") state.cleanup = showObject(ctx, parts[1], parts[2] === "_" ? "" : parts[2], parts[3]);
-  else if (page === "graph") state.cleanup = showGraph(ctx);
+  else if (page === "graph") state.cleanup = showGraph(ctx, parts[1] ? `${parts[1]}/${parts[2] === "_" ? "" : parts[2]}/${parts[3]}` : "");
   else if (page === "timeline") state.cleanup = showTimeline(ctx);
   else state.cleanup = showOverview(ctx);
 }

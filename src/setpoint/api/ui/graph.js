@@ -5,7 +5,7 @@ import { INSIGHT, get, keyOf, live } from "./api.js";
 import { el, objectHref, stateOf, svg } from "./util.js";
 
 const W = 170, H = 34, GAP_X = 60, GAP_Y = 18;
-const HIDDEN = new Set(["Event", "ControllerRevision"]);
+const HIDDEN = new Set(["Event", "ControllerRevision", "CustomResourceDefinition", "Lease"]);
 
 export function edgesOf(objects) {
   const byName = new Map();
@@ -52,14 +52,28 @@ export function layers(keys, edges) {
   return layer;
 }
 
-export function showGraph({ main, kinds }) {
+// The objects connected to `key` by any edge (its part of the graph), or all of them.
+function around(key, objects, edges) {
+  if (!key) return objects;
+  const near = new Set([key]);
+  for (let grown = true; grown;) {
+    grown = false;
+    for (const e of edges) {
+      if (near.has(e.from) !== near.has(e.to)) { near.add(e.from); near.add(e.to); grown = true; }
+    }
+  }
+  return objects.filter((o) => near.has(keyOf(o)));
+}
+
+export function showGraph({ main, kinds }, focus) {
   const tip = el("div", { class: "tip hidden", id: "graph-tip" });
   const box = el("div", { class: "graph", id: "graph" });
   main.append(el("p", { class: "hint", text: "dependsOn and ownership edges; click a node to open it, hover for why it is not Ready" }), box, tip);
   let hoverToken = 0;
 
   function draw() {
-    const objects = [...live.objects.values()].filter((o) => !HIDDEN.has(o.kind));
+    const all = [...live.objects.values()].filter((o) => !HIDDEN.has(o.kind));
+    const objects = around(focus, all, edgesOf(all));
     const keys = objects.map(keyOf);
     const edges = edgesOf(objects);
     const layer = layers(keys, edges);
@@ -68,9 +82,20 @@ export function showGraph({ main, kinds }) {
       const l = layer.get(keyOf(obj));
       (columns[l] = columns[l] || []).push(obj);
     }
+    // order each layer by the mean row of what its nodes are joined to on the left
+    // (connected nodes first in the first layer): fewer crossings, chains on one line
     const pos = new Map();
+    const linked = new Set(edges.flatMap((e) => [e.from, e.to]));
+    const left = new Map(keys.map((k) => [k, []]));
+    for (const e of edges) {
+      if (e.type === "dependsOn") left.get(e.from).push(e.to); else left.get(e.to).push(e.from);
+    }
     columns.forEach((col, x) => {
-      col.sort((a, b) => keyOf(a).localeCompare(keyOf(b)));
+      const rank = (obj) => {
+        const rows = left.get(keyOf(obj)).map((k) => pos.get(k)).filter(Boolean).map((p) => p.y);
+        return rows.length ? rows.reduce((a, b) => a + b, 0) / rows.length : linked.has(keyOf(obj)) ? -1 : 1e9;
+      };
+      col.sort((a, b) => rank(a) - rank(b) || keyOf(a).localeCompare(keyOf(b)));
       col.forEach((obj, y) => pos.set(keyOf(obj), { x: 10 + x * (W + GAP_X), y: 10 + y * (H + GAP_Y) }));
     });
     const width = 20 + columns.length * (W + GAP_X);

@@ -11,6 +11,7 @@ export function showObject({ main, kinds }, kind, namespace, name) {
   const ns = namespace || "default";
   const insightBase = `${INSIGHT}/namespaces/${encodeURIComponent(ns)}/${info ? info.plural : ""}/${encodeURIComponent(name)}`;
   const header = el("h1", { id: "object-title" }, `${kind}/${name}`);
+  const graphLink = el("a", { href: `#/graph/${encodeURIComponent(kind)}/${encodeURIComponent(namespace || "_")}/${encodeURIComponent(name)}`, text: "graph around it" });
   const stateBadge = el("span", { class: "badge", id: "object-state" });
   const actions = el("div", { class: "actions hidden", id: "actions" });
   const why = el("section", { class: "why hidden", id: "why" });
@@ -21,7 +22,7 @@ export function showObject({ main, kinds }, kind, namespace, name) {
   const extra = el("div", { id: "extra" });
   const message = el("p", { class: "error", id: "action-message" });
   main.append(
-    el("div", { class: "title" }, header, stateBadge, actions), message, why,
+    el("div", { class: "title" }, header, stateBadge, graphLink, actions), message, why,
     el("h2", { text: "Conditions" }), conditions, extra,
     el("h2", { text: "Events" }), events,
     el("h2", { text: "Timeline" }), timeline,

@@ -6,6 +6,20 @@ import { age, el, objectHref, reasonOf, stateOf } from "./util.js";
 const ROW = 28;
 const STATES = ["Ready", "Reconciling", "Stalled", "None"];
 const filters = { kind: "", namespace: "", text: "", selector: "" };
+// what a row needs, worked out once per version of an object (an update is a new object)
+const rowOf = new WeakMap();
+function row(obj) {
+  let r = rowOf.get(obj);
+  if (!r) {
+    const m = obj.metadata;
+    const state = stateOf(obj);
+    const reason = reasonOf(obj);
+    r = { obj, state, reason, sort: `${obj.kind}/${m.name}/${m.namespace || ""}`,
+      text: `${obj.kind} ${m.namespace || ""} ${m.name} ${state} ${reason}`.toLowerCase() };
+    rowOf.set(obj, r);
+  }
+  return r;
+}
 
 export function showOverview({ main }) {
   const counts = el("div", { class: "counts", id: "counts" });
@@ -45,13 +59,12 @@ export function showOverview({ main }) {
       if (m.namespace) namespaces.add(m.namespace);
       if (filters.kind && obj.kind !== filters.kind) continue;
       if (filters.namespace && m.namespace !== filters.namespace) continue;
-      const state = stateOf(obj);
-      const reason = reasonOf(obj);
-      if (needle && !`${obj.kind} ${m.namespace || ""} ${m.name} ${state} ${reason}`.toLowerCase().includes(needle)) continue;
-      tally[state] += 1;
-      shown.push({ obj, state, reason });
+      const r = row(obj);
+      if (needle && !r.text.includes(needle)) continue;
+      tally[r.state] += 1;
+      shown.push(r);
     }
-    shown.sort((a, b) => (a.obj.kind + "/" + a.obj.metadata.name).localeCompare(b.obj.kind + "/" + b.obj.metadata.name));
+    shown.sort((a, b) => (a.sort < b.sort ? -1 : a.sort > b.sort ? 1 : 0));
     options(kindSelect, [...kinds].sort(), filters.kind, "all kinds");
     options(nsSelect, [...namespaces].sort(), filters.namespace, "all namespaces");
     counts.replaceChildren(
