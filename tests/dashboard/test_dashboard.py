@@ -3,7 +3,9 @@ page checked by what it shows (Playwright's `expect` waits for it; nothing sleep
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 import time
 from pathlib import Path
 
@@ -222,3 +224,66 @@ def test_assets_carry_a_strict_policy_and_data_needs_a_token(served: Served) -> 
         text = source.read_text()
         assert "http://" not in text.replace("http://www.w3.org/2000/svg", "")
         assert "https://" not in text  # everything ships in the package: no CDN
+
+
+def test_log_tail_follows_and_control_view_plots(served: Served, tmp_path: Path) -> None:
+    from setpoint.engine import workspace_of
+    from setpoint.model.wellknown import child_log_file
+
+    log = workspace_of(served.store).log_dir / child_log_file("default", "db")
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text("database system is starting up\n")
+    with browser(tmp_path) as context:
+        page = context.new_page()
+        log_in(page, served, path="#/object/Process/default/db")
+        expect(page.locator("#log")).to_contain_text("starting up")
+        with log.open("a") as f:
+            f.write("database system is ready to accept connections\n")
+        expect(page.locator("#log")).to_contain_text("ready to accept connections")
+        page.screenshot(path=str(tmp_path / "log.png"))
+        page.goto(f"{served.url}/ui/#/object/Thermostat/default/living-room")
+        expect(page.locator("#control-svg")).to_have_count(1)
+        with served.client() as api:
+            for temperature, output in [(15.0, 80.0), (17.5, 60.0), (19.0, 30.0)]:
+                response = api.patch(
+                    f"{API}/thermostats/living-room/status",
+                    json={"status": {"temperature": temperature, "output": output}},
+                    headers={"Content-Type": "application/merge-patch+json"},
+                )
+                assert response.status_code == 200, response.text
+                expect(page.locator("#control-svg polyline")).to_have_count(3)
+        page.screenshot(path=str(tmp_path / "control.png"))
+
+
+def test_readme_screenshot_of_the_webapp(tmp_path: Path) -> None:
+    """The README's picture: examples/webapp converging (db ready, migrate running, web
+    waiting for it), the graph with the hover on web naming its root blocker. Written to
+    docs/images/dashboard.png when SETPOINT_DOCS_SCREENSHOT=1, else only under tmp_path."""
+    served = serve(tmp_path / "server", [ROOT / "examples/webapp/webapp.yaml"])
+    try:
+        with served.client() as api:
+            done = condition("Complete", "True", "Completed", "initdb finished")
+            status_patch(api, "jobs", "db-init", [done, condition("Ready", "True", "Completed")])
+            status_patch(api, "processes", "db", [condition("Ready", "True", "Running")])
+            running = condition("Ready", "False", "Running", "applying 0002_orders.sql")
+            status_patch(api, "jobs", "migrate", [running])
+            waiting = "waiting for Job/migrate to be Complete"
+            status_patch(
+                api, "deployments", "web", [condition("Ready", "False", "Waiting", waiting)]
+            )
+            status_patch(api, "services", "web", [condition("Ready", "False", "NoEndpoints")])
+        with browser(tmp_path) as context:
+            page = context.new_page()
+            page.set_viewport_size({"width": 1100, "height": 420})
+            log_in(page, served, path="#/graph")
+            expect(page.locator('#graph-svg a[data-state="Ready"]')).to_have_count(2)
+            page.hover('#graph-svg a[data-key="Deployment/default/web"]')
+            expect(page.locator("#graph-tip")).to_contain_text("root blocker: Job/migrate")
+            shot = tmp_path / "dashboard.png"
+            page.screenshot(path=str(shot))
+    finally:
+        served.stop()
+    if os.environ.get("SETPOINT_DOCS_SCREENSHOT") == "1":
+        target = ROOT / "docs/images/dashboard.png"
+        target.parent.mkdir(exist_ok=True)
+        shutil.copyfile(shot, target)

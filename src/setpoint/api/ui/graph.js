@@ -110,7 +110,12 @@ export function showGraph({ main, kinds }, focus) {
         ? [a.x, a.y + H / 2, b.x + W, b.y + H / 2]
         : [a.x + W, a.y + H / 2, b.x, b.y + H / 2];
       const mid = (x1 + x2) / 2;
-      root.append(svg("path", { d: `M ${x1} ${y1} C ${mid} ${y1}, ${mid} ${y2}, ${x2} ${y2}`, class: `edge edge-${e.type}`,
+      // an edge over more than one layer bows below the nodes it would cross
+      const span = Math.abs(layer.get(e.from) - layer.get(e.to));
+      const d = span > 1 && y1 === y2
+        ? `M ${x1} ${y1} C ${x1 - GAP_X} ${y1 + H * 1.4}, ${x2 + GAP_X} ${y2 + H * 1.4}, ${x2} ${y2}`
+        : `M ${x1} ${y1} C ${mid} ${y1}, ${mid} ${y2}, ${x2} ${y2}`;
+      root.append(svg("path", { d, class: `edge edge-${e.type}`,
         "data-from": e.from, "data-to": e.to, "data-type": e.type, "marker-end": "url(#arrow)" }));
     }
     for (const obj of objects) {
