@@ -186,6 +186,13 @@ def test_view_role_sees_no_actions_and_cannot_write(served: Served, tmp_path: Pa
         expect(page.locator("#action-scale")).to_be_visible()
         expect(page.locator("#action-undo")).to_be_visible()
         page.screenshot(path=str(tmp_path / "admin.png"))
+        page.on("dialog", lambda dialog: dialog.accept())  # the confirmation
+        page.fill("#scale-replicas", "2")
+        page.click("#action-scale")
+        expect(page.locator("#action-message")).to_have_text("Scale to 2: done")
+        expect(page.locator("#spec")).to_contain_text("replicas: 2")  # back on the watch
+    with served.client() as api:
+        assert api.get(f"{API}/deployments/web").json()["spec"]["replicas"] == 2
     with browser(tmp_path / "view") as context:
         page = context.new_page()
         log_in(page, served, role="view", path="#/object/Deployment/default/web")
