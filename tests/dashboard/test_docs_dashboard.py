@@ -34,4 +34,5 @@ def test_the_dashboard_example_runs(tmp_path: Path) -> None:
         "waiting for Process/db to be Ready",
         "403",
     ]
-    assert lines[4].startswith("open https://127.0.0.1:") and lines[4].endswith("tokens.csv")
+    assert lines[4].startswith("open https://127.0.0.1:")
+    assert lines[4].endswith("tokens.csv")
