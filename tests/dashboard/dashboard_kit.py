@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -21,6 +22,8 @@ from typing import Any
 
 import httpx
 import pytest
+
+from setpoint.insight.timeline import Timeline
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = [ROOT / "examples/webapp/webapp.yaml", ROOT / "examples/thermostat/thermostat.yaml"]
@@ -196,3 +199,38 @@ def condition(type_: str, status: str, reason: str, message: str = "") -> dict[s
         "message": message,
         "lastTransitionTime": "2026-01-01T00:00:00Z",
     }
+
+
+def record_failure(database: Path) -> None:
+    """A timeline as `setpoint up` records it: `api` depends on `cache`, both run; then
+    kubectl changes cache's args (the injected cause), cache exits and crash-loops, api
+    stops being Ready."""
+    t = time.time() - 60
+
+    def ref(name: str) -> dict[str, str]:
+        return {"kind": "Process", "name": name, "namespace": "default"}
+
+    def became(ts: float, name: str, status: str, reason: str) -> dict[str, object]:
+        cond = {"type": "Ready", "status": status, "reason": reason, "message": ""}
+        return {"ts": ts, "type": "condition", "object": ref(name), "condition": cond}
+
+    def change(ts: float, name: str, action: str, old: object, new: object) -> dict[str, object]:
+        diff = {"spec.args": [old, new]}
+        entry = {"ts": ts, "type": "change", "object": ref(name), "action": action}
+        return entry | {"actor": "kubectl", "diff": diff}
+
+    entries = [
+        change(t, "cache", "created", None, ["sleep", "1000"]),
+        change(t, "api", "created", None, ["sleep", "1000"]),
+        {"ts": t + 0.1, "type": "edge", "from": ref("api"), "to": ref("cache")}
+        | {"relation": "dependsOn"},
+        became(t + 1, "cache", "True", "Running"),
+        became(t + 2, "api", "True", "Running"),
+        change(t + 30, "cache", "updated", ["sleep", "1000"], ["cache-server", "--port", "bad"]),
+        {"ts": t + 31, "type": "exit", "object": ref("cache"), "exitCode": 2, "signal": None}
+        | {"reason": "Error", "finishedAt": None, "stoppedOnRequest": False},
+        became(t + 31.5, "cache", "False", "CrashLoopBackOff"),
+        became(t + 32, "api", "False", "DependencyNotReady"),
+    ]
+    with Timeline.open(database) as timeline:
+        timeline.append_many(entries)

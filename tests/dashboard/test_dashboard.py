@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import time
 from pathlib import Path
 
 from dashboard_kit import (
@@ -17,12 +16,11 @@ from dashboard_kit import (
     browser,
     condition,
     log_in,
+    record_failure,
     serve,
     status_patch,
 )
 from playwright.sync_api import expect
-
-from setpoint.insight.timeline import Timeline
 
 
 def test_overview_lists_the_examples(served: Served, tmp_path: Path) -> None:
@@ -141,41 +139,6 @@ def test_timeline_explain_ranks_the_injected_cause_first(tmp_path: Path) -> None
             page.screenshot(path=str(tmp_path / "why.png"))
     finally:
         served.stop()
-
-
-def record_failure(database: Path) -> None:
-    """A timeline as `setpoint up` records it: `api` depends on `cache`, both run; then
-    kubectl changes cache's args (the injected cause), cache exits and crash-loops, api
-    stops being Ready."""
-    t = time.time() - 60
-
-    def ref(name: str) -> dict[str, str]:
-        return {"kind": "Process", "name": name, "namespace": "default"}
-
-    def became(ts: float, name: str, status: str, reason: str) -> dict[str, object]:
-        cond = {"type": "Ready", "status": status, "reason": reason, "message": ""}
-        return {"ts": ts, "type": "condition", "object": ref(name), "condition": cond}
-
-    def change(ts: float, name: str, action: str, old: object, new: object) -> dict[str, object]:
-        diff = {"spec.args": [old, new]}
-        entry = {"ts": ts, "type": "change", "object": ref(name), "action": action}
-        return entry | {"actor": "kubectl", "diff": diff}
-
-    entries = [
-        change(t, "cache", "created", None, ["sleep", "1000"]),
-        change(t, "api", "created", None, ["sleep", "1000"]),
-        {"ts": t + 0.1, "type": "edge", "from": ref("api"), "to": ref("cache")}
-        | {"relation": "dependsOn"},
-        became(t + 1, "cache", "True", "Running"),
-        became(t + 2, "api", "True", "Running"),
-        change(t + 30, "cache", "updated", ["sleep", "1000"], ["cache-server", "--port", "bad"]),
-        {"ts": t + 31, "type": "exit", "object": ref("cache"), "exitCode": 2, "signal": None}
-        | {"reason": "Error", "finishedAt": None, "stoppedOnRequest": False},
-        became(t + 31.5, "cache", "False", "CrashLoopBackOff"),
-        became(t + 32, "api", "False", "DependencyNotReady"),
-    ]
-    with Timeline.open(database) as timeline:
-        timeline.append_many(entries)
 
 
 def test_view_role_sees_no_actions_and_cannot_write(served: Served, tmp_path: Path) -> None:

@@ -304,6 +304,8 @@ class _Insight:
 
     async def log(self, request: Request) -> Response:
         ref = self._ref(request, "log")
+        kind = self._kind(request.path_params["plural"])
+        await self.store.get(kind.api_version, kind.kind, ref.name, _ns(kind, ref))  # it exists
         params = request.query_params
         tail = _int(params.get("tailLines") or "200", "tailLines")
         path = self.log_dir / child_log_file(ref.namespace, ref.name)
