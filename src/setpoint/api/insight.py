@@ -13,9 +13,10 @@ holding a `view` token.
     GET O/log[?tailLines=N][&follow=true]
 
 `objects` exists because a browser opens at most six connections to one server over
-HTTP/1.1: one watch per kind would starve it. Its watch is the store's watch of all kinds,
-as JSON lines in the `WatchEvent` shape. The timeline is the one `setpoint up` records beside
-a SQLite store (`setpoint.insight.timeline`); the ranking is `setpoint.insight.ranking`'s and
+HTTP/1.1: one watch per kind would starve it. Its watch is the store's watch of all kinds
+served by the API's own `WatchStream` (`WatchEvent` JSON lines, its buffer and send limits,
+`timeoutSeconds`, `allowWatchBookmarks`, a slow client dropped). The timeline is the one
+`setpoint up` records beside a SQLite store (`setpoint.insight.timeline`); the ranking is `setpoint.insight.ranking`'s and
 the root-blocker walk `setpoint.insight.blockers`' - nothing is ranked or walked twice.
 
 Reads only: no route here writes. Authentication and authorization are the app's (`check`).
@@ -24,6 +25,7 @@ Reads only: no route here writes. Authentication and authorization are the app's
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -34,7 +36,8 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from setpoint.api.resources import json_response
-from setpoint.api.watch import event_line
+from setpoint.api.status import status_of
+from setpoint.api.watch import WatchCounts, WatchLimits, WatchRequest, WatchStream, event_line
 from setpoint.engine import workspace_of
 from setpoint.errors import BadRequest, Error, NotFound
 from setpoint.insight.blockers import root_blockers
@@ -50,9 +53,12 @@ from setpoint.insight.ranking import (
 )
 from setpoint.insight.timeline import Timeline
 from setpoint.model import READY, STALLED, Kind, Object, get_condition
+from setpoint.model.selectors import parse_selector
 from setpoint.model.wellknown import child_log_file
 from setpoint.store.base import Store
 from setpoint.workloads.dependencies import Dependency, holds
+
+log = logging.getLogger("setpoint.api.insight")
 
 GROUP_VERSION = "insight.setpoint.dev/v1alpha1"
 PREFIX = f"/apis/{GROUP_VERSION}"
@@ -66,9 +72,20 @@ Check = Callable[[Request, str, str], None]
 """Authenticates the request and authorizes a verb on a resource (the app's auth)."""
 
 
-def routes(store: Store, check: Check, guard: Callable[[Endpoint], Endpoint]) -> list[Route]:
-    """The insight routes on `store`; mount them before the app's `/apis/...` catch-all."""
-    ins = _Insight(store, check)
+ALL_KINDS = Kind(GROUP_VERSION, "Object", plural="objects")
+"""What the all-kinds watch's BOOKMARKs and log lines name."""
+
+
+def routes(
+    store: Store,
+    check: Check,
+    guard: Callable[[Endpoint], Endpoint],
+    watches: WatchCounts,
+    limits: WatchLimits,
+) -> list[Route]:
+    """The insight routes on `store`; mount them before the app's `/apis/...` catch-all.
+    The all-kinds watch is a `WatchStream` (its limits, counted in `watches`)."""
+    ins = _Insight(store, check, watches, limits)
     obj = PREFIX + "/namespaces/{namespace}/{plural}/{name}"
     return [
         Route(PREFIX + "/objects", guard(ins.objects), methods=["GET"]),
@@ -78,6 +95,29 @@ def routes(store: Store, check: Check, guard: Callable[[Endpoint], Endpoint]) ->
         Route(obj + "/why", guard(ins.why), methods=["GET"]),
         Route(obj + "/log", guard(ins.log), methods=["GET"]),
     ]
+
+
+class _AllKindsWatch(WatchStream):
+    """A `WatchStream` of the store's watch of every kind (its buffer, limits, bookmarks
+    and hang-up detection are the API's own; only what it watches differs)."""
+
+    async def _pump(self) -> None:
+        req = self.request
+        try:
+            async for event in self.store.watch(
+                None, None, since=req.since, label_selector=req.label_selector
+            ):
+                obj = event.object
+                if event.type == "DELETED":
+                    obj = {**obj, "metadata": {**obj["metadata"]}}
+                    obj["metadata"]["resourceVersion"] = str(event.revision)
+                if not self.buffer.put(event_line(event.type, obj), event.revision):
+                    log.warning("dropped a watch of every kind: its client reads too slowly")
+                    return
+        except Error as exc:
+            self.buffer.put_last(event_line("ERROR", status_of(exc)))
+        finally:
+            self.buffer.close()
 
 
 def state_of(obj: Object) -> str:
@@ -93,9 +133,13 @@ def state_of(obj: Object) -> str:
 
 
 class _Insight:
-    def __init__(self, store: Store, check: Check) -> None:
+    def __init__(
+        self, store: Store, check: Check, watches: WatchCounts, limits: WatchLimits
+    ) -> None:
         self.store = store
         self.check = check
+        self.watches = watches
+        self.limits = limits
         path = getattr(store, "path", None)  # a SQLite store: its file holds the timeline
         self.timeline_path = Path(path) if isinstance(path, str) and path != ":memory:" else None
         self.log_dir = (
@@ -113,7 +157,20 @@ class _Insight:
         selector = params.get("labelSelector") or None
         if verb == "watch":
             since = _int(params.get("resourceVersion") or "0", "resourceVersion")
-            return StreamingResponse(self._watch(since, selector), media_type="application/json")
+            timeout = _int(params.get("timeoutSeconds") or "0", "timeoutSeconds")
+            request_ = WatchRequest(
+                kind=ALL_KINDS,
+                namespace=None,
+                label_selector=parse_selector(selector),
+                keep=lambda obj: True,
+                since=since,
+                initial=[],
+                encode=lambda obj: obj,
+                bookmarks=params.get("allowWatchBookmarks") in ("true", "1"),
+                initial_events_end=False,
+                timeout=min(timeout or self.limits.max_timeout, self.limits.max_timeout),
+            )
+            return _AllKindsWatch(self.store, request_, self.limits, self.watches)
         revision = await self.store.revision()
         items: list[Object] = []
         for kind in self._kinds():
@@ -126,19 +183,6 @@ class _Insight:
             "items": items,
         }
         return json_response(body)
-
-    async def _watch(self, since: int, selector: str | None) -> AsyncIterator[bytes]:
-        try:
-            async for event in self.store.watch(None, None, since=since, label_selector=selector):
-                obj = event.object
-                if event.type == "DELETED":
-                    obj = {**obj, "metadata": {**obj["metadata"]}}
-                    obj["metadata"]["resourceVersion"] = str(event.revision)
-                yield event_line(event.type, obj)
-        except Error as exc:
-            from setpoint.api.status import status_of
-
-            yield event_line("ERROR", status_of(exc))
 
     def _kinds(self) -> list[Kind]:
         return sorted(self.store.registry, key=lambda k: (k.api_version, k.kind))
