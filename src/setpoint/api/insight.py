@@ -16,8 +16,10 @@ holding a `view` token.
 HTTP/1.1: one watch per kind would starve it. Its watch is the store's watch of all kinds
 served by the API's own `WatchStream` (`WatchEvent` JSON lines, its buffer and send limits,
 `timeoutSeconds`, `allowWatchBookmarks`, a slow client dropped). The timeline is the one
-`setpoint up` records beside a SQLite store (`setpoint.insight.timeline`); the ranking is `setpoint.insight.ranking`'s and
-the root-blocker walk `setpoint.insight.blockers`' - nothing is ranked or walked twice.
+`setpoint up` records beside a SQLite store (`setpoint.insight.timeline`); the ranking is
+`setpoint.insight.ranking`'s and the root-blocker walk `setpoint.insight.blockers`' (what
+holds back: `workloads.dependencies.holds`): nothing is ranked or walked a second way. The
+log is the file `setpoint logs` reads, followed here on the server's side.
 
 Reads only: no route here writes. Authentication and authorization are the app's (`check`).
 """
