@@ -337,7 +337,7 @@ class _Insight:
         reason = ""
         if target is not None:
             ready = get_condition(target.get("status") or {}, READY) or {}
-            reason = " ".join(str(p) for p in (ready.get("reason"), ready.get("message")) if p)
+            reason = ": ".join(str(p) for p in (ready.get("reason"), ready.get("message")) if p)
         return {
             "path": [f"{k}/{n}" for k, _, n in chains[0]],
             "object": {"kind": root[0], "namespace": root[1], "name": root[2]},

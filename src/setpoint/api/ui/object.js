@@ -64,7 +64,7 @@ export function showObject({ main, kinds }, kind, namespace, name) {
       if (answer.rootBlocker) {
         const rb = answer.rootBlocker;
         parts.push(el("p", { id: "root-blocker" }, "Root blocker: ", el("a", { href: `#/object/${rb.object.kind}/${rb.object.namespace || "_"}/${rb.object.name}`, text: `${rb.object.kind}/${rb.object.name}` }),
-          ` (${rb.state}) - ${rb.message}${rb.reason ? " - " + rb.reason : ""}`, el("br"), el("small", { text: `chain: ${rb.path.join(" -> ")}` })));
+          ` (${rb.state}) - ${rb.message}${rb.reason && !rb.message.includes(rb.reason) ? " - " + rb.reason : ""}`, el("br"), el("small", { text: `chain: ${rb.path.join(" -> ")}` })));
       } else parts.push(el("p", { id: "root-blocker", text: "Nothing it depends on holds it back." }));
       if (answer.topCause) parts.push(el("p", { id: "top-cause" }, "Probable cause: ", answer.topCause.reason));
       why.replaceChildren(...parts);

@@ -5,7 +5,8 @@ import { INSIGHT, get, live } from "./api.js";
 import { el, svg, when } from "./util.js";
 import { summary } from "./object.js";
 
-const LANE = 22, LEFT = 200, WIDTH = 1100;
+const LANE = 22, LEFT = 230, WIDTH = 1100;
+const HIDDEN = new Set(["CustomResourceDefinition", "Lease"]); // the server's bookkeeping
 
 export function isFailure(e) {
   if (e.type === "exit") return !e.stoppedOnRequest && (e.exitCode !== 0 || e.signal);
@@ -33,7 +34,7 @@ export function showTimeline({ main, kinds }) {
   let reload = null;
 
   function draw() {
-    const shown = entries.filter((e) => e.type !== "edge" && e.type !== "log");
+    const shown = entries.filter((e) => e.type !== "edge" && e.type !== "log" && !HIDDEN.has((e.object || {}).kind));
     const lanes = [...new Set(shown.map((e) => refKey(e.object || {})))].sort();
     if (!shown.length) { chart.replaceChildren(el("p", { class: "hint", text: "no recorded timeline (setpoint up records one beside a sqlite store)" })); return; }
     const t0 = shown[0].ts, t1 = Math.max(shown[shown.length - 1].ts, t0 + 1);
@@ -41,7 +42,7 @@ export function showTimeline({ main, kinds }) {
     const height = 40 + lanes.length * LANE;
     const root = svg("svg", { width: WIDTH, height, viewBox: `0 0 ${WIDTH} ${height}`, id: "timeline-svg" });
     lanes.forEach((lane, i) => {
-      root.append(svg("text", { x: 4, y: 30 + i * LANE + 4, class: "lane", text: lane.replace(/\/default\//, "/") }),
+      root.append(svg("text", { x: 4, y: 30 + i * LANE + 4, class: "lane", text: lane.replace(/\/default\//, "/").slice(0, 34) }),
         svg("line", { x1: LEFT, x2: WIDTH - 10, y1: 30 + i * LANE, y2: 30 + i * LANE, class: "laneline" }));
     });
     for (let i = 0; i <= 4; i++) {
