@@ -99,9 +99,13 @@ def test_graph_shows_the_webapp_chain(served: Served, tmp_path: Path) -> None:
         ]:
             edge = f'#graph-svg path[data-from="{dependent}"][data-to="{dependency}"]'
             expect(page.locator(edge)).to_have_count(1)
-        expect(page.locator('#graph-svg path[data-from="Process/default/db-init"]')).to_have_count(
-            0
-        )
+        from_db_init = page.locator('#graph-svg path[data-from="Job/default/db-init"]')
+        expect(from_db_init).to_have_count(0)  # it depends on nothing
+        migrate = page.locator('#graph-svg a[data-key="Job/default/migrate"]')
+        with served.client() as api:
+            stalled = condition("Stalled", "True", "BackoffLimitExceeded", "3 failures")
+            status_patch(api, "jobs", "migrate", [stalled])
+        expect(migrate).to_have_attribute("data-state", "Stalled")  # redrawn from the watch
         page.screenshot(path=str(tmp_path / "graph.png"))
         page.click('#graph-svg a[data-key="Job/default/migrate"]')
         expect(page.locator("#object-title")).to_have_text("Job/migrate")
