@@ -34,7 +34,7 @@ export function stateOf(obj) {
   if (stalled && stalled.status === "True") return "Stalled";
   const ready = condition(obj, "Ready");
   if (ready && ready.status === "True") return "Ready";
-  if (!ready && !stalled && !(obj.status && obj.status.conditions)) return "None";
+  if (!ready && !stalled) return "None"; // reports neither (a CRD, an Event, not yet reconciled)
   return "Reconciling";
 }
 
