@@ -5,7 +5,8 @@ OpenAPI or resources, after authentication, and turns every failure into a `Stat
     # serve it with `setpoint.api.server.serve`, or any ASGI server (uvicorn, hypercorn)
 
 A request's path: authenticate (`setpoint.api.auth`: bearer token, or anonymous reads
-when allowed) -> route (`/version`, `/api`, `/apis`, `/openapi/v3`, `/healthz`) -> for a
+when allowed) -> route (`/version`, `/api`, `/apis`, `/openapi/v3`, `/healthz`; the
+dashboard's `/ui/` and read endpoints, `setpoint.api.dashboard` and `.insight`) -> for a
 resource, find its kind in `store.registry`, authorize the verb for the token's role,
 and let `setpoint.api.resources` do it with the store. An `setpoint.Error` raised on the
 way becomes the Status `setpoint.api.status` maps it to; any other exception is logged
@@ -27,7 +28,7 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
 from setpoint import __version__
-from setpoint.api import discovery, openapi
+from setpoint.api import dashboard, discovery, insight, openapi
 from setpoint.api.auth import NOBODY_CHECKS, Authenticator, User, authorize
 from setpoint.api.query import ResourcePath, parse_path
 from setpoint.api.resources import (
@@ -61,6 +62,9 @@ def create_app(
     for a server on loopback (`setpoint.api.auth.check_bind`)."""
     api = _Api(store, auth, settings or ApiSettings(), clock)
     routes = [
+        # before the `/apis/...` catch-all:
+        *insight.routes(store, api.check, api.guard, api.resources.watches, api.settings.watch),
+        *dashboard.routes(),
         Route("/version", api.guard(api.version), methods=["GET", "HEAD"]),
         Route("/api", api.guard(api.core), methods=["GET", "HEAD"]),
         Route("/api/{rest:path}", api.guard(api.core_path), methods=METHODS),
@@ -101,6 +105,7 @@ class _Api:
     ) -> None:
         self.store = store
         self.auth = auth
+        self.settings = settings
         self.resources = Resources(store, settings, clock)
 
     def guard(self, endpoint: Endpoint) -> Endpoint:
@@ -121,6 +126,10 @@ class _Api:
         if self.auth is None:
             return NOBODY_CHECKS
         return self.auth.authenticate(request.headers.get("authorization"))
+
+    def check(self, request: Request, verb: str, resource: str) -> None:
+        """Authenticate `request` and authorize `verb` on `resource` (`setpoint.api.insight`)."""
+        authorize(self.user(request), verb, resource)
 
     # -- discovery -----------------------------------------------------------------------
 

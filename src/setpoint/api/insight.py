@@ -1,0 +1,428 @@
+"""Read endpoints for what the Kubernetes API has no resource for, under the group
+`insight.setpoint.dev/v1alpha1`: every object of every kind in one list and one watch, an
+object's slice of the timeline, `explain`'s ranked causes, its root blocker, and a Process's
+or Job's log (like `pods/log`, with `follow=true`). The dashboard reads these; so may anyone
+holding a `view` token.
+
+    (P = /apis/insight.setpoint.dev/v1alpha1, O = P/namespaces/NS/PLURAL/NAME)
+    GET P/objects[?labelSelector=..][&watch=true&resourceVersion=N]
+    GET P/timeline[?limit=N]
+    GET O/timeline
+    GET O/explain[?at=TS]
+    GET O/why
+    GET O/log[?tailLines=N][&follow=true]
+
+`objects` exists because a browser opens at most six connections to one server over
+HTTP/1.1: one watch per kind would starve it. Its watch is the store's watch of all kinds
+served by the API's own `WatchStream` (`WatchEvent` JSON lines, its buffer and send limits,
+`timeoutSeconds`, `allowWatchBookmarks`, a slow client dropped). The timeline is the one
+`setpoint up` records beside a SQLite store (`setpoint.insight.timeline`); the ranking is
+`setpoint.insight.ranking`'s and the root-blocker walk `setpoint.insight.blockers`' (what
+holds back: `workloads.dependencies.holds`): nothing is ranked or walked a second way. The
+log is the file `setpoint logs` reads, followed here on the server's side.
+
+Reads only: no route here writes. Authentication and authorization are the app's (`check`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
+
+from setpoint.api.resources import json_response
+from setpoint.api.status import status_of
+from setpoint.api.watch import WatchCounts, WatchLimits, WatchRequest, WatchStream, event_line
+from setpoint.engine import workspace_of
+from setpoint.errors import BadRequest, Error, NotFound
+from setpoint.insight.blockers import root_blockers
+from setpoint.insight.entries import ObjectRef
+from setpoint.insight.ranking import (
+    Failure,
+    RankingSettings,
+    TimelineIndex,
+    confident,
+    find_failure,
+    rank,
+    target_state,
+)
+from setpoint.insight.timeline import Timeline
+from setpoint.model import READY, STALLED, Kind, Object, get_condition
+from setpoint.model.selectors import parse_selector
+from setpoint.model.wellknown import child_log_file
+from setpoint.store.base import Store
+from setpoint.workloads.dependencies import Dependency, holds
+
+log = logging.getLogger("setpoint.api.insight")
+
+GROUP_VERSION = "insight.setpoint.dev/v1alpha1"
+PREFIX = f"/apis/{GROUP_VERSION}"
+TIMELINE_LIMIT = 5000
+"""The most timeline entries one answer carries (the newest)."""
+LOG_FOLLOW_INTERVAL = 0.2
+"""How often a followed log file is read again for appended lines (the server's side)."""
+
+Endpoint = Callable[[Request], Awaitable[Response]]
+Check = Callable[[Request, str, str], None]
+"""Authenticates the request and authorizes a verb on a resource (the app's auth)."""
+
+
+ALL_KINDS = Kind(GROUP_VERSION, "Object", plural="objects")
+"""What the all-kinds watch's BOOKMARKs and log lines name."""
+
+
+def routes(
+    store: Store,
+    check: Check,
+    guard: Callable[[Endpoint], Endpoint],
+    watches: WatchCounts,
+    limits: WatchLimits,
+) -> list[Route]:
+    """The insight routes on `store`; mount them before the app's `/apis/...` catch-all.
+    The all-kinds watch is a `WatchStream` (its limits, counted in `watches`)."""
+    ins = _Insight(store, check, watches, limits)
+    obj = PREFIX + "/namespaces/{namespace}/{plural}/{name}"
+    return [
+        Route(PREFIX + "/objects", guard(ins.objects), methods=["GET"]),
+        Route(PREFIX + "/timeline", guard(ins.timeline), methods=["GET"]),
+        Route(obj + "/timeline", guard(ins.object_timeline), methods=["GET"]),
+        Route(obj + "/explain", guard(ins.explain), methods=["GET"]),
+        Route(obj + "/why", guard(ins.why), methods=["GET"]),
+        Route(obj + "/log", guard(ins.log), methods=["GET"]),
+    ]
+
+
+class _AllKindsWatch(WatchStream):
+    """A `WatchStream` of the store's watch of every kind (its buffer, limits, bookmarks
+    and hang-up detection are the API's own; only what it watches differs)."""
+
+    async def _pump(self) -> None:
+        req = self.request
+        try:
+            async for event in self.store.watch(
+                None, None, since=req.since, label_selector=req.label_selector
+            ):
+                obj = event.object
+                if event.type == "DELETED":
+                    obj = {**obj, "metadata": {**obj["metadata"]}}
+                    obj["metadata"]["resourceVersion"] = str(event.revision)
+                if not self.buffer.put(event_line(event.type, obj), event.revision):
+                    log.warning("dropped a watch of every kind: its client reads too slowly")
+                    return
+        except Error as exc:
+            self.buffer.put_last(event_line("ERROR", status_of(exc)))
+        finally:
+            self.buffer.close()
+
+
+def state_of(obj: Object) -> str:
+    """Ready, Stalled or Reconciling, as the dashboard colours it."""
+    status = obj.get("status") or {}
+    stalled = get_condition(status, STALLED)
+    if stalled is not None and stalled.get("status") == "True":
+        return "Stalled"
+    ready = get_condition(status, READY)
+    if ready is not None and ready.get("status") == "True":
+        return "Ready"
+    return "Reconciling"
+
+
+class _Insight:
+    def __init__(
+        self, store: Store, check: Check, watches: WatchCounts, limits: WatchLimits
+    ) -> None:
+        self.store = store
+        self.check = check
+        self.watches = watches
+        self.limits = limits
+        path = getattr(store, "path", None)  # a SQLite store: its file holds the timeline
+        self.timeline_path = Path(path) if isinstance(path, str) and path != ":memory:" else None
+        self.log_dir = (
+            workspace_of(f"sqlite:///{path}").log_dir
+            if self.timeline_path is not None
+            else workspace_of("memory://").log_dir
+        )
+
+    # -- objects -------------------------------------------------------------------------
+
+    async def objects(self, request: Request) -> Response:
+        params = request.query_params
+        verb = "watch" if params.get("watch") in ("true", "1") else "list"
+        self.check(request, verb, "objects")
+        selector = params.get("labelSelector") or None
+        if verb == "watch":
+            since = _int(params.get("resourceVersion") or "0", "resourceVersion")
+            timeout = _int(params.get("timeoutSeconds") or "0", "timeoutSeconds")
+            request_ = WatchRequest(
+                kind=ALL_KINDS,
+                namespace=None,
+                label_selector=parse_selector(selector),
+                keep=lambda obj: True,
+                since=since,
+                initial=[],
+                encode=lambda obj: obj,
+                bookmarks=params.get("allowWatchBookmarks") in ("true", "1"),
+                initial_events_end=False,
+                timeout=min(timeout or self.limits.max_timeout, self.limits.max_timeout),
+            )
+            return _AllKindsWatch(self.store, request_, self.limits, self.watches)
+        revision = await self.store.revision()
+        items: list[Object] = []
+        for kind in self._kinds():
+            found, _ = await self.store.list(kind.api_version, kind.kind, None, selector)
+            items += found
+        body = {
+            "kind": "ObjectList",
+            "apiVersion": GROUP_VERSION,
+            "metadata": {"resourceVersion": str(revision)},
+            "items": items,
+        }
+        return json_response(body)
+
+    def _kinds(self) -> list[Kind]:
+        return sorted(self.store.registry, key=lambda k: (k.api_version, k.kind))
+
+    # -- timeline and explain ------------------------------------------------------------
+
+    def _open_timeline(self) -> Timeline | None:
+        if self.timeline_path is None or not self.timeline_path.exists():
+            return None
+        return Timeline.open(self.timeline_path)
+
+    def _entries(self, ref: ObjectRef | None = None, limit: int = TIMELINE_LIMIT) -> list[Any]:
+        timeline = self._open_timeline()
+        if timeline is None:
+            return []
+        try:
+            about = None
+            if ref is not None:
+                about = {"kind": ref.kind, "name": ref.name, "namespace": ref.namespace}
+            return timeline.query(object=about, limit=limit)
+        finally:
+            timeline.close()
+
+    async def timeline(self, request: Request) -> Response:
+        self.check(request, "list", "timeline")
+        limit = _int(request.query_params.get("limit") or str(TIMELINE_LIMIT), "limit")
+        entries = await asyncio.to_thread(self._entries, None, min(limit, TIMELINE_LIMIT))
+        return json_response({"kind": "Timeline", "apiVersion": GROUP_VERSION, "items": entries})
+
+    async def object_timeline(self, request: Request) -> Response:
+        ref = self._ref(request, "timeline")
+        entries = await asyncio.to_thread(self._entries, ref)
+        return json_response({"kind": "Timeline", "apiVersion": GROUP_VERSION, "items": entries})
+
+    async def explain(self, request: Request) -> Response:
+        ref = self._ref(request, "explain")
+        text = request.query_params.get("at")
+        at = _float(text, "at") if text else None
+        body = await asyncio.to_thread(self._explain, ref, at, None)
+        return json_response(body)
+
+    def _explain(self, ref: ObjectRef, at: float | None, limit: int | None) -> dict[str, Any]:
+        """`setpoint explain`'s answer for `ref` as JSON: the failure and the ranked causes,
+        best first (empty when it is healthy, unknown, or no cause is confident)."""
+        body: dict[str, Any] = {"kind": "Explanation", "apiVersion": GROUP_VERSION}
+        body.update(object=_ref_json(ref), state="missing", failure=None, causes=[])
+        timeline = self._open_timeline()
+        if timeline is None:
+            return body
+        try:
+            entries = timeline.query(until=at + 1.0 if at is not None else None)
+        finally:
+            timeline.close()
+        if not entries:
+            return body
+        index = TimelineIndex.build(entries)
+        body["state"] = state = target_state(index, ref, at)
+        if state == "missing" or (state == "healthy" and index.failure_of(ref, at) is None):
+            return body
+        if index.failure_of(ref, at) is None:  # not Ready yet, never reported failing
+            now = at if at is not None else index.ts[-1]
+            failure = Failure(ref, index.created_at(ref, now), "NotReady", None, now)
+        else:
+            failure = find_failure(index, ref, at)
+        body["failure"] = {"ts": failure.ts, "failure": failure.failure}
+        settings = RankingSettings(limit=limit)
+        candidates = rank(index, failure, settings)
+        if confident(candidates, settings):
+            body["causes"] = [
+                {"entry": c.entry, "score": c.score, "reason": c.reason}
+                | {"path": [str(o) for o in c.path]}
+                for c in candidates
+            ]
+        return body
+
+    # -- why not Ready -------------------------------------------------------------------
+
+    async def why(self, request: Request) -> Response:
+        ref = self._ref(request, "why")
+        kind = self._kind(request.path_params["plural"])
+        obj = await self.store.get(kind.api_version, kind.kind, ref.name, _ns(kind, ref))
+        chain = await self._root_chain(obj)
+        explanation = await asyncio.to_thread(self._explain, ref, None, 1)
+        top = explanation["causes"][0] if explanation["causes"] else None
+        body = {
+            "kind": "WhyNotReady",
+            "apiVersion": GROUP_VERSION,
+            "object": _ref_json(ref),
+            "state": state_of(obj),
+            "rootBlocker": chain,
+            "topCause": top,
+        }
+        return json_response(body)
+
+    async def _root_chain(self, obj: Object) -> dict[str, Any] | None:
+        """The first chain of unmet dependencies from `obj` to its root blocker, as objects
+        read now (the walk is `insight.blockers.root_blockers`)."""
+        Key = tuple[str, str, str]
+        found: dict[Key, Object | None] = {}
+        said: dict[Key, str] = {}
+        start: Key = (obj["kind"], obj["metadata"].get("namespace") or "", obj["metadata"]["name"])
+        found[start] = obj
+
+        async def load(kind_name: str, name: str, namespace: str) -> tuple[Key, Object | None]:
+            try:
+                kind = self.store.registry.resolve(kind_name)
+            except Error:
+                return (kind_name, namespace, name), None
+            key = (kind.kind, namespace if kind.namespaced else "", name)
+            if key not in found:
+                try:
+                    ns = namespace if kind.namespaced else None
+                    found[key] = await self.store.get(kind.api_version, kind.kind, name, ns)
+                except NotFound:
+                    found[key] = None
+            return key, found[key]
+
+        # read every object the walk may visit first (the walk itself is pure)
+        held: dict[Key, list[Key]] = {}
+        queue = [start]
+        while queue:
+            key = queue.pop()
+            if key in held:
+                continue
+            held[key] = []
+            current = found.get(key)
+            if current is None:
+                continue
+            for entry in (current.get("spec") or {}).get("dependsOn") or ():
+                try:
+                    dep = Dependency.model_validate(entry)
+                except ValidationError:
+                    continue
+                dkey, target = await load(dep.kind, dep.name, dep.namespace or key[1] or "default")
+                message = holds(dep, target)
+                if message is not None:
+                    held[key].append(dkey)
+                    said.setdefault(dkey, message)
+                    queue.append(dkey)
+
+        def is_end(key: Key) -> bool:
+            target = found.get(key)
+            return target is None or state_of(target) == "Stalled"
+
+        chains = root_blockers(start, lambda k: held.get(k, []), is_end)
+        if not chains:
+            return None
+        root = chains[0][-1]
+        target = found.get(root)
+        reason = ""
+        if target is not None:
+            ready = get_condition(target.get("status") or {}, READY) or {}
+            reason = ": ".join(str(p) for p in (ready.get("reason"), ready.get("message")) if p)
+        return {
+            "path": [f"{k}/{n}" for k, _, n in chains[0]],
+            "object": {"kind": root[0], "namespace": root[1], "name": root[2]},
+            "state": state_of(target) if target is not None else "Missing",
+            "message": said.get(root, ""),
+            "reason": reason,
+        }
+
+    # -- logs ----------------------------------------------------------------------------
+
+    async def log(self, request: Request) -> Response:
+        ref = self._ref(request, "log")
+        kind = self._kind(request.path_params["plural"])
+        await self.store.get(kind.api_version, kind.kind, ref.name, _ns(kind, ref))  # it exists
+        params = request.query_params
+        tail = _int(params.get("tailLines") or "200", "tailLines")
+        path = self.log_dir / child_log_file(ref.namespace, ref.name)
+        follow = params.get("follow") in ("true", "1")
+        return StreamingResponse(_log_lines(path, tail, follow), media_type="text/plain")
+
+    # -- helpers -------------------------------------------------------------------------
+
+    def _kind(self, plural: str) -> Kind:
+        for kind in self.store.registry:
+            if kind.plural == plural:
+                return kind
+        raise NotFound(f"the server does not serve the resource {plural!r}")
+
+    def _ref(self, request: Request, sub: str) -> ObjectRef:
+        params = request.path_params
+        self.check(request, "get", f"{params['plural']}/{sub}")
+        kind = self._kind(params["plural"])
+        return ObjectRef(kind.kind, params["name"], params["namespace"])
+
+
+def _ns(kind: Kind, ref: ObjectRef) -> str | None:
+    return ref.namespace if kind.namespaced else None
+
+
+def _ref_json(ref: ObjectRef) -> dict[str, str]:
+    return {"kind": ref.kind, "namespace": ref.namespace, "name": ref.name}
+
+
+def _int(text: str, field: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise BadRequest(f"{field}: want a whole number, not {text!r}") from None
+    if value < 0:
+        raise BadRequest(f"{field}: want 0 or more")
+    return value
+
+
+def _float(text: str, field: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise BadRequest(f"{field}: want seconds since the epoch") from None
+
+
+async def _log_lines(path: Path, tail: int, follow: bool) -> AsyncIterator[bytes]:
+    """The last `tail` lines of the log at `path`, then (with `follow`) what is appended
+    to it, read again every `LOG_FOLLOW_INTERVAL` while the client listens."""
+    data, offset = await asyncio.to_thread(_read_from, path, 0)
+    lines = data.splitlines(keepends=True)
+    if tail and lines:
+        yield b"".join(lines[-tail:])
+    while follow:
+        await asyncio.sleep(LOG_FOLLOW_INTERVAL)
+        data, offset = await asyncio.to_thread(_read_from, path, offset)
+        if data:
+            yield data
+
+
+def _read_from(path: Path, offset: int) -> tuple[bytes, int]:
+    """The complete lines of `path` from `offset` on, and the offset after them (from the
+    start again when the file shrank: it was rotated or truncated)."""
+    try:
+        with path.open("rb") as f:
+            size = f.seek(0, 2)
+            if size < offset:
+                offset = 0
+            f.seek(offset)
+            chunk = f.read(size - offset)
+    except FileNotFoundError:
+        return b"", 0
+    complete = chunk[: chunk.rfind(b"\n") + 1]
+    return complete, offset + len(complete)
