@@ -8,6 +8,11 @@
     ├── AlreadyExists      create of a name that is taken
     ├── Conflict           stale resourceVersion: re-read, re-apply, retry
     ├── Gone               watch history compacted past the requested revision: relist
+    ├── BadRequest         an HTTP request the API cannot read (a bad query, body or selector)
+    ├── Unauthorized       no valid credentials (HTTP 401)
+    ├── Forbidden          valid credentials whose role may not do this (HTTP 403)
+    ├── UnsupportedMediaType  a request body of a content type the API does not take
+    ├── RequestEntityTooLarge a request body over the API server's limit
     ├── StoreClosed        the store was closed
     ├── LeadershipLost     a manager lost its leader lease and stopped
     ├── MetricUnavailable  an Autoscaler's metric could not be read (a one-line reason)
@@ -82,6 +87,33 @@ class Conflict(Error):
 class Gone(Error):
     code = 410
     reason = "Expired"
+
+
+class BadRequest(Error):
+    """The HTTP API could not read the request (`setpoint.api`): its message says what."""
+
+    code = 400
+    reason = "BadRequest"
+
+
+class Unauthorized(Error):
+    code = 401
+    reason = "Unauthorized"
+
+
+class Forbidden(Error):
+    code = 403
+    reason = "Forbidden"
+
+
+class UnsupportedMediaType(Error):
+    code = 415
+    reason = "UnsupportedMediaType"
+
+
+class RequestEntityTooLarge(Error):
+    code = 413
+    reason = "RequestEntityTooLarge"
 
 
 class StoreClosed(Error):
