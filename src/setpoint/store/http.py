@@ -443,6 +443,12 @@ class HttpStore:
         content_type = PATCH_CONTENT_TYPES.get(patch_type)
         if content_type is None:
             raise Invalid(f"{patch_type!r}: want 'merge' or 'json'", field="patch_type")
+        if patch_type == "merge" and not isinstance(patch, dict):
+            raise Invalid("a merge patch must be a JSON object", field="patch")
+        if patch_type == "json" and not (
+            isinstance(patch, list) and all(isinstance(op, dict) for op in patch)
+        ):
+            raise Invalid("a JSON patch must be a list of operations", field="patch")
         path = item_path(k, name, namespace)
         return await self._object("PATCH", path, body=patch, content_type=content_type)
 
@@ -573,6 +579,8 @@ class HttpStore:
         return _list_revision(self._answer(await self._send("GET", path, params={"limit": "1"})))
 
     async def compact(self, revision: int) -> None:
+        if self._closed:
+            raise StoreClosed("the store is closed")
         raise Invalid(
             f"{self.server}: the server owns its history and compacts it; a client cannot",
             field="store",
