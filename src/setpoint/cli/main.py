@@ -109,6 +109,13 @@ VERBS: tuple[Verb, ...] = (
         "setpoint up examples/webapp --logs # the children's output under the live view",
         "setpoint up --metrics-address 127.0.0.1:9090 app/   # /metrics, /healthz, /readyz",
     )),
+    Verb("serve", "serve", "serve the store over a Kubernetes-compatible HTTP API (kubectl works against it)", (  # noqa: E501
+        "setpoint serve --port 8080 --token-file tokens.csv",
+        "KUBECONFIG=.setpoint/kubeconfig kubectl get processes",
+    )),
+    Verb("kubeconfig", "kubeconfig", "print or write a kubeconfig for a setpoint API server", (
+        "setpoint kubeconfig --server http://127.0.0.1:8080 --token-file tokens.csv",
+    )),
     Verb("down", "down", "stop the engine running on the store and every child (objects are kept)", (  # noqa: E501
         "setpoint up -d app/ && setpoint down",
         "setpoint down --timeout 30s    # give up waiting then (a second `down` kills the rest)",

@@ -1,0 +1,241 @@
+"""The API as an ASGI app: `create_app(store, auth=...)` routes a request to discovery,
+OpenAPI or resources, after authentication, and turns every failure into a `Status`.
+
+    app = create_app(store, auth=Authenticator.from_file("tokens.csv"))
+    # serve it with `setpoint.api.server.serve`, or any ASGI server (uvicorn, hypercorn)
+
+A request's path: authenticate (`setpoint.api.auth`: bearer token, or anonymous reads
+when allowed) -> route (`/version`, `/api`, `/apis`, `/openapi/v3`, `/healthz`) -> for a
+resource, find its kind in `store.registry`, authorize the verb for the token's role,
+and let `setpoint.api.resources` do it with the store. An `setpoint.Error` raised on the
+way becomes the Status `setpoint.api.status` maps it to; any other exception is logged
+with its traceback and answered with a 500 Status naming only its class.
+
+The app holds no connection limits: those belong to the server (`setpoint.api.server`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+from starlette.routing import Route
+
+from setpoint import __version__
+from setpoint.api import discovery
+from setpoint.api.auth import NOBODY_CHECKS, Authenticator, User, authorize
+from setpoint.api.query import ResourcePath, parse_path
+from setpoint.api.resources import (
+    ApiSettings,
+    Resources,
+    json_response,
+    kind_for,
+    target_of,
+    verb_of,
+)
+from setpoint.api.status import Target, status, status_of
+from setpoint.clock import SYSTEM_CLOCK, Clock
+from setpoint.errors import Error, NotFound
+from setpoint.store.base import Store
+
+log = logging.getLogger("setpoint.api")
+
+METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"]
+
+Endpoint = Callable[[Request], Awaitable[Response]]
+
+
+def create_app(
+    store: Store,
+    *,
+    auth: Authenticator | None,
+    settings: ApiSettings | None = None,
+    clock: Clock = SYSTEM_CLOCK,
+) -> Starlette:
+    """The API app serving `store`. `auth=None` lets every caller do everything: only
+    for a server on loopback (`setpoint.api.auth.check_bind`)."""
+    api = _Api(store, auth, settings or ApiSettings(), clock)
+    routes = [
+        Route("/version", api.guard(api.version), methods=["GET", "HEAD"]),
+        Route("/api", api.guard(api.core), methods=["GET", "HEAD"]),
+        Route("/api/{rest:path}", api.guard(api.core_path), methods=METHODS),
+        Route("/apis", api.guard(api.groups), methods=["GET", "HEAD"]),
+        Route("/apis/{rest:path}", api.guard(api.groups_path), methods=METHODS),
+        Route("/openapi/v3", api.guard(api.openapi_index), methods=["GET", "HEAD"]),
+        Route("/openapi/v3/{rest:path}", api.guard(api.openapi_path), methods=["GET", "HEAD"]),
+        Route("/healthz", _ok, methods=["GET", "HEAD"]),
+        Route("/livez", _ok, methods=["GET", "HEAD"]),
+        Route("/readyz", _ok, methods=["GET", "HEAD"]),
+    ]
+    app = Starlette(
+        routes=routes,
+        exception_handlers={HTTPException: _http_exception, Exception: _unexpected},
+    )
+    app.state.watches = api.resources.watches  # open and dropped watches (WatchCounts)
+    return app
+
+
+async def _ok(request: Request) -> Response:
+    return PlainTextResponse("ok")
+
+
+async def _http_exception(request: Request, exc: Exception) -> Response:
+    code = exc.status_code if isinstance(exc, HTTPException) else 500
+    message = "the server could not find the requested resource" if code == 404 else str(exc)
+    return json_response(status(code, message), code)
+
+
+async def _unexpected(request: Request, exc: Exception) -> Response:
+    log.error("internal error on %s %s", request.method, request.url.path, exc_info=exc)
+    return json_response(status_of(exc), 500)
+
+
+class _Api:
+    def __init__(
+        self, store: Store, auth: Authenticator | None, settings: ApiSettings, clock: Clock
+    ) -> None:
+        self.store = store
+        self.auth = auth
+        self.resources = Resources(store, settings, clock)
+
+    def guard(self, endpoint: Endpoint) -> Endpoint:
+        """`endpoint` with every failure answered as a Status."""
+
+        async def guarded(request: Request) -> Response:
+            try:
+                return await endpoint(request)
+            except Error as exc:
+                body = status_of(exc, request.state.target if _has_target(request) else None)
+                return json_response(body, body["code"])
+            except Exception as exc:
+                return await _unexpected(request, exc)
+
+        return guarded
+
+    def user(self, request: Request) -> User:
+        if self.auth is None:
+            return NOBODY_CHECKS
+        return self.auth.authenticate(request.headers.get("authorization"))
+
+    # -- discovery -----------------------------------------------------------------------
+
+    async def version(self, request: Request) -> Response:
+        self.user(request)
+        return json_response(discovery.version_info(__version__))
+
+    async def core(self, request: Request) -> Response:
+        self.user(request)
+        return json_response(discovery.core_versions())
+
+    async def groups(self, request: Request) -> Response:
+        self.user(request)
+        return json_response(discovery.group_list(self.store.registry))
+
+    async def core_path(self, request: Request) -> Response:
+        user = self.user(request)
+        segments = request.path_params["rest"].strip("/").split("/")
+        if segments[0] != "v1":
+            raise NotFound(f"the server does not serve version {segments[0]!r} of the core group")
+        if len(segments) == 1:
+            return self._resource_list("v1")
+        return await self._resource(request, user, "v1", segments[1:])
+
+    async def groups_path(self, request: Request) -> Response:
+        user = self.user(request)
+        segments = request.path_params["rest"].strip("/").split("/")
+        if len(segments) == 1:
+            group = discovery.group(self.store.registry, segments[0])
+            if group is None:
+                raise NotFound(f"the server does not serve the group {segments[0]!r}")
+            return json_response(group)
+        api_version = f"{segments[0]}/{segments[1]}"
+        if len(segments) == 2:
+            return self._resource_list(api_version)
+        return await self._resource(request, user, api_version, segments[2:])
+
+    def _resource_list(self, api_version: str) -> Response:
+        found = discovery.resource_list(self.store.registry, api_version)
+        if found is None:
+            raise NotFound(f"the server does not serve {api_version}")
+        return json_response(found)
+
+    # -- resources -----------------------------------------------------------------------
+
+    async def _resource(
+        self, request: Request, user: User, api_version: str, segments: list[str]
+    ) -> Response:
+        path = parse_path(api_version, segments)
+        if path is None:
+            raise NotFound("the server could not find the requested resource")
+        request.state.target = Target(resource=path.resource, name=path.name or "")
+        verb = verb_of(request.method, path, dict(request.query_params))
+        authorize(user, verb, _shown(path))
+        with contextlib.suppress(NotFound):  # details name the group too, when known
+            kind = kind_for(self.store.registry, path.api_version, path.resource)
+            request.state.target = target_of(kind, path.name)
+        return await self.resources.handle(request, path)
+
+    # -- OpenAPI -------------------------------------------------------------------------
+
+    async def openapi_index(self, request: Request) -> Response:
+        self.user(request)
+        index = discovery.openapi_index(self.store.registry)
+        documents = _openapi_documents()
+        if documents is not None:
+            index["paths"].update(documents.index(self.store.registry).get("paths", {}))
+        return json_response(index)
+
+    async def openapi_path(self, request: Request) -> Response:
+        """One group-version's document: the schemas of `setpoint.api.openapi` (when this
+        server has it) with the server's own paths added where it has none."""
+        self.user(request)
+        segments = request.path_params["rest"].strip("/").split("/")
+        if segments == ["api", "v1"]:
+            group, version = "", "v1"
+        elif len(segments) == 3 and segments[0] == "apis":
+            group, version = segments[1], segments[2]
+        else:
+            raise NotFound("no OpenAPI document at this path")
+        api_version = f"{group}/{version}" if group else version
+        if discovery.resource_list(self.store.registry, api_version) is None:
+            raise NotFound(f"no OpenAPI document for {api_version}")
+        documents = _openapi_documents()
+        document: dict[str, Any] = {
+            "openapi": "3.0.0",
+            "info": {"title": "setpoint", "version": api_version},
+            "paths": {},
+            "components": {"schemas": {}},
+        }
+        if documents is not None:
+            document = documents.group_version(self.store.registry, group, version) or document
+        paths = document.setdefault("paths", {})
+        for path, item in discovery.openapi_paths(self.store.registry, group, version).items():
+            paths.setdefault(path, item)
+        return json_response(document)
+
+
+def _openapi_documents() -> Any:
+    """`setpoint.api.openapi` (the kinds' schemas), or None while this server has none."""
+    try:
+        return importlib.import_module("setpoint.api.openapi")
+    except ImportError:
+        return None
+
+
+def _has_target(request: Request) -> bool:
+    return hasattr(request.state, "target")
+
+
+def _shown(path: ResourcePath) -> str:
+    """How a Forbidden message names what was asked for."""
+    where = f" in the namespace {path.namespace!r}" if path.namespace else ""
+    sub = f"/{path.subresource}" if path.subresource else ""
+    name = f' "{path.name}"' if path.name else ""
+    return f"{path.resource}{sub}{name}{where}"

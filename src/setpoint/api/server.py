@@ -1,0 +1,200 @@
+"""Serving the API app over HTTP with uvicorn, within limits: `ApiServer` runs it in the
+caller's event loop (`setpoint serve` and `setpoint up` share it), `serve` until stopped.
+
+    async with ApiServer(create_app(store, auth=auth), "127.0.0.1", 0) as server:
+        print(server.url)          # the port the system chose
+        await server.wait()        # until server.stop()
+
+Limits (`ServerLimits`), each against a client that could otherwise exhaust the server:
+
+* `max_connections`: uvicorn's `limit_concurrency`; beyond it new requests get a 503.
+* `header_timeout`: a request's headers must be complete this long after the connection
+  opened (or the previous response ended); a trickle of header bytes (slowloris) is cut.
+  uvicorn has no such limit of its own: `_protocol` adds it to its h11 protocol.
+* `max_header_bytes`: h11's limit of an incomplete request head.
+* `keep_alive_timeout`: an idle keep-alive connection is closed after it.
+* the request body's size and time limits are the app's (`ApiSettings`), per request.
+
+With `tls` (`setpoint.api.tls`) it serves HTTPS: kubectl sends bearer tokens only
+over HTTPS.
+
+Signals are left to the caller: the server never installs handlers of its own (`up`
+has its own Ctrl-C rules). No business logic here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+from collections.abc import Generator
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from setpoint.api.tls import TlsFiles
+
+
+@dataclass(frozen=True, slots=True)
+class ServerLimits:
+    """Per-connection limits of the HTTP server; see the module docstring."""
+
+    max_connections: int = 1024
+    header_timeout: float = 10.0
+    max_header_bytes: int = 64 * 1024
+    keep_alive_timeout: int = 5
+    shutdown_timeout: int = 2
+    """On stop, requests still running after this long (watches) are cancelled."""
+
+
+def _protocol(limits: ServerLimits) -> type[H11Protocol]:
+    """uvicorn's h11 protocol with a deadline on each request's headers."""
+
+    class HeaderDeadlineProtocol(H11Protocol):
+        _deadline: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport: Any) -> None:
+            super().connection_made(transport)
+            self._arm()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            self._arm()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            if self._deadline is not None:
+                self._deadline.cancel()
+            super().connection_lost(exc)
+
+        def _arm(self) -> None:
+            if self._deadline is not None:
+                self._deadline.cancel()
+            if not self.transport.is_closing():
+                self._deadline = self.loop.call_later(limits.header_timeout, self._expire)
+
+        def _expire(self) -> None:
+            # A request whose head was read has a cycle whose response is not complete.
+            self._deadline = None
+            waiting_for_head = self.cycle is None or self.cycle.response_complete
+            if waiting_for_head and not self.transport.is_closing():
+                self.transport.close()
+
+    return HeaderDeadlineProtocol
+
+
+class _Server(uvicorn.Server):
+    @contextlib.contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        yield  # the caller handles signals
+
+
+class ApiServer:
+    """An ASGI app served on `host:port` (port 0: one the system picks) in this event
+    loop; see the module docstring."""
+
+    def __init__(
+        self,
+        app: Any,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        limits: ServerLimits | None = None,
+        *,
+        tls: TlsFiles | None = None,
+    ) -> None:
+        self.limits = limits or ServerLimits()
+        self.host = host
+        self.tls = tls
+        self._socket = _bind(host, port)
+        self.port: int = self._socket.getsockname()[1]
+        config = uvicorn.Config(
+            app,
+            http=_protocol(self.limits),
+            lifespan="off",
+            log_level="warning",
+            access_log=False,
+            limit_concurrency=self.limits.max_connections,
+            timeout_keep_alive=self.limits.keep_alive_timeout,
+            timeout_graceful_shutdown=self.limits.shutdown_timeout,
+            h11_max_incomplete_event_size=self.limits.max_header_bytes,
+            server_header=False,
+            ssl_certfile=str(tls.cert) if tls else None,
+            ssl_keyfile=str(tls.key) if tls else None,
+        )
+        self._server = _Server(config)
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        scheme = "https" if self.tls else "http"
+        return f"{scheme}://{host}:{self.port}"
+
+    async def start(self) -> None:
+        """Start serving; returns once the server accepts connections."""
+        self._task = asyncio.create_task(
+            self._server.serve(sockets=[self._socket]), name="api-server"
+        )
+        while not self._server.started:
+            if self._task.done():
+                await self._task  # it failed to start: raise why
+                raise OSError(f"the API server on {self.url} did not start")
+            await asyncio.sleep(0.01)
+
+    def stop(self) -> None:
+        """Ask the server to stop (in-flight requests get `shutdown_timeout`)."""
+        self._server.should_exit = True
+
+    async def wait_forever(self) -> int:
+        """Serve until cancelled (or the server stops by itself: then 1)."""
+        await self.wait()
+        return 1
+
+    async def wait(self) -> None:
+        """Until the server stopped (cancelling the waiter does not stop the server)."""
+        if self._task is not None:
+            await asyncio.shield(self._task)
+
+    async def __aenter__(self) -> ApiServer:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+        try:
+            await self.wait()
+        finally:
+            self._socket.close()
+
+
+async def serve(
+    app: Any,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    limits: ServerLimits | None = None,
+    *,
+    tls: TlsFiles | None = None,
+) -> None:
+    """Serve `app` until cancelled."""
+    async with ApiServer(app, host, port, limits, tls=tls) as server:
+        await server.wait()
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host.strip("[]"), port))
+    except OSError:
+        sock.close()
+        raise
+    sock.set_inheritable(False)
+    return sock

@@ -1,0 +1,103 @@
+"""`setpoint serve`: serve the store over the Kubernetes-compatible HTTP API
+(`setpoint.api`) until Ctrl-C or SIGTERM, and write a kubeconfig for it.
+
+    setpoint serve --port 8080 --token-file tokens.csv
+    KUBECONFIG=.setpoint/kubeconfig kubectl get processes
+
+It serves only: no controllers run (that is `setpoint up`, which serves the API too).
+By default it listens on 127.0.0.1; another address needs `--token-file` (anyone who can
+reach the port could otherwise change everything). The kubeconfig (by default
+`kubeconfig` in the store's workspace, `.setpoint/kubeconfig` for the default store)
+holds the server's URL and the most capable token of the file, with mode 0600. With
+tokens it serves HTTPS (kubectl sends tokens over nothing else): with a self-signed
+certificate made once in the workspace's `tls/` (the kubeconfig trusts it), or your own.
+This module is the terminal's part: options, one line saying where it serves, signals.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from setpoint.cli.context import Context, until_signalled
+from setpoint.errors import Invalid
+
+
+def add_parser(
+    verbs: argparse._SubParsersAction[argparse.ArgumentParser],
+    parents: list[argparse.ArgumentParser],
+) -> None:
+    p = verbs.add_parser(
+        "serve",
+        parents=parents,
+        description="Serve the store over a Kubernetes-compatible HTTP API, so that kubectl "
+        "and the Kubernetes client libraries work against it, until Ctrl-C or SIGTERM. "
+        "Runs no controllers (`setpoint up` does, and serves the API too).",
+    )
+    p.add_argument(
+        "--address",
+        default="127.0.0.1",
+        help="the address to listen on (default 127.0.0.1; any other needs --token-file)",
+    )
+    p.add_argument("--port", type=int, default=8080, help="the port (default 8080; 0: a free one)")
+    p.add_argument(
+        "--token-file",
+        metavar="FILE",
+        help="bearer tokens, one `token,name,role` a line (role: view, edit or admin)",
+    )
+    p.add_argument(
+        "--anonymous-read",
+        action="store_true",
+        help="let requests without a token read (get, list, watch)",
+    )
+    p.add_argument(
+        "--tls-cert-file",
+        metavar="FILE",
+        help="with tokens the server serves HTTPS: its certificate (PEM; default: a "
+        "self-signed one, made once in the workspace's tls/ directory)",
+    )
+    p.add_argument("--tls-private-key-file", metavar="FILE", help="the certificate's key (PEM)")
+    p.add_argument(
+        "--kubeconfig",
+        metavar="FILE",
+        help="where to write a kubeconfig for this server (default: `kubeconfig` beside "
+        "the store's workspace, .setpoint/kubeconfig for the default store)",
+    )
+    p.set_defaults(run=run)
+
+
+def workspace_base(ctx: Context) -> Path:
+    """The store's workspace directory (`.setpoint/` for the default store), made private."""
+    from setpoint.engine import workspace_of
+    from setpoint.files import ensure_private_dir
+
+    return ensure_private_dir(workspace_of(ctx.store_url).state_dir.parent)
+
+
+async def run(ctx: Context, args: argparse.Namespace) -> int:
+    from setpoint.api.serving import ServeOptions, serve_api
+    from setpoint.api.tls import TlsFiles
+
+    if not 0 <= args.port <= 65535:
+        raise Invalid(f"--port {args.port}: want 0 to 65535")
+    if bool(args.tls_cert_file) != bool(args.tls_private_key_file):
+        raise Invalid("give both --tls-cert-file and --tls-private-key-file, or neither")
+    tls = None
+    if args.tls_cert_file:
+        tls = TlsFiles(Path(args.tls_cert_file), Path(args.tls_private_key_file))
+    base = workspace_base(ctx)
+    options = ServeOptions(
+        host=args.address,
+        port=args.port,
+        token_file=Path(args.token_file) if args.token_file else None,
+        anonymous_read=args.anonymous_read,
+        kubeconfig=Path(args.kubeconfig) if args.kubeconfig else base / "kubeconfig",
+        tls_directory=base / "tls",
+        tls=tls,
+    )
+    async with ctx.open_store(create=True) as store, serve_api(store, options) as api:
+        print(
+            f"serving the API on {api.url} (KUBECONFIG={options.kubeconfig} kubectl get all)",
+            flush=True,
+        )
+        return await until_signalled(api.wait_forever())

@@ -1,0 +1,183 @@
+"""Slow and hostile clients cannot exhaust the server: headers trickled byte by byte are
+cut, a body that does not arrive is refused, connections beyond the limit are turned
+away; and random requests never get a 5xx nor a traceback (hypothesis)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import httpx
+import pytest
+from http_kit import ADMIN, PROCESSES, QUICK, TIMEOUT, process, running_api
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from setpoint.api.app import create_app
+from setpoint.api.auth import Authenticator, Role, User
+from setpoint.api.server import ServerLimits
+from setpoint.engine.kinds import builtin_kinds
+from setpoint.store import open_store
+
+
+async def read_all(reader: asyncio.StreamReader) -> bytes:
+    """Everything until the server closes the connection (fail after TIMEOUT)."""
+    received = b""
+    async with asyncio.timeout(TIMEOUT):
+        while chunk := await reader.read(65536):
+            received += chunk
+    return received
+
+
+async def test_headers_that_never_end_are_cut() -> None:
+    async with running_api(limits=ServerLimits(header_timeout=0.5)) as api:
+        reader, writer = await asyncio.open_connection("127.0.0.1", api.server.port)
+        writer.write(b"GET /version HTTP/1.1\r\nHost: x\r\nX-Slow: ")  # and no more
+        await writer.drain()
+        assert await read_all(reader) == b""  # closed without an answer
+        writer.close()
+        assert (await api.client.get("/version")).status_code == 200
+
+
+async def test_a_body_that_does_not_arrive_is_refused_and_nothing_is_written() -> None:
+    async with running_api() as api:  # body_timeout 1 s
+        reader, writer = await asyncio.open_connection("127.0.0.1", api.server.port)
+        writer.write(
+            f"POST {PROCESSES} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {ADMIN}\r\n"
+            "Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{".encode()
+        )
+        await writer.drain()
+        async with asyncio.timeout(TIMEOUT):
+            head = await reader.readuntil(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 400")
+        writer.close()
+        assert await api.store.revision() == 0
+
+
+async def test_connections_beyond_the_limit_are_turned_away() -> None:
+    async with running_api(limits=ServerLimits(max_connections=2)) as api:
+        held = [await asyncio.open_connection("127.0.0.1", api.server.port) for _ in range(3)]
+        try:
+            async with httpx.AsyncClient(base_url=api.server.url, timeout=TIMEOUT) as fresh:
+                answer = await fresh.get("/healthz")
+            assert answer.status_code == 503
+        finally:
+            for _, writer in held:
+                writer.close()
+
+
+METHODS = st.sampled_from(["GET", "POST", "PUT", "PATCH", "DELETE"])
+SEGMENTS = st.sampled_from(
+    [
+        "api",
+        "apis",
+        "v1",
+        "setpoint.dev",
+        "v1alpha1",
+        "namespaces",
+        "default",
+        "processes",
+        "deployments",
+        "events",
+        "web",
+        "status",
+        "scale",
+        "x",
+        "",
+        "..",
+        "%00",
+        "Ünï",
+    ]
+)
+QUERIES = st.dictionaries(
+    st.sampled_from(
+        [
+            "watch",
+            "limit",
+            "continue",
+            "labelSelector",
+            "fieldSelector",
+            "resourceVersion",
+            "dryRun",
+            "timeoutSeconds",
+            "propagationPolicy",
+        ]
+    ),
+    st.text(max_size=12),
+    max_size=3,
+)
+CONTENT_TYPES = st.sampled_from(
+    [
+        "application/json",
+        "application/yaml",
+        "application/merge-patch+json",
+        "application/json-patch+json",
+        "application/strategic-merge-patch+json",
+        "application/apply-patch+yaml",
+        "text/plain",
+        "",
+    ]
+)
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+BODIES = (
+    st.binary(max_size=64)
+    | JSON_VALUES.map(lambda v: json.dumps(v).encode())
+    | st.builds(lambda n: json.dumps(process(n)).encode(), st.text(max_size=12))
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(METHODS, st.lists(SEGMENTS, min_size=1, max_size=7), QUERIES, CONTENT_TYPES, BODIES)
+def test_no_request_gets_a_5xx(
+    method: str, segments: list[str], query: dict[str, str], content_type: str, body: bytes
+) -> None:
+    async def one() -> None:
+        store = await open_store("memory://", builtin_kinds())
+        await store.create(process("web"))
+        app = create_app(
+            store,
+            auth=Authenticator({ADMIN: User("admin", Role.ADMIN)}),
+            settings=QUICK,
+        )
+        transport = httpx.ASGITransport(app=app)
+        headers: dict[str, Any] = {"Authorization": f"Bearer {ADMIN}"}
+        if content_type:
+            headers["Content-Type"] = content_type
+        query.pop("watch", None)  # a watch streams until its timeout: covered elsewhere
+        async with httpx.AsyncClient(transport=transport, base_url="http://api") as client:
+            response = await client.request(
+                method, "/" + "/".join(segments), params=query, content=body, headers=headers
+            )
+        await store.close()
+        assert response.status_code < 500, response.text
+        assert "Traceback" not in response.text
+        if (
+            response.status_code >= 400
+            and response.headers.get("content-type") == "application/json"
+        ):
+            assert response.json()["kind"] == "Status"
+
+    asyncio.run(one())
+
+
+@pytest.mark.parametrize("depth", [150, 5000])
+async def test_deep_json_patches_are_refused_fast(depth: int) -> None:
+    async with running_api() as api:
+        await api.store.create(process("web"))
+        nested = "[" * depth + "]" * depth
+        response = await api.client.patch(
+            f"{PROCESSES}/web",
+            content=f'[{{"op": "add", "path": "/metadata/labels", "value": {nested}}}]',
+            headers={"Content-Type": "application/json-patch+json"},
+        )
+        assert response.status_code == 400, response.text
+        assert (await api.store.get("setpoint.dev/v1alpha1", "Process", "web"))["metadata"][
+            "resourceVersion"
+        ] == "1"
