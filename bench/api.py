@@ -102,7 +102,6 @@ def process(name: str) -> dict[str, Any]:
 def serve(stack: str, store_url: str) -> None:
     """Serve `store_url` under `stack` on a free loopback port; print `PORT n` when bound."""
     from setpoint.api.app import create_app
-
     from setpoint.engine.kinds import builtin_kinds
     from setpoint.store import open_store
 

@@ -52,8 +52,8 @@ class Served:
 
     async def _serve(self) -> None:
         import uvicorn
-        from setpoint.api.app import create_app
 
+        from setpoint.api.app import create_app
         from setpoint.store import open_store
 
         store = await open_store(self.store_url, registry=self.registry)
