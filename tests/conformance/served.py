@@ -4,6 +4,11 @@ in a thread with its own event loop (so the test's loop and the server's never w
 other). `Servers.serve(url)` starts one for the store at `url` and answers its address;
 `Servers.stop_all()` stops them all (the conformance fixtures do, in a `finally`).
 
+A served store starts at revision 2, not 0 (`SEED`: a Note created and deleted): over the
+Kubernetes API `resourceVersion=0` means "the current state, then changes", so a watch
+from revision 0 cannot be asked for, and a test's `since=await store.revision()` on a
+fresh store must name a real revision.
+
 Real server, real sockets, real SQLite: nothing here is a fake.
 """
 
@@ -15,8 +20,17 @@ import socket
 import threading
 from typing import Any
 
+from conformance_kit import API
+
 from setpoint.model import Registry
 
+SEED = {
+    "apiVersion": API,
+    "kind": "Note",
+    "metadata": {"name": "seed", "namespace": "seed"},
+    "spec": {},
+}
+"""Created and deleted in a fresh served store, so that its revision is not 0."""
 START_TIMEOUT = 30.0
 """Seconds a server may take to start (never spent when all is well)."""
 
@@ -58,6 +72,9 @@ class Served:
 
         store = await open_store(self.store_url, registry=self.registry)
         try:
+            if await store.revision() == 0:
+                await store.create(SEED)
+                await store.delete(SEED["apiVersion"], SEED["kind"], "seed", "seed")
             app = create_app(store, auth=None)
             config = uvicorn.Config(app, log_level="warning", lifespan="on")
             self._server = uvicorn.Server(config)
