@@ -36,11 +36,16 @@ START_TIMEOUT = 30.0
 
 
 class Served:
-    """One server, in a thread of its own, until `stop`."""
+    """One server, in a thread of its own, until `stop`; `settings` (`ApiSettings`) and
+    `auth` (`Authenticator`) are `create_app`'s."""
 
-    def __init__(self, store_url: str, registry: Registry) -> None:
+    def __init__(
+        self, store_url: str, registry: Registry, *, settings: Any = None, auth: Any = None
+    ) -> None:
         self.store_url = store_url
         self.registry = registry
+        self.settings = settings
+        self.auth = auth
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._sock.bind(("127.0.0.1", 0))
@@ -75,7 +80,7 @@ class Served:
             if await store.revision() == 0:
                 await store.create(SEED)
                 await store.delete(SEED["apiVersion"], SEED["kind"], "seed", "seed")
-            app = create_app(store, auth=None)
+            app = create_app(store, auth=self.auth, settings=self.settings)
             config = uvicorn.Config(app, log_level="warning", lifespan="on")
             self._server = uvicorn.Server(config)
             # The socket listens already: a client that connects before uvicorn accepts
