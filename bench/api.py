@@ -14,9 +14,10 @@ with the default durability (`sync=full`: one fsync per commit), Process objects
   updating it, again and again, for WRITE_SECONDS, through the API served by uvicorn.
   `store_writes_per_s`: the same writes made directly on a `SqliteStore` in this process.
   After an untimed warm-up (one create and update per writer: the first validations
-  build the schemas). Measured in ROUNDS rounds, each running the three (store, uvicorn, hypercorn) in a
-  different order on fresh files; medians, and `ratio_api_vs_store` divides the medians
-  of this run. `stack_writes_per_s` gives both servers' medians: the stack comparison.
+  build the schemas). Measured in ROUNDS rounds, each running the three (store, uvicorn,
+  hypercorn) in a different order on fresh files; medians, and `ratio_api_vs_store`
+  divides the medians of this run. `stack_writes_per_s` gives both servers' medians:
+  the stack comparison.
 * `watch_fanout_*`: WATCHERS (100) watch streams, spread over WATCH_PROCESSES child
   processes (this script with `--watch`), all watching Processes from one revision, while
   FANOUT_WRITES creates are made by 4 writers. Latency per (watcher, revision) is from the
