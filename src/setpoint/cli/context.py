@@ -48,6 +48,8 @@ LOCAL_VERBS = {
     "explain": "reads the timeline kept beside the store's file",
 }
 """Verbs that need the store's machine, and why: against a server they are refused."""
+STORELESS_VERBS = frozenset({"kubeconfig", "completion", "rca"})
+"""Verbs that never open the store: no server is asked for its kinds before they run."""
 
 
 @dataclass(frozen=True)
@@ -189,11 +191,11 @@ def credentials_of(location: Location) -> Credentials | None:
     )
 
 
-def learn_served_kinds(ctx: Context) -> None:
+def learn_served_kinds(ctx: Context, verb: str) -> None:
     """Add the kinds the context's server serves to its registry (discovery), so that kinds
     defined only on the server (CustomResourceDefinitions) can be named; nothing for a
-    local store."""
-    if ctx.remote:
+    local store, or for a verb in `STORELESS_VERBS`."""
+    if ctx.remote and verb not in STORELESS_VERBS:
         open_reader(ctx.store_url, ctx.registry, ctx.credentials).close()  # type: ignore[union-attr]
 
 

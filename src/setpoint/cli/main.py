@@ -342,7 +342,7 @@ def make_context(args: argparse.Namespace) -> Context:
         credentials=credentials_of(location),
     )
     ctx.check_verb(args.verb)
-    learn_served_kinds(ctx)
+    learn_served_kinds(ctx, args.verb)
     return ctx
 
 
