@@ -23,7 +23,9 @@ with the default durability (`sync=full`: one fsync per commit), Process objects
   FANOUT_WRITES creates are made by 4 writers. Latency per (watcher, revision) is from the
   moment the write's request was sent (wall clock, this process) to the moment that
   watcher's process read the event (wall clock); `watch_fanout_lost` counts the (watcher,
-  revision) pairs never delivered (must be 0).
+  revision) pairs never delivered (must be 0). A watcher the server drops (it reads too
+  slowly) resumes from the last revision it saw, as client-go's reflector does;
+  `watch_fanout_resumed` counts those drops.
 * `kubectl_get_10k_s`: KUBECTL_OBJECTS Processes stored, the median wall time of
   KUBECTL_RUNS runs of `kubectl get processes -o name` (after one untimed run that fills
   kubectl's discovery cache). null when kubectl is not installed.
@@ -249,22 +251,32 @@ def watch_child(server: str, since: int, last: int, watchers: int) -> None:
     seen `last` (or WATCH_TIMEOUT passed), JSON: the revisions each saw, with times."""
     import httpx
 
+    drops: list[int] = []
+
     async def one(client: httpx.AsyncClient, ready: asyncio.Event, opened: list[int]) -> Any:
+        """One watcher; a stream the server drops (a slow reader) is resumed from the last
+        revision seen, as client-go's reflector does, and counted."""
         seen: dict[int, float] = {}
-        params = {"watch": "true", "resourceVersion": str(since)}
-        async with client.stream("GET", WATCH_PATH, params=params) as response:
-            opened.append(1)
-            if len(opened) == watchers:
-                ready.set()
-            async for line in response.aiter_lines():
-                if not line:
-                    continue
-                now = time.time()
-                event = json.loads(line)
-                revision = int(event["object"]["metadata"]["resourceVersion"])
-                seen[revision] = now
-                if revision >= last:
-                    break
+        revision = since
+        while revision < last:
+            params = {"watch": "true", "resourceVersion": str(revision)}
+            try:
+                async with client.stream("GET", WATCH_PATH, params=params) as response:
+                    if revision == since:
+                        opened.append(1)
+                        if len(opened) == watchers:
+                            ready.set()
+                    async for line in response.aiter_lines():
+                        if not line:
+                            continue
+                        now = time.time()
+                        event = json.loads(line)
+                        revision = int(event["object"]["metadata"]["resourceVersion"])
+                        seen[revision] = now
+                        if revision >= last:
+                            break
+            except httpx.TransportError:
+                drops.append(1)
         return seen
 
     async def main() -> None:
@@ -277,7 +289,7 @@ def watch_child(server: str, since: int, last: int, watchers: int) -> None:
             print("ready", flush=True)
             await asyncio.wait(tasks, timeout=WATCH_TIMEOUT)
             seen = [t.result() if t.done() and not t.exception() else {} for t in tasks]
-            print(json.dumps(seen), flush=True)
+            print(json.dumps({"seen": seen, "drops": len(drops)}), flush=True)
 
     asyncio.run(main())
 
@@ -324,10 +336,12 @@ async def measure_fanout(directory: str, settings: dict[str, Any]) -> dict[str, 
             await asyncio.gather(*(writer() for _ in range(FANOUT_WRITERS)))
             log(f"writes done in {time.perf_counter() - start:.1f} s; waiting for watchers")
             seen_all: list[dict[str, float]] = []
+            drops = 0
             for child in children:
                 assert child.stdout is not None
-                out = await asyncio.wait_for(child.stdout.readline(), WATCH_TIMEOUT)
-                seen_all += json.loads(out)
+                out = json.loads(await asyncio.wait_for(child.stdout.readline(), WATCH_TIMEOUT))
+                seen_all += out["seen"]
+                drops += out["drops"]
                 await child.wait()
         finally:
             await store.close()
@@ -346,6 +360,7 @@ async def measure_fanout(directory: str, settings: dict[str, Any]) -> dict[str, 
         "watch_fanout_p50_ms": round(_pct(latencies, 50), 2) if latencies else None,
         "watch_fanout_p99_ms": round(_pct(latencies, 99), 2) if latencies else None,
         "watch_fanout_events": len(latencies),
+        "watch_fanout_resumed": drops,
     }
 
 
