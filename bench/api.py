@@ -247,8 +247,9 @@ async def measure_writes(directory: str, settings: dict[str, Any]) -> dict[str, 
 
 
 def watch_child(server: str, since: int, last: int, watchers: int) -> None:
-    """`watchers` streams from `since`; print `ready` once all are open, then, when each has
-    seen `last` (or WATCH_TIMEOUT passed), JSON: the revisions each saw, with times."""
+    """`watchers` streams from `since`; print `ready` once all are open, then, once stdin
+    says the writes are done and each has seen `last` (or WATCH_TIMEOUT passed), JSON: the
+    revisions each saw, with times, and how many streams were resumed."""
     import httpx
 
     drops: list[int] = []
@@ -287,6 +288,9 @@ def watch_child(server: str, since: int, last: int, watchers: int) -> None:
             tasks = [asyncio.ensure_future(one(client, ready, opened)) for _ in range(watchers)]
             await ready.wait()
             print("ready", flush=True)
+            # The parent says when its writes are done; then the last events have
+            # WATCH_TIMEOUT seconds to arrive.
+            await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
             await asyncio.wait(tasks, timeout=WATCH_TIMEOUT)
             seen = [t.result() if t.done() and not t.exception() else {} for t in tasks]
             print(json.dumps({"seen": seen, "drops": len(drops)}), flush=True)
@@ -315,7 +319,10 @@ async def measure_fanout(directory: str, settings: dict[str, Any]) -> dict[str, 
                 args = [SCRIPT, "--watch", server.url, str(since), str(last), str(count)]
                 children.append(
                     await asyncio.create_subprocess_exec(
-                        sys.executable, *args, stdout=asyncio.subprocess.PIPE
+                        sys.executable,
+                        *args,
+                        stdin=asyncio.subprocess.PIPE,
+                        stdout=asyncio.subprocess.PIPE,
                     )
                 )
             for child in children:
@@ -337,6 +344,10 @@ async def measure_fanout(directory: str, settings: dict[str, Any]) -> dict[str, 
             log(f"writes done in {time.perf_counter() - start:.1f} s; waiting for watchers")
             seen_all: list[dict[str, float]] = []
             drops = 0
+            for child in children:
+                assert child.stdin is not None
+                child.stdin.write(b"done\n")
+                await child.stdin.drain()
             for child in children:
                 assert child.stdout is not None
                 out = json.loads(await asyncio.wait_for(child.stdout.readline(), WATCH_TIMEOUT))

@@ -23,7 +23,7 @@ PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
 NEEDS_EXTRA = {"setpoint.insight.rca", "setpoint.insight.petshop"}
 """The modules that import an extra's module (numpy, extra `rca`) at module level."""
 
-EXACT_PINS_ALLOWED = {("pydantic", "pydantic-core")}
+EXACT_PINS_ALLOWED = {("pydantic", "pydantic-core"), ("httpx", "httpcore")}
 """(dependency, its requirement) pins that cannot clash: released together, by one project."""
 
 BLOCK = """
