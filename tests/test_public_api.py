@@ -21,6 +21,7 @@ PINNED = {
     setpoint.store: {
         "FOREGROUND_DELETION", "ORPHAN", "AlreadyExists", "Conflict", "EventType", "Gone",
         "Invalid", "NotFound", "Store", "StoreClosed", "UnknownKind", "WatchEvent", "open_store",
+        "read_kinds",
     },
     setpoint.model: {
         "READY", "RECONCILING", "STALLED", "Kind", "Object", "PrinterColumn",

@@ -80,8 +80,16 @@ class AlreadyExists(Error):
 
 
 class Conflict(Error):
+    """A stale write, or (server-side apply, `setpoint.model.managed_fields`) fields another
+    manager owns: `causes` then names each field and its owner, as a Kubernetes `Status`'s
+    `details.causes` (`reason`, `message`, `field`)."""
+
     code = 409
     reason = "Conflict"
+
+    def __init__(self, message: str = "", *, causes: list[dict[str, str]] | None = None) -> None:
+        super().__init__(message)
+        self.causes: list[dict[str, str]] = list(causes or ())
 
 
 class Gone(Error):

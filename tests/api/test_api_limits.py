@@ -181,3 +181,21 @@ async def test_deep_json_patches_are_refused_fast(depth: int) -> None:
         assert (await api.store.get("setpoint.dev/v1alpha1", "Process", "web"))["metadata"][
             "resourceVersion"
         ] == "1"
+
+
+async def test_connections_send_without_delay() -> None:
+    """TCP_NODELAY on every connection: without it a response on a kept-alive connection
+    waits for the client's delayed ACK (Nagle's algorithm), ~40 ms per request."""
+    import socket
+
+    async with running_api() as api:
+        reader, writer = await asyncio.open_connection("127.0.0.1", api.server.port)
+        writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        async with asyncio.timeout(TIMEOUT):
+            await reader.readuntil(b"ok")
+        connections = list(api.server._server.server_state.connections)
+        assert connections
+        for connection in connections:
+            sock = connection.transport.get_extra_info("socket")
+            assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+        writer.close()

@@ -10,8 +10,10 @@ against a setpoint store through it.
 
 Modules: `app` (routing, authentication, errors as Status), `resources` (CRUD, status,
 scale, lists), `watch` (streams with bounded buffers), `discovery`, `status`, `auth`,
-`query` (paths, selectors, paging), `server` (uvicorn and its limits), `kubeconfig`.
-`openapi` and `tables` build the OpenAPI documents and `kubectl get`'s tables.
+`query` (paths, selectors, paging), `server` (uvicorn and its limits), `serving` (what
+`setpoint serve` and `setpoint up` run: tokens, bind check, TLS, kubeconfig), `tls`,
+`kubeconfig`. `openapi` and `tables` build the OpenAPI documents and `kubectl get`'s
+tables.
 This package sits beside the CLI: it uses the store, the model and the runtime, and
 nothing imports it but the CLI.
 """

@@ -17,10 +17,8 @@ The app holds no connection limits: those belong to the server (`setpoint.api.se
 from __future__ import annotations
 
 import contextlib
-import importlib
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -29,7 +27,7 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
 from setpoint import __version__
-from setpoint.api import discovery
+from setpoint.api import discovery, openapi
 from setpoint.api.auth import NOBODY_CHECKS, Authenticator, User, authorize
 from setpoint.api.query import ResourcePath, parse_path
 from setpoint.api.resources import (
@@ -187,14 +185,12 @@ class _Api:
     async def openapi_index(self, request: Request) -> Response:
         self.user(request)
         index = discovery.openapi_index(self.store.registry)
-        documents = _openapi_documents()
-        if documents is not None:
-            index["paths"].update(documents.index(self.store.registry).get("paths", {}))
+        index["paths"].update(openapi.index(self.store.registry)["paths"])
         return json_response(index)
 
     async def openapi_path(self, request: Request) -> Response:
-        """One group-version's document: the schemas of `setpoint.api.openapi` (when this
-        server has it) with the server's own paths added where it has none."""
+        """One group-version's document: the schemas of `setpoint.api.openapi` with the
+        server's own paths (`discovery.openapi_paths`) where it has none."""
         self.user(request)
         segments = request.path_params["rest"].strip("/").split("/")
         if segments == ["api", "v1"]:
@@ -203,30 +199,11 @@ class _Api:
             group, version = segments[1], segments[2]
         else:
             raise NotFound("no OpenAPI document at this path")
-        api_version = f"{group}/{version}" if group else version
-        if discovery.resource_list(self.store.registry, api_version) is None:
-            raise NotFound(f"no OpenAPI document for {api_version}")
-        documents = _openapi_documents()
-        document: dict[str, Any] = {
-            "openapi": "3.0.0",
-            "info": {"title": "setpoint", "version": api_version},
-            "paths": {},
-            "components": {"schemas": {}},
-        }
-        if documents is not None:
-            document = documents.group_version(self.store.registry, group, version) or document
+        document = openapi.group_version(self.store.registry, group, version)
         paths = document.setdefault("paths", {})
         for path, item in discovery.openapi_paths(self.store.registry, group, version).items():
             paths.setdefault(path, item)
         return json_response(document)
-
-
-def _openapi_documents() -> Any:
-    """`setpoint.api.openapi` (the kinds' schemas), or None while this server has none."""
-    try:
-        return importlib.import_module("setpoint.api.openapi")
-    except ImportError:
-        return None
 
 
 def _has_target(request: Request) -> bool:

@@ -3,7 +3,8 @@ and `scale` subresources, and watches, each carried out with the `Store` calls t
 makes. No validation of its own: a write goes through `Store.create/update/patch/delete`
 (admission in `setpoint.model`, rules in `setpoint.store.rules`); a dry run
 (`dryRun=All`) runs the same `prepare` and `decide` of `setpoint.store.rules` and writes
-nothing.
+nothing; server-side apply is `setpoint.store.apply`. `kubectl get`'s Accept header gets
+a Table (`setpoint.api.tables`).
 
 Reading bodies: at most `ApiSettings.max_body_bytes` (413 before reading when the
 Content-Length says more, else as soon as the stream passes it), within
@@ -20,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import importlib
 import secrets
 import time
 from collections import OrderedDict
@@ -41,6 +41,7 @@ from setpoint.api.query import (
     wants_table,
 )
 from setpoint.api.status import Target, success
+from setpoint.api.tables import table
 from setpoint.api.watch import WatchCounts, WatchLimits, WatchRequest, WatchStream
 from setpoint.clock import Clock
 from setpoint.errors import (
@@ -221,10 +222,9 @@ class Resources:
         else:
             page = items[offset:]
         if wants_table(request.headers.get("accept", "")):
-            table = self._table(kind, page, params)
-            if table is not None:
-                table["metadata"] = metadata
-                return json_response(table)
+            answer = self._table(kind, page, params)
+            answer["metadata"] = metadata
+            return json_response(answer)
         return json_response(
             {
                 "apiVersion": kind.api_version,
@@ -252,11 +252,7 @@ class Resources:
         as_table = wants_table(request.headers.get("accept", ""))
 
         def encode(obj: Object) -> Any:
-            if as_table:
-                table = self._table(kind, [obj], params)
-                if table is not None:
-                    return table
-            return obj
+            return self._table(kind, [obj], params) if as_table else obj
 
         watch = WatchRequest(
             kind=kind,
@@ -276,20 +272,14 @@ class Resources:
         self, request: Request, kind: Kind, obj: Object, params: dict[str, str], code: int = 200
     ) -> Response:
         if wants_table(request.headers.get("accept", "")):
-            table = self._table(kind, [obj], params)
-            if table is not None:
-                return json_response(table, code)
+            return json_response(self._table(kind, [obj], params), code)
         return json_response(obj, code)
 
-    def _table(self, kind: Kind, objects: list[Object], params: dict[str, str]) -> Any:
-        """A meta.k8s.io Table of `objects` (`setpoint.api.tables`), or None without it."""
-        try:
-            tables: Any = importlib.import_module("setpoint.api.tables")
-        except ImportError:
-            return None
+    def _table(self, kind: Kind, objects: list[Object], params: dict[str, str]) -> dict[str, Any]:
+        """A meta.k8s.io Table of `objects` (`setpoint.api.tables`)."""
         now = datetime.fromtimestamp(self.clock.now(), tz=UTC)
         include = params.get("includeObject") or "Metadata"
-        return tables.table(kind, objects, now=now, include_object=include)
+        return table(kind, objects, now=now, include_object=include)
 
     # -- writes --------------------------------------------------------------------------
 
@@ -407,16 +397,10 @@ class Resources:
         params: dict[str, str],
         body: Any,
     ) -> Response:
-        """Server-side apply, through `setpoint.model.managed_fields` when it is there."""
-        try:
-            managed: Any = importlib.import_module("setpoint.model.managed_fields")
-        except ImportError:
-            raise UnsupportedMediaType(
-                "server-side apply (application/apply-patch+yaml) needs "
-                "setpoint.model.managed_fields, which this server does not have yet: "
-                "use client-side apply (kubectl apply without --server-side)"
-            ) from None
-        applied = await managed.server_side_apply(
+        """Server-side apply (`setpoint.store.apply`; `setpoint.model.managed_fields` decides)."""
+        from setpoint.store.apply import server_side_apply
+
+        applied = await server_side_apply(
             self.store,
             kind,
             name,

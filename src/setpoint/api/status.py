@@ -96,7 +96,7 @@ def status_of(exc: BaseException, target: Target | None = None) -> dict[str, Any
         return status(500, f"internal error: {type(exc).__name__} (see the server's log)")
     code, reason = exc.code, exc.reason
     message = " ".join(str(exc).split()) or reason
-    causes = None
+    causes = getattr(exc, "causes", None) or None  # a server-side apply's Conflict
     if isinstance(exc, Invalid) and code == 422:
         field = exc.field or _field_in(message)
         detail = message.removeprefix(f"{field}: ") if field else message

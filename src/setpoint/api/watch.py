@@ -236,17 +236,18 @@ class WatchStream(Response):
                 continue
             if self.buffer.overflowed:
                 return False  # dropped: the response stays incomplete, the server closes it
-            for line, revision in self.buffer.take():
-                if not await self._send(send, line):
+            taken = self.buffer.take()  # everything waiting goes in one write
+            if taken:
+                if not await self._send(send, b"".join(line for line, _ in taken)):
                     return False
-                self.revision = max(self.revision, revision)
+                self.revision = max(self.revision, *(revision for _, revision in taken))
             if self.buffer.closed and not self.buffer.lines:
                 break
         await send({"type": "http.response.body", "body": b"", "more_body": False})
         return True
 
     async def _send(self, send: Send, line: bytes) -> bool:
-        """Send one line; False (the watch is dropped) if the client took too long."""
+        """Send event lines; False (the watch is dropped) if the client took too long."""
         try:
             async with asyncio.timeout(self.limits.send_timeout):
                 await send({"type": "http.response.body", "body": line, "more_body": True})

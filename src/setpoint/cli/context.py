@@ -49,7 +49,7 @@ LOCAL_VERBS = {
 }
 """Verbs that need the store's machine, and why: against a server they are refused."""
 STORELESS_VERBS = frozenset({"kubeconfig", "completion", "rca"})
-"""Verbs that never open the store: no server is asked for its kinds before they run."""
+"""Verbs that never open the store: they never ask a server for its kinds."""
 
 
 @dataclass(frozen=True)
@@ -191,12 +191,17 @@ def credentials_of(location: Location) -> Credentials | None:
     )
 
 
-def learn_served_kinds(ctx: Context, verb: str) -> None:
+def learn_served_kinds(ctx: Context) -> None:
     """Add the kinds the context's server serves to its registry (discovery), so that kinds
-    defined only on the server (CustomResourceDefinitions) can be named; nothing for a
-    local store, or for a verb in `STORELESS_VERBS`."""
-    if ctx.remote and verb not in STORELESS_VERBS:
-        open_reader(ctx.store_url, ctx.registry, ctx.credentials).close()  # type: ignore[union-attr]
+    defined only on the server (CustomResourceDefinitions, `--kinds` of `setpoint serve`)
+    can be named: the registry's `refresh` when the store is a server."""
+    from setpoint.store.http import HttpReader  # here: only a server's client needs httpx
+
+    reader = HttpReader(ctx.store_url, ctx.registry, ctx.credentials)
+    try:
+        reader.discover()
+    finally:
+        reader.close()
 
 
 def count(text: str) -> int:

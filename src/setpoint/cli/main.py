@@ -16,6 +16,7 @@ terminal. Global options may be given before or after the verb.
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import os
 import sys
@@ -316,10 +317,16 @@ def _option(args: argparse.Namespace, name: str) -> Any:
 def make_context(args: argparse.Namespace) -> Context:
     """Register the built-in kinds and the user's, and resolve the global options against
     the environment."""
-    from setpoint.cli.context import Context, credentials_of, learn_served_kinds
+    from setpoint.cli.context import (
+        STORELESS_VERBS,
+        Context,
+        credentials_of,
+        learn_served_kinds,
+    )
     from setpoint.cli.kind_modules import load_kinds
     from setpoint.cli.store_location import locate
     from setpoint.engine.kinds import builtin_kinds
+    from setpoint.store import read_kinds
 
     kinds = os.environ.get("SETPOINT_KINDS", "").split(",")
     kinds += getattr(args, "kinds", []) + getattr(args, "kinds_after", [])
@@ -342,7 +349,12 @@ def make_context(args: argparse.Namespace) -> Context:
         credentials=credentials_of(location),
     )
     ctx.check_verb(args.verb)
-    learn_served_kinds(ctx, args.verb)
+    # Kinds defined by CRDs in the store, or served by the server, are read when a kind is
+    # not found (not before: built-in kinds cost no read).
+    if not ctx.remote:
+        registry.refresh = functools.partial(read_kinds, ctx.store_url, registry)
+    elif args.verb not in STORELESS_VERBS:
+        registry.refresh = functools.partial(learn_served_kinds, ctx)
     return ctx
 
 

@@ -1,7 +1,8 @@
-"""Objects as text: kubectl-style tables (kubectl's own columns for `Event`s), YAML, JSON and
-`kind.group/name` references; and `escape`, the one function that makes any text safe
-for a terminal (defined in `setpoint.cli.escaping`, which `main` imports before anything
-else, and re-exported here).
+"""Objects as text: kubectl-style tables (kubectl's own columns for `Event`s; the columns
+themselves, and the age and event helpers re-exported here, are `setpoint.model.columns`,
+shared with the API's Table answers), YAML, JSON and `kind.group/name` references; and
+`escape`, the one function that makes any text safe for a terminal (defined in
+`setpoint.cli.escaping`, which `main` imports before anything else, and re-exported here).
 
 Every line the CLI prints goes through `escape`: `main` wraps stdout and stderr in
 `EscapedOutput` for the whole command, so a name, message or reason holding an ANSI
@@ -23,56 +24,20 @@ from typing import Any
 
 from setpoint.cli.escaping import EscapedOutput as EscapedOutput
 from setpoint.cli.escaping import escape as escape
-from setpoint.clock import parse_rfc3339
-from setpoint.model import READY, Kind, Object, PrinterColumn, get_condition
-from setpoint.runtime import EVENT
+from setpoint.model import Kind, Object
+from setpoint.model.columns import EVENT_COLUMNS as EVENT_COLUMNS
+from setpoint.model.columns import Column, columns_for, object_columns
+from setpoint.model.columns import age as age
+from setpoint.model.columns import event_first_seen as event_first_seen
+from setpoint.model.columns import event_interval as event_interval
+from setpoint.model.columns import event_last_seen as event_last_seen
+from setpoint.model.columns import event_object as event_object
+from setpoint.model.columns import event_source as event_source
+from setpoint.model.columns import human_duration as human_duration
+from setpoint.model.columns import timestamp_age as timestamp_age
 
 GAP = "   "
 """Space between table columns (kubectl's tabwriter padding)."""
-
-
-def human_duration(seconds: float) -> str:
-    """An age as kubectl prints it: `45s`, `5m30s`, `95m`, `7h12m`, `3d4h`, `400d`, `2y10d`."""
-    s = int(seconds)
-    if s < -1:
-        return "<invalid>"
-    if s < 0:
-        return "0s"
-    if s < 120:
-        return f"{s}s"
-    minutes = s // 60
-    if minutes < 10:
-        return f"{minutes}m{s % 60}s" if s % 60 else f"{minutes}m"
-    if minutes < 3 * 60:
-        return f"{minutes}m"
-    hours = minutes // 60
-    if hours < 8:
-        return f"{hours}h{minutes % 60}m" if minutes % 60 else f"{hours}h"
-    if hours < 48:
-        return f"{hours}h"
-    days = hours // 24
-    if hours < 24 * 8:
-        return f"{days}d{hours % 24}h" if hours % 24 else f"{days}d"
-    if days < 365 * 2:
-        return f"{days}d"
-    if days < 365 * 8:
-        return f"{days // 365}y{days % 365}d" if days % 365 else f"{days // 365}y"
-    return f"{days // 365}y"
-
-
-def age(obj: Object, now: float) -> str:
-    """How long ago the object was created, or `<unknown>`."""
-    return timestamp_age((obj.get("metadata") or {}).get("creationTimestamp"), now)
-
-
-def timestamp_age(timestamp: Any, now: float) -> str:
-    """How long before `now` an RFC 3339 `timestamp` was: `<unknown>` if none, `<invalid>`."""
-    if not isinstance(timestamp, str) or not timestamp:
-        return "<unknown>"
-    try:
-        return human_duration(now - parse_rfc3339(timestamp))
-    except ValueError:
-        return "<invalid>"
 
 
 def resource_name(kind: Kind) -> str:
@@ -85,41 +50,25 @@ def object_ref(kind: Kind, name: str) -> str:
     return f"{resource_name(kind)}/{name}"
 
 
-def _name(obj: Object) -> str:
-    return str((obj.get("metadata") or {}).get("name", ""))
-
-
-def _labels(obj: Object) -> str:
-    labels = (obj.get("metadata") or {}).get("labels") or {}
-    return ",".join(f"{k}={v}" for k, v in sorted(labels.items())) or "<none>"
-
-
 class Table:
-    """The columns `get` prints for objects of one kind.
-
-    NAME, READY (the `Ready` condition's status, `-` when there is none), the kind's own
-    columns (`Kind.columns`), AGE; `wide` adds the Ready reason, generation,
-    resourceVersion and labels;
-    `namespaces` puts NAMESPACE first; `events` puts the watch EVENT type first.
-    """
+    """The columns `get` prints for objects of one kind (`setpoint.model.columns`, which the
+    API's Table answers share): those not `wide`, or all with `wide`; `namespaces` puts
+    NAMESPACE first; `events` puts the watch EVENT type first."""
 
     def __init__(
         self,
+        columns: Sequence[Column] = object_columns(),
         *,
         wide: bool = False,
         namespaces: bool = False,
         events: bool = False,
-        columns: Sequence[PrinterColumn] = (),
     ):
-        self.wide = wide
+        self.columns = tuple(c for c in columns if wide or not c.wide)
         self.namespaces = namespaces
         self.events = events
-        self.columns = tuple(columns)
 
     def header(self) -> list[str]:
-        cols = ["NAME", "READY", *(c.name for c in self.columns), "AGE"]
-        if self.wide:
-            cols += ["REASON", "GENERATION", "RESOURCEVERSION", "LABELS"]
+        cols = [c.name for c in self.columns]
         if self.namespaces:
             cols.insert(0, "NAMESPACE")
         if self.events:
@@ -127,58 +76,20 @@ class Table:
         return cols
 
     def row(self, obj: Object, now: float, event: str = "") -> list[str]:
-        meta = obj.get("metadata") or {}
-        ready = get_condition(obj.get("status"), READY)
-        cells = [
-            _name(obj),
-            str(ready["status"]) if ready else "-",
-            *(c.value(obj) for c in self.columns),
-            age(obj, now),
-        ]
-        if self.wide:
-            cells += [
-                str(ready.get("reason") or "-") if ready else "-",
-                str(meta.get("generation", "-")),
-                str(meta.get("resourceVersion", "-")),
-                _labels(obj),
-            ]
+        cells = [c.cell(obj, now) for c in self.columns]
         if self.namespaces:
-            cells.insert(0, str(meta.get("namespace") or "-"))
+            cells.insert(0, str((obj.get("metadata") or {}).get("namespace") or "-"))
         if self.events:
             cells.insert(0, event)
         return cells
 
 
-def _timestamp(value: Any) -> float | None:
-    if isinstance(value, str) and value:
-        try:
-            return parse_rfc3339(value)
-        except ValueError:
-            return None
-    return None
+class EventTable(Table):
+    """The columns of `get events` and `events`, as kubectl prints `Event`s
+    (`setpoint.model.columns.EVENT_COLUMNS`)."""
 
-
-def event_last_seen(event: Object) -> float | None:
-    """When an `Event` last happened: lastTimestamp, else eventTime, firstTimestamp, creation."""
-    for value in (
-        event.get("lastTimestamp"),
-        event.get("eventTime"),
-        event.get("firstTimestamp"),
-        (event.get("metadata") or {}).get("creationTimestamp"),
-    ):
-        seen = _timestamp(value)
-        if seen is not None:
-            return seen
-    return None
-
-
-def event_first_seen(event: Object) -> float | None:
-    """When an `Event` first happened: firstTimestamp, else eventTime, else its last time."""
-    for value in (event.get("firstTimestamp"), event.get("eventTime")):
-        seen = _timestamp(value)
-        if seen is not None:
-            return seen
-    return event_last_seen(event)
+    def __init__(self, *, wide: bool = False, namespaces: bool = False, events: bool = False):
+        super().__init__(EVENT_COLUMNS, wide=wide, namespaces=namespaces, events=events)
 
 
 def event_sort_key(event: Object) -> tuple[float, int, str, str]:
@@ -190,93 +101,11 @@ def event_sort_key(event: Object) -> tuple[float, int, str, str]:
     return (seen if seen is not None else float("-inf"), written, *sort_key(event))
 
 
-def _since(at: float | None, now: float) -> str:
-    return "<unknown>" if at is None else human_duration(now - at)
-
-
-def event_interval(event: Object, now: float) -> str:
-    """`5s`, or `5s (x3 over 2m)` for an event seen `count` > 1 times (kubectl's LAST SEEN)."""
-    last = _since(event_last_seen(event), now)
-    count = event.get("count")
-    if isinstance(count, int) and count > 1:
-        return f"{last} (x{count} over {_since(event_first_seen(event), now)})"
-    return last
-
-
-def event_object(event: Object) -> str:
-    """`greeting/hello`: the involved object, its kind in lower case (as kubectl)."""
-    ref = event.get("involvedObject") or {}
-    kind = str(ref.get("kind") or "").lower()
-    return f"{kind}/{ref['name']}" if ref.get("name") else kind
-
-
-def event_source(event: Object) -> str:
-    """`component, host`: who reported the event (the reporting component if no source)."""
-    source = event.get("source") or {}
-    component = source.get("component") or event.get("reportingComponent") or ""
-    host = source.get("host") or event.get("reportingInstance") or ""
-    return f"{component}, {host}" if host else str(component)
-
-
-class EventTable:
-    """The columns of `get events` and `events`, as kubectl prints `Event`s.
-
-    LAST SEEN, TYPE, REASON, OBJECT, MESSAGE; `wide` adds SUBOBJECT, SOURCE,
-    FIRST SEEN, COUNT and NAME; `namespaces` and `events` as `Table`.
-    """
-
-    def __init__(self, *, wide: bool = False, namespaces: bool = False, events: bool = False):
-        self.wide = wide
-        self.namespaces = namespaces
-        self.events = events
-
-    def header(self) -> list[str]:
-        cols = ["LAST SEEN", "TYPE", "REASON", "OBJECT"]
-        if self.wide:
-            cols += ["SUBOBJECT", "SOURCE"]
-        cols.append("MESSAGE")
-        if self.wide:
-            cols += ["FIRST SEEN", "COUNT", "NAME"]
-        if self.namespaces:
-            cols.insert(0, "NAMESPACE")
-        if self.events:
-            cols.insert(0, "EVENT")
-        return cols
-
-    def row(self, obj: Object, now: float, event: str = "") -> list[str]:
-        meta = obj.get("metadata") or {}
-        cells = [
-            event_interval(obj, now),
-            str(obj.get("type") or ""),
-            str(obj.get("reason") or ""),
-            event_object(obj),
-        ]
-        if self.wide:
-            cells += [
-                str((obj.get("involvedObject") or {}).get("fieldPath") or ""),
-                event_source(obj),
-            ]
-        cells.append(" ".join(str(obj.get("message") or "").split()))
-        if self.wide:
-            cells += [
-                _since(event_first_seen(obj), now),
-                str(obj.get("count") or 1),
-                _name(obj),
-            ]
-        if self.namespaces:
-            cells.insert(0, str(meta.get("namespace") or "-"))
-        if self.events:
-            cells.insert(0, event)
-        return cells
-
-
 def table_for(
     kind: Kind, *, wide: bool = False, namespaces: bool = False, events: bool = False
-) -> Table | EventTable:
-    """The columns `get` prints for `kind`: kubectl's event columns for `Event`, else `Table`'s."""
-    if (kind.api_version, kind.kind) == (EVENT.api_version, EVENT.kind):
-        return EventTable(wide=wide, namespaces=namespaces, events=events)
-    return Table(wide=wide, namespaces=namespaces, events=events, columns=kind.columns)
+) -> Table:
+    """The columns `get` prints for `kind` (`setpoint.model.columns.columns_for`)."""
+    return Table(columns_for(kind), wide=wide, namespaces=namespaces, events=events)
 
 
 def column_widths(rows: Sequence[Sequence[str]]) -> list[int]:

@@ -77,6 +77,7 @@ def workspace_base(ctx: Context) -> Path:
 async def run(ctx: Context, args: argparse.Namespace) -> int:
     from setpoint.api.serving import ServeOptions, serve_api
     from setpoint.api.tls import TlsFiles
+    from setpoint.store.kinds import publish_kinds
 
     if not 0 <= args.port <= 65535:
         raise Invalid(f"--port {args.port}: want 0 to 65535")
@@ -96,6 +97,7 @@ async def run(ctx: Context, args: argparse.Namespace) -> int:
         tls=tls,
     )
     async with ctx.open_store(create=True) as store, serve_api(store, options) as api:
+        await publish_kinds(store, store.registry)  # kinds as data: the Python kinds' CRDs
         print(
             f"serving the API on {api.url} (KUBECONFIG={options.kubeconfig} kubectl get all)",
             flush=True,

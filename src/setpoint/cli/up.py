@@ -17,6 +17,10 @@ engine that runs them, never half by one that is then refused.
 session, its output appended to `.setpoint/engine.log`), waits until it holds the store, has
 applied the manifests and runs its controllers, prints its pid and exits; `setpoint down`
 stops it.
+It also serves the Kubernetes-compatible API (`setpoint.api`) on 127.0.0.1 (a free port,
+or `--api-port`) with a new random admin token, and writes the workspace's `kubeconfig`
+(mode 0600), so `KUBECONFIG=.setpoint/kubeconfig kubectl get processes` works with no
+other flag while the engine runs.
 `--metrics-address HOST:PORT` serves `/metrics`, `/healthz` and `/readyz`
 (`setpoint.runtime.health`); a bare PORT listens on 127.0.0.1.
 
@@ -39,12 +43,14 @@ import signal
 import sys
 from pathlib import Path
 
+from setpoint.api.serving import ServeOptions, serve_api
 from setpoint.cli.apply import apply_object, check_manifests, refuse_dependency_cycles
 from setpoint.cli.background import START_TIMEOUT, Readiness, start_engine
 from setpoint.cli.context import Context
 from setpoint.cli.live import StatusBoard, view_for
 from setpoint.cli.load import read_manifests
 from setpoint.cli.render import object_ref
+from setpoint.cli.serve import workspace_base
 from setpoint.clock import SYSTEM_CLOCK
 from setpoint.control.kinds import AUTOSCALER, THERMOSTAT
 from setpoint.engine import Engine, EngineSettings, workspace_of
@@ -94,6 +100,14 @@ def add_parser(
         help="show the children's output too: the newest lines under the live view "
         "(each after its object's name), or as lines of their own when not on a terminal",
     )
+    p.add_argument(
+        "--api-port",
+        type=int,
+        default=0,
+        metavar="PORT",
+        help="serve the Kubernetes-compatible API (kubectl) on 127.0.0.1:PORT (default: a "
+        "free port), with a new token written to the workspace's kubeconfig",
+    )
     p.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)  # set by `up -d`
     p.set_defaults(run=run)
 
@@ -129,9 +143,28 @@ async def run(ctx: Context, args: argparse.Namespace) -> int:
             settings = EngineSettings(
                 store_url=ctx.store_url, manager=ManagerOptions(health_address=address)
             )
-            async with Engine(store, settings) as engine:
+            async with (
+                Engine(store, settings) as engine,
+                serve_api(store, _api_options(ctx, args.api_port)) as api,
+            ):
+                print(f"serving the API on {api.url} (KUBECONFIG={_api_kubeconfig(ctx)})")
                 return await _run_engine(engine, objects, readiness, logs=args.logs)
     return await _detach(ctx, args)
+
+
+def _api_options(ctx: Context, port: int) -> ServeOptions:
+    """The API `up` serves: loopback, one new admin token, the kubeconfig in the workspace."""
+    if not 0 <= port <= 65535:
+        raise Invalid(f"--api-port {port}: want 0 to 65535")
+    base = workspace_base(ctx)
+    return ServeOptions(
+        port=port, fresh_token=True, kubeconfig=base / "kubeconfig", tls_directory=base / "tls"
+    )
+
+
+def _api_kubeconfig(ctx: Context) -> str:
+    """The kubeconfig `up` writes, as the user would type it (relative when below here)."""
+    return _shown_path(workspace_base(ctx) / "kubeconfig")
 
 
 def _checked_objects(ctx: Context, paths: list[str]) -> list[tuple[Kind, Object]] | None:
@@ -181,6 +214,8 @@ def _engine_argv(ctx: Context, args: argparse.Namespace) -> list[str]:
     argv += ["up", *(os.path.abspath(p) for p in args.paths)]
     if args.metrics_address is not None:
         argv += ["--metrics-address", args.metrics_address]
+    if args.api_port:
+        argv += ["--api-port", str(args.api_port)]
     return argv
 
 

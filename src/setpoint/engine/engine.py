@@ -12,7 +12,9 @@ from `EngineSettings.manager`), the Process, Job,
 Deployment, Service, Thermostat and Autoscaler controllers, and the timeline recorder
 (`setpoint.insight.recorder`), with children's state files and logs in the `Workspace`
 beside the store, whose directories are made (or tightened to) mode 0700 (`setpoint.files`).
-Entering claims the store's engine lease first (`setpoint.engine.claim`):
+Entering claims the store's engine lease first (`setpoint.engine.claim`), then publishes
+the CRD of every kind registered in Python (`setpoint.store.kinds.publish_kinds`, written
+only when missing or changed):
 a second engine on the same store is refused with `EngineRunning` before it touches
 anything, so it can never stop or adopt the first one's children.
 
@@ -46,6 +48,7 @@ from setpoint.files import ensure_private_dir
 from setpoint.runtime.leases import LeaderElector
 from setpoint.runtime.manager import Manager, ManagerOptions
 from setpoint.store import Store
+from setpoint.store.kinds import publish_kinds
 from setpoint.workloads import deployment, service, supervisor
 from setpoint.workloads.job import JOB, JobController, JobSettings
 from setpoint.workloads.process import PROCESS, ProcessController, ProcessSettings
@@ -137,6 +140,7 @@ class Engine:
             self.store, self.holder, store_url=self.settings.store_url, clock=self.clock
         )
         self._holding = asyncio.create_task(self._hold(self._lease), name="engine-lease")
+        await publish_kinds(self.store, self.store.registry)  # kinds as data: CRDs
         self._wire()
         return self
 

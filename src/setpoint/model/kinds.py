@@ -21,15 +21,22 @@ A kind's `spec`, `status` and `body` are `Schema` models (`setpoint.model.schema
 one module of the model that imports pydantic, imported on the first validation). They
 may be given as the class, or as a `"module:Name"` reference imported on first use, so
 that defining and naming kinds costs no pydantic: the built-in kinds do that, and `setpoint
-get` never builds a model. Pure: no I/O.
+get` never builds a model.
+
+A kind defined as data (a `CustomResourceDefinition` in the store, `setpoint.model.crd`)
+has no models: its `validator` checks and defaults everything but metadata by the CRD's
+`openAPIV3Schema`. The registry keeps such kinds apart from those registered in Python:
+`define` adds or replaces one (a Python kind of the same apiVersion and kind wins),
+`forget` drops one, and `refresh`, when set (by the store), is called once on a lookup
+that misses so that a kind another process defined meanwhile is found. Pure: no I/O here.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 from setpoint.errors import Invalid, UnknownKind
 from setpoint.model.admission import check_values, refuse_unknown_fields
@@ -80,6 +87,18 @@ class PrinterColumn:
         return str(node)
 
 
+class KindValidator(Protocol):
+    """How a kind without models validates (a CRD's schema, `setpoint.model.crd`): in place,
+    with defaults filled, raising `Invalid` naming the field. Compared by value, so two
+    kinds built from one definition are equal."""
+
+    def validate(self, obj: Object) -> None:
+        """Every top-level field but `metadata` (which `Kind.validate` checks)."""
+
+    def validate_status(self, status: Any) -> Any:
+        """The status alone (not None); return it as it is to be stored."""
+
+
 @dataclass(frozen=True)
 class Kind:
     """One kind: its names, scope and schemas. `plural` defaults to the lowercased kind plus
@@ -103,6 +122,9 @@ class Kind:
     """Top-level fields whose values are secret (a Secret's `data`): the timeline records
     only which keys changed, `describe` shows keys and sizes, and the values are masked
     wherever a child's output is quoted (`setpoint.model.redaction`)."""
+    validator: KindValidator | None = None
+    """Validation of a kind with no models (defined by a CRD): used instead of `spec`,
+    `status` and `body`."""
 
     def __post_init__(self) -> None:
         if "/" not in self.api_version and self.api_version != "v1":
@@ -140,9 +162,13 @@ class Kind:
         Spec and status are replaced by their normalised form (defaults filled,
         camelCase keys), so what is stored is what the schema means.
         """
+        check_values(obj)
+        if self.validator is not None:
+            check_metadata(obj, namespaced=self.namespaced)
+            self.validator.validate(obj)
+            return
         from setpoint.model.schema import model_of, validated
 
-        check_values(obj)
         if self.spec is not None:  # a kind with neither spec nor body schema takes any field
             refuse_unknown_fields(obj, _TOP_LEVEL)
         check_metadata(obj, namespaced=self.namespaced)
@@ -157,9 +183,14 @@ class Kind:
             obj["status"] = validated(model_of(self.status), obj.get("status"), "status")
 
     def validate_status(self, status: Any) -> Any:
+        if status is None:
+            return status
+        if self.validator is not None:
+            check_values(status, "status")
+            return self.validator.validate_status(status)
         from setpoint.model.schema import model_of, validated
 
-        if self.status is None or status is None:
+        if self.status is None:
             return status
         check_values(status, "status")
         return validated(model_of(self.status), status, "status")
@@ -174,23 +205,58 @@ class Registry:
     """Kinds by (apiVersion, kind), and by every name the CLI accepts for them."""
 
     _kinds: dict[tuple[str, str], Kind] = field(default_factory=dict)
+    _defined: set[tuple[str, str]] = field(default_factory=set)
+    """The keys of `_kinds` defined as data (`define`), not registered in Python."""
+    refresh: Callable[[], None] | None = None
+    """Called once by a lookup that misses, before it raises `UnknownKind`: the store
+    sets it to re-learn the kinds its CRDs define (`setpoint.store.kinds`)."""
 
     def register(self, kind: Kind) -> Kind:
         """Add `kind`; return it. Registering the same definition twice is harmless; a
-        different one under the same (apiVersion, kind) is refused."""
-        existing = self._kinds.get((kind.api_version, kind.kind))
-        if existing is not None and existing != kind:
+        different one under the same (apiVersion, kind) is refused. A kind registered in
+        Python takes the place of one defined as data."""
+        key = (kind.api_version, kind.kind)
+        existing = self._kinds.get(key)
+        if existing is not None and existing != kind and key not in self._defined:
             raise Invalid(f"{kind.kind} in {kind.api_version} is already registered differently")
-        self._kinds[(kind.api_version, kind.kind)] = kind
+        self._kinds[key] = kind
+        self._defined.discard(key)
         return kind
 
+    def define(self, kind: Kind) -> bool:
+        """Add or replace a kind defined as data (by a CRD); whether the registry now
+        knows it. A kind registered in Python under the same (apiVersion, kind) stays, and
+        the definition is ignored (False)."""
+        key = (kind.api_version, kind.kind)
+        if key in self._kinds and key not in self._defined:
+            return False
+        self._kinds[key] = kind
+        self._defined.add(key)
+        return True
+
+    def forget(self, api_version: str, kind: str) -> None:
+        """Drop a kind defined as data (a kind registered in Python stays)."""
+        if (api_version, kind) in self._defined:
+            del self._kinds[(api_version, kind)]
+            self._defined.discard((api_version, kind))
+
+    def registered(self, api_version: str, kind: str) -> bool:
+        """Whether a kind registered in Python has this apiVersion and kind (no refresh)."""
+        key = (api_version, kind)
+        return key in self._kinds and key not in self._defined
+
+    def defined(self) -> list[Kind]:
+        """The kinds defined as data, as `define` left them."""
+        return [self._kinds[key] for key in sorted(self._defined)]
+
     def get(self, api_version: str, kind: str) -> Kind:
-        try:
-            return self._kinds[(api_version, kind)]
-        except KeyError:
-            raise UnknownKind(
-                f'no kind "{kind}" is registered in version "{api_version}"'
-            ) from None
+        found = self._kinds.get((api_version, kind))
+        if found is None and self.refresh is not None:
+            self.refresh()
+            found = self._kinds.get((api_version, kind))
+        if found is None:
+            raise UnknownKind(f'no kind "{kind}" is registered in version "{api_version}"')
+        return found
 
     def for_object(self, obj: Object) -> Kind:
         api_version, kind = obj.get("apiVersion"), obj.get("kind")
@@ -203,19 +269,25 @@ class Registry:
     def resolve(self, name: str) -> Kind:
         """Find a kind by what a person types: `Process`, `process`, `processes`, `proc`,
         optionally qualified by group (`processes.setpoint.dev`)."""
-        wanted, _, group = name.partition(".")
-        wanted = wanted.lower()
-        matches = [
-            k
-            for k in self._kinds.values()
-            if wanted in (k.singular, k.plural, *k.short_names) and (not group or k.group == group)
-        ]
+        matches = self._matches(name)
+        if not matches and self.refresh is not None:
+            self.refresh()
+            matches = self._matches(name)
         if not matches:
             raise UnknownKind(f'the server doesn\'t have a resource type "{name}"')
         if len(matches) > 1:
             options = ", ".join(f"{k.plural}.{k.group}" for k in matches)
             raise Invalid(f'"{name}" is ambiguous: say one of {options}')
         return matches[0]
+
+    def _matches(self, name: str) -> list[Kind]:
+        wanted, _, group = name.partition(".")
+        wanted = wanted.lower()
+        return [
+            k
+            for k in self._kinds.values()
+            if wanted in (k.singular, k.plural, *k.short_names) and (not group or k.group == group)
+        ]
 
     def __iter__(self) -> Iterator[Kind]:
         return iter(sorted(self._kinds.values(), key=lambda k: (k.group, k.kind)))

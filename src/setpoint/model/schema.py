@@ -7,18 +7,26 @@ an error rather than silently dropped.
 
 This is the only module of the model that imports pydantic; `setpoint.model.kinds`
 imports it on the first validation, so that code which only names kinds (the CLI's
-`--help`, `get`) never pays for pydantic. Pure: no I/O.
+`--help`, `get`) never pays for pydantic. `json_schema_of` is a model's JSON schema with each
+field described by its docstring (`setpoint.model.crd` makes OpenAPI schemas of it). Pure:
+no I/O (but reading a model's source for its field docstrings).
 """
 
 from __future__ import annotations
 
+import ast
 import functools
 import importlib
+import inspect
+import itertools
 import json
+import textwrap
 from typing import Any, get_args
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic.alias_generators import to_camel
+from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
+from pydantic_core import core_schema
 
 from setpoint.errors import Invalid
 from setpoint.model.admission import unknown_field_message
@@ -111,3 +119,62 @@ def _path(root: str, loc: tuple[int | str, ...]) -> str:
         else:
             out += f".{part}"
     return out.lstrip(".")
+
+
+def json_schema_of(model: type[BaseModel]) -> dict[str, Any]:
+    """pydantic's JSON schema of `model` in wire names (validation mode), every field
+    without a description described by its docstring (the string after it in the class).
+    A value that a validator sees before its type is checked (a `BeforeValidator`, a
+    `field_validator(mode="before")`) may be anything the validator turns into that type:
+    its schema is `{}` (any value), so that the schema accepts all the model accepts."""
+    return model.model_json_schema(by_alias=True, schema_generator=_DescribedFields)
+
+
+class _DescribedFields(GenerateJsonSchema):
+    def function_before_schema(
+        self, schema: core_schema.BeforeValidatorFunctionSchema
+    ) -> JsonSchemaValue:
+        if schema["schema"]["type"] == "model":
+            return super().function_before_schema(schema)
+        return {}
+
+    def function_wrap_schema(
+        self, schema: core_schema.WrapValidatorFunctionSchema
+    ) -> JsonSchemaValue:
+        if schema["schema"]["type"] == "model":
+            return super().function_wrap_schema(schema)
+        return {}
+
+    def model_schema(self, schema: core_schema.ModelSchema) -> JsonSchemaValue:
+        out = super().model_schema(schema)
+        properties = out.get("properties") or {}
+        docs = field_docstrings(schema["cls"])
+        for name, field in schema["cls"].model_fields.items():
+            wire = properties.get(field.alias or name)
+            if isinstance(wire, dict) and name in docs and "description" not in wire:
+                wire["description"] = docs[name]
+        return out
+
+
+def field_docstrings(cls: type) -> dict[str, str]:
+    """`{field: docstring}` of a class and its bases: the string literal written just
+    after an annotated attribute (as pydantic's `use_attribute_docstrings` reads them)."""
+    docs: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        if klass is object or klass.__module__.startswith("pydantic"):
+            continue
+        try:
+            tree = ast.parse(textwrap.dedent(inspect.getsource(klass)))
+        except (OSError, TypeError, SyntaxError):
+            continue
+        body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
+        for node, after in itertools.pairwise(body):
+            if (
+                isinstance(node, ast.AnnAssign)
+                and isinstance(node.target, ast.Name)
+                and isinstance(after, ast.Expr)
+                and isinstance(after.value, ast.Constant)
+                and isinstance(after.value.value, str)
+            ):
+                docs[node.target.id] = inspect.cleandoc(after.value.value)
+    return docs

@@ -1,5 +1,6 @@
 """The runtime's own kinds, `Event` (v1) and `Lease` (coordination.k8s.io/v1), and
-`register`, which adds them to a registry.
+`register`, which adds them and the kind of CRDs (`setpoint.model.crd.CRD`, kinds as data)
+to a registry.
 
 Only declarations: the schemas stay beside the code that writes them
 (`setpoint.runtime.events`, `setpoint.runtime.leases`) and are named lazily, so naming
@@ -8,6 +9,7 @@ these kinds imports neither pydantic nor those modules. No I/O.
 
 from __future__ import annotations
 
+from setpoint.model.crd import CRD
 from setpoint.model.kinds import Kind, Registry
 
 EVENT = Kind(
@@ -25,11 +27,11 @@ LEASE = Kind(
 )
 """The built-in `Lease` kind (namespaced), as Kubernetes' coordination.k8s.io/v1 Lease."""
 
-KINDS = (EVENT, LEASE)
-"""The kinds this package defines."""
+KINDS = (EVENT, LEASE, CRD)
+"""The kinds this package registers."""
 
 
 def register(registry: Registry) -> None:
-    """Add Event and Lease to `registry`."""
+    """Add Event, Lease and CustomResourceDefinition to `registry`."""
     for kind in KINDS:
         registry.register(kind)

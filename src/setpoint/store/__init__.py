@@ -19,6 +19,8 @@ URLs
 `open_store(url, create=False)` is how readers open a store: one that does not exist
 is `NotFound`, never created empty. `open_reader(url, registry)` gives a short-lived
 reader synchronous reads without an event loop (`setpoint get` imports no asyncio).
+Both learn the kinds the store's CustomResourceDefinitions define (`setpoint.store.kinds`);
+`read_kinds(url, registry)` does only that.
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ __all__ = [
     "UnknownKind",
     "WatchEvent",
     "open_store",
+    "read_kinds",
 ]
 
 
@@ -121,6 +124,20 @@ def open_reader(
 
 HTTP_SCHEMES = ("http", "https")
 """The schemes of a store reached through an API server."""
+
+
+def read_kinds(url: str, registry: Registry) -> None:
+    """Learn the kinds the CRDs of the store at `url` define, reading synchronously; nothing
+    when there is no store there or its backend has no synchronous reader."""
+    from setpoint.model.crd import CRD
+
+    registry.register(CRD)
+    try:
+        reader = open_reader(url, registry)  # which learns them, as `open_store` does
+    except (NotFound, Invalid):
+        return
+    if reader is not None:
+        reader.close()
 
 
 def _parse(url: str) -> tuple[str, dict[str, str]]:

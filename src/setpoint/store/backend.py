@@ -2,17 +2,21 @@
 requests, and serving `watch` from the shared fan-out.
 
 A backend subclasses `Backend` and supplies `_execute` (run one write in a
-transaction), `_history` (the log after a revision) and the reads.
+transaction), `_history` (the log after a revision) and the reads. It passes every entry
+it publishes to watchers to `_learn_kinds` too, so that CRDs written by any process
+define kinds in this one (`setpoint.store.kinds`); a CRD written here is learnt as soon
+as its write returns.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
-from setpoint.model import Object, Registry, Selector
+from setpoint.model import Object, Registry, Selector, codec
 from setpoint.store.base import WatchEvent
+from setpoint.store.kinds import is_crd, learn_change
 from setpoint.store.rules import Write, key_of, prepare
 from setpoint.store.watchers import LogEntry, Watchers, WatchFilter
 
@@ -59,14 +63,32 @@ class Backend(ABC):
             revision = page_revision
         return items, revision
 
+    async def _write(self, write: Write) -> Object:
+        """`_execute`, and a CRD's kind learnt (or forgotten) at once."""
+        written = await self._execute(write)
+        if is_crd(write.kind.api_version, write.kind.kind):
+            meta = written["metadata"]
+            gone = not meta.get("finalizers") and (
+                write.op == "delete" or bool(meta.get("deletionTimestamp"))
+            )
+            learn_change(self.registry, written, deleted=gone)
+        return written
+
+    def _learn_kinds(self, entries: Iterable[LogEntry]) -> None:
+        """Learn the kinds of the CRDs among committed `entries` (whoever wrote them)."""
+        for entry in entries:
+            if is_crd(entry.api_version, entry.kind):
+                obj = codec.decode(entry.data)
+                learn_change(self.registry, obj, deleted=entry.type == "DELETED")
+
     async def create(self, obj: Object) -> Object:
-        return await self._execute(prepare(self.registry, "create", obj))
+        return await self._write(prepare(self.registry, "create", obj))
 
     async def update(self, obj: Object) -> Object:
-        return await self._execute(prepare(self.registry, "update", obj))
+        return await self._write(prepare(self.registry, "update", obj))
 
     async def update_status(self, obj: Object) -> Object:
-        return await self._execute(prepare(self.registry, "update_status", obj))
+        return await self._write(prepare(self.registry, "update_status", obj))
 
     async def patch(
         self,
@@ -79,7 +101,7 @@ class Backend(ABC):
     ) -> Object:
         k = self.registry.get(api_version, kind)
         key = key_of(k, name, namespace)
-        return await self._execute(Write("patch", key, k, patch=patch, patch_type=patch_type))
+        return await self._write(Write("patch", key, k, patch=patch, patch_type=patch_type))
 
     async def delete(
         self,
@@ -102,7 +124,7 @@ class Backend(ABC):
             propagation=propagation_policy,
             preconditions={f: v for f, v in preconditions.items() if v is not None},
         )
-        return await self._execute(write)
+        return await self._write(write)
 
     def watch(
         self,

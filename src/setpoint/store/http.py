@@ -274,14 +274,17 @@ def group_versions(group_list: Any) -> list[str]:
 
 
 def learn(registry: Registry, kinds: Iterable[Kind]) -> list[Kind]:
-    """Add to `registry` the served kinds it lacks (a kind it knows keeps its definition,
-    with its schema and columns); return every served kind, as the registry has it."""
+    """Define in `registry` the served kinds it lacks, as data (a kind it knows keeps its
+    definition, with its schema and columns); return every served kind, as the registry
+    has it. (No `registry.get`: a miss would call `refresh`, which may be discovery.)"""
+    known = {(k.api_version, k.kind): k for k in registry}
     served = []
     for kind in kinds:
-        try:
-            served.append(registry.get(kind.api_version, kind.kind))
-        except Invalid:
-            served.append(registry.register(kind))
+        have = known.get((kind.api_version, kind.kind))
+        if have is None:
+            registry.define(kind)
+            have = kind
+        served.append(have)
     return served
 
 
@@ -656,8 +659,9 @@ def _mapping(obj: Any) -> Object:
 
 
 class HttpReader:
-    """The `Reader` over the API (httpx's synchronous client): discovery when opened, then
-    `get` and `list` as `HttpStore` answers them."""
+    """The `Reader` over the API (httpx's synchronous client): `get` and `list` as
+    `HttpStore` answers them. Discovery runs when a kind is not found (it becomes the
+    registry's `refresh` while the reader is open, unless one is set), or by `discover`."""
 
     def __init__(
         self, server: str, registry: Registry, credentials: Credentials | None = None
@@ -673,13 +677,12 @@ class HttpReader:
             timeout=httpx.Timeout(30.0, connect=10.0),
             transport=httpx.HTTPTransport(verify=verify, socket_options=SOCKET_OPTIONS),
         )
-        try:
-            self._discover()
-        except BaseException:
-            self.close()
-            raise
+        self._refreshes = registry.refresh is None
+        if self._refreshes:
+            registry.refresh = self.discover
 
-    def _discover(self) -> None:
+    def discover(self) -> None:
+        """Learn the kinds the server serves (`learn`)."""
         versions = ["v1"] if self._optional("/api") else []
         versions += group_versions(self._optional("/apis"))
         kinds: builtins.list[Kind] = []
@@ -732,5 +735,7 @@ class HttpReader:
             params["continue"] = token
 
     def close(self) -> None:
+        if self._refreshes and self.registry.refresh == self.discover:
+            self.registry.refresh = None
         with contextlib.suppress(Exception):
             self._client.close()

@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 from setpoint.clock import SYSTEM_CLOCK, Clock
 from setpoint.errors import Gone, StoreClosed
 from setpoint.model import Object, Registry, Selector, codec
+from setpoint.model.crd import CRD
 from setpoint.store.backend import Backend
 from setpoint.store.rules import Key, Write, decide, encode, key_of, not_found, stamp
 from setpoint.store.watchers import LogEntry, Watchers, matcher
@@ -28,6 +29,7 @@ class MemoryStore(Backend):
         history: int = 10_000,
     ) -> None:
         self.registry = registry if registry is not None else Registry()
+        self.registry.register(CRD)  # a new store holds no CRDs yet: no kind to learn
         self._clock = clock
         self._history_size = history
         self._objects: dict[tuple[str, str], dict[tuple[str, str], bytes]] = {}
@@ -68,6 +70,7 @@ class MemoryStore(Backend):
         if len(self._log) > 2 * self._history_size:
             self._compact_to(self._log[-self._history_size - 1].revision)
         self._watchers.publish((entry,))
+        self._learn_kinds((entry,))
         written: Object = codec.decode(data)
         return written
 

@@ -27,7 +27,8 @@ if TYPE_CHECKING:
 
 MAX_OBJECT_BYTES = 3 * 1024 * 1024 // 2  # 1.5 MiB, as etcd's default request limit
 
-_USER_METADATA = ("labels", "annotations", "finalizers", "ownerReferences")
+_USER_METADATA = ("labels", "annotations", "finalizers", "ownerReferences", "managedFields")
+"""Metadata a writer gives (managedFields: server-side apply's, `setpoint.model.managed_fields`)."""
 
 FOREGROUND_DELETION = "foregroundDeletion"
 """Finalizer of an owner whose dependents the garbage collector deletes first."""

@@ -17,6 +17,10 @@ earlier version left it wider; a directory the store has to make for it is 0700
 Watchers in this process are fed from the writer after commit. Changes written by
 other processes are found by polling `PRAGMA data_version` (a free check) every
 `poll_interval` seconds and reading the log after the last published revision.
+
+Kinds as data (`setpoint.store.kinds`): opening learns the kinds of the stored CRDs; every
+published CRD change (this process's or another's) is learnt; while open, the registry's
+`refresh` rereads the CRDs (one query) when a lookup misses.
 """
 
 from __future__ import annotations
@@ -39,8 +43,9 @@ from setpoint.errors import Error, Gone, Invalid, StoreClosed
 from setpoint.files import ensure_private_dir, make_private, sqlite_files
 from setpoint.model import Object, Registry, Selector, codec
 from setpoint.store.backend import Backend
+from setpoint.store.kinds import learn_kinds
 from setpoint.store.rules import Change, Write, decide, encode, key_of, not_found, stamp
-from setpoint.store.sqlite_reader import GET, list_query, revision_now
+from setpoint.store.sqlite_reader import GET, list_query, read_crds, revision_now
 from setpoint.store.watchers import LogEntry, Watchers, matcher
 
 log = logging.getLogger("setpoint.store.sqlite")
@@ -141,10 +146,13 @@ class SqliteStore(Backend):
             make_private(*sqlite_files(self.path))  # before anything is written to it
             self._conn.executescript(_SCHEMA)
             self._published = revision_now(self._conn)
+            learn_kinds(self.registry, read_crds(self._conn))
         except (OSError, sqlite3.Error) as exc:
             raise Invalid(
                 f"cannot open {self.path!r} as a SQLite store: {exc}", field="store"
             ) from None
+        self._outer_refresh = self.registry.refresh
+        self.registry.refresh = self._reread_kinds
         self._writer = threading.Thread(
             target=self._write_loop, name="setpoint-sqlite-writer", daemon=True
         )
@@ -154,6 +162,12 @@ class SqliteStore(Backend):
             asyncio.create_task(self._poll(), name="setpoint-sqlite-poll"),
         ]
         return self
+
+    def _reread_kinds(self) -> None:
+        """The registry's `refresh` while open: learn the CRDs as they are now stored."""
+        if not self._closed:
+            with contextlib.suppress(sqlite3.Error):
+                learn_kinds(self.registry, read_crds(self._conn))
 
     # -- writes -----------------------------------------------------------------
 
@@ -333,6 +347,7 @@ class SqliteStore(Backend):
         if fresh:
             self._published = fresh[-1].revision
             self._watchers.publish(fresh)
+            self._learn_kinds(fresh)
 
     async def _poll(self) -> None:
         seen = None
@@ -467,6 +482,8 @@ class SqliteStore(Backend):
         if self._closed:
             return
         self._closed = True
+        if self.registry.refresh == self._reread_kinds:
+            self.registry.refresh = self._outer_refresh
         self._writes.put(None)
         await asyncio.to_thread(self._writer.join)
         self._notes.put_nowait(None)

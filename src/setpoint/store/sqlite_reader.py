@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING
 
 from setpoint.errors import Error, Invalid
 from setpoint.model import Object, Registry, Selector, codec
+from setpoint.model.crd import CRD
 from setpoint.store.keys import key_of, not_found
+from setpoint.store.kinds import learn_kinds
 
 if TYPE_CHECKING:
     import builtins
@@ -38,6 +40,12 @@ def list_query(api_version: str, kind: str, namespace: str | None) -> tuple[str,
     return query + " ORDER BY namespace, name", args
 
 
+def read_crds(conn: sqlite3.Connection) -> builtins.list[Object]:
+    """Every stored `CustomResourceDefinition` (`setpoint.store.kinds` learns their kinds)."""
+    query, args = list_query(CRD.api_version, CRD.kind, None)
+    return [codec.decode(data) for (data,) in conn.execute(query, args).fetchall()]
+
+
 def revision_now(conn: sqlite3.Connection) -> int:
     revision: int = conn.execute(REVISION).fetchone()[0]
     return revision
@@ -52,6 +60,7 @@ class SqliteReader:
             self._conn = sqlite3.connect(path, isolation_level=None, timeout=30.0)
             revision_now(self._conn)  # the file is a store (a database, with the log table)
             self._conn.execute("SELECT 1 FROM objects LIMIT 0")
+            learn_kinds(registry, read_crds(self._conn))
         except sqlite3.Error as exc:
             raise Invalid(f"cannot open {path!r} as a SQLite store: {exc}", field="store") from None
 

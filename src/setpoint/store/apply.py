@@ -1,0 +1,92 @@
+"""Server-side apply against a store: read the live object, let
+`setpoint.model.managed_fields.apply` decide what the manager's apply makes of it, write
+that with compare-and-swap, and read again on a lost race.
+
+    obj = await server_side_apply(store, kind, name, namespace, applied,
+                                  field_manager="kubectl", force=False)
+
+What the HTTP API's `PATCH` with `application/apply-patch+yaml` does (`kubectl apply
+--server-side`). A `Conflict` with `causes` (fields owned by other managers) is the
+caller's to show; a lost race (`Conflict` without causes) is retried here.
+"""
+
+from __future__ import annotations
+
+import copy
+from datetime import UTC, datetime
+from typing import Any
+
+from setpoint.errors import AlreadyExists, Conflict, Invalid, NotFound
+from setpoint.model import Kind, Object
+from setpoint.model.managed_fields import apply
+from setpoint.store.base import Store
+
+ATTEMPTS = 10
+"""Read-decide-write rounds before a busy object's `Conflict` is given to the caller."""
+
+
+async def server_side_apply(
+    store: Store,
+    kind: Kind,
+    name: str,
+    namespace: str | None,
+    applied: Any,
+    *,
+    field_manager: str,
+    force: bool = False,
+    dry_run: bool = False,
+    now: datetime | None = None,
+) -> Object:
+    """Apply `applied` (the manager's whole configuration of the object `name` of `kind`)
+    and return the object as stored (with `dry_run`: as it would be, nothing written)."""
+    intent = _intent(kind, name, namespace, applied)
+    for _ in range(ATTEMPTS):
+        try:
+            live: Object | None = await store.get(kind.api_version, kind.kind, name, namespace)
+        except NotFound:
+            live = None
+        at = now or datetime.now(UTC)
+        merged = apply(live, intent, manager=field_manager, force=force, now=at)
+        if dry_run:
+            kind.validate(merged)
+            return merged
+        try:
+            if live is None:
+                return await store.create(merged)
+            return await store.update(merged)
+        except AlreadyExists:
+            continue
+        except Conflict as exc:
+            if exc.causes:
+                raise
+            continue  # changed meanwhile: apply onto what is there now
+    raise Conflict(f'{kind.kind} "{name}" kept changing while being applied; try again')
+
+
+def _intent(kind: Kind, name: str, namespace: str | None, applied: Any) -> Object:
+    """The applied configuration, checked to be the object addressed."""
+    if not isinstance(applied, dict):
+        raise Invalid("an applied configuration must be an object")
+    intent = copy.deepcopy(applied)
+    if intent.get("apiVersion") != kind.api_version or intent.get("kind") != kind.kind:
+        raise Invalid(
+            f"want apiVersion {kind.api_version} and kind {kind.kind}, as the URL says",
+            field="apiVersion",
+        )
+    meta = intent.setdefault("metadata", {})
+    if not isinstance(meta, dict):
+        raise Invalid("must be an object", field="metadata")
+    if meta.get("name", name) != name:
+        raise Invalid(f"{meta.get('name')!r}: the URL names {name!r}", field="metadata.name")
+    meta["name"] = name
+    if kind.namespaced:
+        if meta.get("namespace", namespace) != namespace:
+            raise Invalid(
+                f"{meta.get('namespace')!r}: the URL names {namespace!r}",
+                field="metadata.namespace",
+            )
+        meta["namespace"] = namespace
+    for server_owned in ("managedFields", "resourceVersion", "uid", "creationTimestamp"):
+        meta.pop(server_owned, None)
+    intent.pop("status", None)
+    return intent

@@ -1,0 +1,195 @@
+"""Server-side apply (`setpoint.model.managed_fields`): an apply owns the fields it sets,
+drops the ones it no longer sets, conflicts (naming the fields and their owners) with
+other managers' fields unless forced, and shares fields applied with the same value;
+plain writes take the fields they change."""
+
+from __future__ import annotations
+
+import copy
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from setpoint.errors import Conflict
+from setpoint.model.managed_fields import apply, decode, encode, fields_of, update
+
+NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
+
+
+def deploy(spec: dict[str, Any], labels: dict[str, str] | None = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": "web", "namespace": "default"}
+    if labels is not None:
+        meta["labels"] = labels
+    return {
+        "apiVersion": "setpoint.dev/v1alpha1",
+        "kind": "Deployment",
+        "metadata": meta,
+        "spec": spec,
+    }
+
+
+def owners(obj: dict[str, Any]) -> dict[str, set[str]]:
+    return {
+        f"{e['manager']}/{e['operation']}": {".".join(p) for p in decode(e["fieldsV1"])}
+        for e in obj["metadata"].get("managedFields", [])
+    }
+
+
+def test_a_first_apply_owns_every_field_it_sets() -> None:
+    applied = deploy({"replicas": 2, "template": {"args": ["web"]}}, labels={"app": "web"})
+    merged = apply(None, applied, manager="kubectl", force=False, now=NOW)
+    assert merged["spec"] == applied["spec"]
+    assert merged["metadata"]["labels"] == {"app": "web"}
+    (entry,) = merged["metadata"]["managedFields"]
+    assert entry == {
+        "manager": "kubectl",
+        "operation": "Apply",
+        "apiVersion": "setpoint.dev/v1alpha1",
+        "time": "2026-01-01T12:00:00Z",
+        "fieldsType": "FieldsV1",
+        "fieldsV1": {
+            "f:metadata": {"f:labels": {"f:app": {}}},
+            "f:spec": {"f:replicas": {}, "f:template": {"f:args": {}}},
+        },
+    }
+
+
+def test_a_field_no_longer_applied_is_removed() -> None:
+    first = apply(
+        None, deploy({"replicas": 2, "paused": True}, {"a": "1", "b": "2"}), manager="m",
+        force=False, now=NOW,
+    )  # fmt: skip
+    second = apply(first, deploy({"replicas": 2}, {"a": "1"}), manager="m", force=False, now=NOW)
+    assert second["spec"] == {"replicas": 2}
+    assert second["metadata"]["labels"] == {"a": "1"}
+    third = apply(second, deploy({"replicas": 2}), manager="m", force=False, now=NOW)
+    assert "labels" not in third["metadata"]
+    assert owners(third) == {"m/Apply": {"spec.replicas"}}
+
+
+def test_another_managers_field_is_a_conflict_naming_it() -> None:
+    live = apply(None, deploy({"replicas": 2, "paused": False}), manager="a", force=False, now=NOW)
+    with pytest.raises(Conflict) as caught:
+        apply(live, deploy({"replicas": 5}), manager="b", force=False, now=NOW)
+    assert caught.value.causes == [
+        {
+            "reason": "FieldManagerConflict",
+            "message": 'conflict with "a" using setpoint.dev/v1alpha1',
+            "field": ".spec.replicas",
+        }
+    ]
+    assert "Apply failed with 1 conflict" in str(caught.value)
+    assert live["spec"]["replicas"] == 2  # nothing changed
+
+
+def test_force_takes_the_field_and_the_same_value_shares_it() -> None:
+    live = apply(None, deploy({"replicas": 2, "paused": False}), manager="a", force=False, now=NOW)
+    shared = apply(live, deploy({"paused": False}), manager="b", force=False, now=NOW)
+    assert owners(shared) == {
+        "a/Apply": {"spec.replicas", "spec.paused"},
+        "b/Apply": {"spec.paused"},
+    }
+    # a drops `paused`: b still owns it, so it stays
+    kept = apply(shared, deploy({"replicas": 2}), manager="a", force=False, now=NOW)
+    assert kept["spec"] == {"replicas": 2, "paused": False}
+    taken = apply(kept, deploy({"replicas": 7}), manager="b", force=True, now=NOW)
+    assert taken["spec"]["replicas"] == 7
+    assert owners(taken) == {"b/Apply": {"spec.replicas"}}  # a owned nothing else: gone
+    assert taken["spec"] == {"replicas": 7}  # b's apply no longer holds `paused`
+
+
+def test_a_plain_write_takes_what_it_changes() -> None:
+    live = apply(None, deploy({"replicas": 2, "paused": False}), manager="kubectl", force=False,
+                 now=NOW)  # fmt: skip
+    scaled = copy.deepcopy(live)
+    scaled["spec"]["replicas"] = 4
+    written = update(live, scaled, manager="autoscaler", now=NOW)
+    assert owners(written) == {
+        "kubectl/Apply": {"spec.paused"},
+        "autoscaler/Update": {"spec.replicas"},
+    }
+    with pytest.raises(Conflict) as caught:
+        apply(written, deploy({"replicas": 2, "paused": False}), manager="kubectl", force=False,
+              now=NOW)  # fmt: skip
+    assert caught.value.causes[0]["field"] == ".spec.replicas"
+    assert 'conflict with "autoscaler"' in caught.value.causes[0]["message"]
+    same = apply(written, deploy({"replicas": 4, "paused": False}), manager="kubectl",
+                 force=False, now=NOW)  # fmt: skip
+    assert same["spec"]["replicas"] == 4  # the same value: shared, no conflict
+
+
+def test_fieldsv1_round_trips_and_reads_kubernetes_forms() -> None:
+    paths = {("spec", "replicas"), ("spec", "template", "args"), ("metadata", "labels", "a")}
+    assert decode(encode(paths)) == paths
+    kubernetes = {
+        "f:spec": {".": {}, "f:ports": {'k:{"port":80}': {".": {}, "f:port": {}}}},
+        "f:metadata": {"f:labels": {".": {}, "f:app": {}}},
+    }
+    assert decode(kubernetes) == {
+        ("spec",),
+        ("spec", "ports"),
+        ("metadata", "labels"),
+        ("metadata", "labels", "app"),
+    }
+
+
+_VALUES = st.recursive(
+    st.integers(0, 3) | st.text("ab", max_size=2) | st.lists(st.integers(0, 2), max_size=2),
+    lambda inner: st.dictionaries(st.sampled_from(["x", "y", "z"]), inner, max_size=3),
+    max_leaves=6,
+)
+_SPECS = st.dictionaries(st.sampled_from(["a", "b", "c"]), _VALUES, max_size=3)
+
+
+@settings(max_examples=80, deadline=None)
+@given(_SPECS, _SPECS)
+def test_one_manager_never_conflicts_and_reapplying_changes_nothing(
+    first: dict[str, Any], second: dict[str, Any]
+) -> None:
+    live = apply(None, deploy(first), manager="m", force=False, now=NOW)
+    after = apply(live, deploy(second), manager="m", force=False, now=NOW)
+    assert after["spec"] == second
+    assert apply(after, deploy(second), manager="m", force=False, now=NOW) == after
+    assert {p for e in after["metadata"].get("managedFields", []) for p in decode(e["fieldsV1"])} \
+        == fields_of(deploy(second))  # fmt: skip
+
+
+async def test_server_side_apply_against_a_store() -> None:
+    from setpoint.engine import builtin_kinds
+    from setpoint.errors import Invalid
+    from setpoint.store import open_store
+    from setpoint.store.apply import server_side_apply
+    from setpoint.workloads.kinds import PROCESS
+
+    store = await open_store("memory://", builtin_kinds())
+    try:
+        applied = {
+            "apiVersion": PROCESS.api_version,
+            "kind": "Process",
+            "metadata": {"name": "p"},
+            "spec": {"args": ["true"]},
+        }
+        dry = await server_side_apply(
+            store, PROCESS, "p", "default", applied, field_manager="m", dry_run=True
+        )
+        assert dry["spec"]["restartPolicy"] == "Always"  # validated, defaults filled
+        assert await store.revision() == 0  # nothing written
+        created = await server_side_apply(
+            store, PROCESS, "p", "default", applied, field_manager="m"
+        )
+        again = await server_side_apply(store, PROCESS, "p", "default", applied, field_manager="m")
+        assert again["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
+        with pytest.raises(Conflict) as caught:
+            await server_side_apply(
+                store, PROCESS, "p", "default", {**applied, "spec": {"args": ["false"]}},
+                field_manager="n",
+            )  # fmt: skip
+        assert [c["field"] for c in caught.value.causes] == [".spec.args"]
+        with pytest.raises(Invalid) as refused:
+            await server_side_apply(store, PROCESS, "q", "default", applied, field_manager="m")
+        assert refused.value.field == "metadata.name"
+    finally:
+        await store.close()
