@@ -195,7 +195,8 @@ def test_a_kubeconfig_in_setpoint_dir_is_found_like_the_store(
 
 
 def test_kinds_only_the_server_knows_are_learned_by_discovery(tmp_path: Path) -> None:
-    """The server has the Greeting kind (--kinds); the CLI, given no --kinds, learns it."""
+    """The server has the Greeting kind (--kinds); the CLI, given no --kinds and no store
+    of its own to read CRDs from, learns it from the server."""
     served = start_server(tmp_path / "greetings", "--kinds", str(REPO / "examples/hello/kinds.py"))
     try:
         manifest = REPO / "examples" / "hello" / "greeting.yaml"
