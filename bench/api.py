@@ -323,6 +323,7 @@ async def measure_fanout(directory: str, settings: dict[str, Any]) -> dict[str, 
                         *args,
                         stdin=asyncio.subprocess.PIPE,
                         stdout=asyncio.subprocess.PIPE,
+                        limit=1 << 30,  # its last line holds every receipt time
                     )
                 )
             for child in children:
