@@ -6,10 +6,11 @@ the conventions): `HttpStore` (the `Store` contract, on httpx's async client) an
 
 * Paths come from the kind: `/api/v1/...` for the core group, `/apis/GROUP/VERSION/...`
   otherwise, `namespaces/NS/` for namespaced kinds, then the plural and the name; `/status`
-  for `update_status`. Opening one asks the server which kinds it serves (discovery) and
-  adds those the registry lacks, so kinds defined only by a CustomResourceDefinition can be
-  named: the server is the source, and it validates every write (no schema is checked
-  here).
+  for `update_status`. The kinds the server serves (discovery: `/api`, `/apis`,
+  `/apis/G/V`) that the registry lacks are defined in it as data, so kinds defined only
+  on the server (a CustomResourceDefinition) can be named: `HttpStore.open` asks at once,
+  `HttpReader` when a lookup misses (the registry's `refresh`). The server is the source,
+  and it validates every write (no schema is checked here).
 * `list` reads pages of `limit` objects, following `continue` (one snapshot on the server);
   its revision is the list's `resourceVersion`. `revision()` is a list of at most one
   object of the first kind the server serves: its `resourceVersion` is the store's revision.
@@ -19,12 +20,13 @@ the conventions): `HttpStore` (the `Store` contract, on httpx's async client) an
   A watch of every kind (`kind=None`) merges one watch per kind in revision order: revisions
   are store-wide and gapless, so revision N+1 follows N; a revision that never comes (a
   write of a kind not watched here) is skipped once `GAP_WAIT` seconds pass with later
-  ones waiting.
+  ones waiting. `since=0` is the API's `resourceVersion=0`: the current state as ADDED
+  events, then changes (the history from revision 0 cannot be asked for).
 * A failure answered as a Kubernetes `Status` is raised as the error of `setpoint.errors`
   it stands for (`status_error`): NotFound, AlreadyExists, Conflict, Invalid (with the field
   of `details.causes`), Gone, BadRequest, Unauthorized, Forbidden... A server that cannot be
   reached is `Error` naming it; a closed store `StoreClosed`. `compact` is refused: the
-  server owns its history.
+  server owns its history. Both clients set TCP_NODELAY (`SOCKET_OPTIONS`).
 
 No server code, no retries of writes (a write whose answer is lost is not repeated: it may
 have been made), no local validation.
