@@ -527,10 +527,12 @@ class HttpStore:
                             continue
                         failures = 0
                         event = _watch_event(codec.decode(line), self.credentials)
-                        revision = event.revision
+                        # (max: since=0's initial ADDED events come by name, not revision)
+                        revision = max(revision, event.revision)
                         if event.type != "BOOKMARK":
                             kind_of_event = cast("EventType", event.type)
-                            yield WatchEvent(kind_of_event, _item(event.object, kind), revision)
+                            obj = _item(event.object, kind)
+                            yield WatchEvent(kind_of_event, obj, event.revision)
             except httpx.TransportError as exc:
                 if self._closed:
                     raise StoreClosed("the store is closed") from None
