@@ -29,7 +29,7 @@ NEEDS_EXTRA = {
 """The modules that import an extra's module (numpy, extra `rca`; aetcd, extra `etcd`;
 psycopg, extra `postgresql`) at module level."""
 
-EXACT_PINS_ALLOWED = {("pydantic", "pydantic-core")}
+EXACT_PINS_ALLOWED = {("pydantic", "pydantic-core"), ("httpx", "httpcore")}
 """(dependency, its requirement) pins that cannot clash: released together, by one project."""
 
 BLOCK = """

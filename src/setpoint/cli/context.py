@@ -1,12 +1,15 @@
 """What every verb shares: the resolved global options, finding and opening the store,
 naming kinds and objects.
 
-The store, unless --store or SETPOINT_STORE names one, is `.setpoint/state.db` in the
-nearest of the current directory and its parents that has a `.setpoint/` directory, as
-git finds `.git` (`find_store`, from `setpoint.cli.store_location`); with none, writers
-(`apply`, `up`) create it in the current directory, and readers say where they looked.
-Readers never create a store. Names and namespaces given on the command line are checked
-with the model's DNS-1123 rules before they reach a store or a file path.
+The store, unless --store, --server or SETPOINT_STORE names one, is `.setpoint/state.db`
+in the nearest of the current directory and its parents that has a `.setpoint/` directory,
+as git finds `.git` (`setpoint.cli.store_location.locate` decides, kubeconfigs included);
+with none, writers (`apply`, `up`) create it in the current directory, and readers say
+where they looked. Readers never create a store. A store behind an API server
+(`http(s)://`) is opened with the context's `credentials`; the verbs in `LOCAL_VERBS` read
+this machine's files and refuse it (`check_verb`). Names and namespaces given on the
+command line are checked with the model's DNS-1123 rules before they reach a store or a
+file path.
 
 No argument parsing (that is `main.py`; `count` is a type for it) and no printing.
 """
@@ -23,7 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from setpoint.cli.store_location import DEFAULT_STORE as DEFAULT_STORE
-from setpoint.cli.store_location import STORE_DIR
+from setpoint.cli.store_location import STORE_DIR, Location
 from setpoint.cli.store_location import STORE_FILE as STORE_FILE
 from setpoint.cli.store_location import find_store as find_store
 from setpoint.cli.store_location import store_url_for as store_url_for
@@ -35,6 +38,18 @@ from setpoint.store import open_reader, open_store, sqlite_path
 
 if TYPE_CHECKING:
     from setpoint.store.base import Reader, Store
+    from setpoint.store.http import Credentials
+
+LOCAL_VERBS = {
+    "logs": "reads the children's log files",
+    "up": "runs the engine and its children on this machine",
+    "down": "stops the engine and its children on this machine",
+    "timeline": "reads the timeline kept beside the store's file",
+    "explain": "reads the timeline kept beside the store's file",
+}
+"""Verbs that need the store's machine, and why: against a server they are refused."""
+STORELESS_VERBS = frozenset({"kubeconfig", "completion", "rca"})
+"""Verbs that never open the store: they never ask a server for its kinds."""
 
 
 @dataclass(frozen=True)
@@ -47,6 +62,8 @@ class Context:
     registry: Registry
     store_searched: tuple[str, ...] = ()
     """Where a `.setpoint/` was looked for and not found (empty if the store was named or found)."""
+    credentials: Credentials | None = None
+    """How to talk to the API server, when the store is one (`http(s)://`)."""
 
     def __post_init__(self) -> None:
         check_dns1123_label(self.namespace, "--namespace")
@@ -57,7 +74,9 @@ class Context:
         `create=True` (a SQLite file and its directory are then created if missing); for
         every other verb a missing store is `NotFound`, saying where it was looked for."""
         try:
-            store = await open_store(self.store_url, registry=self.registry, create=create)
+            store = await open_store(
+                self.store_url, registry=self.registry, create=create, credentials=self.credentials
+            )
         except NotFound as exc:
             raise NotFound(self._no_store(exc)) from None
         try:
@@ -72,7 +91,7 @@ class Context:
         is `NotFound`, saying where it was looked for, as `open_store`. A backend with no
         such reader (`memory://`) is read through its `Store` on an event loop of its own."""
         try:
-            reader = open_reader(self.store_url, self.registry)
+            reader = open_reader(self.store_url, self.registry, self.credentials)
         except NotFound as exc:
             raise NotFound(self._no_store(exc)) from None
         if reader is None:
@@ -81,6 +100,21 @@ class Context:
             yield reader
         finally:
             reader.close()
+
+    @property
+    def remote(self) -> bool:
+        """The store is reached through an API server."""
+        return self.store_url.startswith(("http://", "https://"))
+
+    def check_verb(self, verb: str) -> None:
+        """`Invalid` if `verb` needs the store's machine (`LOCAL_VERBS`) and the store is
+        behind a server."""
+        if self.remote and verb in LOCAL_VERBS:
+            raise Invalid(
+                f"`setpoint {verb}` {LOCAL_VERBS[verb]}, so it needs a local store "
+                f"(--store sqlite:///path.db, or run it where the store is), not the "
+                f"server {self.store_url}"
+            )
 
     def require_store(self) -> None:
         """Raise `NotFound`, saying where it was looked for, if the store does not exist
@@ -140,6 +174,34 @@ class _StoreReader:
             self._runner.run(self._store.close())
         finally:
             self._runner.close()
+
+
+def credentials_of(location: Location) -> Credentials | None:
+    """The credentials for the API server `location` names (None for a local store)."""
+    if not location.remote:
+        return None
+    from setpoint.store.http import Credentials  # here: only a server's client needs httpx
+
+    return Credentials(
+        token=location.token,
+        ca_data=location.ca_data,
+        ca_file=location.ca_file,
+        insecure=location.insecure,
+        source=location.source,
+    )
+
+
+def learn_served_kinds(ctx: Context) -> None:
+    """Add the kinds the context's server serves to its registry (discovery), so that kinds
+    defined only on the server (CustomResourceDefinitions, `--kinds` of `setpoint serve`)
+    can be named: the registry's `refresh` when the store is a server."""
+    from setpoint.store.http import HttpReader  # here: only a server's client needs httpx
+
+    reader = HttpReader(ctx.store_url, ctx.registry, ctx.credentials)
+    try:
+        reader.discover()
+    finally:
+        reader.close()
 
 
 def count(text: str) -> int:

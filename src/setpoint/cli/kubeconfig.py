@@ -4,8 +4,10 @@ server and a token, for kubectl and the Kubernetes client libraries.
     setpoint kubeconfig --server http://127.0.0.1:8080 --token-file tokens.csv > kc
     setpoint kubeconfig --server http://127.0.0.1:8080 --token "$TOKEN" -o ~/.kube/setpoint
 
-With `--token-file`, the line of `--user` (default: the most capable token: admin, else
-edit, else view). No I/O beyond reading the token file and writing the output.
+`--server` and `--token` are the global options (`setpoint.cli.store_location`): with
+none, the server of the kubeconfig found is printed back. With `--token-file`, the line of
+`--user` (default: the most capable token: admin, else edit, else view). No I/O beyond
+reading the token file and writing the output.
 """
 
 from __future__ import annotations
@@ -29,10 +31,9 @@ def add_parser(
         description="Print a kubeconfig for a setpoint API server (`setpoint serve`), or "
         "write it with mode 0600 (-o FILE).",
     )
-    p.add_argument("--server", required=True, help="the server's URL, e.g. http://127.0.0.1:8080")
-    token = p.add_mutually_exclusive_group()
-    token.add_argument("--token", help="the bearer token to use")
-    token.add_argument("--token-file", metavar="FILE", help="take the token from this file")
+    p.add_argument(
+        "--token-file", metavar="FILE", help="take the token from this file (not with --token)"
+    )
     p.add_argument("--user", help="with --token-file: the name of the token's line")
     p.add_argument("-o", "--output", metavar="FILE", help="write it there (mode 0600)")
     p.set_defaults(run=run)
@@ -43,7 +44,11 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
     from setpoint.api.kubeconfig import kubeconfig, write_kubeconfig
     from setpoint.api.serving import kubeconfig_token
 
-    token = args.token
+    if not ctx.remote:
+        raise Invalid("say which server, e.g. --server http://127.0.0.1:8080", field="--server")
+    token = ctx.credentials.token if ctx.credentials else None
+    if args.token_file and token:
+        raise Invalid("give --token or --token-file, not both", field="--token-file")
     if args.token_file:
         auth = Authenticator.from_file(args.token_file)
         if args.user:
@@ -53,7 +58,7 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
             token = named[0]
         else:
             token = kubeconfig_token(auth)
-    config = kubeconfig(args.server, token, namespace=ctx.namespace)
+    config = kubeconfig(ctx.store_url, token, namespace=ctx.namespace)
     if args.output:
         print(f"wrote {write_kubeconfig(args.output, config)}")
     else:

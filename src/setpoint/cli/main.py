@@ -207,6 +207,19 @@ def _global_options(suffix: str) -> argparse.ArgumentParser:
         "and its parents that has one)",
     )
     p.add_argument(
+        "--server",
+        dest="server" + suffix,
+        metavar="URL",
+        help="an API server (setpoint serve) to use as the store, e.g. http://127.0.0.1:8443 "
+        "(default: the kubeconfig in .setpoint/, else $KUBECONFIG, when no local store is found)",
+    )
+    p.add_argument(
+        "--token",
+        dest="token" + suffix,
+        metavar="TOKEN",
+        help="the bearer token for --server (default: the kubeconfig's)",
+    )
+    p.add_argument(
         "--kinds",
         dest="kinds" + suffix,
         action="append",
@@ -254,7 +267,7 @@ def build_parser(chosen: Iterable[str] | None = None) -> argparse.ArgumentParser
     return parser
 
 
-GLOBAL_VALUED = ("--store", "--kinds", "-n", "--namespace")
+GLOBAL_VALUED = ("--store", "--server", "--token", "--kinds", "-n", "--namespace")
 """The global options (`_global_options`) that take a value."""
 
 
@@ -304,8 +317,14 @@ def _option(args: argparse.Namespace, name: str) -> Any:
 def make_context(args: argparse.Namespace) -> Context:
     """Register the built-in kinds and the user's, and resolve the global options against
     the environment."""
-    from setpoint.cli.context import Context, store_url_for
+    from setpoint.cli.context import (
+        STORELESS_VERBS,
+        Context,
+        credentials_of,
+        learn_served_kinds,
+    )
     from setpoint.cli.kind_modules import load_kinds
+    from setpoint.cli.store_location import locate
     from setpoint.engine.kinds import builtin_kinds
     from setpoint.store import read_kinds
 
@@ -314,19 +333,29 @@ def make_context(args: argparse.Namespace) -> Context:
     registry = builtin_kinds()
     load_kinds(kinds, registry)
     namespace = _option(args, "namespace")
-    store_url, searched = store_url_for(
-        _option(args, "store") or os.environ.get("SETPOINT_STORE"), os.getcwd()
+    location = locate(
+        _option(args, "store"),
+        _option(args, "server"),
+        _option(args, "token"),
+        os.environ,
+        os.getcwd(),
     )
-    # Kinds defined by CRDs in the store are read when a kind is not found (not before:
-    # built-in kinds cost no read).
-    registry.refresh = functools.partial(read_kinds, store_url, registry)
-    return Context(
-        store_url=store_url,
-        store_searched=searched,
-        namespace=namespace or "default",
+    ctx = Context(
+        store_url=location.url,
+        store_searched=location.searched,
+        namespace=namespace or location.namespace or "default",
         namespace_explicit=namespace is not None,
         registry=registry,
+        credentials=credentials_of(location),
     )
+    ctx.check_verb(args.verb)
+    # Kinds defined by CRDs in the store, or served by the server, are read when a kind is
+    # not found (not before: built-in kinds cost no read).
+    if not ctx.remote:
+        registry.refresh = functools.partial(read_kinds, ctx.store_url, registry)
+    elif args.verb not in STORELESS_VERBS:
+        registry.refresh = functools.partial(learn_served_kinds, ctx)
+    return ctx
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,36 +1,155 @@
-"""Where the CLI's store is: `.setpoint/state.db` in the nearest of the current directory
-and its parents that has a `.setpoint/` directory, as git finds `.git`, unless --store or
-SETPOINT_STORE names one (see `setpoint.cli.context`, which re-exports these names).
+"""Where the CLI's store is, decided in this one place (`locate`), first match wins:
+
+1. `--store URL` (a `memory://`, `sqlite:` or `http(s)://` store);
+2. `--server URL`: an API server (`setpoint serve`), with `--token`, or the token of the
+   kubeconfig below when its current context names that same server;
+3. `$SETPOINT_STORE`;
+4. the nearest of the current directory and its parents that has a `.setpoint/` directory,
+   as git finds `.git`: its `state.db`, or, when it holds a `kubeconfig` and no `state.db`,
+   the server that kubeconfig names;
+5. `$KUBECONFIG` (its first file that exists): the server of its current context;
+6. `DEFAULT_STORE` (relative to the cwd).
+
+A local `.setpoint/` comes before `$KUBECONFIG` on purpose: a kubeconfig set for a
+Kubernetes cluster must not turn `setpoint get` in a project directory into a call to that
+cluster. A server's token is `--token`, else its kubeconfig user's `token` (or
+`tokenFile`); a kubeconfig context's `namespace` becomes the default namespace.
 
 Kept apart so that `setpoint --help` can name the default without importing the store;
 paths are strings (`os.path`: pathlib costs a command's start more than it saves here).
-Reads only whether directories exist; no printing.
+Reads only whether directories exist and kubeconfig files (YAML is imported only then); no
+printing.
 """
 
 from __future__ import annotations
 
 import os
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing: `--help` needs none
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
+
 STORE_DIR = ".setpoint"
 STORE_FILE = "state.db"
+KUBECONFIG_FILE = "kubeconfig"
 DEFAULT_STORE = f"sqlite:///{STORE_DIR}/{STORE_FILE}"
 """The store when neither --store nor SETPOINT_STORE says otherwise and no `.setpoint/`
 is found in the current directory or a parent (relative to the cwd)."""
 
 
-def find_store(start: str) -> tuple[str | None, tuple[str, ...]]:
-    """The URL of the store in `.setpoint/` of the absolute directory `start` or its nearest
-    parent (None if no directory has one), and the directories searched, nearest first."""
+class Location:
+    """Where the store is: its URL, where a `.setpoint/` was looked for and not found
+    (empty when the store was named or found), and for a server the credentials and the
+    kubeconfig's namespace. (A plain class: `dataclasses` costs `--help` too much.)"""
+
+    __slots__ = (
+        "ca_data",
+        "ca_file",
+        "insecure",
+        "namespace",
+        "searched",
+        "source",
+        "token",
+        "url",
+    )
+
+    def __init__(
+        self,
+        url: str,
+        searched: tuple[str, ...] = (),
+        *,
+        token: str | None = None,
+        source: str = "",
+        ca_data: str | None = None,
+        ca_file: str | None = None,
+        insecure: bool = False,
+        namespace: str | None = None,
+    ) -> None:
+        self.url = url
+        self.searched = searched
+        self.token = token
+        self.source = source
+        """Where the token and server came from (`--token`, a kubeconfig's path)."""
+        self.ca_data = ca_data
+        self.ca_file = ca_file
+        self.insecure = insecure
+        self.namespace = namespace
+
+    @property
+    def remote(self) -> bool:
+        """The store is reached through an API server."""
+        return self.url.startswith(("http://", "https://"))
+
+
+def locate(
+    store: str | None,
+    server: str | None,
+    token: str | None,
+    environ: Mapping[str, str],
+    start: str,
+) -> Location:
+    """The store to use, from --store, --server, --token, the environment and the absolute
+    directory `start`; see the module docstring for the order."""
+    if store:
+        return Location(store, token=token, source="--token" if token else "")
+    if server:
+        found = _kubeconfig_for(environ, start)
+        if token or found is None or found.url.rstrip("/") != server.rstrip("/"):
+            return Location(server, token=token, source="--token" if token else "")
+        return found
+    if environ.get("SETPOINT_STORE"):
+        return Location(environ["SETPOINT_STORE"], token=token, source="--token" if token else "")
+    directory, searched = _find_dir(start)
+    if directory is not None:
+        kubeconfig = os.path.join(directory, KUBECONFIG_FILE)
+        if not os.path.exists(os.path.join(directory, STORE_FILE)) and os.path.isfile(kubeconfig):
+            return _with_token(read_kubeconfig(kubeconfig), token)
+        return Location(f"sqlite:///{os.path.join(directory, STORE_FILE)}")
+    for path in environ.get("KUBECONFIG", "").split(os.pathsep):
+        if path and os.path.isfile(path):
+            return _with_token(read_kubeconfig(path), token)
+    return Location(DEFAULT_STORE, searched)
+
+
+def _with_token(location: Location, token: str | None) -> Location:
+    if token:
+        location.token, location.source = token, "--token"
+    return location
+
+
+def _kubeconfig_for(environ: Mapping[str, str], start: str) -> Location | None:
+    """The server a kubeconfig names (a found `.setpoint/kubeconfig`, else `$KUBECONFIG`)."""
+    directory, _ = _find_dir(start)
+    candidates = [os.path.join(directory, KUBECONFIG_FILE)] if directory else []
+    candidates += environ.get("KUBECONFIG", "").split(os.pathsep)
+    for path in candidates:
+        if path and os.path.isfile(path):
+            return read_kubeconfig(path)
+    return None
+
+
+def _find_dir(start: str) -> tuple[str | None, tuple[str, ...]]:
+    """The nearest `.setpoint/` of `start` and its parents, and the directories searched."""
     searched: list[str] = []
     directory = start
     while True:
         searched.append(directory)
         if os.path.isdir(os.path.join(directory, STORE_DIR)):
-            return f"sqlite:///{os.path.join(directory, STORE_DIR, STORE_FILE)}", tuple(searched)
+            return os.path.join(directory, STORE_DIR), tuple(searched)
         parent = os.path.dirname(directory)
         if parent == directory:
             return None, tuple(searched)
         directory = parent
+
+
+def find_store(start: str) -> tuple[str | None, tuple[str, ...]]:
+    """The URL of the store in `.setpoint/` of the absolute directory `start` or its nearest
+    parent (None if no directory has one), and the directories searched, nearest first."""
+    directory, searched = _find_dir(start)
+    if directory is None:
+        return None, searched
+    return f"sqlite:///{os.path.join(directory, STORE_FILE)}", searched
 
 
 def store_url_for(given: str | None, start: str) -> tuple[str, tuple[str, ...]]:
@@ -41,3 +160,68 @@ def store_url_for(given: str | None, start: str) -> tuple[str, tuple[str, ...]]:
         return given, ()
     found, searched = find_store(start)
     return (found, ()) if found else (DEFAULT_STORE, searched)
+
+
+def read_kubeconfig(path: str) -> Location:
+    """The server, credentials and namespace of the current context of the kubeconfig at
+    `path`; `Invalid` naming the file and the field when it cannot say."""
+    import base64
+
+    import yaml
+
+    from setpoint.errors import Invalid
+
+    try:
+        with open(path, encoding="utf-8") as file:
+            config = yaml.safe_load(file)
+    except (OSError, yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise Invalid(f"{path}: cannot read this kubeconfig: {exc}", field="kubeconfig") from None
+    if not isinstance(config, dict):
+        raise Invalid(f"{path}: not a kubeconfig (want a mapping)", field="kubeconfig")
+    current = config.get("current-context")
+    context = _named(config, "contexts", "context", current, path)
+    cluster = _named(config, "clusters", "cluster", context.get("cluster"), path)
+    user = _named(config, "users", "user", context.get("user"), path, required=False)
+    server = cluster.get("server")
+    if not isinstance(server, str) or not server:
+        raise Invalid(f"{path}: the cluster of context {current!r} has no server", field="server")
+    token = user.get("token")
+    if not token and isinstance(user.get("tokenFile"), str):
+        token_file = os.path.join(os.path.dirname(path), user["tokenFile"])
+        try:
+            with open(token_file, encoding="utf-8") as file:
+                token = file.read().strip()
+        except OSError as exc:
+            raise Invalid(f"{path}: tokenFile: {exc}", field="kubeconfig") from None
+    ca_data = cluster.get("certificate-authority-data")
+    ca_file = cluster.get("certificate-authority")
+    return Location(
+        server,
+        token=str(token) if token else None,
+        source=path,
+        ca_data=base64.b64decode(ca_data).decode() if isinstance(ca_data, str) else None,
+        ca_file=os.path.join(os.path.dirname(path), ca_file) if isinstance(ca_file, str) else None,
+        insecure=bool(cluster.get("insecure-skip-tls-verify")),
+        namespace=context.get("namespace") or None,
+    )
+
+
+def _named(
+    config: dict[str, Any],
+    section: str,
+    key: str,
+    name: Any,
+    path: str,
+    *,
+    required: bool = True,
+) -> dict[str, Any]:
+    """The `key` mapping of the entry called `name` in the kubeconfig's list `section`."""
+    from setpoint.errors import Invalid
+
+    for entry in config.get(section) or ():
+        if isinstance(entry, dict) and entry.get("name") == name:
+            value = entry.get(key)
+            return value if isinstance(value, dict) else {}
+    if not required:
+        return {}
+    raise Invalid(f"{path}: no {key} named {name!r} (current-context)", field="kubeconfig")

@@ -20,6 +20,9 @@ URLs
                                         hosts share, keys under `prefix` (the default shown;
                                         needs the `setpoint[etcd]` extra); history= as above,
                                         sync= accepted (etcd always syncs)
+    http://127.0.0.1:8443               a server speaking the Kubernetes API (`setpoint
+    https://host:port                   serve`), with `credentials=` (a bearer token, how
+                                        to check its certificate): `setpoint.store.http`
 
 `open_store(url, create=False)` is how readers open a store: one that does not exist
 is `NotFound`, never created empty. `open_reader(url, registry)` gives a short-lived
@@ -42,6 +45,7 @@ if TYPE_CHECKING:
     from setpoint.errors import AlreadyExists, Conflict, Gone, StoreClosed, UnknownKind
     from setpoint.model import Registry
     from setpoint.store.base import EventType, Reader, Store, WatchEvent
+    from setpoint.store.http import Credentials
     from setpoint.store.postgresql import Sync as PgSync
     from setpoint.store.rules import FOREGROUND_DELETION, ORPHAN
 
@@ -78,11 +82,17 @@ async def open_store(
     *,
     clock: Clock = SYSTEM_CLOCK,
     create: bool = True,
+    credentials: Credentials | None = None,
 ) -> Store:
     """Open the store at `url` (see the module docstring for URLs); `Invalid` naming the
     field `store` for a URL that is not one. With `create=False` a store that does not
-    exist yet is `NotFound` instead of being created: readers never create state."""
+    exist yet is `NotFound` instead of being created: readers never create state.
+    `credentials` are for a server (`http(s)://`): the server's store is never created."""
     scheme, options = _parse(url)
+    if scheme in HTTP_SCHEMES:
+        from setpoint.store.http import HttpStore
+
+        return await HttpStore(url, registry, credentials).open()
     history = _int_option(options.pop("history", "10000"), "history")
     if scheme == "memory":
         _no_more(options, url)
@@ -102,8 +112,8 @@ async def open_store(
     if scheme == "etcd":
         return await _etcd(url, options, registry, clock=clock, history=history, create=create)
     raise Invalid(
-        f"{url!r}: unknown store; want memory://, sqlite:///path.db, postgresql://host/db"
-        " or etcd://host:port",
+        f"{url!r}: unknown store; want memory://, sqlite:///path.db, postgresql://host/db,"
+        " etcd://host:port or http(s)://host:port",
         field="store",
     )
 
@@ -177,11 +187,17 @@ async def _etcd(
     return await store.open(create=create)
 
 
-def open_reader(url: str, registry: Registry) -> Reader | None:
+def open_reader(
+    url: str, registry: Registry, credentials: Credentials | None = None
+) -> Reader | None:
     """A synchronous `Reader` of the existing store at `url` (`NotFound` if there is none),
     for a short-lived reader that needs no event loop; None for a backend that has no
     such reader (`memory://`): use `open_store`. The URL is checked as `open_store` checks it."""
     scheme, options = _parse(url)
+    if scheme in HTTP_SCHEMES:
+        from setpoint.store.http import HttpReader
+
+        return HttpReader(url, registry, credentials)
     _int_option(options.pop("history", "10000"), "history")
     if scheme != "sqlite":
         return None
@@ -189,6 +205,10 @@ def open_reader(url: str, registry: Registry) -> Reader | None:
     from setpoint.store.sqlite_reader import SqliteReader
 
     return SqliteReader(path, registry)
+
+
+HTTP_SCHEMES = ("http", "https")
+"""The schemes of a store reached through an API server."""
 
 
 def read_kinds(url: str, registry: Registry) -> None:

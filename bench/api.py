@@ -1,0 +1,490 @@
+"""API benchmark: writes through the HTTP API against writes on the store, watch fan-out,
+`kubectl get` of many objects, and the same app under two ASGI servers.
+
+Run with `./dev bench api` (`--quick` for a small, fast run: the test uses it). Progress
+goes to stderr; the last stdout line is one JSON object.
+
+The server is this script run as a child (`--serve STACK STORE_URL`): it opens the SQLite
+store, builds `setpoint.api.app.create_app` (no tokens: loopback only) and serves it under
+uvicorn or hypercorn on a loopback port it prints. Every phase uses a fresh store file
+with the default durability (`sync=full`: one fsync per commit), Process objects, and the
+`HttpStore` client (`setpoint.store.http`).
+
+* `api_writes_per_s`: WRITERS (64) concurrent clients, each creating an object then
+  updating it, again and again, for WRITE_SECONDS, through the API served by uvicorn.
+  `store_writes_per_s`: the same writes made directly on a `SqliteStore` in this process.
+  After an untimed warm-up (one create and update per writer: the first validations
+  build the schemas). Measured in ROUNDS rounds, each running the three (store, uvicorn,
+  hypercorn) in a different order on fresh files; medians, and `ratio_api_vs_store`
+  divides the medians of this run. `stack_writes_per_s` gives both servers' medians:
+  the stack comparison.
+* `watch_fanout_*`: WATCHERS (100) watch streams, spread over WATCH_PROCESSES child
+  processes (this script with `--watch`), all watching Processes from one revision, while
+  FANOUT_WRITES creates are made by 4 writers. Latency per (watcher, revision) is from the
+  moment the write's request was sent (wall clock, this process) to the moment that
+  watcher's process read the event (wall clock); `watch_fanout_lost` counts the (watcher,
+  revision) pairs never delivered (must be 0). A watcher the server drops (it reads too
+  slowly) resumes from the last revision it saw, as client-go's reflector does;
+  `watch_fanout_resumed` counts those drops.
+* `kubectl_get_10k_s`: KUBECTL_OBJECTS Processes stored, the median wall time of
+  KUBECTL_RUNS runs of `kubectl get processes -o name` (after one untimed run that fills
+  kubectl's discovery cache). null when kubectl is not installed.
+
+Targets (reported under `targets` / `missed`, never asserted): ratio_api_vs_store >= 0.5,
+watch_fanout_lost == 0, watch_fanout_p99_ms <= 50, kubectl_get_10k_s <= 3.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+SCRIPT = os.path.abspath(__file__)
+API = "setpoint.dev/v1alpha1"
+WATCH_PATH = "/apis/setpoint.dev/v1alpha1/namespaces/default/processes"
+STACKS = ("uvicorn", "hypercorn")
+FULL = {
+    "rounds": 3,
+    "write_seconds": 3.0,
+    "writers": 64,
+    "watchers": 100,
+    "watch_processes": 4,
+    "fanout_writes": 10_000,
+    "kubectl_objects": 10_000,
+    "kubectl_runs": 3,
+}
+QUICK = {
+    "rounds": 1,
+    "write_seconds": 1.0,
+    "writers": 64,
+    "watchers": 10,
+    "watch_processes": 2,
+    "fanout_writes": 200,
+    "kubectl_objects": 200,
+    "kubectl_runs": 1,
+}
+FANOUT_WRITERS = 4
+WATCH_TIMEOUT = 120.0
+"""Seconds a watcher waits for the last revision after the writes end (never spent when
+nothing is lost)."""
+START_TIMEOUT = 60.0
+TARGETS: dict[str, tuple[str, float]] = {
+    "ratio_api_vs_store": (">=", 0.5),
+    "watch_fanout_lost": ("==", 0),
+    "watch_fanout_p99_ms": ("<=", 50.0),
+    "kubectl_get_10k_s": ("<=", 3.0),
+}
+
+
+def log(message: str) -> None:
+    print(f"[bench api {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def process(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": API,
+        "kind": "Process",
+        "metadata": {"name": name, "namespace": "default", "labels": {"app": "bench"}},
+        "spec": {"args": ["sleep", "infinity"]},
+    }
+
+
+# -- the server child ----------------------------------------------------------------------
+
+
+def serve(stack: str, store_url: str) -> None:
+    """Serve `store_url` under `stack` on a free loopback port; print `PORT n` when bound."""
+    from setpoint.api.app import create_app
+    from setpoint.engine.kinds import builtin_kinds
+    from setpoint.store import open_store
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    # Accepted connections inherit it: without, a response written in two parts waits for
+    # the client's delayed ACK (about 40 ms per request on a kept-alive connection).
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(1024)
+    print(f"PORT {sock.getsockname()[1]}", flush=True)
+
+    async def main() -> None:
+        store = await open_store(store_url, registry=builtin_kinds())
+        app = create_app(store, auth=None)
+        try:
+            if stack == "uvicorn":
+                import uvicorn
+
+                config = uvicorn.Config(app, log_level="warning", access_log=False)
+                await uvicorn.Server(config).serve(sockets=[sock])
+            else:
+                from hypercorn.asyncio import serve as hypercorn_serve
+                from hypercorn.config import Config
+
+                config = Config()
+                config.bind = [f"fd://{sock.fileno()}"]
+                config.loglevel = "WARNING"
+                config.accesslog = None
+                await hypercorn_serve(app, config)  # type: ignore[arg-type]
+        finally:
+            await store.close()
+
+    asyncio.run(main())
+
+
+class Server:
+    """A server child for one store file, stopped (SIGTERM, then SIGKILL) on exit."""
+
+    def __init__(self, stack: str, store_url: str) -> None:
+        self.child = subprocess.Popen(
+            [sys.executable, SCRIPT, "--serve", stack, store_url], stdout=subprocess.PIPE
+        )
+        assert self.child.stdout is not None
+        line = self.child.stdout.readline().decode()
+        if not line.startswith("PORT "):
+            self.stop()
+            raise RuntimeError(f"the {stack} server did not start: {line!r}")
+        self.url = f"http://127.0.0.1:{int(line.split()[1])}"
+
+    def stop(self) -> None:
+        self.child.terminate()
+        try:
+            self.child.wait(30)
+        except subprocess.TimeoutExpired:
+            self.child.kill()
+            self.child.wait()
+
+    def __enter__(self) -> Server:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+# -- writes --------------------------------------------------------------------------------
+
+
+async def warm_up(store: Any, writers: int) -> None:
+    """One create and update per writer, untimed: the first validations build the schemas."""
+    await write_for(store, 0.0, writers, "warm", at_least_once=True)
+
+
+async def write_for(
+    store: Any, seconds: float, writers: int, prefix: str, *, at_least_once: bool = False
+) -> float:
+    """Writes per second of `writers` tasks each creating then updating objects."""
+    done = 0
+    deadline = time.perf_counter() + seconds
+
+    async def writer(index: int) -> None:
+        nonlocal done
+        for n in itertools.count():
+            if time.perf_counter() >= deadline and not (at_least_once and n == 0):
+                return
+            obj = await store.create(process(f"{prefix}-{index}-{n}"))
+            obj["metadata"]["labels"]["updated"] = "yes"
+            await store.update(obj)
+            done += 2
+
+    start = time.perf_counter()
+    await asyncio.gather(*(writer(i) for i in range(writers)))
+    return done / (time.perf_counter() - start)
+
+
+async def measure_writes(directory: str, settings: dict[str, Any]) -> dict[str, Any]:
+    from setpoint.engine.kinds import builtin_kinds
+    from setpoint.store import open_store
+
+    rates: dict[str, list[float]] = {"store": [], **{s: [] for s in STACKS}}
+    modes = ["store", *STACKS]
+    files = itertools.count()
+    for round_ in range(settings["rounds"]):
+        order = modes[round_ % 3 :] + modes[: round_ % 3]
+        for mode in order:
+            url = f"sqlite:///{directory}/writes-{next(files)}.db"
+            if mode == "store":
+                store = await open_store(url, registry=builtin_kinds())
+                try:
+                    await warm_up(store, settings["writers"])
+                    rate = await write_for(
+                        store, settings["write_seconds"], settings["writers"], "w"
+                    )
+                finally:
+                    await store.close()
+            else:
+                # The server creates the file; a client never does.
+                with Server(mode, url) as server:
+                    store = await open_store(server.url, registry=builtin_kinds())
+                    try:
+                        await warm_up(store, settings["writers"])
+                        rate = await write_for(
+                            store, settings["write_seconds"], settings["writers"], "w"
+                        )
+                    finally:
+                        await store.close()
+            rates[mode].append(rate)
+            log(f"round {round_ + 1}: {mode} {rate:.0f} writes/s")
+    medians = {mode: statistics.median(values) for mode, values in rates.items()}
+    return {
+        "api_writes_per_s": round(medians["uvicorn"], 1),
+        "store_writes_per_s": round(medians["store"], 1),
+        "ratio_api_vs_store": round(medians["uvicorn"] / medians["store"], 3),
+        "stack_writes_per_s": {s: round(medians[s], 1) for s in STACKS},
+        "write_rounds": {mode: [round(r, 1) for r in values] for mode, values in rates.items()},
+    }
+
+
+# -- watch fan-out -------------------------------------------------------------------------
+
+
+def watch_child(server: str, since: int, last: int, watchers: int) -> None:
+    """`watchers` streams from `since`; print `ready` once all are open, then, once stdin
+    says the writes are done and each has seen `last` (or WATCH_TIMEOUT passed), JSON: the
+    revisions each saw, with times, and how many streams were resumed."""
+    import httpx
+
+    drops: list[int] = []
+
+    async def one(client: httpx.AsyncClient, ready: asyncio.Event, opened: list[int]) -> Any:
+        """One watcher; a stream the server drops (a slow reader) is resumed from the last
+        revision seen, as client-go's reflector does, and counted."""
+        seen: dict[int, float] = {}
+        revision = since
+        while revision < last:
+            params = {"watch": "true", "resourceVersion": str(revision)}
+            try:
+                async with client.stream("GET", WATCH_PATH, params=params) as response:
+                    if revision == since:
+                        opened.append(1)
+                        if len(opened) == watchers:
+                            ready.set()
+                    async for line in response.aiter_lines():
+                        if not line:
+                            continue
+                        now = time.time()
+                        event = json.loads(line)
+                        revision = int(event["object"]["metadata"]["resourceVersion"])
+                        seen[revision] = now
+                        if revision >= last:
+                            break
+            except httpx.TransportError:
+                drops.append(1)
+        return seen
+
+    async def main() -> None:
+        limits = httpx.Limits(max_connections=None)
+        async with httpx.AsyncClient(base_url=server, timeout=None, limits=limits) as client:
+            ready = asyncio.Event()
+            opened: list[int] = []
+            tasks = [asyncio.ensure_future(one(client, ready, opened)) for _ in range(watchers)]
+            await ready.wait()
+            print("ready", flush=True)
+            # The parent says when its writes are done; then the last events have
+            # WATCH_TIMEOUT seconds to arrive.
+            await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+            await asyncio.wait(tasks, timeout=WATCH_TIMEOUT)
+            seen = [t.result() if t.done() and not t.exception() else {} for t in tasks]
+            print(json.dumps({"seen": seen, "drops": len(drops)}), flush=True)
+
+    asyncio.run(main())
+
+
+async def measure_fanout(directory: str, settings: dict[str, Any]) -> dict[str, Any]:
+    from setpoint.engine.kinds import builtin_kinds
+    from setpoint.store import open_store
+
+    url = f"sqlite:///{directory}/fanout.db"
+    total, watchers = settings["fanout_writes"], settings["watchers"]
+    with Server("uvicorn", url) as server:
+        store = await open_store(server.url, registry=builtin_kinds())
+        try:
+            await store.create(process("warm"))  # the server builds its schemas untimed
+            since = await store.revision()
+            last = since + total
+            children = []
+            per_child = [
+                len(range(i, watchers, settings["watch_processes"]))
+                for i in range(settings["watch_processes"])
+            ]
+            for count in per_child:
+                args = [SCRIPT, "--watch", server.url, str(since), str(last), str(count)]
+                children.append(
+                    await asyncio.create_subprocess_exec(
+                        sys.executable,
+                        *args,
+                        stdin=asyncio.subprocess.PIPE,
+                        stdout=asyncio.subprocess.PIPE,
+                        limit=1 << 30,  # its last line holds every receipt time
+                    )
+                )
+            for child in children:
+                assert child.stdout is not None
+                line = await asyncio.wait_for(child.stdout.readline(), START_TIMEOUT)
+                assert line.strip() == b"ready", line
+            log(f"{watchers} watchers ready; {total} writes")
+            sent: dict[int, float] = {}
+            names = iter(range(total))
+
+            async def writer() -> None:
+                for n in names:
+                    at = time.time()
+                    obj = await store.create(process(f"f-{n}"))
+                    sent[int(obj["metadata"]["resourceVersion"])] = at
+
+            start = time.perf_counter()
+            await asyncio.gather(*(writer() for _ in range(FANOUT_WRITERS)))
+            log(f"writes done in {time.perf_counter() - start:.1f} s; waiting for watchers")
+            seen_all: list[dict[str, float]] = []
+            drops = 0
+            for child in children:
+                assert child.stdin is not None
+                child.stdin.write(b"done\n")
+                await child.stdin.drain()
+            for child in children:
+                assert child.stdout is not None
+                out = json.loads(await asyncio.wait_for(child.stdout.readline(), WATCH_TIMEOUT))
+                seen_all += out["seen"]
+                drops += out["drops"]
+                await child.wait()
+        finally:
+            await store.close()
+    latencies: list[float] = []
+    lost = 0
+    for seen in seen_all:
+        for revision, at in sent.items():
+            got = seen.get(str(revision))
+            if got is None:
+                lost += 1
+            else:
+                latencies.append((got - at) * 1000)
+    latencies.sort()
+    return {
+        "watch_fanout_lost": lost,
+        "watch_fanout_p50_ms": round(_pct(latencies, 50), 2) if latencies else None,
+        "watch_fanout_p99_ms": round(_pct(latencies, 99), 2) if latencies else None,
+        "watch_fanout_events": len(latencies),
+        "watch_fanout_resumed": drops,
+    }
+
+
+def _pct(ordered: list[float], q: float) -> float:
+    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))]
+
+
+# -- kubectl -------------------------------------------------------------------------------
+
+
+async def measure_kubectl(directory: str, settings: dict[str, Any]) -> dict[str, Any]:
+    from setpoint.engine.kinds import builtin_kinds
+    from setpoint.store import open_store
+
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        log("kubectl is not installed: kubectl_get_10k_s is null")
+        return {"kubectl_get_10k_s": None, "kubectl_objects": 0}
+    url = f"sqlite:///{directory}/kubectl.db"
+    count = settings["kubectl_objects"]
+    store = await open_store(url + "?sync=off", registry=builtin_kinds())
+    try:
+        names = iter(range(count))
+
+        async def filler() -> None:
+            for n in names:
+                await store.create(process(f"k-{n:05}"))
+
+        await asyncio.gather(*(filler() for _ in range(64)))
+    finally:
+        await store.close()
+    log(f"{count} Processes stored; kubectl get")
+    cache = os.path.join(directory, "kube-cache")
+    times = []
+    with Server("uvicorn", url) as server:
+        command = [
+            kubectl,
+            f"--server={server.url}",
+            f"--cache-dir={cache}",
+            "--kubeconfig=/dev/null",
+            "get",
+            "processes",
+            "-o",
+            "name",
+        ]
+        for run in range(settings["kubectl_runs"] + 1):
+            start = time.perf_counter()
+            child = await asyncio.create_subprocess_exec(
+                *command, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+            )
+            out, err = await child.communicate()
+            elapsed = time.perf_counter() - start
+            if child.returncode != 0:
+                raise RuntimeError(f"kubectl failed: {err.decode()[-500:]}")
+            listed = out.count(b"\n")
+            if listed != count:
+                raise RuntimeError(f"kubectl listed {listed} Processes, not {count}")
+            if run:  # the first run fills the discovery cache
+                times.append(elapsed)
+            log(f"kubectl get: {elapsed:.2f} s")
+    return {"kubectl_get_10k_s": round(statistics.median(times), 3), "kubectl_objects": count}
+
+
+# -- main ----------------------------------------------------------------------------------
+
+
+async def bench(settings: dict[str, Any]) -> dict[str, Any]:
+    directory = tempfile.mkdtemp(prefix="setpoint-bench-api-")
+    try:
+        result: dict[str, Any] = {}
+        log("writes: store, uvicorn, hypercorn")
+        result.update(await measure_writes(directory, settings))
+        log("watch fan-out")
+        result.update(await measure_fanout(directory, settings))
+        log("kubectl get")
+        result.update(await measure_kubectl(directory, settings))
+        return result
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a small, fast run (for tests)")
+    parser.add_argument("--serve", nargs=2, metavar=("STACK", "STORE_URL"), help=argparse.SUPPRESS)
+    parser.add_argument("--watch", nargs=4, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve:
+        serve(*args.serve)
+        return
+    if args.watch:
+        server, since, last, watchers = args.watch
+        watch_child(server, int(since), int(last), int(watchers))
+        return
+    settings = QUICK if args.quick else FULL
+    result = asyncio.run(bench(settings))
+    missed = []
+    for key, (op, target) in TARGETS.items():
+        value = result.get(key)
+        ok = value is not None and (
+            value >= target if op == ">=" else value <= target if op == "<=" else value == target
+        )
+        if not ok:
+            missed.append(key)
+    result.update(
+        quick=args.quick,
+        settings=settings,
+        targets={k: f"{op} {t}" for k, (op, t) in TARGETS.items()},
+        missed=missed,
+    )
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
