@@ -184,8 +184,11 @@ def test_a_crd_applied_with_the_cli_defines_a_kind_with_no_python(tmp_path: Path
     assert yaml.safe_load(shown.stdout)["spec"]["names"]["kind"] == "Widget", shown.stderr
 
 
-async def test_an_etcd_store_opened_later_knows_the_kinds_of_its_crds(etcd_server: Any) -> None:
-    url = etcd_server.new_url()
+@pytest.mark.parametrize("server", ["etcd_server", "postgresql_server"])
+async def test_a_distributed_store_opened_later_knows_the_kinds_of_its_crds(
+    server: str, request: pytest.FixtureRequest
+) -> None:
+    url = request.getfixturevalue(server).new_url()
     first = await open_store(url, Registry())
     try:
         await first.create(widget_crd())

@@ -2,10 +2,11 @@
 requests, and serving `watch` from the shared fan-out.
 
 A backend subclasses `Backend` and supplies `_execute` (run one write in a
-transaction), `_history` (the log after a revision) and the reads. It passes every entry
-it publishes to watchers to `_learn_kinds` too, so that CRDs written by any process
-define kinds in this one (`setpoint.store.kinds`); a CRD written here is learnt as soon
-as its write returns.
+transaction), `_history` (the log after a revision) and the reads. One that publishes
+through the shared fan-out passes every entry to `_learn_kinds` too, so that CRDs written
+by any process define kinds in this one (`setpoint.store.kinds`); a CRD written here is
+learnt as soon as its write returns. (etcd serves each watch from etcd itself: it learns
+the CRDs when opened and from its own writes.)
 """
 
 from __future__ import annotations

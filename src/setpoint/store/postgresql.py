@@ -61,8 +61,10 @@ from psycopg import AsyncConnection
 from setpoint.clock import SYSTEM_CLOCK, Clock
 from setpoint.errors import Error, Gone, Invalid, NotFound, StoreClosed, StoreUnavailable
 from setpoint.model import Object, Registry, Selector, codec
+from setpoint.model.crd import CRD
 from setpoint.store.backend import Backend
 from setpoint.store.base import EventType
+from setpoint.store.kinds import learn_kinds
 from setpoint.store.rules import Change, Key, Write, decide, encode, key_of, not_found, stamp
 from setpoint.store.watchers import LogEntry, Watchers, matcher
 
@@ -361,6 +363,9 @@ class PostgresStore(Backend):
             asyncio.create_task(self._poll(), name="setpoint-pg-poll"),
             asyncio.create_task(self._compact_loop(), name="setpoint-pg-compact"),
         ]
+        self.registry.register(CRD)
+        crds, _ = await self.list(CRD.api_version, CRD.kind)
+        learn_kinds(self.registry, crds)  # kinds as data (`setpoint.store.kinds`)
         return self
 
     async def _connect(self) -> AsyncConnection[Any]:
@@ -559,6 +564,7 @@ class PostgresStore(Backend):
         if fresh:
             self._published = fresh[-1].revision
             self._watchers.publish(fresh)
+            self._learn_kinds(fresh)
 
     async def _listen(self) -> None:
         """Wake the dispatcher on every NOTIFY; reconnect (and catch up) when it breaks."""
