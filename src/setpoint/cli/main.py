@@ -202,9 +202,9 @@ def _global_options(suffix: str) -> argparse.ArgumentParser:
         "--store",
         dest="store" + suffix,
         metavar="URL",
-        help=f"memory://, sqlite:///relative.db or sqlite:////abs.db "
-        f"(default: $SETPOINT_STORE, else {DEFAULT_STORE} in the nearest of this directory "
-        "and its parents that has one)",
+        help=f"memory://, sqlite:///relative.db, sqlite:////abs.db, postgresql://host/db or "
+        f"etcd://host:port (default: $SETPOINT_STORE, else {DEFAULT_STORE} in the nearest "
+        "of this directory and its parents that has one)",
     )
     p.add_argument(
         "--server",
