@@ -210,6 +210,7 @@ async def start_member(
             if line[0] == "SETTLED":
                 started.settled = line[1]
             started.changed.set()
+        await process.wait()  # so that waiters woken now see its return code
         started.changed.set()
 
     started.reader = asyncio.create_task(read())
