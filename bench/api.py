@@ -10,14 +10,18 @@ uvicorn or hypercorn on a loopback port it prints. Every phase uses a fresh stor
 with the default durability (`sync=full`: one fsync per commit), Process objects, and the
 `HttpStore` client (`setpoint.store.http`).
 
-* `api_writes_per_s`: WRITERS (64) concurrent clients, each creating an object then
-  updating it, again and again, for WRITE_SECONDS, through the API served by uvicorn.
-  `store_writes_per_s`: the same writes made directly on a `SqliteStore` in this process.
-  After an untimed warm-up (one create and update per writer: the first validations
-  build the schemas). Measured in ROUNDS rounds, each running the three (store, uvicorn,
-  hypercorn) in a different order on fresh files; medians, and `ratio_api_vs_store`
-  divides the medians of this run. `stack_writes_per_s` gives both servers' medians:
-  the stack comparison.
+* `api_writes_per_s`: WRITERS (64) concurrent HTTP clients, each creating an object then
+  updating it (POST, then PUT of what the POST returned), again and again, for
+  WRITE_SECONDS, through the API served by uvicorn. The clients are threads with a
+  kept-alive `http.client` connection each, spread over WRITE_PROCESSES (4) child
+  processes (this script with `--write`), so that what is measured is the server, not one
+  client process (64 tasks on one httpx client in one process made about 250 writes/s
+  whatever the server). `store_writes_per_s`: the same writes made directly on a
+  `SqliteStore` in this process by 64 tasks. After an untimed warm-up (one create and
+  update per writer: the first validations build the schemas). Measured in ROUNDS rounds,
+  each running the three (store, uvicorn, hypercorn) in a different order on fresh files;
+  medians, and `ratio_api_vs_store` divides the medians of this run. `stack_writes_per_s`
+  gives both servers' medians: the stack comparison.
 * `watch_fanout_*`: WATCHERS (100) watch streams, spread over WATCH_PROCESSES child
   processes (this script with `--watch`), all watching Processes from one revision, while
   FANOUT_WRITES creates are made by 4 writers. Latency per (watcher, revision) is from the
@@ -38,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import http.client
 import itertools
 import json
 import os
@@ -47,6 +52,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from typing import Any
 
@@ -75,6 +81,7 @@ QUICK = {
     "kubectl_runs": 1,
 }
 FANOUT_WRITERS = 4
+WRITE_PROCESSES = 4
 WATCH_TIMEOUT = 120.0
 """Seconds a watcher waits for the last revision after the writes end (never spent when
 nothing is lost)."""
@@ -200,6 +207,90 @@ async def write_for(
     return done / (time.perf_counter() - start)
 
 
+def write_child(server: str, seconds: float, writers: int, prefix: str) -> None:
+    """`writers` threads, each with its own kept-alive connection, creating then updating
+    objects: a warm-up (one of each), `ready`, then on a line from stdin, writes for
+    `seconds`; prints `done WRITES SECONDS`."""
+    host, port = server.removeprefix("http://").split(":")
+    path = f"/apis/{API}/namespaces/default/processes"
+    counts = [0] * writers
+    warmed = threading.Barrier(writers + 1, timeout=START_TIMEOUT)
+    started = threading.Barrier(writers + 1, timeout=START_TIMEOUT)
+    deadline = [0.0]
+
+    def writer(index: int) -> None:
+        conn = http.client.HTTPConnection(host, int(port))
+
+        def call(method: str, url: str, body: dict[str, Any]) -> dict[str, Any]:
+            conn.request(method, url, json.dumps(body), {"Content-Type": "application/json"})
+            response = conn.getresponse()
+            answer: dict[str, Any] = json.loads(response.read())
+            if response.status >= 300:
+                raise RuntimeError(f"{method} {url}: {response.status} {answer.get('message')}")
+            return answer
+
+        def create_and_update(n: int) -> None:
+            obj = call("POST", path, process(f"{prefix}-{index}-{n}"))
+            obj["metadata"]["labels"]["updated"] = "yes"
+            call("PUT", f"{path}/{obj['metadata']['name']}", obj)
+
+        create_and_update(0)
+        warmed.wait()
+        started.wait()
+        for n in itertools.count(1):
+            if time.perf_counter() >= deadline[0]:
+                return
+            create_and_update(n)
+            counts[index] += 2
+
+    threads = [threading.Thread(target=writer, args=(i,), daemon=True) for i in range(writers)]
+    for t in threads:
+        t.start()
+    warmed.wait()
+    print("ready", flush=True)
+    sys.stdin.readline()
+    began = time.perf_counter()
+    deadline[0] = began + seconds
+    started.wait()
+    for t in threads:
+        t.join()
+    print(f"done {sum(counts)} {time.perf_counter() - began}", flush=True)
+
+
+def write_over_http(server: str, seconds: float, writers: int, prefix: str) -> float:
+    """Writes per second of `writers` HTTP clients over WRITE_PROCESSES children."""
+    shares = [
+        writers // WRITE_PROCESSES + (i < writers % WRITE_PROCESSES) for i in range(WRITE_PROCESSES)
+    ]
+    children = [
+        subprocess.Popen(
+            [sys.executable, SCRIPT, "--write", server, str(seconds), str(n), f"{prefix}{i}"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for i, n in enumerate(shares)
+        if n
+    ]
+    try:
+        for child in children:
+            assert child.stdout is not None
+            if child.stdout.readline().strip() != "ready":
+                raise RuntimeError("a writer child did not start")
+        for child in children:
+            assert child.stdin is not None
+            child.stdin.write("go\n")
+            child.stdin.flush()
+        done = [child.stdout.readline().split() for child in children if child.stdout]
+        if any(len(d) != 3 for d in done):
+            raise RuntimeError(f"a writer child failed: {done}")
+        return sum(int(d[1]) for d in done) / max(float(d[2]) for d in done)
+    finally:
+        for child in children:
+            child.kill()
+            child.wait()
+
+
 async def measure_writes(directory: str, settings: dict[str, Any]) -> dict[str, Any]:
     from setpoint.engine.kinds import builtin_kinds
     from setpoint.store import open_store
@@ -223,14 +314,13 @@ async def measure_writes(directory: str, settings: dict[str, Any]) -> dict[str, 
             else:
                 # The server creates the file; a client never does.
                 with Server(mode, url) as server:
-                    store = await open_store(server.url, registry=builtin_kinds())
-                    try:
-                        await warm_up(store, settings["writers"])
-                        rate = await write_for(
-                            store, settings["write_seconds"], settings["writers"], "w"
-                        )
-                    finally:
-                        await store.close()
+                    rate = await asyncio.to_thread(
+                        write_over_http,
+                        server.url,
+                        settings["write_seconds"],
+                        settings["writers"],
+                        "w",
+                    )
             rates[mode].append(rate)
             log(f"round {round_ + 1}: {mode} {rate:.0f} writes/s")
     medians = {mode: statistics.median(values) for mode, values in rates.items()}
@@ -459,9 +549,14 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="a small, fast run (for tests)")
     parser.add_argument("--serve", nargs=2, metavar=("STACK", "STORE_URL"), help=argparse.SUPPRESS)
     parser.add_argument("--watch", nargs=4, help=argparse.SUPPRESS)
+    parser.add_argument("--write", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
         serve(*args.serve)
+        return
+    if args.write:
+        server, seconds, writers, prefix = args.write
+        write_child(server, float(seconds), int(writers), prefix)
         return
     if args.watch:
         server, since, last, watchers = args.watch
