@@ -47,6 +47,9 @@ async def test_discovery_names_kinds_with_their_subresources(api: Api) -> None:
     assert "processes/status" in by_name
     core = (await api.client.get("/api/v1")).json()["resources"]
     assert "events" in [r["name"] for r in core]
+    assert all("categories" not in r for r in core)  # `kubectl get all` leaves them out
+    crds = (await api.client.get("/apis/apiextensions.k8s.io/v1")).json()["resources"]
+    assert [r.get("categories") for r in crds if "/" not in r["name"]] == [None]
     assert (await api.client.get("/version")).json()["major"] == "1"
 
 

@@ -24,17 +24,14 @@ about a client more than one minor version away)."""
 VERBS = ["create", "delete", "get", "list", "patch", "update", "watch"]
 SUBRESOURCE_VERBS = ["get", "patch", "update"]
 
-_UNCATEGORIZED_GROUPS = ("", "coordination.k8s.io")
-"""Groups of the runtime's bookkeeping kinds (Event, Lease, Secret), which `kubectl get all`
-leaves out, as Kubernetes does."""
+_UNCATEGORIZED_GROUPS = ("", "coordination.k8s.io", "apiextensions.k8s.io")
+"""Groups of the bookkeeping kinds (Event, Lease, Secret, CustomResourceDefinition), which
+`kubectl get all` leaves out, as Kubernetes does."""
 
 
 def categories(kind: Kind) -> list[str]:
     """The categories `kubectl get CATEGORY` expands: `all` and `setpoint` for workload
-    kinds, none for bookkeeping kinds (a kind may declare its own as `categories`)."""
-    declared = getattr(kind, "categories", None)
-    if declared is not None:
-        return list(declared)
+    kinds, none for bookkeeping kinds."""
     return [] if kind.group in _UNCATEGORIZED_GROUPS else ["all", "setpoint"]
 
 
