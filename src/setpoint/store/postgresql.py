@@ -66,7 +66,7 @@ from setpoint.store.backend import Backend
 from setpoint.store.base import EventType
 from setpoint.store.kinds import learn_kinds
 from setpoint.store.rules import Change, Key, Write, decide, encode, key_of, not_found, stamp
-from setpoint.store.watchers import LogEntry, Watchers, matcher
+from setpoint.store.watchers import LogEntry, Watchers, encoded_labels, matcher
 
 log = logging.getLogger("setpoint.store.postgresql")
 
@@ -190,7 +190,15 @@ class _Plan:
 
     def log_columns(self) -> list[list[Any]]:
         rows = [
-            (i, r.type, *r.key, r.pre, r.post, _labels(r.labels), _labels(r.prev_labels))
+            (
+                i,
+                r.type,
+                *r.key,
+                r.pre,
+                r.post,
+                encoded_labels(r.labels),
+                encoded_labels(r.prev_labels),
+            )
             for i, (_, r) in enumerate(self.entries, 1)
         ]
         return _columns(rows, 10)
@@ -232,24 +240,6 @@ class _Pending:
     write: Write
     future: asyncio.Future[Object]
     result: Object | BaseException | None = None
-
-
-def _entry(row: tuple[Any, ...]) -> LogEntry:
-    rev, type_, api_version, kind, namespace, data, labels, prev = row
-    return LogEntry(
-        rev,
-        type_,
-        api_version,
-        kind,
-        namespace,
-        data,
-        codec.decode(labels) if labels else None,
-        codec.decode(prev) if prev else None,
-    )
-
-
-def _labels(labels: dict[str, str] | None) -> str | None:
-    return codec.encode(labels).decode() if labels else None
 
 
 def _unavailable(exc: BaseException, doing: str) -> StoreUnavailable:
@@ -699,7 +689,7 @@ class PostgresStore(Backend):
         compacted = rows[0][0] if rows else 0
         if after < compacted:
             raise Gone(f"too old resource version: {after} (history starts after {compacted})")
-        return [_entry(row[1:]) for row in rows if row[1] is not None]
+        return [LogEntry.of_row(row[1:]) for row in rows if row[1] is not None]
 
     @staticmethod
     async def _revision_on(conn: AsyncConnection[Any]) -> int:

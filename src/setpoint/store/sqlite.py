@@ -46,7 +46,7 @@ from setpoint.store.backend import Backend
 from setpoint.store.kinds import learn_kinds
 from setpoint.store.rules import Change, Write, decide, encode, key_of, not_found, stamp
 from setpoint.store.sqlite_reader import GET, list_query, read_crds, revision_now
-from setpoint.store.watchers import LogEntry, Watchers, matcher
+from setpoint.store.watchers import LogEntry, Watchers, encoded_labels, matcher
 
 log = logging.getLogger("setpoint.store.sqlite")
 
@@ -88,24 +88,6 @@ def _connect(path: str, sync: Sync) -> sqlite3.Connection:
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute(f"PRAGMA synchronous={sync.upper()}")
     return conn
-
-
-def _entry(row: tuple[Any, ...]) -> LogEntry:
-    rev, type_, api_version, kind, namespace, data, labels, prev = row
-    return LogEntry(
-        rev,
-        type_,
-        api_version,
-        kind,
-        namespace,
-        data,
-        codec.decode(labels) if labels else None,
-        codec.decode(prev) if prev else None,
-    )
-
-
-def _labels(labels: dict[str, str] | None) -> str | None:
-    return codec.encode(labels).decode() if labels else None
 
 
 class SqliteStore(Backend):
@@ -283,8 +265,8 @@ class SqliteStore(Backend):
                 change.type,
                 *change.key,
                 text,
-                _labels(labels),
-                _labels(change.prev_labels),
+                encoded_labels(labels),
+                encoded_labels(change.prev_labels),
             ),
         )
         if change.type == "DELETED":
@@ -456,7 +438,7 @@ class SqliteStore(Backend):
             ).fetchall()
         finally:
             conn.execute("COMMIT")
-        return [_entry(row) for row in rows]
+        return [LogEntry.of_row(row) for row in rows]
 
     async def _history(self, after: int) -> builtins.list[LogEntry]:
         entries: builtins.list[LogEntry] = await self._read(self._log_after, after)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from setpoint.errors import Gone, StoreClosed
 from setpoint.model import Selector, codec
@@ -33,6 +34,27 @@ class LogEntry:
     data: bytes | str  # the object, JSON-encoded (setpoint.model.codec)
     labels: dict[str, str] | None
     prev_labels: dict[str, str] | None
+
+    @classmethod
+    def of_row(cls, row: Sequence[Any]) -> LogEntry:
+        """The entry of a SQL log row: (revision, type, apiVersion, kind, namespace, data,
+        labels, previous labels), the labels as `encoded_labels` stored them."""
+        rev, type_, api_version, kind, namespace, data, labels, prev = row
+        return cls(
+            rev,
+            type_,
+            api_version,
+            kind,
+            namespace,
+            data,
+            codec.decode(labels) if labels else None,
+            codec.decode(prev) if prev else None,
+        )
+
+
+def encoded_labels(labels: dict[str, str] | None) -> str | None:
+    """Labels as a SQL log row keeps them (JSON, or NULL for none)."""
+    return codec.encode(labels).decode() if labels else None
 
 
 HistoryReader = Callable[[int], Awaitable[list[LogEntry]]]
