@@ -8,20 +8,19 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import shutil
 import subprocess
 import sys
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import pytest
 import yaml
 
+from running import Running
 from setpoint.engine.kinds import builtin_kinds
 from setpoint.model import Object
 from setpoint.store import open_reader
@@ -60,50 +59,6 @@ class Result:
 
     def yaml(self) -> Any:
         return yaml.safe_load(self.out)
-
-
-class Running:
-    """A command still running; its stdout is read line by line by a thread."""
-
-    def __init__(self, proc: subprocess.Popen[str]) -> None:
-        self.proc = proc
-        self.seen: list[str] = []
-        self._lines: queue.Queue[str | None] = queue.Queue()
-        assert proc.stdout is not None
-        threading.Thread(target=self._pump, args=(proc.stdout,), daemon=True).start()
-
-    def _pump(self, stream: IO[str]) -> None:
-        for line in stream:
-            self._lines.put(line.rstrip("\n"))
-        self._lines.put(None)
-
-    def expect(self, match: Callable[[str], bool], what: str) -> str:
-        """The next line for which `match` holds (skipping others); fail after TIMEOUT."""
-        while True:
-            try:
-                line = self._lines.get(timeout=TIMEOUT)
-            except queue.Empty:
-                self.kill()
-                pytest.fail(f"no line with {what} within {TIMEOUT}s; output so far: {self.seen}")
-            if line is None:
-                err = self.proc.stderr.read() if self.proc.stderr else ""
-                pytest.fail(f"output ended before a line with {what}: {self.seen}; stderr: {err}")
-            self.seen.append(line)
-            if match(line):
-                return line
-
-    def ended(self) -> tuple[int, str]:
-        try:
-            _, err = self.proc.communicate(timeout=TIMEOUT)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            pytest.fail(f"still running after {TIMEOUT}s; output so far: {self.seen}")
-        return self.proc.returncode, err
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
 
 
 @dataclass
@@ -154,7 +109,7 @@ class Server:
             cwd=self.directory,
             env=self.env,
         )
-        running = Running(proc)
+        running = Running(proc, timeout=TIMEOUT)
         self.started.append(running)
         return running
 
@@ -217,7 +172,7 @@ def start_server(directory: Path, *extra: str) -> Server:
         cwd=directory,
         env=env,
     )
-    first = Running(proc)
+    first = Running(proc, timeout=TIMEOUT)
     line = first.expect(lambda text: "serving the API on" in text, "where the server serves")
     url = line.split("serving the API on ", 1)[1].split()[0]
     kubeconfig = Path(line.split("KUBECONFIG=", 1)[1].split()[0])

@@ -45,7 +45,8 @@ def test_up_serves_the_api_with_a_kubeconfig(tmp_path: Path) -> None:
             text=True,
             cwd=tmp_path,
             env=env,
-        )
+        ),
+        timeout=TIMEOUT,
     )
     try:
         line = up.expect(lambda text: text.startswith("serving the API on "), "the API's address")

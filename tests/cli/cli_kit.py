@@ -9,18 +9,15 @@ from __future__ import annotations
 
 import json
 import os
-import queue
-import signal
 import subprocess
 import sys
-import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
-import pytest
 import yaml
+
+from running import Running
 
 REPO = Path(__file__).resolve().parents[2]
 HELLO = REPO / "examples" / "hello"
@@ -129,61 +126,6 @@ class CLI:
             env=self.env,
         )
         return Running(proc)
-
-
-class Running:
-    """A command still running; its stdout is read line by line by a thread."""
-
-    def __init__(self, proc: subprocess.Popen[str]) -> None:
-        self.proc = proc
-        self.seen: list[str] = []
-        self._lines: queue.Queue[str | None] = queue.Queue()
-        assert proc.stdout is not None
-        threading.Thread(target=self._pump, args=(proc.stdout,), daemon=True).start()
-
-    def _pump(self, stream: IO[str]) -> None:
-        for line in stream:
-            self._lines.put(line.rstrip("\n"))
-        self._lines.put(None)
-
-    def expect(self, match: Callable[[str], bool], what: str) -> str:
-        """The next line for which `match` is true (skipping others); fail after TIMEOUT."""
-        while True:
-            try:
-                line = self._lines.get(timeout=TIMEOUT)
-            except queue.Empty:
-                self.kill()
-                pytest.fail(f"no line with {what} within {TIMEOUT}s; output so far: {self.seen}")
-            if line is None:
-                err = self.proc.stderr.read() if self.proc.stderr else ""
-                pytest.fail(f"output ended before a line with {what}: {self.seen}; stderr: {err}")
-            self.seen.append(line)
-            if match(line):
-                return line
-
-    def stop(self, sig: signal.Signals) -> tuple[int, str]:
-        """Send `sig`; return the exit status and stderr once the command has ended."""
-        self.proc.send_signal(sig)
-        try:
-            _, err = self.proc.communicate(timeout=TIMEOUT)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            pytest.fail(f"still running {TIMEOUT}s after {sig.name}")
-        return self.proc.returncode, err
-
-    def ended(self) -> tuple[int, str]:
-        """The exit status and stderr once the command ends by itself (fail after TIMEOUT)."""
-        try:
-            _, err = self.proc.communicate(timeout=TIMEOUT)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            pytest.fail(f"still running after {TIMEOUT}s; output so far: {self.seen}")
-        return self.proc.returncode, err
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
 
 
 def columns(line: str) -> list[str]:
