@@ -254,8 +254,14 @@ def exec_probe(*argv: str, timeout: float = 5) -> Probe:
 
 
 def live_group_members(pgid: int) -> list[int]:
-    """Pids in process group `pgid` that are neither zombies nor about to die of SIGKILL."""
+    """Pids in process group `pgid` that are neither zombies nor about to die of SIGKILL.
+
+    A process is about to die when SIGKILL is pending for it, or when it has taken
+    the signal and is exiting (PF_EXITING in its stat flags) but is not a zombie yet:
+    on a loaded machine that window is long enough to be seen.
+    """
     kill_bit = 1 << (signal.SIGKILL - 1)
+    exiting_flag = 0x4  # PF_EXITING, include/linux/sched.h
     members = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -265,8 +271,9 @@ def live_group_members(pgid: int) -> list[int]:
             status = Path(f"/proc/{entry}/status").read_text()
         except OSError:
             continue
-        state, _ppid, pgrp = stat[stat.rindex(")") + 2 :].split()[:3]
-        if int(pgrp) != pgid or state in ("Z", "X", "x"):
+        fields = stat[stat.rindex(")") + 2 :].split()
+        state, pgrp, flags = fields[0], int(fields[2]), int(fields[6])
+        if pgrp != pgid or state in ("Z", "X", "x") or flags & exiting_flag:
             continue
         pending = 0
         for key in ("SigPnd", "ShdPnd"):
