@@ -42,19 +42,21 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import http.client
 import itertools
 import json
 import os
 import shutil
+import signal
 import socket
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from typing import Any
+
+import orjson
+import uvloop
 
 SCRIPT = os.path.abspath(__file__)
 API = "setpoint.dev/v1alpha1"
@@ -81,7 +83,7 @@ QUICK = {
     "kubectl_runs": 1,
 }
 FANOUT_WRITERS = 4
-WRITE_PROCESSES = 4
+WRITE_PROCESSES = 2
 WATCH_TIMEOUT = 120.0
 """Seconds a watcher waits for the last revision after the writes end (never spent when
 nothing is lost)."""
@@ -111,41 +113,53 @@ def process(name: str) -> dict[str, Any]:
 
 
 def serve(stack: str, store_url: str) -> None:
-    """Serve `store_url` under `stack` on a free loopback port; print `PORT n` when bound."""
+    """Serve `store_url` under `stack` on a free loopback port; print `PORT n` once it
+    accepts connections. uvicorn is served as `setpoint serve` serves (`ApiServer`: its
+    protocol, limits and event loop); hypercorn with its defaults. SIGTERM stops it."""
     from setpoint.api.app import create_app
+    from setpoint.api.server import ApiServer
     from setpoint.engine.kinds import builtin_kinds
     from setpoint.store import open_store
+
+    async def main() -> None:
+        store = await open_store(store_url, registry=builtin_kinds())
+        app = create_app(store, auth=None)
+        stopped = asyncio.Event()
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stopped.set)
+        try:
+            if stack == "uvicorn":
+                async with ApiServer(app) as server:
+                    print(f"PORT {server.port}", flush=True)
+                    await stopped.wait()
+            else:
+                await serve_hypercorn(app, stopped)
+        finally:
+            await store.close()
+
+    if os.environ.get("UVLOOP"):
+        import uvloop
+
+        uvloop.run(main())
+    else:
+        asyncio.run(main())
+
+
+async def serve_hypercorn(app: Any, stopped: asyncio.Event) -> None:
+    from hypercorn.asyncio import serve as hypercorn_serve
+    from hypercorn.config import Config
 
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     # Accepted connections inherit it: without, a response written in two parts waits for
     # the client's delayed ACK (about 40 ms per request on a kept-alive connection).
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     sock.bind(("127.0.0.1", 0))
-    sock.listen(1024)
+    sock.listen(1024)  # connections wait in the backlog until hypercorn accepts them
     print(f"PORT {sock.getsockname()[1]}", flush=True)
-
-    async def main() -> None:
-        store = await open_store(store_url, registry=builtin_kinds())
-        app = create_app(store, auth=None)
-        try:
-            if stack == "uvicorn":
-                import uvicorn
-
-                config = uvicorn.Config(app, log_level="warning", access_log=False)
-                await uvicorn.Server(config).serve(sockets=[sock])
-            else:
-                from hypercorn.asyncio import serve as hypercorn_serve
-                from hypercorn.config import Config
-
-                config = Config()
-                config.bind = [f"fd://{sock.fileno()}"]
-                config.loglevel = "WARNING"
-                config.accesslog = None
-                await hypercorn_serve(app, config)  # type: ignore[arg-type]
-        finally:
-            await store.close()
-
-    asyncio.run(main())
+    config = Config()
+    config.bind = [f"fd://{sock.fileno()}"]
+    config.loglevel = "WARNING"
+    config.accesslog = None
+    await hypercorn_serve(app, config, shutdown_trigger=stopped.wait)  # type: ignore[arg-type]
 
 
 class Server:
@@ -207,54 +221,81 @@ async def write_for(
     return done / (time.perf_counter() - start)
 
 
+class HttpConnection:
+    """One kept-alive HTTP/1.1 connection for the writers: requests are bytes built in one
+    piece, responses read by their Content-Length (anything else fails the bench), every
+    status checked. Lean on purpose: the writers share two cores with the server, and
+    what they spend is not the server's to measure."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader = reader
+        self.writer = writer
+
+    @classmethod
+    async def open(cls, host: str, port: int) -> HttpConnection:
+        reader, writer = await asyncio.open_connection(host, port)
+        sock = writer.get_extra_info("socket")
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return cls(reader, writer)
+
+    async def call(self, method: bytes, path: bytes, body: bytes, expect: int) -> Any:
+        """Send a JSON body; return the answer's JSON, which must come with `expect`."""
+        self.writer.write(
+            b"%s %s HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n%s" % (method, path, len(body), body)
+        )
+        head = await self.reader.readuntil(b"\r\n\r\n")
+        length = None
+        for line in head.split(b"\r\n")[1:]:
+            name, _, value = line.partition(b":")
+            if name.strip().lower() == b"content-length":
+                length = int(value)
+        if length is None:
+            raise RuntimeError(f"{method!r} {path!r}: no Content-Length in {head!r}")
+        answer = orjson.loads(await self.reader.readexactly(length))
+        status = int(head.split(b" ", 2)[1])
+        if status != expect:
+            message = answer.get("message") if isinstance(answer, dict) else answer
+            raise RuntimeError(f"{method!r} {path!r}: {status}, not {expect}: {message}")
+        return answer
+
+
 def write_child(server: str, seconds: float, writers: int, prefix: str) -> None:
-    """`writers` threads, each with its own kept-alive connection, creating then updating
-    objects: a warm-up (one of each), `ready`, then on a line from stdin, writes for
-    `seconds`; prints `done WRITES SECONDS`."""
+    """`writers` asyncio tasks, each with its own kept-alive connection (`HttpConnection`),
+    creating then updating objects (the PUT sends the object the POST returned, with its
+    resourceVersion): a warm-up (one of each), `ready`, then on a line from stdin, writes
+    for `seconds`; prints `done WRITES SECONDS`."""
     host, port = server.removeprefix("http://").split(":")
-    path = f"/apis/{API}/namespaces/default/processes"
-    counts = [0] * writers
-    warmed = threading.Barrier(writers + 1, timeout=START_TIMEOUT)
-    started = threading.Barrier(writers + 1, timeout=START_TIMEOUT)
-    deadline = [0.0]
+    collection = f"/apis/{API}/namespaces/default/processes".encode()
 
-    def writer(index: int) -> None:
-        conn = http.client.HTTPConnection(host, int(port))
+    async def create_and_update(conn: HttpConnection, index: int, n: int) -> None:
+        body = orjson.dumps(process(f"{prefix}-{index}-{n}"))
+        obj = await conn.call(b"POST", collection, body, 201)
+        obj["metadata"]["labels"]["updated"] = "yes"
+        path = b"%s/%s" % (collection, obj["metadata"]["name"].encode())
+        await conn.call(b"PUT", path, orjson.dumps(obj), 200)
 
-        def call(method: str, url: str, body: dict[str, Any]) -> dict[str, Any]:
-            conn.request(method, url, json.dumps(body), {"Content-Type": "application/json"})
-            response = conn.getresponse()
-            answer: dict[str, Any] = json.loads(response.read())
-            if response.status >= 300:
-                raise RuntimeError(f"{method} {url}: {response.status} {answer.get('message')}")
-            return answer
+    async def main() -> None:
+        connections = [await HttpConnection.open(host, int(port)) for _ in range(writers)]
+        for index, conn in enumerate(connections):
+            await create_and_update(conn, index, 0)
+        print("ready", flush=True)
+        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+        began = time.perf_counter()
+        deadline = began + seconds
+        counts = [0] * writers
 
-        def create_and_update(n: int) -> None:
-            obj = call("POST", path, process(f"{prefix}-{index}-{n}"))
-            obj["metadata"]["labels"]["updated"] = "yes"
-            call("PUT", f"{path}/{obj['metadata']['name']}", obj)
+        async def writer(index: int) -> None:
+            for n in itertools.count(1):
+                if time.perf_counter() >= deadline:
+                    return
+                await create_and_update(connections[index], index, n)
+                counts[index] += 2
 
-        create_and_update(0)
-        warmed.wait()
-        started.wait()
-        for n in itertools.count(1):
-            if time.perf_counter() >= deadline[0]:
-                return
-            create_and_update(n)
-            counts[index] += 2
+        await asyncio.gather(*(writer(i) for i in range(writers)))
+        print(f"done {sum(counts)} {time.perf_counter() - began}", flush=True)
 
-    threads = [threading.Thread(target=writer, args=(i,), daemon=True) for i in range(writers)]
-    for t in threads:
-        t.start()
-    warmed.wait()
-    print("ready", flush=True)
-    sys.stdin.readline()
-    began = time.perf_counter()
-    deadline[0] = began + seconds
-    started.wait()
-    for t in threads:
-        t.join()
-    print(f"done {sum(counts)} {time.perf_counter() - began}", flush=True)
+    uvloop.run(main())
 
 
 def write_over_http(server: str, seconds: float, writers: int, prefix: str) -> float:

@@ -40,6 +40,19 @@ async def test_headers_that_never_end_are_cut() -> None:
         assert (await api.client.get("/version")).status_code == 200
 
 
+async def test_headers_over_the_size_limit_are_refused() -> None:
+    async with running_api(limits=ServerLimits(max_header_bytes=4096)) as api:
+        reader, writer = await asyncio.open_connection("127.0.0.1", api.server.port)
+        headers = b"".join(b"X-Big-%d: %s\r\n" % (n, b"y" * 1024) for n in range(10))
+        writer.write(b"GET /version HTTP/1.1\r\nHost: x\r\n" + headers)  # never ended
+        await writer.drain()
+        answer = await read_all(reader)
+        assert answer.startswith(b"HTTP/1.1 431 "), answer
+        writer.close()
+        big = {"X-Big": "y" * 1024}  # within the limit: served
+        assert (await api.client.get("/version", headers=big)).status_code == 200
+
+
 async def test_a_body_that_does_not_arrive_is_refused_and_nothing_is_written() -> None:
     async with running_api() as api:  # body_timeout 1 s
         reader, writer = await asyncio.open_connection("127.0.0.1", api.server.port)

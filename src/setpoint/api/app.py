@@ -26,6 +26,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
+from starlette.types import Message, Receive, Scope, Send
 
 from setpoint import __version__
 from setpoint.api import dashboard, discovery, insight, openapi
@@ -61,27 +62,90 @@ def create_app(
     """The API app serving `store`. `auth=None` lets every caller do everything: only
     for a server on loopback (`setpoint.api.auth.check_bind`)."""
     api = _Api(store, auth, settings or ApiSettings(), clock)
+    core_path = api.guard(api.core_path)
+    groups_path = api.guard(api.groups_path)
     routes = [
         # before the `/apis/...` catch-all:
         *insight.routes(store, api.check, api.guard, api.resources.watches, api.settings.watch),
         *dashboard.routes(),
         Route("/version", api.guard(api.version), methods=["GET", "HEAD"]),
         Route("/api", api.guard(api.core), methods=["GET", "HEAD"]),
-        Route("/api/{rest:path}", api.guard(api.core_path), methods=METHODS),
+        Route("/api/{rest:path}", core_path, methods=METHODS),
         Route("/apis", api.guard(api.groups), methods=["GET", "HEAD"]),
-        Route("/apis/{rest:path}", api.guard(api.groups_path), methods=METHODS),
+        Route("/apis/{rest:path}", groups_path, methods=METHODS),
         Route("/openapi/v3", api.guard(api.openapi_index), methods=["GET", "HEAD"]),
         Route("/openapi/v3/{rest:path}", api.guard(api.openapi_path), methods=["GET", "HEAD"]),
         Route("/healthz", _ok, methods=["GET", "HEAD"]),
         Route("/livez", _ok, methods=["GET", "HEAD"]),
         Route("/readyz", _ok, methods=["GET", "HEAD"]),
     ]
-    app = Starlette(
+    app = _ApiApp(
         routes=routes,
         exception_handlers={HTTPException: _http_exception, Exception: _unexpected},
     )
+    app.resource_paths = (("/api/", core_path), ("/apis/", groups_path))
     app.state.watches = api.resources.watches  # open and dropped watches (WatchCounts)
     return app
+
+
+class _ApiApp(Starlette):
+    """Starlette, with resource requests (`/api/...`, `/apis/...`) dispatched straight to
+    their endpoint: the same endpoint the routes name, without Starlette's per-request
+    middleware and route scan (most of a write's cost before). What such a request could
+    meet there is kept: its endpoint is `guard`ed (every failure a Status), a failure
+    while the response is sent is answered as `_unexpected` (if nothing was sent yet)
+    and raised to the server, as Starlette's ServerErrorMiddleware does. Anything else
+    (insight's routes under `/apis/`, methods no route allows, the rest of the app)
+    goes through Starlette."""
+
+    resource_paths: tuple[tuple[str, Endpoint], ...] = ()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        endpoint = self._resource_endpoint(scope)
+        if endpoint is None:
+            await super().__call__(scope, receive, send)
+            return
+        scope["app"] = self
+        request = Request(scope, receive, send)
+        started = False
+
+        async def sending(message: Message) -> None:
+            nonlocal started
+            started = True
+            await send(message)
+
+        try:
+            response = await endpoint(request)
+            await response(scope, receive, sending)
+        except Exception as exc:
+            if not started:
+                await (await _unexpected(request, exc))(scope, receive, send)
+            raise
+
+    def _resource_endpoint(self, scope: Scope) -> Endpoint | None:
+        """The endpoint of a resource request (its `rest` set as Starlette's route would)."""
+        if scope["type"] != "http" or scope["method"] not in METHODS:
+            return None
+        path = _route_path(scope)
+        if "\n" in path or path.startswith(_INSIGHT):  # what the routes' patterns decide
+            return None
+        for prefix, endpoint in self.resource_paths:
+            if path.startswith(prefix):
+                scope["path_params"] = {"rest": path[len(prefix) :]}
+                return endpoint
+        return None
+
+
+_INSIGHT = insight.PREFIX + "/"
+
+
+def _route_path(scope: Scope) -> str:
+    """The path the routes match: without the app's root path, as Starlette's router."""
+    path: str = scope["path"]
+    root: str = scope.get("root_path", "")
+    if root and path.startswith(root) and path[len(root) : len(root) + 1] == "/":
+        return path[len(root) :]
+    return path
 
 
 async def _ok(request: Request) -> Response:

@@ -118,9 +118,9 @@ class ListSnapshots:
 
 
 def kind_for(registry: Registry, api_version: str, resource: str) -> Kind:
-    for kind in registry:
-        if kind.api_version == api_version and kind.plural == resource:
-            return kind
+    kind = registry.for_resource(api_version, resource)
+    if kind is not None:
+        return kind
     raise NotFound(
         f'the server could not find the requested resource "{resource}" in {api_version}'
     )

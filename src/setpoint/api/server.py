@@ -1,5 +1,7 @@
 """Serving the API app over HTTP with uvicorn, within limits: `ApiServer` runs it in the
 caller's event loop (`setpoint serve` and `setpoint up` share it), `serve` until stopped.
+The protocol is uvicorn's httptools one (llhttp, in C: h11's pure-Python parsing cost
+more CPU per request than the request itself).
 
     async with ApiServer(create_app(store, auth=auth), "127.0.0.1", 0) as server:
         print(server.url)          # the port the system chose
@@ -10,8 +12,9 @@ Limits (`ServerLimits`), each against a client that could otherwise exhaust the 
 * `max_connections`: uvicorn's `limit_concurrency`; beyond it new requests get a 503.
 * `header_timeout`: a request's headers must be complete this long after the connection
   opened (or the previous response ended); a trickle of header bytes (slowloris) is cut.
-  uvicorn has no such limit of its own: `_protocol` adds it to its h11 protocol.
-* `max_header_bytes`: h11's limit of an incomplete request head.
+  uvicorn has no such limit of its own: `_protocol` adds it to its httptools protocol.
+* `max_header_bytes`: the bytes of a request head still incomplete (as h11 counts them);
+  beyond it the answer is a 431 and the connection is closed.
 * `keep_alive_timeout`: an idle keep-alive connection is closed after it.
 * the request body's size and time limits are the app's (`ApiSettings`), per request.
 
@@ -33,7 +36,7 @@ from types import TracebackType
 from typing import Any
 
 import uvicorn
-from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from setpoint.api.tls import TlsFiles
 
@@ -50,15 +53,48 @@ class ServerLimits:
     """On stop, requests still running after this long (watches) are cancelled."""
 
 
-def _protocol(limits: ServerLimits) -> type[H11Protocol]:
-    """uvicorn's h11 protocol with a deadline on each request's headers."""
+_HEADERS_TOO_LARGE = (
+    b"HTTP/1.1 431 Request Header Fields Too Large\r\n"
+    b"content-type: text/plain; charset=utf-8\r\n"
+    b"content-length: 35\r\n"
+    b"connection: close\r\n\r\n"
+    b"the request's headers are too large"
+)
 
-    class HeaderDeadlineProtocol(H11Protocol):
+
+def _protocol(limits: ServerLimits) -> type[HttpToolsProtocol]:
+    """uvicorn's httptools protocol (llhttp, in C) with a deadline on each request's
+    headers and a limit on their size."""
+
+    class LimitedProtocol(HttpToolsProtocol):
         _deadline: asyncio.TimerHandle | None = None
+        _in_head = True
+        """No request's head is complete yet: between requests, or within a head."""
+        _head_bytes = 0
 
         def connection_made(self, transport: Any) -> None:
             super().connection_made(transport)
             self._arm()
+
+        def data_received(self, data: bytes) -> None:
+            if self._in_head:
+                self._head_bytes += len(data)
+            super().data_received(data)
+            # As h11 counts: bytes read while the head is still incomplete (a chunk that
+            # completes a head does not count against it).
+            too_large = self._in_head and self._head_bytes > limits.max_header_bytes
+            if too_large and not self.transport.is_closing():
+                self.transport.write(_HEADERS_TOO_LARGE)
+                self.transport.close()
+
+        def on_headers_complete(self) -> None:
+            self._in_head = False
+            self._head_bytes = 0
+            super().on_headers_complete()
+
+        def on_message_complete(self) -> None:
+            super().on_message_complete()
+            self._in_head = True
 
         def on_response_complete(self) -> None:
             super().on_response_complete()
@@ -82,7 +118,7 @@ def _protocol(limits: ServerLimits) -> type[H11Protocol]:
             if waiting_for_head and not self.transport.is_closing():
                 self.transport.close()
 
-    return HeaderDeadlineProtocol
+    return LimitedProtocol
 
 
 class _Server(uvicorn.Server):
@@ -118,7 +154,6 @@ class ApiServer:
             limit_concurrency=self.limits.max_connections,
             timeout_keep_alive=self.limits.keep_alive_timeout,
             timeout_graceful_shutdown=self.limits.shutdown_timeout,
-            h11_max_incomplete_event_size=self.limits.max_header_bytes,
             server_header=False,
             ssl_certfile=str(tls.cert) if tls else None,
             ssl_keyfile=str(tls.key) if tls else None,

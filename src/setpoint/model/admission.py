@@ -25,6 +25,42 @@ def check_values(value: Any, root: str = "", *, max_depth: int = MAX_DEPTH) -> N
     """Refuse integers outside 64 bits and nesting deeper than `max_depth`, naming the
     field. Walks iteratively: any depth is safe to check. (Non-finite floats are refused
     when manifests are parsed; the store encodes them as null, as it always has.)"""
+    if not _within_limits(value, max_depth):
+        _refuse_values(value, root, max_depth)
+
+
+def _within_limits(value: Any, max_depth: int) -> bool:
+    """Whether `_refuse_values` would pass `value`, sure of it (False: not sure). The walk
+    every write makes: no field paths built, plain JSON types only (anything else,
+    subclasses too, is left to the full walk)."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        node, depth = stack.pop()
+        kind = type(node)
+        if kind is dict or kind is list:
+            if depth >= max_depth:
+                return False
+            for child in node.values() if kind is dict else node:
+                kind = type(child)
+                if kind is dict or kind is list:
+                    stack.append((child, depth + 1))
+                elif kind is int:
+                    if not INT64_MIN <= child <= INT64_MAX:
+                        return False
+                elif (
+                    kind is not str and kind is not bool and kind is not float and child is not None
+                ):
+                    return False
+        elif kind is int:
+            if not INT64_MIN <= node <= INT64_MAX:
+                return False
+        elif kind is not str and kind is not bool and kind is not float and node is not None:
+            return False
+    return True
+
+
+def _refuse_values(value: Any, root: str, max_depth: int) -> None:
+    """The full walk of `check_values`, naming the field of what it refuses."""
     stack: list[tuple[Any, str, int]] = [(value, root, 0)]
     while stack:
         node, path, depth = stack.pop()

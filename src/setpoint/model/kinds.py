@@ -266,6 +266,13 @@ class Registry:
             raise Invalid("required", field="kind")
         return self.get(api_version, kind)
 
+    def for_resource(self, api_version: str, plural: str) -> Kind | None:
+        """The kind served at `api_version`'s resource `plural`, if any (no refresh)."""
+        for kind in self._kinds.values():
+            if kind.plural == plural and kind.api_version == api_version:
+                return kind
+        return None
+
     def resolve(self, name: str) -> Kind:
         """Find a kind by what a person types: `Process`, `process`, `processes`, `proc`,
         optionally qualified by group (`processes.setpoint.dev`)."""

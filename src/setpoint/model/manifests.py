@@ -20,6 +20,7 @@ schema checks of `Kind.validate` come after.
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -86,7 +87,8 @@ def parse_manifests(
             raise Invalid(f"{source}: not a text file (want UTF-8 YAML or JSON)") from None
     check_size(len(text.encode("utf-8", "surrogatepass")), source, limits)
     if as_json:
-        return _unpack(_json_document(text, source, limits), None, source, 1, limits)
+        doc = _json_document(text, source, limits)
+        return _unpack(doc, None, source, 1, limits, plain=True)
     out: list[Manifest] = []
     loader: _Loader | None = None
     try:
@@ -116,11 +118,21 @@ def parse_manifests(
 
 
 def _json_document(text: str, source: str, limits: Limits) -> Any:
-    depth = _bracket_depth(text)
-    if depth > limits.max_depth:
+    """The value of JSON text: plain JSON data (NaN and Infinity refused), no key repeated
+    in one object, nested no deeper than the limit."""
+    # Nested no deeper than it has opening brackets: most texts need no closer look.
+    brackets = text.count("[") + text.count("{")
+    if brackets > limits.max_depth and _bracket_depth(text) > limits.max_depth:
         raise Invalid(f"{source}: nested more than {limits.max_depth} levels deep")
     try:
-        return json.loads(text, object_pairs_hook=_unique_pairs)
+        return json.loads(
+            text,
+            object_pairs_hook=_unique_pairs,
+            parse_constant=_no_constant,
+            parse_float=_finite_float,
+        )
+    except _NotJson as exc:
+        raise Invalid(f"{source}:1: only JSON values are allowed: {exc}") from None
     except json.JSONDecodeError as exc:
         raise Invalid(f"{source}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
     except _DuplicateKey as exc:
@@ -144,6 +156,21 @@ def _bracket_depth(text: str) -> int:
         else:
             depth -= 1
     return deepest
+
+
+class _NotJson(Exception):
+    pass
+
+
+def _no_constant(name: str) -> Any:
+    raise _NotJson(f"{name} is not a JSON number")
+
+
+def _finite_float(text: str) -> float:
+    number = float(text)
+    if not math.isfinite(number):
+        raise _NotJson(f"{text} is out of range for a float")
+    return number
 
 
 class _DuplicateKey(Exception):
@@ -269,9 +296,12 @@ def _yaml_message(exc: yaml.MarkedYAMLError, source: str) -> str:
 # -- documents ---------------------------------------------------------------------------
 
 
-def _as_json(doc: Any, source: str, line: int, limits: Limits) -> Any:
-    """`doc` as plain JSON data (keys strings), or `Invalid` if it holds what JSON cannot."""
+def _as_json(doc: Any, source: str, line: int, limits: Limits, *, plain: bool) -> Any:
+    """`doc` as plain JSON data (keys strings), or `Invalid` if it holds what JSON cannot.
+    `plain`: it is already (what `_json_document` returns): only its values are checked."""
     check_values(doc, max_depth=limits.max_depth)
+    if plain:
+        return doc
     try:
         return json.loads(json.dumps(doc, allow_nan=False))
     except (TypeError, ValueError) as exc:
@@ -279,7 +309,7 @@ def _as_json(doc: Any, source: str, line: int, limits: Limits) -> Any:
 
 
 def _unpack(
-    doc: Any, node: yaml.Node | None, source: str, line: int, limits: Limits
+    doc: Any, node: yaml.Node | None, source: str, line: int, limits: Limits, *, plain: bool = False
 ) -> list[Manifest]:
     if not isinstance(doc, dict):
         raise Invalid(
@@ -292,11 +322,11 @@ def _unpack(
         for i, item in enumerate(doc["items"]):
             item_node = _child(items_node, i)
             item_line = item_node.start_mark.line + 1 if item_node else line
-            out += _unpack(item, item_node, source, item_line, limits)
+            out += _unpack(item, item_node, source, item_line, limits, plain=plain)
         return out
     manifest = Manifest({}, source, line, node)
     try:
-        obj = _as_json(doc, source, line, limits)
+        obj = _as_json(doc, source, line, limits, plain=plain)
     except Invalid as exc:
         if exc.field is None:
             raise
