@@ -5,23 +5,27 @@ Run with `./dev bench api` (`--quick` for a small, fast run: the test uses it). 
 goes to stderr; the last stdout line is one JSON object.
 
 The server is this script run as a child (`--serve STACK STORE_URL`): it opens the SQLite
-store, builds `setpoint.api.app.create_app` (no tokens: loopback only) and serves it under
-uvicorn or hypercorn on a loopback port it prints. Every phase uses a fresh store file
+store, builds `setpoint.api.app.create_app` (no tokens: loopback only) and serves it as
+`setpoint serve` does (`ApiServer` on `run_api_loop`'s event loop), or under hypercorn
+on that same loop, on a loopback port it prints. Every phase uses a fresh store file
 with the default durability (`sync=full`: one fsync per commit), Process objects, and the
-`HttpStore` client (`setpoint.store.http`).
+`HttpStore` client (`setpoint.store.http`) unless said otherwise.
 
 * `api_writes_per_s`: WRITERS (64) concurrent HTTP clients, each creating an object then
-  updating it (POST, then PUT of what the POST returned), again and again, for
-  WRITE_SECONDS, through the API served by uvicorn. The clients are threads with a
-  kept-alive `http.client` connection each, spread over WRITE_PROCESSES (4) child
-  processes (this script with `--write`), so that what is measured is the server, not one
-  client process (64 tasks on one httpx client in one process made about 250 writes/s
-  whatever the server). `store_writes_per_s`: the same writes made directly on a
-  `SqliteStore` in this process by 64 tasks. After an untimed warm-up (one create and
-  update per writer: the first validations build the schemas). Measured in ROUNDS rounds,
-  each running the three (store, uvicorn, hypercorn) in a different order on fresh files;
-  medians, and `ratio_api_vs_store` divides the medians of this run. `stack_writes_per_s`
-  gives both servers' medians: the stack comparison.
+  updating it (POST, then PUT of the object the POST returned, with its
+  resourceVersion), again and again, for WRITE_SECONDS, through the API served by
+  uvicorn. Each client is one kept-alive connection driven by an asyncio task
+  (`HttpConnection`: requests built as bytes in one piece, responses read by their
+  Content-Length, every status checked: any error fails the bench), spread over
+  WRITE_PROCESSES (2) child processes (this script with `--write`). Lean on purpose:
+  clients and server share the machine's two cores, and threads with `http.client`
+  (the client before) spent more CPU than the server, so the figure was the client's.
+  `store_writes_per_s`: the same writes made directly on a `SqliteStore` in this
+  process by 64 tasks. After an untimed warm-up (one create and update per writer: the
+  first validations build the schemas). Measured in ROUNDS rounds, each running the
+  three (store, uvicorn, hypercorn) in a different order on fresh files; medians, and
+  `ratio_api_vs_store` divides the medians of this run. `stack_writes_per_s` gives
+  both servers' medians: the stack comparison (same clients, same loop).
 * `watch_fanout_*`: WATCHERS (100) watch streams, spread over WATCH_PROCESSES child
   processes (this script with `--watch`), all watching Processes from one revision, while
   FANOUT_WRITES creates are made by 4 writers. Latency per (watcher, revision) is from the
@@ -114,10 +118,11 @@ def process(name: str) -> dict[str, Any]:
 
 def serve(stack: str, store_url: str) -> None:
     """Serve `store_url` under `stack` on a free loopback port; print `PORT n` once it
-    accepts connections. uvicorn is served as `setpoint serve` serves (`ApiServer`: its
-    protocol, limits and event loop); hypercorn with its defaults. SIGTERM stops it."""
+    accepts connections. uvicorn is served as `setpoint serve` serves (`ApiServer` and
+    its protocol and limits, on `run_api_loop`'s event loop); hypercorn with its defaults,
+    on that loop too. SIGTERM stops it."""
     from setpoint.api.app import create_app
-    from setpoint.api.server import ApiServer
+    from setpoint.api.server import ApiServer, run_api_loop
     from setpoint.engine.kinds import builtin_kinds
     from setpoint.store import open_store
 
@@ -136,12 +141,7 @@ def serve(stack: str, store_url: str) -> None:
         finally:
             await store.close()
 
-    if os.environ.get("UVLOOP"):
-        import uvloop
-
-        uvloop.run(main())
-    else:
-        asyncio.run(main())
+    run_api_loop(main())
 
 
 async def serve_hypercorn(app: Any, stopped: asyncio.Event) -> None:

@@ -74,7 +74,13 @@ def workspace_base(ctx: Context) -> Path:
     return ensure_private_dir(workspace_of(ctx.store_url).state_dir.parent)
 
 
-async def run(ctx: Context, args: argparse.Namespace) -> int:
+def run(ctx: Context, args: argparse.Namespace) -> int:
+    from setpoint.api.server import run_api_loop
+
+    return run_api_loop(_serve(ctx, args))
+
+
+async def _serve(ctx: Context, args: argparse.Namespace) -> int:
     from setpoint.api.serving import ServeOptions, serve_api
     from setpoint.api.tls import TlsFiles
     from setpoint.store.kinds import publish_kinds
