@@ -76,7 +76,7 @@ def _protocol(limits: ServerLimits) -> type[HttpToolsProtocol]:
 
         def connection_made(self, transport: Any) -> None:
             super().connection_made(transport)
-            self.transport = _WritesPerStep(transport, self.loop)  # type: ignore[assignment]
+            self.transport = _HeadWithBody(transport, self.loop)  # type: ignore[assignment]
             self._arm()
 
         def data_received(self, data: bytes) -> None:
@@ -124,26 +124,34 @@ def _protocol(limits: ServerLimits) -> type[HttpToolsProtocol]:
     return LimitedProtocol
 
 
-class _WritesPerStep:
-    """A transport whose writes made in one step of the event loop leave in one send:
-    uvicorn writes a response's head and its body apart, which cost two sends (two
-    packets, two wake-ups of the reader) for one response. What is held is sent at the
-    end of the step, or before the transport closes."""
+class _HeadWithBody:
+    """A transport that holds a small write until the next one, so that a response's
+    head and body leave in one send: uvicorn writes them apart, which cost two sends (two
+    packets, two wake-ups of the reader) per response. At most one write (of at most
+    `HELD_BYTES`) is held, and never past the current step of the event loop (a
+    streaming response's head, its last event) nor past `close`: flow control sees
+    every byte a step late at most."""
+
+    HELD_BYTES = 64 * 1024
 
     def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
         self._transport = transport
         self._loop = loop
-        self._held: list[bytes] = []
+        self._held: bytes | None = None
 
     def write(self, data: bytes) -> None:
-        if not self._held:
+        if self._held is not None:
+            data, self._held = self._held + data, None
+            self._transport.write(data)
+        elif len(data) <= self.HELD_BYTES:
+            self._held = data
             self._loop.call_soon(self._flush)
-        self._held.append(data)
+        else:
+            self._transport.write(data)
 
     def _flush(self) -> None:
-        if self._held:
-            data = b"".join(self._held)
-            self._held.clear()
+        if self._held is not None:
+            data, self._held = self._held, None
             if not self._transport.is_closing():
                 self._transport.write(data)
 
