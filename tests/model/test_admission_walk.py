@@ -1,5 +1,5 @@
-"""`check_values` takes a quick walk (no field paths) and the full one only when the
-quick one is not sure: whatever the value, it refuses exactly what the full walk
+"""`check_values` takes a quick look (orjson's encoding) and the full walk only when the
+quick look is not sure: whatever the value, it refuses exactly what the full walk
 refuses, naming the same field (hypothesis against `_refuse_values`)."""
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ SCALARS = (
     | st.booleans()
     | st.integers(min_value=INT64_MAX - 2, max_value=INT64_MAX + 2)
     | st.integers(min_value=-(2**64), max_value=-(2**63) + 1)
+    | st.integers(min_value=2**53 - 2, max_value=2**53 + 2)
+    | st.integers(min_value=2**64 - 2, max_value=2**64 + 2)
     | st.integers()
     | st.floats(allow_nan=False)
     | st.text(max_size=4)
@@ -45,7 +47,7 @@ def outcome(check: Any, value: Any, depth: int) -> tuple[str, str | None] | None
 
 @settings(max_examples=300, deadline=None)
 @given(VALUES, st.integers(min_value=1, max_value=4))
-def test_the_quick_walk_refuses_what_the_full_walk_refuses(value: Any, depth: int) -> None:
+def test_the_quick_look_refuses_what_the_full_walk_refuses(value: Any, depth: int) -> None:
     def quick(v: Any, root: str, max_depth: int) -> None:
         check_values(v, root, max_depth=max_depth)
 
