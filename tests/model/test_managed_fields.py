@@ -342,3 +342,26 @@ def test_the_manager_of_a_plain_write() -> None:
     assert manager_of(None, "kubectl/v1.31.0 (linux/amd64) kubernetes/abc") == "kubectl"
     assert manager_of("", "python-httpx/0.28") == "python-httpx"
     assert manager_of(None, "x" * 200) == "x" * 128
+
+
+def _env(names: str) -> st.SearchStrategy[list[dict[str, str]]]:
+    entry = st.builds(
+        lambda n, v: {"name": n, "value": v}, st.sampled_from(names), st.text("xy", max_size=1)
+    )
+    return st.lists(entry, max_size=3, unique_by=lambda e: e["name"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(_env("ab"), _env("cd"), _env("ab"))
+def test_managers_of_disjoint_elements_never_conflict(
+    first: list[dict[str, str]], theirs: list[dict[str, str]], second: list[dict[str, str]]
+) -> None:
+    def spec(env: list[dict[str, str]]) -> dict[str, Any]:
+        return {"args": ["x"], "env": env} if env else {"args": ["x"]}
+
+    live = ssa(ssa(None, spec(first), "a"), spec(theirs), "b")
+    after = ssa(live, spec(second), "a")
+    env = after["spec"].get("env", [])
+    assert sorted(e["name"] for e in env) == sorted(e["name"] for e in second + theirs)
+    assert all(e in env for e in second + theirs)
+    assert ssa(after, spec(second), "a") == after  # reapplying changes nothing
