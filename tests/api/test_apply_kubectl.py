@@ -6,9 +6,10 @@ the writer, which `--force-conflicts` overrides."""
 
 from __future__ import annotations
 
+import subprocess
 from typing import Any
 
-from api_kit import Server
+from api_kit import TIMEOUT, Server, kubectl_binary
 
 TOOLS_CRD: dict[str, Any] = {
     "apiVersion": "apiextensions.k8s.io/v1",
@@ -173,3 +174,60 @@ def test_a_replace_after_an_apply_is_recorded_too(server: Server) -> None:
     assert refused.code != 0
     assert 'conflict with "kubectl-replace"' in refused.err
     assert ".spec.restartPolicy" in refused.err
+
+
+def test_kubectl_edit_and_client_side_apply_of_keyed_lists(server: Server) -> None:
+    """Keyed lists stay plain lists to kubectl's own patches (it sends no list directives),
+    and an edit is recorded as `kubectl-edit`'s."""
+    deps = [{"kind": "Process", "name": "db"}, {"kind": "Process", "name": "cache"}]
+    manifest = {
+        "apiVersion": "setpoint.dev/v1alpha1",
+        "kind": "Process",
+        "metadata": {"name": "edited", "namespace": "default"},
+        "spec": {"args": ["sleep", "60"], "dependsOn": deps, "ports": [80, 81]},
+    }
+    path = str(server.write("edited.yaml", manifest))
+    server.ok("apply", "-f", path)
+    manifest["spec"] = {"args": ["sleep", "60"], "dependsOn": deps[1:], "ports": [81]}
+    server.ok("apply", "-f", str(server.write("edited.yaml", manifest)))
+    spec = server.stored("Process", "edited")["spec"]
+    assert [d["name"] for d in spec["dependsOn"]] == ["cache"]
+    assert spec["ports"] == [81]
+
+    server.ok("delete", "process", "edited")
+    server.ok("apply", "--server-side", "-f", path)
+    editor = server.directory / "editor.sh"
+    editor.write_text(
+        '#!/bin/sh\nsed -i -e \'s/name: cache/name: queue/\' -e \'s/"60"/"30"/\' "$1"\n'
+    )
+    editor.chmod(0o755)
+    edited = subprocess.run(
+        [kubectl_binary(), "edit", "process", "edited"],
+        capture_output=True,
+        text=True,
+        cwd=server.directory,
+        env={**server.env, "KUBE_EDITOR": str(editor)},
+        timeout=TIMEOUT,
+    )
+    assert edited.returncode == 0, edited.stderr
+    stored = server.stored("Process", "edited")
+    assert [d["name"] for d in stored["spec"]["dependsOn"]] == ["queue"]
+    assert owners(stored)["kubectl-edit"]["f:spec"]["f:dependsOn"] == {
+        'k:{"kind":"Process","name":"queue"}': {
+            ".": {},
+            "f:condition": {},
+            "f:kind": {},
+            "f:name": {},
+        }
+    }
+    assert owners(stored)["kubectl-edit"]["f:spec"]["f:args"] == {}
+    # the applier's args, edited: a conflict; its element the edit removed: no conflict
+    refused = server.kubectl("apply", "--server-side", "-f", path)
+    assert refused.code != 0
+    assert 'conflict with "kubectl-edit"' in refused.err
+    assert ".spec.args" in refused.err
+    assert "dependsOn" not in refused.err
+    server.ok("apply", "--server-side", "--force-conflicts", "-f", path)
+    spec = server.stored("Process", "edited")["spec"]
+    assert spec["args"] == ["sleep", "60"]
+    assert [d["name"] for d in spec["dependsOn"]] == ["queue", "cache"]  # queue: the editor's
