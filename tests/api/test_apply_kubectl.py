@@ -1,8 +1,8 @@
 """Server-side apply with the real kubectl against `setpoint serve`: lists merged by key
 (two field managers own different elements of a keyed list, a CRD's or a built-in
-kind's), and plain writes (`kubectl patch`, `kubectl replace`) recorded as their
-manager's, so that a later apply of the old value is a conflict naming the field and
-the writer, which `--force-conflicts` overrides."""
+kind's), and plain writes (`kubectl patch`, `edit`, `replace`) recorded as their
+manager's, so that a later apply of the old value is
+a conflict naming the field and the writer, which `--force-conflicts` overrides."""
 
 from __future__ import annotations
 
@@ -114,16 +114,27 @@ def test_managers_own_different_dependencies_of_a_process(server: Server) -> Non
         return {"apiVersion": "setpoint.dev/v1alpha1", "kind": "Process", "metadata": meta,
                 "spec": spec}  # fmt: skip
 
-    mine = proc({"args": ["sleep", "60"], "dependsOn": [{"kind": "Process", "name": "db"}]})
+    mine = proc(
+        {
+            "args": ["sleep", "60"],
+            "dependsOn": [{"kind": "Process", "name": "db"}],
+            "env": {"A": "1"},  # env is a map: each variable is its own field
+        }
+    )
     assert apply(server, "app", "deps-app.yaml", mine).code == 0
-    extra = proc({"dependsOn": [{"kind": "Process", "name": "cache"}], "ports": [8080]})
+    extra = proc(
+        {"dependsOn": [{"kind": "Process", "name": "cache"}], "ports": [8080], "env": {"B": "2"}}
+    )
     added = apply(server, "platform", "deps-platform.yaml", extra)
     assert added.code == 0, added.err
     spec = server.stored("Process", "deps")["spec"]
     assert [d["name"] for d in spec["dependsOn"]] == ["db", "cache"]
     assert spec["ports"] == [8080]
+    assert spec["env"] == {"A": "1", "B": "2"}
     assert apply(server, "app", "deps-app.yaml", proc({"args": ["sleep", "60"]})).code == 0
-    assert [d["name"] for d in server.stored("Process", "deps")["spec"]["dependsOn"]] == ["cache"]
+    spec = server.stored("Process", "deps")["spec"]
+    assert [d["name"] for d in spec["dependsOn"]] == ["cache"]
+    assert spec["env"] == {"B": "2"}
 
 
 def test_a_patch_after_an_apply_is_the_patchers_and_a_reapply_conflicts(server: Server) -> None:

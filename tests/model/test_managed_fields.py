@@ -365,3 +365,20 @@ def test_managers_of_disjoint_elements_never_conflict(
     assert sorted(e["name"] for e in env) == sorted(e["name"] for e in second + theirs)
     assert all(e in env for e in second + theirs)
     assert ssa(after, spec(second), "a") == after  # reapplying changes nothing
+
+
+def test_the_builtin_kinds_keyed_lists_are_in_their_crds() -> None:
+    from setpoint.model.crd import crd_of
+    from setpoint.workloads.kinds import DEPLOYMENT, JOB, PROCESS
+
+    def spec_of(kind: Any) -> dict[str, Any]:
+        (version,) = crd_of(kind)["spec"]["versions"]
+        properties: dict[str, Any] = version["schema"]["openAPIV3Schema"]["properties"]
+        return properties["spec"]["properties"]  # type: ignore[no-any-return]
+
+    for kind in (PROCESS, JOB, DEPLOYMENT):
+        depends_on = spec_of(kind)["dependsOn"]
+        assert depends_on["x-kubernetes-list-type"] == "map"
+        assert depends_on["x-kubernetes-list-map-keys"] == ["kind", "name"]
+    assert spec_of(PROCESS)["ports"]["x-kubernetes-list-type"] == "set"
+    assert "x-kubernetes-list-type" not in spec_of(PROCESS)["args"]  # atomic
