@@ -1,8 +1,8 @@
 """Server-side apply with the real kubectl against `setpoint serve`: lists merged by key
 (two field managers own different elements of a keyed list, a CRD's or a built-in
 kind's), and plain writes (`kubectl patch`, `edit`, `replace`) recorded as their
-manager's, so that a later apply of the old value is
-a conflict naming the field and the writer, which `--force-conflicts` overrides."""
+manager's, so that a later apply of the old value is a conflict naming the field and the
+writer, which `--force-conflicts` overrides."""
 
 from __future__ import annotations
 

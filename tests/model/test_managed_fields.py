@@ -382,3 +382,12 @@ def test_the_builtin_kinds_keyed_lists_are_in_their_crds() -> None:
         assert depends_on["x-kubernetes-list-map-keys"] == ["kind", "name"]
     assert spec_of(PROCESS)["ports"]["x-kubernetes-list-type"] == "set"
     assert "x-kubernetes-list-type" not in spec_of(PROCESS)["args"]  # atomic
+
+
+def test_an_empty_map_owns_only_that_it_is_there() -> None:
+    live = ssa(None, {"env": [{"name": "A", "value": "1"}], "args": ["x"]}, "a")
+    empty = ssa(live, {}, "b")  # `spec: {}`: no conflict, nothing of a's undone
+    assert empty["spec"] == live["spec"]
+    assert owners(empty)["b/Apply"] == {"spec"}
+    gone = ssa(empty, {"args": ["x"]}, "a")  # a leaves env: b's empty spec does not keep it
+    assert gone["spec"] == {"args": ["x"]}

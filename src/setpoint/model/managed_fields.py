@@ -5,9 +5,9 @@ an apply by one field manager, or a plain write, makes of the live object.
 
 `applied` is the manager's whole intent (`kubectl apply --server-side`): every field it
 sets becomes the manager's (its `Apply` entry, in the FieldsV1 form Kubernetes uses:
-`{"f:spec": {"f:replicas": {}}}`). A field is a leaf of the object's maps, an empty map,
-or a list, by the list's type in `schema` (the kind's `openAPIV3Schema`) as Kubernetes
-reads it:
+`{"f:spec": {"f:replicas": {}}}`). A field is a leaf of the object's maps, an empty map
+(applied, it owns that the map is there, not what others put in it), or a list, by the
+list's type in `schema` (the kind's `openAPIV3Schema`) as Kubernetes reads it:
 
 * `x-kubernetes-list-type: map` with `x-kubernetes-list-map-keys: [name]`: each element
   is its own field, named by its keys (`k:{"name":"web"}`), and so are the fields inside
@@ -81,7 +81,7 @@ def apply(
         owned = decode(entry.get("fieldsV1") or {})
         for path in wanted:
             for theirs in owned:
-                if _covers(path, theirs) and _differs(live, applied, theirs):
+                if _covers(applied, path, theirs) and _differs(live, applied, theirs):
                     conflicts.append((theirs, entry["manager"], entry.get("apiVersion", "")))
     if conflicts and not force:
         raise _conflict(conflicts)
@@ -94,7 +94,7 @@ def apply(
     others = [e for e in entries if e is not before]
     still_owned = {p for e in others for p in decode(e.get("fieldsV1") or {})} - taken
     for path in sorted(decode((before or {}).get("fieldsV1") or {}) - wanted, reverse=True):
-        if not any(_holds(p, path) for p in still_owned):
+        if not any(_holds(merged, p, path) for p in still_owned):
             _remove(merged, path)
     for path in sorted(wanted):
         _set(merged, path, _value(applied, path))
@@ -147,7 +147,7 @@ def update(
         if entry["manager"] == manager and entry.get("operation") == "Update":
             mine |= owned & new_fields
             continue
-        left = {p for p in owned if not any(_holds(p, c) for c in changed)}
+        left = {p for p in owned if not any(_holds(live, p, c) for c in changed)}
         if left:
             kept.append({**entry, "fieldsV1": encode(left)} if left != owned else entry)
     api_version = str(new.get("apiVersion") or "")
@@ -299,17 +299,23 @@ def _within(path: Path, ancestor: Path) -> bool:
     return path[: len(ancestor)] == ancestor
 
 
-def _covers(field: Path, other: Path) -> bool:
-    """Whether setting `field` sets `other`: the same field, or one inside it unless
-    `field` is a list element's own field (which sets only that the element is there)."""
-    return other == field or (_within(other, field) and not _is_item(field[-1]))
+def _covers(obj: Object, field: Path, other: Path) -> bool:
+    """Whether setting `field` (to its value in `obj`) sets `other`: the same field, or
+    one inside it unless `field` is a container (which sets only that it is there)."""
+    return other == field or (_within(other, field) and not _is_container(obj, field))
 
 
-def _holds(owned: Path, path: Path) -> bool:
-    """Whether owning `owned` keeps `path` (or ties it to a change of `path`): the same
-    field, one inside it, or an atomic one (a whole list, a value) around it. A list
-    element's own field holds only the element, not the fields inside it."""
-    return _within(owned, path) or (_within(path, owned) and not _is_item(owned[-1]))
+def _holds(obj: Object | None, owned: Path, path: Path) -> bool:
+    """Whether owning `owned` keeps `path` (or ties it to a change of `path`), in `obj`:
+    the same field, one inside it, or an atomic one (a whole list, a value) around it. A
+    container's own field (a list element, a map) holds only itself, not what is in it."""
+    return _within(owned, path) or (_within(path, owned) and not _is_container(obj, owned))
+
+
+def _is_container(obj: Object | None, path: Path) -> bool:
+    """Whether the field `path` is a list element or a map (an empty one, when applied):
+    owning it is owning that it is there, each field inside it being a field of its own."""
+    return _is_item(path[-1]) or isinstance(_value(obj, path), dict)
 
 
 def _is_item(part: str) -> bool:
@@ -320,11 +326,13 @@ def _is_item(part: str) -> bool:
 
 
 def _differs(a: Object | None, b: Object | None, path: Path) -> bool:
-    """Whether the field `path` differs between `a` and `b` (for a list element: whether
-    it is in one and not the other; what is inside it are fields of their own)."""
-    if path and _is_item(path[-1]):
-        return (_value(a, path) is None) != (_value(b, path) is None)
-    return bool(_value(a, path) != _value(b, path))
+    """Whether the field `path` differs between `a` and `b` (for a container, a list
+    element or a map: whether it is in one and not the other; what is inside it are
+    fields of their own)."""
+    a_value, b_value = _value(a, path), _value(b, path)
+    if _is_item(path[-1]) or (isinstance(a_value, dict) and isinstance(b_value, dict)):
+        return (a_value is None) != (b_value is None)
+    return bool(a_value != b_value)
 
 
 def _step(node: Any, part: str) -> Any:
@@ -359,14 +367,16 @@ def _value(obj: Object | None, path: Path) -> Any:
 
 
 def _set(obj: Object, path: Path, value: Any) -> None:
-    """Set the field `path` to `value`; a list element's own field (`k:`, `v:`) only makes
-    sure the element is there (with its keys), its other fields being set one by one."""
+    """Set the field `path` to `value`; a container's own field (a list element, `k:` or
+    `v:`, or an empty map) only makes sure it is there (an element with its keys), the
+    fields inside it being set one by one."""
     node: Any = obj
     for depth, part in enumerate(path):
         last = depth == len(path) - 1
         if part.startswith("f:"):
             if last:
-                node[part[2:]] = copy.deepcopy(value)
+                if not (value == {} and isinstance(node.get(part[2:]), dict)):
+                    node[part[2:]] = copy.deepcopy(value)  # an empty map: there, as it is
                 return
             child = node.get(part[2:])
             wants_list = _is_item(path[depth + 1])
