@@ -158,7 +158,8 @@ def update(
 def manager_of(field_manager: str | None, user_agent: str | None) -> str:
     """The manager a plain write is recorded under, as kube-apiserver names it: the
     request's `fieldManager`, else its User-Agent up to the first `/` (printable
-    characters, at most 128 bytes): `kubectl` for `kubectl/v1.31.0 (linux/amd64)`."""
+    characters, at most 128 bytes): `kubectl` for `kubectl/v1.31.0 (linux/amd64)`;
+    `unknown` for a request with neither."""
     if field_manager:
         return field_manager
     out = ""
