@@ -8,7 +8,9 @@ back.
 status and scale subresources, printer columns, and an `openAPIV3Schema` made from the
 kind's pydantic models (`openapi_schema`): pydantic's JSON schema turned into a Kubernetes
 *structural* schema (every `$ref` inlined, `Optional` as `nullable`, any-value fields as
-`x-kubernetes-preserve-unknown-fields`, descriptions from the fields' docstrings).
+`x-kubernetes-preserve-unknown-fields`, descriptions from the fields' docstrings, and the
+list types a field declares with `Field(json_schema_extra=list_map("name"))` or
+`list_set()`, which server-side apply reads through `apply_schema(kind)`).
 
 `kind_of` makes a `Kind` of a CRD, whose validator (`SchemaValidator`) fills the schema's
 `default`s, then checks the object with the `jsonschema` library; the first refused value
