@@ -3,8 +3,9 @@ and `scale` subresources, and watches, each carried out with the `Store` calls t
 makes. No validation of its own: a write goes through `Store.create/update/patch/delete`
 (admission in `setpoint.model`, rules in `setpoint.store.rules`); a dry run
 (`dryRun=All`) runs the same `prepare` and `decide` of `setpoint.store.rules` and writes
-nothing; server-side apply is `setpoint.store.apply`. `kubectl get`'s Accept header gets
-a Table (`setpoint.api.tables`).
+nothing; server-side apply is `setpoint.store.apply`, and so are a PATCH and a PUT that
+record the writer's fields (a PUT only when it names a `fieldManager` or carries
+`managedFields`). `kubectl get`'s Accept header gets a Table (`setpoint.api.tables`).
 
 Reading bodies: at most `ApiSettings.max_body_bytes` (413 before reading when the
 Content-Length says more, else as soon as the stream passes it), within
@@ -324,6 +325,8 @@ class Resources:
             return self._answer(request, kind, change.object if change else current or {}, params)
         if subresource == "status":
             written = await self.store.update_status(obj)
+        elif params.get("fieldManager") or obj["metadata"].get("managedFields"):
+            written = await self._update_recorded(request, kind, obj, params)
         else:
             written = await self.store.update(obj)
         return self._answer(request, kind, written, params)
@@ -350,8 +353,17 @@ class Resources:
             current = await self.store.get(kind.api_version, kind.kind, name, namespace)
             change = decide(write, current, self.clock.now())
             return self._answer(request, kind, change.object if change else current, params)
-        written = await self.store.patch(
-            kind.api_version, kind.kind, name, body, namespace, patch_type=patch_type
+        from setpoint.store.apply import patch_recorded
+
+        written = await patch_recorded(
+            self.store,
+            kind,
+            name,
+            namespace,
+            body,
+            patch_type,
+            manager=_manager(request, params),
+            always=bool(params.get("fieldManager")),
         )
         return self._answer(request, kind, written, params)
 
@@ -411,6 +423,14 @@ class Resources:
             dry_run=_dry_run(params),
         )
         return self._answer(request, kind, applied, params)
+
+    async def _update_recorded(
+        self, request: Request, kind: Kind, obj: Object, params: dict[str, str]
+    ) -> Object:
+        """A PUT that records the fields it changes (`setpoint.store.apply`)."""
+        from setpoint.store.apply import update_recorded
+
+        return await update_recorded(self.store, kind, obj, manager=_manager(request, params))
 
     async def _delete(
         self,
@@ -639,6 +659,13 @@ def _method_not_allowed(method: str) -> BadRequest:
     error.code = 405
     error.reason = "MethodNotAllowed"
     return error
+
+
+def _manager(request: Request, params: dict[str, str]) -> str:
+    """The field manager a plain write is recorded under (`managed_fields.manager_of`)."""
+    from setpoint.model.managed_fields import manager_of
+
+    return manager_of(params.get("fieldManager"), request.headers.get("user-agent"))
 
 
 def _dry_run(params: dict[str, str]) -> bool:

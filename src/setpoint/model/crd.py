@@ -8,7 +8,9 @@ back.
 status and scale subresources, printer columns, and an `openAPIV3Schema` made from the
 kind's pydantic models (`openapi_schema`): pydantic's JSON schema turned into a Kubernetes
 *structural* schema (every `$ref` inlined, `Optional` as `nullable`, any-value fields as
-`x-kubernetes-preserve-unknown-fields`, descriptions from the fields' docstrings).
+`x-kubernetes-preserve-unknown-fields`, descriptions from the fields' docstrings, and the
+list types a field declares with `Field(json_schema_extra=list_map("name"))` or
+`list_set()`, which server-side apply reads through `apply_schema(kind)`).
 
 `kind_of` makes a `Kind` of a CRD, whose validator (`SchemaValidator`) fills the schema's
 `default`s, then checks the object with the `jsonschema` library; the first refused value
@@ -162,6 +164,25 @@ def openapi_schema(kind: Kind) -> dict[str, Any]:
     return out
 
 
+def list_map(*keys: str) -> dict[str, Any]:
+    """The schema markers of a list whose elements are objects told apart by `keys`: server-side
+    apply merges it element by element (`x-kubernetes-list-type: map`)."""
+    return {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": list(keys)}
+
+
+def list_set() -> dict[str, Any]:
+    """The schema markers of a list of distinct scalars, merged value by value by
+    server-side apply (`x-kubernetes-list-type: set`)."""
+    return {"x-kubernetes-list-type": "set"}
+
+
+@functools.lru_cache(maxsize=256)
+def apply_schema(kind: Kind) -> dict[str, Any]:
+    """`openapi_schema(kind)`, built once per kind: what server-side apply reads the list
+    types from (`setpoint.model.managed_fields`). Shared: do not change it."""
+    return openapi_schema(kind)
+
+
 def model_json_schema(model: type[BaseModel]) -> dict[str, Any]:
     """pydantic's JSON schema of `model` (wire names), each field described by its docstring."""
     schema: dict[str, Any] = json.loads(_model_json_schema_text(model))
@@ -197,7 +218,12 @@ _KEPT = (
     "maxProperties",
     "multipleOf",
     "required",
+    "x-kubernetes-list-type",
+    "x-kubernetes-list-map-keys",
+    "x-kubernetes-map-type",
 )
+"""What a pydantic schema node keeps as it is; a model marks how server-side apply merges
+a list with `Field(json_schema_extra=list_map("name"))` (`list_map`, `list_set`)."""
 
 
 def _convert(node: dict[str, Any], defs: dict[str, Any], seen: tuple[str, ...]) -> dict[str, Any]:
