@@ -32,8 +32,9 @@ with the default durability (`sync=full`: one fsync per commit), Process objects
   time (HTTP, admission, group commit, fsync: `api_writes_per_s`'s business) is not
   counted. It is reported too: `watch_fanout_from_request_p99_ms` (request sent -> event
   read) and `watch_fanout_write_p99_ms` (request sent -> answer read). The watchers read
-  their streams with a socket and orjson (`read_watch`), the writers with `http.client`:
-  the clients share the cores with the server and must not starve it. `watch_fanout_lost`
+  their streams with a protocol on the socket and orjson (`read_watch`), the writers with
+  `http.client`: the clients share the cores with the server and must not starve it
+  (httpx, in both, spent twice the server's CPU). `watch_fanout_lost`
   counts the (watcher, revision) pairs never delivered (must be 0). A watcher the server
   drops (it reads too slowly) resumes from the last revision it saw, as client-go's
   reflector does; `watch_fanout_resumed` counts those drops.
@@ -344,6 +345,68 @@ async def measure_writes(directory: str, settings: dict[str, Any]) -> dict[str, 
 # -- watch fan-out -------------------------------------------------------------------------
 
 
+class WatchReader(asyncio.Protocol):
+    """One watch stream, read straight off its socket (HTTP/1.1, chunked) by the event
+    loop's callbacks: records when each revision arrived (wall clock, one reading per
+    `data_received`) until `last`. `done` holds the last revision seen when the server ends
+    the stream (its timeout), or `ConnectionError` when it drops the watch."""
+
+    def __init__(self, last: int, seen: dict[int, float], on_open: Callable[[], None]) -> None:
+        self.last = last
+        self.seen = seen
+        self.on_open: Callable[[], None] | None = on_open
+        self.revision = 0
+        self.data = bytearray()  # received, not yet parsed
+        self.lines = bytearray()  # chunk payloads, not yet a whole line
+        self.done: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+    def data_received(self, data: bytes) -> None:
+        import orjson
+
+        now = time.time()
+        self.data += data
+        if self.on_open is not None:
+            end = self.data.find(b"\r\n\r\n")
+            if end < 0:
+                return
+            head = bytes(self.data[:end])
+            if not head.startswith(b"HTTP/1.1 200") or b"chunked" not in head.lower():
+                self._finish(RuntimeError(f"not a chunked watch stream: {head[:300]!r}"))
+                return
+            del self.data[: end + 4]
+            self.on_open()
+            self.on_open = None
+        while (eol := self.data.find(b"\r\n")) >= 0:
+            size = int(self.data[:eol].split(b";")[0], 16)
+            if len(self.data) < eol + 2 + size + 2:
+                break
+            if size == 0:
+                self._finish(self.revision)  # the server ended it: resume
+                return
+            self.lines += self.data[eol + 2 : eol + 2 + size]
+            del self.data[: eol + 2 + size + 2]
+        *whole, rest = self.lines.split(b"\n")
+        if whole:
+            self.lines = rest
+            for line in whole:
+                event = orjson.loads(line)
+                self.revision = int(event["object"]["metadata"]["resourceVersion"])
+                self.seen[self.revision] = now
+            if self.revision >= self.last:
+                self._finish(self.revision)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._finish(ConnectionError("the server dropped the watch"))
+
+    def _finish(self, result: int | BaseException) -> None:
+        if self.done.done():
+            return
+        if isinstance(result, BaseException):
+            self.done.set_exception(result)
+        else:
+            self.done.set_result(result)
+
+
 async def read_watch(
     address: tuple[str, int],
     since: int,
@@ -351,50 +414,28 @@ async def read_watch(
     seen: dict[int, float],
     on_open: Callable[[], None],
 ) -> int:
-    """One watch stream from `since` over a plain socket (HTTP/1.1, chunked): calls
-    `on_open` once the server answered, records when each revision arrived (wall clock, one
-    reading per chunk read) until `last` is seen or the server ends the stream; returns the
-    last revision seen. Raises `ConnectionError` if the server drops the watch."""
-    import orjson
-
-    reader, writer = await asyncio.open_connection(*address)
-    revision = since
+    """One watch stream from `since` (`WatchReader`): calls `on_open` once the server
+    answered; returns the last revision seen once `last` is seen or the server ended the
+    stream. Raises `ConnectionError` if the server drops the watch."""
+    loop = asyncio.get_running_loop()
+    transport, reader = await loop.create_connection(
+        lambda: WatchReader(last, seen, on_open), *address
+    )
     try:
         target = f"{WATCH_PATH}?watch=true&resourceVersion={since}"
-        writer.write(f"GET {target} HTTP/1.1\r\nHost: {address[0]}\r\n\r\n".encode())
-        head = await reader.readuntil(b"\r\n\r\n")
-        if not head.startswith(b"HTTP/1.1 200") or b"chunked" not in head.lower():
-            raise RuntimeError(f"not a chunked watch stream: {head[:300]!r}")
-        on_open()
-        partial = b""
-        while revision < last:
-            size_line = await reader.readline()
-            if not size_line:
-                raise ConnectionError("the server dropped the watch")
-            size = int(size_line.split(b";")[0], 16)
-            if size == 0:
-                return revision  # the server ended it (its timeout): resume
-            chunk = await reader.readexactly(size + 2)
-            now = time.time()
-            *lines, partial = (partial + chunk[:-2]).split(b"\n")
-            for line in lines:
-                event = orjson.loads(line)
-                revision = int(event["object"]["metadata"]["resourceVersion"])
-                seen[revision] = now
-        return revision
-    except asyncio.IncompleteReadError as exc:
-        raise ConnectionError("the server dropped the watch") from exc
+        transport.write(f"GET {target} HTTP/1.1\r\nHost: {address[0]}\r\n\r\n".encode())
+        return max(await reader.done, since)
     finally:
-        writer.close()
+        transport.close()
 
 
 def watch_child(server: str, since: int, last: int, watchers: int) -> None:
     """`watchers` streams from `since`; print `ready` once all are open, then, once stdin
     says the writes are done and each has seen `last` (or WATCH_TIMEOUT passed), JSON: the
     revisions each saw, with times, and how many streams were resumed. Streams are read by
-    `read_watch` (a socket and orjson), not an HTTP client library: the children share the
-    cores with the server, and what is measured is the server (httpx's line iterator cost
-    these children more CPU than the server spent)."""
+    `read_watch` (a protocol on the socket, and orjson), not an HTTP client library: the
+    children share the cores with the server, and what is measured is the server (reading
+    with httpx cost these children more CPU than the server spent)."""
     host, port = server.removeprefix("http://").split(":")
     drops: list[int] = []
 
