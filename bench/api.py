@@ -482,6 +482,9 @@ def _nothing() -> None:
 def create_for_watchers(server: str, total: int) -> dict[int, tuple[float, float]]:
     """`total` creates by FANOUT_WRITERS threads, each with its own kept-alive connection;
     per revision, when its request was sent and when its answer came (wall clock)."""
+    import http.client
+    import threading
+
     host, port = server.removeprefix("http://").split(":")
     times: dict[int, tuple[float, float]] = {}
     names = iter(range(total))
