@@ -177,8 +177,7 @@ class WatchStream(Response):
         pump = asyncio.create_task(self._pump(), name="watch-pump")
         writer = asyncio.create_task(self._write(send), name="watch-writer")
         listener = asyncio.create_task(_wait_disconnect(receive), name="watch-listener")
-        timer = self._loop.call_at(self._next_check(), self._check, writer)
-        self._timer = timer
+        self._timer = self._loop.call_at(self._next_check(), self._check, writer)
         self.counts.open += 1
         try:
             await asyncio.wait({writer, listener}, return_when=asyncio.FIRST_COMPLETED)
