@@ -252,17 +252,17 @@ class Resources:
         timeout = non_negative_int(params, "timeoutSeconds")
         as_table = wants_table(request.headers.get("accept", ""))
 
-        def encode(obj: Object) -> Any:
-            return self._table(kind, [obj], params) if as_table else obj
+        def as_row(obj: Object) -> Any:
+            return self._table(kind, [obj], params)
 
         watch = WatchRequest(
             kind=kind,
             namespace=namespace,
             label_selector=selector,
-            keep=fields.matches,
+            keep=fields.matches if fields.requirements else None,
             since=since,
             initial=initial,
-            encode=encode,
+            encode=as_row if as_table else None,
             bookmarks=params.get("allowWatchBookmarks") in ("true", "1"),
             initial_events_end=send_initial,
             timeout=min(float(timeout), limits.max_timeout) if timeout else limits.max_timeout,

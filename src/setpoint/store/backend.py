@@ -1,5 +1,6 @@
 """What every backend shares above its storage: turning `Store` calls into `Write`
-requests, and serving `watch` from the shared fan-out.
+requests, and serving `watch` (and `watch_encoded`, objects left as JSON bytes) from the
+shared fan-out.
 
 A backend subclasses `Backend` and supplies `_execute` (run one write in a
 transaction), `_history` (the log after a revision) and the reads. One that publishes
@@ -19,7 +20,7 @@ from setpoint.model import Object, Registry, Selector, codec
 from setpoint.store.base import WatchEvent
 from setpoint.store.kinds import is_crd, learn_change
 from setpoint.store.rules import Write, key_of, prepare
-from setpoint.store.watchers import LogEntry, Watchers, WatchFilter
+from setpoint.store.watchers import EncodedEvent, LogEntry, Watchers, WatchFilter
 
 
 class Backend(ABC):
@@ -135,7 +136,28 @@ class Backend(ABC):
         since: int | None = None,
         label_selector: str | Selector | None = None,
     ) -> AsyncIterator[WatchEvent]:
+        wanted = self._watch_filter(api_version, kind, namespace, label_selector)
+        return self._watchers.watch(self._history, self.revision, wanted, since)
+
+    def watch_encoded(
+        self,
+        api_version: str | None,
+        kind: str | None,
+        namespace: str | None = None,
+        since: int | None = None,
+        label_selector: str | Selector | None = None,
+    ) -> AsyncIterator[EncodedEvent]:
+        """`watch`, each object left as the log keeps it (`EncodedWatches`)."""
+        wanted = self._watch_filter(api_version, kind, namespace, label_selector)
+        return self._watchers.watch_encoded(self._history, self.revision, wanted, since)
+
+    def _watch_filter(
+        self,
+        api_version: str | None,
+        kind: str | None,
+        namespace: str | None,
+        label_selector: str | Selector | None,
+    ) -> WatchFilter:
         if kind is not None:
             self.registry.get(api_version or "", kind)
-        wanted = WatchFilter(api_version, kind, namespace, Selector.of(label_selector))
-        return self._watchers.watch(self._history, self.revision, wanted, since)
+        return WatchFilter(api_version, kind, namespace, Selector.of(label_selector))
