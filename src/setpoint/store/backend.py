@@ -11,6 +11,7 @@ the CRDs when opened and from its own writes.)
 
 from __future__ import annotations
 
+import builtins
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
@@ -63,6 +64,17 @@ class Backend(ABC):
             items.extend(page)
             revision = page_revision
         return items, revision
+
+    async def list_encoded(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None = None,
+        label_selector: str | Selector | None = None,
+    ) -> tuple[builtins.list[bytes], int]:
+        """`list`, each object encoded; a backend holding the JSON as stored overrides it."""
+        items, revision = await self.list(api_version, kind, namespace, label_selector)
+        return [codec.encode(obj) for obj in items], revision
 
     async def _write(self, write: Write) -> Object:
         """`_execute`, and a CRD's kind learnt (or forgotten) at once."""

@@ -381,6 +381,39 @@ class SqliteStore(Backend):
         obj: Object = codec.decode(row[0])
         return obj
 
+    async def list_encoded(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None = None,
+        label_selector: str | Selector | None = None,
+    ) -> tuple[builtins.list[bytes], int]:
+        """One read transaction (a WAL snapshot) in the reader pool; the JSON as stored,
+        decoded only to match a label selector."""
+        self._check_open()
+        self.registry.get(api_version, kind)
+        selector = Selector.of(label_selector)
+        query, args = list_query(api_version, kind, namespace, as_bytes=True)
+
+        def read(conn: sqlite3.Connection) -> tuple[builtins.list[bytes], int]:
+            conn.execute("BEGIN")
+            try:
+                revision = revision_now(conn)
+                rows = conn.execute(query, args).fetchall()
+            finally:
+                conn.execute("COMMIT")
+            encoded = [data for (data,) in rows]
+            if selector.requirements:
+                encoded = [
+                    data
+                    for data in encoded
+                    if selector.matches(codec.decode(data)["metadata"].get("labels"))
+                ]
+            return encoded, revision
+
+        listed: tuple[builtins.list[bytes], int] = await self._read(read)
+        return listed
+
     async def list_pages(
         self,
         api_version: str,
