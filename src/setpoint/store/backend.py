@@ -23,6 +23,19 @@ from setpoint.store.rules import Write, key_of, prepare
 from setpoint.store.watchers import LogEntry, Watchers, WatchFilter
 
 
+def encoded_matching(
+    encoded: builtins.list[bytes], label_selector: str | Selector | None
+) -> builtins.list[bytes]:
+    """The encoded objects whose labels `label_selector` matches (all of them, undecoded,
+    when it is empty)."""
+    selector = Selector.of(label_selector)
+    if not selector.requirements:
+        return encoded
+    return [
+        data for data in encoded if selector.matches(codec.decode(data)["metadata"].get("labels"))
+    ]
+
+
 class Backend(ABC):
     registry: Registry
     _watchers: Watchers

@@ -15,7 +15,7 @@ from setpoint.clock import SYSTEM_CLOCK, Clock
 from setpoint.errors import Gone, StoreClosed
 from setpoint.model import Object, Registry, Selector, codec
 from setpoint.model.crd import CRD
-from setpoint.store.backend import Backend
+from setpoint.store.backend import Backend, encoded_matching
 from setpoint.store.rules import Key, Write, decide, encode, key_of, not_found, stamp
 from setpoint.store.watchers import LogEntry, Watchers, matcher
 
@@ -112,14 +112,7 @@ class MemoryStore(Backend):
         label_selector: str | Selector | None = None,
     ) -> tuple[builtins.list[bytes], int]:
         snapshot = self._snapshot(api_version, kind, namespace)
-        selector = Selector.of(label_selector)
-        if selector.requirements:
-            snapshot = [
-                data
-                for data in snapshot
-                if selector.matches(codec.decode(data)["metadata"].get("labels"))
-            ]
-        return snapshot, self._revision
+        return encoded_matching(snapshot, label_selector), self._revision
 
     async def list_pages(
         self,

@@ -42,7 +42,7 @@ from setpoint.clock import SYSTEM_CLOCK, Clock
 from setpoint.errors import Error, Gone, Invalid, StoreClosed
 from setpoint.files import ensure_private_dir, make_private, sqlite_files
 from setpoint.model import Object, Registry, Selector, codec
-from setpoint.store.backend import Backend
+from setpoint.store.backend import Backend, encoded_matching
 from setpoint.store.kinds import learn_kinds
 from setpoint.store.rules import Change, Write, decide, encode, key_of, not_found, stamp
 from setpoint.store.sqlite_reader import GET, list_query, read_crds, revision_now
@@ -392,7 +392,6 @@ class SqliteStore(Backend):
         decoded only to match a label selector."""
         self._check_open()
         self.registry.get(api_version, kind)
-        selector = Selector.of(label_selector)
         query, args = list_query(api_version, kind, namespace, as_bytes=True)
 
         def read(conn: sqlite3.Connection) -> tuple[builtins.list[bytes], int]:
@@ -402,14 +401,7 @@ class SqliteStore(Backend):
                 rows = conn.execute(query, args).fetchall()
             finally:
                 conn.execute("COMMIT")
-            encoded = [data for (data,) in rows]
-            if selector.requirements:
-                encoded = [
-                    data
-                    for data in encoded
-                    if selector.matches(codec.decode(data)["metadata"].get("labels"))
-                ]
-            return encoded, revision
+            return encoded_matching([data for (data,) in rows], label_selector), revision
 
         listed: tuple[builtins.list[bytes], int] = await self._read(read)
         return listed
