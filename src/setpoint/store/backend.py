@@ -12,6 +12,7 @@ the CRDs when opened and from its own writes.)
 
 from __future__ import annotations
 
+import builtins
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
@@ -21,6 +22,19 @@ from setpoint.store.base import WatchEvent
 from setpoint.store.kinds import is_crd, learn_change
 from setpoint.store.rules import Write, key_of, prepare
 from setpoint.store.watchers import EncodedEvent, LogEntry, Watchers, WatchFilter
+
+
+def encoded_matching(
+    encoded: builtins.list[bytes], label_selector: str | Selector | None
+) -> builtins.list[bytes]:
+    """The encoded objects whose labels `label_selector` matches (all of them, undecoded,
+    when it is empty)."""
+    selector = Selector.of(label_selector)
+    if not selector.requirements:
+        return encoded
+    return [
+        data for data in encoded if selector.matches(codec.decode(data)["metadata"].get("labels"))
+    ]
 
 
 class Backend(ABC):
@@ -64,6 +78,17 @@ class Backend(ABC):
             items.extend(page)
             revision = page_revision
         return items, revision
+
+    async def list_encoded(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None = None,
+        label_selector: str | Selector | None = None,
+    ) -> tuple[builtins.list[bytes], int]:
+        """`list`, each object encoded; a backend holding the JSON as stored overrides it."""
+        items, revision = await self.list(api_version, kind, namespace, label_selector)
+        return [codec.encode(obj) for obj in items], revision
 
     async def _write(self, write: Write) -> Object:
         """`_execute`, and a CRD's kind learnt (or forgotten) at once."""
