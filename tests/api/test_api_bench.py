@@ -19,6 +19,9 @@ KEYS = (
     "watch_fanout_lost",
     "watch_fanout_p99_ms",
     "kubectl_get_10k_s",
+    "kubectl_get_table_10k_s",
+    "kubectl_get_json_10k_s",
+    "python_client_list_10k_s",
 )
 
 

@@ -6,11 +6,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 from http_kit import ADMIN, PROCESSES, TIMEOUT, Api, process, running_api
+
+from setpoint.api.resources import ApiSettings
+from setpoint.api.watch import WatchLimits
 
 
 @pytest.fixture
@@ -122,3 +126,32 @@ async def test_a_watcher_that_never_reads_is_dropped_and_slows_nobody(api: Api) 
     assert received.startswith(b"HTTP/1.1 200")
     assert received.count(b'"type":"ADDED"') < written  # dropped before the end
     assert (await api.client.get(PROCESSES, params={"limit": 1})).status_code == 200
+
+
+async def test_a_watcher_whose_socket_stays_full_is_dropped_after_the_send_timeout() -> None:
+    # A buffer that never overflows: only the send timeout can drop this watcher.
+    settings = ApiSettings(
+        body_timeout=1.0,
+        watch=WatchLimits(max_buffered_bytes=1 << 30, send_timeout=1.0, bookmark_interval=0.2),
+    )
+    async with running_api(settings) as api:
+        host, port = "127.0.0.1", api.server.port
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # fills at once
+        sock.setblocking(False)
+        await asyncio.get_running_loop().sock_connect(sock, (host, port))
+        reader, writer = await asyncio.open_connection(sock=sock)
+        writer.write(
+            f"GET {PROCESSES}?watch=true&resourceVersion=0 HTTP/1.1\r\nHost: {host}\r\n"
+            f"Authorization: Bearer {ADMIN}\r\n\r\n".encode()
+        )
+        await writer.drain()
+        big = "x" * 100_000
+        async with asyncio.timeout(TIMEOUT):
+            for i in range(120):  # 12 MB: more than the socket buffers on the way hold
+                await api.store.create(process(f"p{i}", annotations={"big": big}))
+            await api.watches.wait_dropped(1)
+            assert api.watches.open == 0
+            while await reader.read(1 << 20):  # the server closes the connection
+                pass
+        writer.close()

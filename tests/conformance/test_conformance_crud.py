@@ -8,6 +8,7 @@ from conformance_kit import API, first_event, gadget, note, rv, snapshot, widget
 import setpoint.errors
 from setpoint.clock import parse_rfc3339
 from setpoint.errors import AlreadyExists, NotFound, StoreClosed
+from setpoint.model import codec
 
 
 def test_store_package_exports_the_contract() -> None:
@@ -231,6 +232,21 @@ async def test_list_pages_read_one_snapshot(store) -> None:
 async def test_list_pages_of_nothing_is_one_empty_page(store) -> None:
     pages = [p async for p in store.list_pages(API, "Widget")]
     assert pages == [([], await store.revision())]
+
+
+async def test_list_encoded_is_the_list_as_json(store) -> None:
+    """`list_encoded` answers what `list` does (the same objects, keys in the same order,
+    the same revision), each object as its JSON; selectors and namespaces narrow it alike."""
+    for i in range(6):
+        labels = {"even": str(i % 2 == 0).lower()}
+        await store.create(widget(f"w{i}", i, namespace=("a", "b")[i % 2], labels=labels))
+    for namespace, selector in ((None, None), ("a", None), (None, "even=false"), ("b", "even")):
+        expected, revision = await store.list(API, "Widget", namespace, selector)
+        encoded, encoded_revision = await store.list_encoded(API, "Widget", namespace, selector)
+        decoded = [codec.decode(data) for data in encoded]
+        assert (decoded, encoded_revision) == (expected, revision)
+        assert [list(o["metadata"]) for o in decoded] == [list(o["metadata"]) for o in expected]
+    assert await store.list_encoded(API, "Widget", "nowhere") == ([], revision)
 
 
 async def test_update_and_patch_remove_top_level_fields(store) -> None:

@@ -267,6 +267,26 @@ def test_a_crd_kind_refuses_naming_the_field(spec: Any, field: str, words: str) 
     assert words in str(caught.value)
 
 
+def test_a_crd_pattern_is_re2_in_linear_time() -> None:
+    # Backtracking (Python's re, jsonschema's default) takes about 2**64 steps on "a"*64+"b".
+    kind = kind_of(
+        widget_crd(properties={"code": {"type": "string", "pattern": "^(a+)+$"}}, required=[])
+    )
+    kind.validate(widget({"code": "a" * 64}))
+    with pytest.raises(Invalid, match="does not match") as caught:
+        kind.validate(widget({"code": "a" * 64 + "b"}))
+    assert caught.value.field == "spec.code"
+
+
+def test_a_crd_with_a_pattern_re2_cannot_compile_is_refused_naming_it() -> None:
+    crd = widget_crd(properties={"code": {"type": "string", "pattern": "(?<=x)y"}})
+    with pytest.raises(Invalid, match="not an RE2 regular expression") as caught:
+        CRD.validate(crd)
+    assert caught.value.field == (
+        "spec.versions[0].schema.openAPIV3Schema.properties.spec.properties.code.pattern"
+    )
+
+
 def test_a_crd_kind_refuses_unknown_top_level_fields_and_bad_status() -> None:
     kind = kind_of(widget_crd())
     obj = widget({"size": 1})

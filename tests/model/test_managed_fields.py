@@ -13,8 +13,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from setpoint.errors import Conflict
-from setpoint.model.managed_fields import apply, decode, encode, fields_of, update
+from setpoint.errors import Conflict, Invalid
+from setpoint.model.managed_fields import (
+    apply,
+    decode,
+    encode,
+    field_path,
+    fields_of,
+    manager_of,
+    update,
+)
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 
@@ -33,7 +41,7 @@ def deploy(spec: dict[str, Any], labels: dict[str, str] | None = None) -> dict[s
 
 def owners(obj: dict[str, Any]) -> dict[str, set[str]]:
     return {
-        f"{e['manager']}/{e['operation']}": {".".join(p) for p in decode(e["fieldsV1"])}
+        f"{e['manager']}/{e['operation']}": {field_path(p)[1:] for p in decode(e["fieldsV1"])}
         for e in obj["metadata"].get("managedFields", [])
     }
 
@@ -122,17 +130,27 @@ def test_a_plain_write_takes_what_it_changes() -> None:
 
 
 def test_fieldsv1_round_trips_and_reads_kubernetes_forms() -> None:
-    paths = {("spec", "replicas"), ("spec", "template", "args"), ("metadata", "labels", "a")}
+    paths = {
+        ("f:spec", "f:replicas"),
+        ("f:spec", "f:template", "f:args"),
+        ("f:metadata", "f:labels", "f:a"),
+        ("f:spec", "f:ports", 'k:{"port":80}'),
+        ("f:spec", "f:ports", 'k:{"port":80}', "f:port"),
+    }
     assert decode(encode(paths)) == paths
+    assert encode(paths)["f:spec"]["f:ports"] == {'k:{"port":80}': {".": {}, "f:port": {}}}
     kubernetes = {
         "f:spec": {".": {}, "f:ports": {'k:{"port":80}': {".": {}, "f:port": {}}}},
         "f:metadata": {"f:labels": {".": {}, "f:app": {}}},
+        "f:finalizers": {'v:"a"': {}},
     }
     assert decode(kubernetes) == {
-        ("spec",),
-        ("spec", "ports"),
-        ("metadata", "labels"),
-        ("metadata", "labels", "app"),
+        ("f:spec",),
+        ("f:spec", "f:ports", 'k:{"port":80}'),
+        ("f:spec", "f:ports", 'k:{"port":80}', "f:port"),
+        ("f:metadata", "f:labels"),
+        ("f:metadata", "f:labels", "f:app"),
+        ("f:finalizers", 'v:"a"'),
     }
 
 
@@ -193,3 +211,183 @@ async def test_server_side_apply_against_a_store() -> None:
         assert refused.value.field == "metadata.name"
     finally:
         await store.close()
+
+
+# -- lists merged by key (x-kubernetes-list-type) -----------------------------------------
+
+SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "spec": {
+            "type": "object",
+            "properties": {
+                "env": {
+                    "type": "array",
+                    "x-kubernetes-list-type": "map",
+                    "x-kubernetes-list-map-keys": ["name"],
+                    "items": {
+                        "type": "object",
+                        "properties": {"name": {"type": "string"}, "value": {"type": "string"}},
+                    },
+                },
+                "ports": {
+                    "type": "array",
+                    "x-kubernetes-list-type": "set",
+                    "items": {"type": "integer"},
+                },
+                "args": {"type": "array", "items": {"type": "string"}},
+            },
+        }
+    },
+}
+
+
+def ssa(live: dict[str, Any] | None, spec: dict[str, Any], manager: str, **kw: Any) -> Any:
+    return apply(live, deploy(spec), manager=manager, force=kw.get("force", False), now=NOW,
+                 schema=kw.get("schema", SCHEMA))  # fmt: skip
+
+
+def test_two_managers_own_different_elements_of_a_map_list() -> None:
+    live = ssa(None, {"env": [{"name": "A", "value": "1"}], "args": ["x"]}, "a")
+    both = ssa(live, {"env": [{"name": "B", "value": "2"}]}, "b")  # no conflict
+    assert both["spec"]["env"] == [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}]
+    assert owners(both) == {
+        "a/Apply": {'spec.env[name="A"]', 'spec.env[name="A"].name',
+                    'spec.env[name="A"].value', "spec.args"},
+        "b/Apply": {'spec.env[name="B"]', 'spec.env[name="B"].name', 'spec.env[name="B"].value'},
+    }  # fmt: skip
+    assert both["metadata"]["managedFields"][1]["fieldsV1"] == {
+        "f:spec": {"f:env": {'k:{"name":"B"}': {".": {}, "f:name": {}, "f:value": {}}}}
+    }
+    # a drops its element: b's stays, a's goes
+    dropped = ssa(both, {"args": ["x"]}, "a")
+    assert dropped["spec"]["env"] == [{"name": "B", "value": "2"}]
+    # b changes its own element: no conflict with a
+    changed = ssa(both, {"env": [{"name": "B", "value": "3"}]}, "b")
+    assert changed["spec"]["env"] == [{"name": "A", "value": "1"}, {"name": "B", "value": "3"}]
+
+
+def test_an_element_of_another_manager_with_another_value_is_a_conflict() -> None:
+    live = ssa(None, {"env": [{"name": "A", "value": "1"}]}, "a")
+    with pytest.raises(Conflict) as caught:
+        ssa(live, {"env": [{"name": "A", "value": "9"}]}, "b")
+    assert [c["field"] for c in caught.value.causes] == ['.spec.env[name="A"].value']
+    # the same element named without the value: shared, nothing to conflict on
+    shared = ssa(live, {"env": [{"name": "A"}]}, "b")
+    assert shared["spec"]["env"] == [{"name": "A", "value": "1"}]
+    # a leaves it: the element stays (b owns it), without a's value
+    left = ssa(shared, {"args": ["x"]}, "a")
+    assert left["spec"]["env"] == [{"name": "A"}]
+    taken = ssa(live, {"env": [{"name": "A", "value": "9"}]}, "b", force=True)
+    assert taken["spec"]["env"] == [{"name": "A", "value": "9"}]
+    assert owners(taken)["a/Apply"] == {'spec.env[name="A"]', 'spec.env[name="A"].name'}
+
+
+def test_set_lists_own_values_and_atomic_lists_stay_whole() -> None:
+    live = ssa(None, {"ports": [80], "args": ["x", "y"]}, "a")
+    both = ssa(live, {"ports": [443]}, "b")
+    assert both["spec"]["ports"] == [80, 443]
+    assert owners(both)["b/Apply"] == {"spec.ports[=443]"}
+    with pytest.raises(Conflict) as caught:
+        ssa(both, {"args": ["z"]}, "b")
+    assert [c["field"] for c in caught.value.causes] == [".spec.args"]
+    gone = ssa(both, {"args": ["x", "y"]}, "a")
+    assert gone["spec"]["ports"] == [443]
+    # without a schema every list is atomic: another manager's list is a conflict
+    with pytest.raises(Conflict):
+        ssa(live, {"ports": [443]}, "b", schema=None)
+
+
+def test_a_keyed_list_needs_its_keys_once_each() -> None:
+    with pytest.raises(Invalid) as missing:
+        ssa(None, {"env": [{"value": "1"}]}, "a")
+    assert missing.value.field == "spec.env"
+    with pytest.raises(Invalid) as twice:
+        ssa(None, {"env": [{"name": "A"}, {"name": "A"}]}, "a")
+    assert twice.value.field == "spec.env"
+    assert '[name="A"]' in str(twice.value)
+
+
+def test_a_plain_write_takes_the_element_fields_it_changes() -> None:
+    live = ssa(None, {"env": [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}]}, "a")
+    edited = copy.deepcopy(live)
+    edited["spec"]["env"][1]["value"] = "5"
+    written = update(live, edited, manager="kubectl-edit", now=NOW, schema=SCHEMA)
+    assert owners(written)["kubectl-edit/Update"] == {'spec.env[name="B"].value'}
+    assert 'spec.env[name="B"]' in owners(written)["a/Apply"]  # still a's element
+    with pytest.raises(Conflict) as caught:
+        ssa(written, {"env": [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}]}, "a")
+    assert caught.value.causes == [
+        {
+            "reason": "FieldManagerConflict",
+            "message": 'conflict with "kubectl-edit" using setpoint.dev/v1alpha1',
+            "field": '.spec.env[name="B"].value',
+        }
+    ]
+
+
+def test_a_write_that_sets_managed_fields_keeps_them_and_reset_clears_them() -> None:
+    live = ssa(None, {"args": ["x"]}, "a")
+    edited = copy.deepcopy(live)
+    edited["spec"]["args"] = ["y"]
+    edited["metadata"]["managedFields"] = [{}]
+    assert "managedFields" not in update(live, edited, manager="m", now=NOW)["metadata"]
+    edited["metadata"].pop("managedFields")
+    recorded = update(live, edited, manager="m", now=NOW)  # none given: recorded
+    assert owners(recorded) == {"m/Update": {"spec.args"}}
+
+
+def test_the_manager_of_a_plain_write() -> None:
+    assert manager_of("kubectl-edit", "kubectl/v1.31.0 (linux/amd64)") == "kubectl-edit"
+    assert manager_of(None, "kubectl/v1.31.0 (linux/amd64) kubernetes/abc") == "kubectl"
+    assert manager_of("", "python-httpx/0.28") == "python-httpx"
+    assert manager_of(None, "x" * 200) == "x" * 128
+
+
+def _env(names: str) -> st.SearchStrategy[list[dict[str, str]]]:
+    entry = st.builds(
+        lambda n, v: {"name": n, "value": v}, st.sampled_from(names), st.text("xy", max_size=1)
+    )
+    return st.lists(entry, max_size=3, unique_by=lambda e: e["name"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(_env("ab"), _env("cd"), _env("ab"))
+def test_managers_of_disjoint_elements_never_conflict(
+    first: list[dict[str, str]], theirs: list[dict[str, str]], second: list[dict[str, str]]
+) -> None:
+    def spec(env: list[dict[str, str]]) -> dict[str, Any]:
+        return {"args": ["x"], "env": env} if env else {"args": ["x"]}
+
+    live = ssa(ssa(None, spec(first), "a"), spec(theirs), "b")
+    after = ssa(live, spec(second), "a")
+    env = after["spec"].get("env", [])
+    assert sorted(e["name"] for e in env) == sorted(e["name"] for e in second + theirs)
+    assert all(e in env for e in second + theirs)
+    assert ssa(after, spec(second), "a") == after  # reapplying changes nothing
+
+
+def test_the_builtin_kinds_keyed_lists_are_in_their_crds() -> None:
+    from setpoint.model.crd import crd_of
+    from setpoint.workloads.kinds import DEPLOYMENT, JOB, PROCESS
+
+    def spec_of(kind: Any) -> dict[str, Any]:
+        (version,) = crd_of(kind)["spec"]["versions"]
+        properties: dict[str, Any] = version["schema"]["openAPIV3Schema"]["properties"]
+        return properties["spec"]["properties"]  # type: ignore[no-any-return]
+
+    for kind in (PROCESS, JOB, DEPLOYMENT):
+        depends_on = spec_of(kind)["dependsOn"]
+        assert depends_on["x-kubernetes-list-type"] == "map"
+        assert depends_on["x-kubernetes-list-map-keys"] == ["kind", "name"]
+    assert spec_of(PROCESS)["ports"]["x-kubernetes-list-type"] == "set"
+    assert "x-kubernetes-list-type" not in spec_of(PROCESS)["args"]  # atomic
+
+
+def test_an_empty_map_owns_only_that_it_is_there() -> None:
+    live = ssa(None, {"env": [{"name": "A", "value": "1"}], "args": ["x"]}, "a")
+    empty = ssa(live, {}, "b")  # `spec: {}`: no conflict, nothing of a's undone
+    assert empty["spec"] == live["spec"]
+    assert owners(empty)["b/Apply"] == {"spec"}
+    gone = ssa(empty, {"args": ["x"]}, "a")  # a leaves env: b's empty spec does not keep it
+    assert gone["spec"] == {"args": ["x"]}

@@ -264,7 +264,13 @@ def waiting_for_the_line(obj: Object | None) -> bool:
         (
             {"readinessProbe": {"logLine": {"pattern": "(unclosed"}}},
             "spec.readinessProbe.logLine.pattern",
-            "not a regular expression: missing ), unterminated subpattern",
+            "not an RE2 regular expression: missing ): (unclosed",
+        ),
+        (
+            {"readinessProbe": {"logLine": {"pattern": r"(a)\1"}}},
+            "spec.readinessProbe.logLine.pattern",
+            # Go's syntax, as process-compose: no backreferences, no lookarounds
+            "not an RE2 regular expression: invalid escape sequence: \\1",
         ),
         (
             {"livenessProbe": LOG_LINE_PROBE},
@@ -413,6 +419,14 @@ def test_the_scanner_without_a_start_reads_what_comes(tmp_path: Path) -> None:
     with log.open("ab") as f:
         f.write(b"ready: after\n")
     assert scanner.look() == "ready: after"
+
+
+def test_the_scanner_matches_in_linear_time_whatever_the_pattern(tmp_path: Path) -> None:
+    # With backtracking (Python's re) this search takes about 2**64 steps: it never ends.
+    log = tmp_path / "web.log"
+    log.write_bytes(b"a" * 64 + b"b\n" + b"a" * 64 + b"\n")
+    scanner = LogLineScanner("^(a+)+$", log, 1, log.stat().st_ino, 0)
+    assert scanner.look() == "a" * 64
 
 
 def test_the_scanner_reads_a_bounded_amount_and_long_lines_in_part(tmp_path: Path) -> None:

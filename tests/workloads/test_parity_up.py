@@ -79,7 +79,7 @@ spec:
   args: [sleep, "1"]
   dependsOn: [{kind: Process, name: db, condition: process_healthy}]
 """,
-    "spec.readinessProbe.logLine.pattern: not a regular expression: missing ),": """
+    "spec.readinessProbe.logLine.pattern: not an RE2 regular expression: missing ):": """
 spec:
   args: [sleep, "1"]
   readinessProbe: {logLine: {pattern: "port (\\\\d+"}}

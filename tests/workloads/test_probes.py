@@ -348,15 +348,17 @@ async def test_exec_sleep_killed_on_timeout() -> None:
 async def test_cancelling_an_exec_probe_kills_its_process_group(tmp_path: Path) -> None:
     fifo = tmp_path / "ready"
     os.mkfifo(fifo)
-    script = f"sleep 10 & echo $$ $! > {fifo}; sleep 10"
-    task = asyncio.create_task(run_probe(exec_probe("sh", "-c", script, timeout=60)))
+    script = f"sleep 600 & echo $$ $! > {fifo}; sleep 600"
+    task = asyncio.create_task(run_probe(exec_probe("sh", "-c", script, timeout=900)))
     loop = asyncio.get_running_loop()
-    # Opening a FIFO for reading blocks until the command opens it for writing.
+    # Opening a FIFO for reading blocks until the command opens it for writing: the
+    # command runs, and the probe may still be starting it (the cancel lands then).
     text = await asyncio.wait_for(loop.run_in_executor(None, fifo.read_text), 30)
     leader, _background = map(int, text.split())
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
-        await task
+        # Not the command's 600 s: the background child holds the output open.
+        await asyncio.wait_for(task, 60)
     assert live_group_members(leader) == []
 
 

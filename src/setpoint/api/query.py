@@ -7,6 +7,7 @@ selectors, list paging, patch types, table output. Pure: no I/O, no store.
   the fields the Kubernetes API server supports for the kind: `metadata.name`,
   `metadata.namespace`, and for an Event those `kubectl describe` uses.
 * `ContinueToken` is the opaque `continue` of a paged list.
+* `answer_form` reads the Accept header: the objects, a Table, or their metadata only.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import base64
 import binascii
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from setpoint.errors import BadRequest
 from setpoint.model import Kind, Object
@@ -169,13 +170,31 @@ def non_negative_int(params: dict[str, str], name: str) -> int | None:
     return number
 
 
-def wants_table(accept: str) -> bool:
-    """Whether an Accept header asks for a meta.k8s.io Table (kubectl get does)."""
+AnswerForm = Literal["Object", "Table", "PartialObjectMetadata"]
+"""How a read is answered: the objects themselves, a meta.k8s.io Table of them, or their
+metadata only (`PartialObjectMetadata`, in a `PartialObjectMetadataList` for a list)."""
+
+
+def answer_form(accept: str) -> AnswerForm:
+    """What an Accept header asks for: a Table if any of its types asks for one (kubectl
+    get does), else metadata only if one asks `as=PartialObjectMetadata` or
+    `as=PartialObjectMetadataList` of meta.k8s.io (metadata-only clients do), else the
+    objects."""
+    asked: set[str] = set()
     for part in accept.split(","):
         params = {p.strip() for p in part.split(";")[1:]}
-        if "as=Table" in params and "g=meta.k8s.io" in params:
-            return True
-    return False
+        if "g=meta.k8s.io" in params:
+            asked |= {p.removeprefix("as=") for p in params if p.startswith("as=")}
+    if "Table" in asked:
+        return "Table"
+    if asked & {"PartialObjectMetadata", "PartialObjectMetadataList"}:
+        return "PartialObjectMetadata"
+    return "Object"
+
+
+def wants_table(accept: str) -> bool:
+    """Whether an Accept header asks for a meta.k8s.io Table (kubectl get does)."""
+    return answer_form(accept) == "Table"
 
 
 def media_type(content_type: str | None) -> str:

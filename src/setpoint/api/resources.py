@@ -3,8 +3,10 @@ and `scale` subresources, and watches, each carried out with the `Store` calls t
 makes. No validation of its own: a write goes through `Store.create/update/patch/delete`
 (admission in `setpoint.model`, rules in `setpoint.store.rules`); a dry run
 (`dryRun=All`) runs the same `prepare` and `decide` of `setpoint.store.rules` and writes
-nothing; server-side apply is `setpoint.store.apply`. `kubectl get`'s Accept header gets
-a Table (`setpoint.api.tables`).
+nothing; server-side apply is `setpoint.store.apply`, and so are a PATCH and a PUT that
+record the writer's fields (a PUT only when it names a `fieldManager` or carries
+`managedFields`). `kubectl get`'s Accept header gets a Table (`setpoint.api.tables`); one
+asking `as=PartialObjectMetadata(List)` gets the metadata only.
 
 Reading bodies: at most `ApiSettings.max_body_bytes` (413 before reading when the
 Content-Length says more, else as soon as the stream passes it), within
@@ -12,9 +14,11 @@ Content-Length says more, else as soon as the stream passes it), within
 the same limits (size, depth, aliases). An undecodable body is a 400; a content type
 other than JSON, YAML or a patch type is a 415.
 
-Lists are read in one store snapshot; with `limit` the rest is kept for a while
-(`ListSnapshots`) and served page by page through `continue` tokens, so every page
-belongs to the same revision (an expired token is 410 Gone: list again).
+Lists are read in one store snapshot, each object as the JSON the store holds
+(`Store.list_encoded`), and a page of plain objects is that JSON copied into the answer,
+never decoded; with `limit` the rest is kept for a while (`ListSnapshots`) and served page
+by page through `continue` tokens, so every page belongs to the same revision (an expired
+token is 410 Gone: list again).
 """
 
 from __future__ import annotations
@@ -36,12 +40,13 @@ from setpoint.api.query import (
     ContinueToken,
     FieldSelector,
     ResourcePath,
+    answer_form,
     media_type,
     non_negative_int,
     wants_table,
 )
 from setpoint.api.status import Target, success
-from setpoint.api.tables import table
+from setpoint.api.tables import partial_metadata, table
 from setpoint.api.watch import WatchCounts, WatchLimits, WatchRequest, WatchStream
 from setpoint.clock import Clock
 from setpoint.errors import (
@@ -53,7 +58,7 @@ from setpoint.errors import (
     RequestEntityTooLarge,
     UnsupportedMediaType,
 )
-from setpoint.model import Kind, Object, Registry, Selector, apply_patch
+from setpoint.model import Kind, Object, Registry, Selector, apply_patch, codec
 from setpoint.model.manifests import Limits, parse_manifests
 from setpoint.runtime.scale import Scale, read_scale, scale_of, write_scale
 from setpoint.store.base import Store
@@ -85,14 +90,14 @@ def json_response(body: Any, status_code: int = 200) -> Response:
 
 
 class ListSnapshots:
-    """The rest of recent paged lists, by id, bounded in number and age."""
+    """Recent paged lists (each object as its JSON), by id, bounded in number and age."""
 
     def __init__(self, ttl: float, limit: int) -> None:
         self.ttl = ttl
         self.limit = limit
-        self._kept: OrderedDict[str, tuple[float, list[Object]]] = OrderedDict()
+        self._kept: OrderedDict[str, tuple[float, list[bytes]]] = OrderedDict()
 
-    def keep(self, items: list[Object]) -> str:
+    def keep(self, items: list[bytes]) -> str:
         self._expire()
         snapshot = secrets.token_hex(8)
         self._kept[snapshot] = (time.monotonic(), items)
@@ -100,7 +105,7 @@ class ListSnapshots:
             self._kept.popitem(last=False)
         return snapshot
 
-    def get(self, snapshot: str) -> list[Object]:
+    def get(self, snapshot: str) -> list[bytes]:
         self._expire()
         kept = self._kept.get(snapshot)
         if kept is None:
@@ -183,6 +188,8 @@ class Resources:
             return await self._scale(request, kind, name, namespace)
         if method in ("GET", "HEAD"):
             obj = await self.store.get(kind.api_version, kind.kind, name, namespace)
+            if answer_form(request.headers.get("accept", "")) == "PartialObjectMetadata":
+                return json_response(partial_metadata(obj))
             return self._answer(request, kind, obj, params)
         if method == "PUT":
             return await self._update(request, kind, name, namespace, params, path.subresource)
@@ -197,8 +204,12 @@ class Resources:
     async def _list(
         self, request: Request, kind: Kind, namespace: str | None, params: dict[str, str]
     ) -> Response:
+        """The objects as the store holds them, encoded (`Store.list_encoded`): a page of
+        them is passed on as it is, decoded only for a Table, metadata only, or a field
+        selector."""
         limit = non_negative_int(params, "limit")
         token = params.get("continue")
+        form = answer_form(request.headers.get("accept", ""))
         if token:
             position = ContinueToken.decode(token)
             items = self.snapshots.get(position.snapshot)
@@ -206,11 +217,11 @@ class Resources:
         else:
             selector = _label_selector(params)
             fields = FieldSelector.parse(params.get("fieldSelector"), kind)
-            items, revision = await self.store.list(
+            items, revision = await self.store.list_encoded(
                 kind.api_version, kind.kind, namespace, selector
             )
             if fields:
-                items = [obj for obj in items if fields.matches(obj)]
+                items = [data for data in items if fields.matches(codec.decode(data))]
             offset = 0
         metadata: dict[str, Any] = {"resourceVersion": str(revision)}
         if limit and offset + limit < len(items):
@@ -221,17 +232,22 @@ class Resources:
             page = items[offset : offset + limit]
         else:
             page = items[offset:]
-        if wants_table(request.headers.get("accept", "")):
-            answer = self._table(kind, page, params)
+        if form == "Table":
+            answer = self._table(kind, [codec.decode(data) for data in page], params)
             answer["metadata"] = metadata
             return json_response(answer)
-        return json_response(
-            {
-                "apiVersion": kind.api_version,
-                "kind": f"{kind.kind}List",
-                "metadata": metadata,
-                "items": page,
-            }
+        if form == "PartialObjectMetadata":
+            return json_response(
+                {
+                    "apiVersion": "meta.k8s.io/v1",
+                    "kind": "PartialObjectMetadataList",
+                    "metadata": metadata,
+                    "items": [partial_metadata(codec.decode(data)) for data in page],
+                }
+            )
+        return Response(
+            _list_body(kind.api_version, f"{kind.kind}List", metadata, page),
+            media_type="application/json",
         )
 
     async def _watch(
@@ -251,17 +267,17 @@ class Resources:
         timeout = non_negative_int(params, "timeoutSeconds")
         as_table = wants_table(request.headers.get("accept", ""))
 
-        def encode(obj: Object) -> Any:
-            return self._table(kind, [obj], params) if as_table else obj
+        def as_row(obj: Object) -> Any:
+            return self._table(kind, [obj], params)
 
         watch = WatchRequest(
             kind=kind,
             namespace=namespace,
             label_selector=selector,
-            keep=fields.matches,
+            keep=fields.matches if fields.requirements else None,
             since=since,
             initial=initial,
-            encode=encode,
+            encode=as_row if as_table else None,
             bookmarks=params.get("allowWatchBookmarks") in ("true", "1"),
             initial_events_end=send_initial,
             timeout=min(float(timeout), limits.max_timeout) if timeout else limits.max_timeout,
@@ -324,6 +340,8 @@ class Resources:
             return self._answer(request, kind, change.object if change else current or {}, params)
         if subresource == "status":
             written = await self.store.update_status(obj)
+        elif params.get("fieldManager") or obj["metadata"].get("managedFields"):
+            written = await self._update_recorded(request, kind, obj, params)
         else:
             written = await self.store.update(obj)
         return self._answer(request, kind, written, params)
@@ -350,8 +368,17 @@ class Resources:
             current = await self.store.get(kind.api_version, kind.kind, name, namespace)
             change = decide(write, current, self.clock.now())
             return self._answer(request, kind, change.object if change else current, params)
-        written = await self.store.patch(
-            kind.api_version, kind.kind, name, body, namespace, patch_type=patch_type
+        from setpoint.store.apply import patch_recorded
+
+        written = await patch_recorded(
+            self.store,
+            kind,
+            name,
+            namespace,
+            body,
+            patch_type,
+            manager=_manager(request, params),
+            always=bool(params.get("fieldManager")),
         )
         return self._answer(request, kind, written, params)
 
@@ -411,6 +438,14 @@ class Resources:
             dry_run=_dry_run(params),
         )
         return self._answer(request, kind, applied, params)
+
+    async def _update_recorded(
+        self, request: Request, kind: Kind, obj: Object, params: dict[str, str]
+    ) -> Object:
+        """A PUT that records the fields it changes (`setpoint.store.apply`)."""
+        from setpoint.store.apply import update_recorded
+
+        return await update_recorded(self.store, kind, obj, manager=_manager(request, params))
 
     async def _delete(
         self,
@@ -634,11 +669,28 @@ class Resources:
             return None
 
 
+def _list_body(
+    api_version: str, list_kind: str, metadata: dict[str, Any], items: list[bytes]
+) -> bytes:
+    """A list's JSON from its objects' JSON, which is copied in, never decoded."""
+    head = codec.encode(
+        {"apiVersion": api_version, "kind": list_kind, "metadata": metadata, "items": []}
+    )
+    return b"".join((head[:-2], b",".join(items), b"]}"))
+
+
 def _method_not_allowed(method: str) -> BadRequest:
     error = BadRequest(f"the server does not allow the method {method} here")
     error.code = 405
     error.reason = "MethodNotAllowed"
     return error
+
+
+def _manager(request: Request, params: dict[str, str]) -> str:
+    """The field manager a plain write is recorded under (`managed_fields.manager_of`)."""
+    from setpoint.model.managed_fields import manager_of
+
+    return manager_of(params.get("fieldManager"), request.headers.get("user-agent"))
 
 
 def _dry_run(params: dict[str, str]) -> bool:

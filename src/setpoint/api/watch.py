@@ -5,13 +5,18 @@ Three parts run per watch:
 
 * the *pump* reads `Store.watch` as fast as the store yields and appends each event,
   encoded once, to the watch's own buffer, bounded in bytes (`WatchLimits.max_buffered_bytes`).
+  When objects go out as stored (no field selector, no Table) and the store offers
+  `watch_encoded` (the shared fan-out's backends), the object's JSON from the log is
+  spliced into the line: no decode and no encode per event and watcher.
   A buffer that would overflow drops the watch: the connection is closed, the client
   relists and watches again (as the Kubernetes API server ends an unresponsive watcher).
   The store's fan-out never waits for this client.
-* the *writer* sends what the buffer holds; each send must finish within
-  `WatchLimits.send_timeout` (a client that stopped reading is dropped the same way), adds
-  a `BOOKMARK` when asked (`allowWatchBookmarks`) after `bookmark_interval` of quiet, and
-  ends the response cleanly at `timeoutSeconds`.
+* the *writer* sends what the buffer holds, everything waiting in one write; each send
+  must finish within `WatchLimits.send_timeout` (a client that stopped reading is dropped
+  the same way), adds a `BOOKMARK` when asked (`allowWatchBookmarks`) after
+  `bookmark_interval` of quiet, and ends the response cleanly at `timeoutSeconds`. Those
+  three times are kept by one timer per watch (`_check`), re-armed when it fires, not by a
+  timeout around every send.
 * a *listener* notices the client hang up and ends the other two.
 
 A `since` revision older than the store's history (`Gone`) becomes an `ERROR` event
@@ -36,8 +41,9 @@ from starlette.responses import Response
 
 from setpoint.api.status import status_of
 from setpoint.errors import Error
-from setpoint.model import Kind, Object, Selector
-from setpoint.store.base import Store
+from setpoint.model import Kind, Object, Selector, codec
+from setpoint.store.base import EventType, Store
+from setpoint.store.watchers import EncodedWatches
 
 log = logging.getLogger("setpoint.api.watch")
 
@@ -63,16 +69,17 @@ class WatchLimits:
 @dataclass(frozen=True, slots=True)
 class WatchRequest:
     """What to watch and how: the kind, namespace (None: all), label selector, an extra
-    filter (field selector), the revision to start after, the objects to send first as
-    ADDED (a watch with no resourceVersion), and how to encode objects (a Table row...)."""
+    filter (field selector; None: none), the revision to start after, the objects to send
+    first as ADDED (a watch with no resourceVersion), and how to encode objects (a Table
+    row...; None: as they are)."""
 
     kind: Kind
     namespace: str | None
     label_selector: Selector
-    keep: Callable[[Object], bool]
+    keep: Callable[[Object], bool] | None
     since: int
     initial: list[Object]
-    encode: Callable[[Object], Any]
+    encode: Callable[[Object], Any] | None
     bookmarks: bool
     initial_events_end: bool
     timeout: float
@@ -141,6 +148,10 @@ def event_line(type_: str, obj: Any) -> bytes:
     return orjson.dumps({"type": type_, "object": obj}) + b"\n"
 
 
+_LINE_START = {t: b'{"type":"%s","object":' % t.encode() for t in ("ADDED", "MODIFIED")}
+"""`event_line`'s bytes before the object, for the object's JSON spliced in as stored."""
+
+
 class WatchStream(Response):
     """The ASGI response of one watch; see the module docstring."""
 
@@ -154,16 +165,25 @@ class WatchStream(Response):
         self.limits = limits
         self.buffer = _Buffer(limits.max_buffered_bytes)
         self.revision = request.since
+        self._loop = asyncio.get_running_loop()
+        self._deadline = self._loop.time() + request.timeout
+        self._last_sent = self._loop.time()  # when the last send began (quiet since then)
+        self._sending_since: float | None = None  # when the send in progress began
+        self._bookmark_due = False
+        self._ended = False  # timeoutSeconds passed
+        self._stalled = False  # a send outlasted send_timeout: the watch is dropped
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         pump = asyncio.create_task(self._pump(), name="watch-pump")
         writer = asyncio.create_task(self._write(send), name="watch-writer")
         listener = asyncio.create_task(_wait_disconnect(receive), name="watch-listener")
+        self._timer = self._loop.call_at(self._next_check(), self._check, writer)
         self.counts.open += 1
         try:
             await asyncio.wait({writer, listener}, return_when=asyncio.FIRST_COMPLETED)
         finally:
             self.counts.open -= 1
+            self._timer.cancel()
             for task in (pump, writer, listener):
                 task.cancel()
             await asyncio.gather(pump, writer, listener, return_exceptions=True)
@@ -172,33 +192,97 @@ class WatchStream(Response):
                 raise writer.exception()  # type: ignore[misc]
             if writer.result() is False:
                 await self.counts._drop()
+        elif self._stalled:
+            await self.counts._drop()
+
+    def _next_check(self) -> float:
+        """When `_check` must look next: when a send begun now (or the one in progress) would
+        be too slow; before the end, also at the deadline and when the quiet would be long
+        enough for a bookmark."""
+        sending = self._loop.time() if self._sending_since is None else self._sending_since
+        due = sending + self.limits.send_timeout
+        if not self._ended:
+            due = min(due, self._deadline)
+            if self.request.bookmarks:
+                due = min(due, self._last_sent + self.limits.bookmark_interval)
+        return due
+
+    def _check(self, writer: asyncio.Task[bool]) -> None:
+        """The watch's one timer: drops a watch whose send outlasted `send_timeout`, asks the
+        writer for the end at the deadline, or for a bookmark after `bookmark_interval` of
+        quiet; then re-arms itself."""
+        now = self._loop.time()
+        sending = self._sending_since
+        if sending is not None and now - sending >= self.limits.send_timeout:
+            log.warning(
+                "dropped a watch of %s: its client stopped reading", self.request.kind.plural
+            )
+            self._stalled = True
+            writer.cancel()
+            return
+        if not self._ended and now >= self._deadline:
+            self._ended = True
+            self.buffer.ready.set()
+        elif self._quiet_for_bookmark(now):
+            self._bookmark_due = True
+            self._last_sent = now  # the quiet ends with this bookmark
+            self.buffer.ready.set()
+        self._timer = self._loop.call_at(self._next_check(), self._check, writer)
+
+    def _quiet_for_bookmark(self, now: float) -> bool:
+        quiet = now - self._last_sent >= self.limits.bookmark_interval
+        return self.request.bookmarks and quiet and self._sending_since is None and not self._ended
 
     async def _pump(self) -> None:
         req = self.request
+        store = self.store
+        kind = req.kind
         try:
-            async for event in self.store.watch(
-                req.kind.api_version,
-                req.kind.kind,
-                req.namespace,
-                since=req.since,
-                label_selector=req.label_selector,
-            ):
-                obj = event.object
-                if event.type == "DELETED":
-                    obj = {**obj, "metadata": {**obj["metadata"]}}
-                    obj["metadata"]["resourceVersion"] = str(event.revision)
-                if not req.keep(obj):
-                    continue
-                line = event_line(event.type, req.encode(obj))
-                if not self.buffer.put(line, event.revision):
-                    log.warning(
-                        "dropped a watch of %s: its client reads too slowly", req.kind.plural
-                    )
-                    return
+            if req.keep is None and req.encode is None and isinstance(store, EncodedWatches):
+                async for encoded in store.watch_encoded(
+                    kind.api_version,
+                    kind.kind,
+                    req.namespace,
+                    since=req.since,
+                    label_selector=req.label_selector,
+                ):
+                    if encoded.type == "DELETED":  # its resourceVersion is rewritten
+                        line = self._line("DELETED", codec.decode(encoded.data), encoded.revision)
+                    else:
+                        line = _LINE_START[encoded.type] + encoded.data + b"}\n"
+                    if line is not None and not self._buffer(line, encoded.revision):
+                        return
+            else:
+                async for event in store.watch(
+                    kind.api_version,
+                    kind.kind,
+                    req.namespace,
+                    since=req.since,
+                    label_selector=req.label_selector,
+                ):
+                    line = self._line(event.type, event.object, event.revision)
+                    if line is not None and not self._buffer(line, event.revision):
+                        return
         except Error as exc:
             self.buffer.put_last(event_line("ERROR", status_of(exc)))
         finally:
             self.buffer.close()
+
+    def _line(self, type_: EventType, obj: Object, revision: int) -> bytes | None:
+        """The line of one event, None if the field selector leaves it out."""
+        req = self.request
+        if type_ == "DELETED":  # the object as deleted: at the revision of its deletion
+            obj = {**obj, "metadata": {**obj["metadata"], "resourceVersion": str(revision)}}
+        if req.keep is not None and not req.keep(obj):
+            return None
+        return event_line(type_, obj if req.encode is None else req.encode(obj))
+
+    def _buffer(self, line: bytes, revision: int) -> bool:
+        """Queue a line for the writer; False (the watch is dropped) if it does not fit."""
+        if self.buffer.put(line, revision):
+            return True
+        log.warning("dropped a watch of %s: its client reads too slowly", self.request.kind.plural)
+        return False
 
     async def _write(self, send: Send) -> bool:
         """Send the stream; False if the client was too slow (the watch is dropped)."""
@@ -213,50 +297,37 @@ class WatchStream(Response):
                 ],
             }
         )
-        first = [event_line("ADDED", req.encode(obj)) for obj in req.initial]
+        encode = req.encode
+        first = [event_line("ADDED", obj if encode is None else encode(obj)) for obj in req.initial]
         if req.initial_events_end:
             first.append(self._bookmark(initial_end=True))
         for line in first:
-            if not await self._send(send, line):
-                return False
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + req.timeout
+            await self._send(send, line)
+        buffer = self.buffer
         while True:
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                break
-            wait = min(remaining, self.limits.bookmark_interval)
-            try:
-                async with asyncio.timeout(wait):
-                    await self.buffer.ready.wait()
-            except TimeoutError:
-                bookmark = req.bookmarks and loop.time() < deadline
-                if bookmark and not await self._send(send, self._bookmark()):
-                    return False
-                continue
-            if self.buffer.overflowed:
+            await buffer.ready.wait()
+            if buffer.overflowed:
                 return False  # dropped: the response stays incomplete, the server closes it
-            taken = self.buffer.take()  # everything waiting goes in one write
-            if taken:
-                if not await self._send(send, b"".join(line for line, _ in taken)):
-                    return False
-                self.revision = max(self.revision, *(revision for _, revision in taken))
-            if self.buffer.closed and not self.buffer.lines:
+            if self._ended:
                 break
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
+            taken = buffer.take()  # everything waiting goes in one write
+            if taken:
+                self._bookmark_due = False
+                await self._send(send, b"".join(line for line, _ in taken))
+                self.revision = max(self.revision, *(revision for _, revision in taken))
+            elif self._bookmark_due:
+                self._bookmark_due = False
+                await self._send(send, self._bookmark())
+            if buffer.closed and not buffer.lines:
+                break
+        await self._send(send, b"", more=False)
         return True
 
-    async def _send(self, send: Send, line: bytes) -> bool:
-        """Send event lines; False (the watch is dropped) if the client took too long."""
-        try:
-            async with asyncio.timeout(self.limits.send_timeout):
-                await send({"type": "http.response.body", "body": line, "more_body": True})
-        except TimeoutError:
-            log.warning(
-                "dropped a watch of %s: its client stopped reading", self.request.kind.plural
-            )
-            return False
-        return True
+    async def _send(self, send: Send, body: bytes, *, more: bool = True) -> None:
+        """Send event lines, the time kept for `_check` (which cancels a send too slow)."""
+        self._last_sent = self._sending_since = self._loop.time()
+        await send({"type": "http.response.body", "body": body, "more_body": more})
+        self._sending_since = None
 
     def _bookmark(self, *, initial_end: bool = False) -> bytes:
         kind = self.request.kind

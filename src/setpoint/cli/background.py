@@ -2,7 +2,8 @@
 say when it is up.
 
 The parent (`start_engine`) runs `setpoint up` again as a new session with stdin from
-/dev/null and stdout and stderr appended to `.setpoint/engine.log` (mode 0600), and hands it
+/dev/null and stdout and stderr appended to `.setpoint/engine.log` (mode 0600; one that has
+grown past `LOG_KEEP_BYTES` is first moved to `engine.log.1`), and hands it
 the write end of a pipe through the hidden option `--ready-fd`. The engine writes what it
 applied to that pipe, then, once its controllers run (it holds the store's engine lease, has
 applied the manifests and serves its metrics address, if any), `READY`, and closes it
@@ -16,6 +17,7 @@ Process plumbing only: no store access, no manifests, no decisions about what is
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import subprocess
 import sys
@@ -34,6 +36,9 @@ _HEADER = "--- setpoint up -d, "
 """Starts the line written to the log before each engine started in the background."""
 LOG_TAIL_LINES = 20
 """Lines of the engine's log shown when it stopped before it was up."""
+LOG_KEEP_BYTES = 10 * 1024 * 1024
+"""An engine log this big when an engine starts is moved to `engine.log.1` (replacing the
+one there), so the log of engines started again and again stays bounded."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +78,10 @@ async def start_engine(argv: Sequence[str], log_file: Path, *, within: float) ->
 
 def _spawn(argv: Sequence[str], log_file: Path, ready_fd: int) -> subprocess.Popen[bytes]:
     """`setpoint ARGV --ready-fd READY_FD` in a new session, its output appended to
-    `log_file` after a header line."""
+    `log_file` after a header line (`log_file` moved aside first when it is too big)."""
+    with contextlib.suppress(FileNotFoundError):
+        if log_file.stat().st_size >= LOG_KEEP_BYTES:
+            log_file.replace(log_file.with_name(log_file.name + ".1"))
     log_fd = open_private(log_file, os.O_WRONLY | os.O_APPEND)
     try:
         os.write(log_fd, f"{_HEADER}{time.strftime('%Y-%m-%d %H:%M:%S %z')}\n".encode())

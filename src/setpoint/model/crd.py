@@ -8,7 +8,9 @@ back.
 status and scale subresources, printer columns, and an `openAPIV3Schema` made from the
 kind's pydantic models (`openapi_schema`): pydantic's JSON schema turned into a Kubernetes
 *structural* schema (every `$ref` inlined, `Optional` as `nullable`, any-value fields as
-`x-kubernetes-preserve-unknown-fields`, descriptions from the fields' docstrings).
+`x-kubernetes-preserve-unknown-fields`, descriptions from the fields' docstrings, and the
+list types a field declares with `Field(json_schema_extra=list_map("name"))` or
+`list_set()`, which server-side apply reads through `apply_schema(kind)`).
 
 `kind_of` makes a `Kind` of a CRD, whose validator (`SchemaValidator`) fills the schema's
 `default`s, then checks the object with the `jsonschema` library; the first refused value
@@ -32,6 +34,7 @@ from setpoint.errors import Invalid
 from setpoint.model.admission import child_path, refuse_unknown_fields, unknown_field_message
 from setpoint.model.kinds import Kind, PrinterColumn, ScaleSubresource
 from setpoint.model.meta import Object
+from setpoint.model.patterns import compile_pattern
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -161,6 +164,25 @@ def openapi_schema(kind: Kind) -> dict[str, Any]:
     return out
 
 
+def list_map(*keys: str) -> dict[str, Any]:
+    """The schema markers of a list whose elements are objects told apart by `keys`: server-side
+    apply merges it element by element (`x-kubernetes-list-type: map`)."""
+    return {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": list(keys)}
+
+
+def list_set() -> dict[str, Any]:
+    """The schema markers of a list of distinct scalars, merged value by value by
+    server-side apply (`x-kubernetes-list-type: set`)."""
+    return {"x-kubernetes-list-type": "set"}
+
+
+@functools.lru_cache(maxsize=256)
+def apply_schema(kind: Kind) -> dict[str, Any]:
+    """`openapi_schema(kind)`, built once per kind: what server-side apply reads the list
+    types from (`setpoint.model.managed_fields`). Shared: do not change it."""
+    return openapi_schema(kind)
+
+
 def model_json_schema(model: type[BaseModel]) -> dict[str, Any]:
     """pydantic's JSON schema of `model` (wire names), each field described by its docstring."""
     schema: dict[str, Any] = json.loads(_model_json_schema_text(model))
@@ -196,7 +218,12 @@ _KEPT = (
     "maxProperties",
     "multipleOf",
     "required",
+    "x-kubernetes-list-type",
+    "x-kubernetes-list-map-keys",
+    "x-kubernetes-map-type",
 )
+"""What a pydantic schema node keeps as it is; a model marks how server-side apply merges
+a list with `Field(json_schema_extra=list_map("name"))` (`list_map`, `list_set`)."""
 
 
 def _convert(node: dict[str, Any], defs: dict[str, Any], seen: tuple[str, ...]) -> dict[str, Any]:
@@ -361,7 +388,7 @@ class SchemaValidator:
 def _compiled(text: str) -> tuple[dict[str, Any], Any]:
     """The schema of `text`, and a jsonschema (draft 4, as OpenAPI 3.0's) validator of
     the object without its metadata."""
-    from jsonschema import Draft4Validator
+    from jsonschema import Draft4Validator, validators
 
     schema = json.loads(text)
     root = _draft4(schema)
@@ -371,7 +398,16 @@ def _compiled(text: str) -> tuple[dict[str, Any], Any]:
     root["properties"].pop("metadata", None)
     if "required" in root:
         root["required"] = [r for r in root["required"] if r != "metadata"]
-    return schema, Draft4Validator(root)
+    # `pattern` as Kubernetes reads it (RE2), in linear time: no catastrophic backtracking.
+    checker = validators.extend(Draft4Validator, {"pattern": _pattern})
+    return schema, checker(root)
+
+
+def _pattern(validator: Any, pattern: str, instance: Any, schema: dict[str, Any]) -> Any:
+    from jsonschema.exceptions import ValidationError
+
+    if validator.is_type(instance, "string") and not compile_pattern(pattern).search(instance):
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
 
 
 def _draft4(node: dict[str, Any]) -> dict[str, Any]:
@@ -703,6 +739,13 @@ def check_structural(node: Any, where: str, *, in_logic: bool = False) -> None:
                 check_structural(child, f"{where}.{key}[{i}]", in_logic=True)
     if "not" in node:
         check_structural(node["not"], f"{where}.not", in_logic=True)
+    if "pattern" in node:
+        if not isinstance(node["pattern"], str):
+            raise Invalid("want a regular expression", field=child_path(where, "pattern"))
+        try:
+            compile_pattern(node["pattern"])
+        except Invalid as exc:
+            raise Invalid(str(exc), field=child_path(where, "pattern")) from None
     if "required" in node and not (
         isinstance(node["required"], list) and all(isinstance(r, str) for r in node["required"])
     ):

@@ -1,5 +1,6 @@
 """What every backend shares above its storage: turning `Store` calls into `Write`
-requests, and serving `watch` from the shared fan-out.
+requests, and serving `watch` (and `watch_encoded`, objects left as JSON bytes) from the
+shared fan-out.
 
 A backend subclasses `Backend` and supplies `_execute` (run one write in a
 transaction), `_history` (the log after a revision) and the reads. One that publishes
@@ -11,6 +12,7 @@ the CRDs when opened and from its own writes.)
 
 from __future__ import annotations
 
+import builtins
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
@@ -19,7 +21,20 @@ from setpoint.model import Object, Registry, Selector, codec
 from setpoint.store.base import WatchEvent
 from setpoint.store.kinds import is_crd, learn_change
 from setpoint.store.rules import Write, key_of, prepare
-from setpoint.store.watchers import LogEntry, Watchers, WatchFilter
+from setpoint.store.watchers import EncodedEvent, LogEntry, Watchers, WatchFilter
+
+
+def encoded_matching(
+    encoded: builtins.list[bytes], label_selector: str | Selector | None
+) -> builtins.list[bytes]:
+    """The encoded objects whose labels `label_selector` matches (all of them, undecoded,
+    when it is empty)."""
+    selector = Selector.of(label_selector)
+    if not selector.requirements:
+        return encoded
+    return [
+        data for data in encoded if selector.matches(codec.decode(data)["metadata"].get("labels"))
+    ]
 
 
 class Backend(ABC):
@@ -63,6 +78,17 @@ class Backend(ABC):
             items.extend(page)
             revision = page_revision
         return items, revision
+
+    async def list_encoded(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None = None,
+        label_selector: str | Selector | None = None,
+    ) -> tuple[builtins.list[bytes], int]:
+        """`list`, each object encoded; a backend holding the JSON as stored overrides it."""
+        items, revision = await self.list(api_version, kind, namespace, label_selector)
+        return [codec.encode(obj) for obj in items], revision
 
     async def _write(self, write: Write) -> Object:
         """`_execute`, and a CRD's kind learnt (or forgotten) at once."""
@@ -135,7 +161,28 @@ class Backend(ABC):
         since: int | None = None,
         label_selector: str | Selector | None = None,
     ) -> AsyncIterator[WatchEvent]:
+        wanted = self._watch_filter(api_version, kind, namespace, label_selector)
+        return self._watchers.watch(self._history, self.revision, wanted, since)
+
+    def watch_encoded(
+        self,
+        api_version: str | None,
+        kind: str | None,
+        namespace: str | None = None,
+        since: int | None = None,
+        label_selector: str | Selector | None = None,
+    ) -> AsyncIterator[EncodedEvent]:
+        """`watch`, each object left as the log keeps it (`EncodedWatches`)."""
+        wanted = self._watch_filter(api_version, kind, namespace, label_selector)
+        return self._watchers.watch_encoded(self._history, self.revision, wanted, since)
+
+    def _watch_filter(
+        self,
+        api_version: str | None,
+        kind: str | None,
+        namespace: str | None,
+        label_selector: str | Selector | None,
+    ) -> WatchFilter:
         if kind is not None:
             self.registry.get(api_version or "", kind)
-        wanted = WatchFilter(api_version, kind, namespace, Selector.of(label_selector))
-        return self._watchers.watch(self._history, self.revision, wanted, since)
+        return WatchFilter(api_version, kind, namespace, Selector.of(label_selector))

@@ -4,7 +4,8 @@
   one, and an object's `metadata.resourceVersion` is the revision that last wrote it.
 * `update` is compare-and-swap on `resourceVersion` (stale: `Conflict`);
   `create` of an existing name is `AlreadyExists`.
-* `list` returns the items and the revision they were read at;
+* `list` returns the items and the revision they were read at (`list_encoded` the same,
+  each item as its JSON);
   `watch(since=rev)` yields every change after `rev`, in revision order, with no
   gaps and no duplicates, then streams live. A `since` older than the retained
   history raises `Gone`: relist and watch from the list's revision.
@@ -52,6 +53,18 @@ class Store(Protocol):
         namespace: str | None = None,
         label_selector: str | Selector | None = None,
     ) -> tuple[list[Object], int]: ...
+
+    async def list_encoded(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None = None,
+        label_selector: str | Selector | None = None,
+    ) -> tuple[builtins.list[bytes], int]:
+        """`list` with each object as its JSON (`setpoint.model.codec.encode`), for callers
+        that pass objects on rather than read them (the API server's lists): a backend that
+        stores that JSON hands it over undecoded."""
+        ...
 
     def list_pages(
         self,

@@ -414,6 +414,16 @@ class HttpStore:
             revision = page_revision
         return items, revision
 
+    async def list_encoded(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None = None,
+        label_selector: str | Selector | None = None,
+    ) -> tuple[builtins.list[bytes], int]:
+        items, revision = await self.list(api_version, kind, namespace, label_selector)
+        return [codec.encode(obj) for obj in items], revision
+
     async def list_pages(
         self,
         api_version: str,

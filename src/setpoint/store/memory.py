@@ -15,7 +15,7 @@ from setpoint.clock import SYSTEM_CLOCK, Clock
 from setpoint.errors import Gone, StoreClosed
 from setpoint.model import Object, Registry, Selector, codec
 from setpoint.model.crd import CRD
-from setpoint.store.backend import Backend
+from setpoint.store.backend import Backend, encoded_matching
 from setpoint.store.rules import Key, Write, decide, encode, key_of, not_found, stamp
 from setpoint.store.watchers import LogEntry, Watchers, matcher
 
@@ -94,6 +94,26 @@ class MemoryStore(Backend):
             raise not_found(key)
         return obj
 
+    def _snapshot(self, api_version: str, kind: str, namespace: str | None) -> builtins.list[bytes]:
+        """The encoded objects of a kind (in one namespace, unless None), in list order."""
+        self._check_open()
+        self.registry.get(api_version, kind)
+        return [
+            data
+            for (ns, _), data in sorted(self._objects.get((api_version, kind), {}).items())
+            if namespace is None or ns == namespace
+        ]
+
+    async def list_encoded(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None = None,
+        label_selector: str | Selector | None = None,
+    ) -> tuple[builtins.list[bytes], int]:
+        snapshot = self._snapshot(api_version, kind, namespace)
+        return encoded_matching(snapshot, label_selector), self._revision
+
     async def list_pages(
         self,
         api_version: str,
@@ -103,14 +123,8 @@ class MemoryStore(Backend):
         *,
         page_size: int = 500,
     ) -> AsyncIterator[tuple[builtins.list[Object], int]]:
-        self._check_open()
-        self.registry.get(api_version, kind)
         matches = matcher(label_selector)
-        snapshot = [
-            data
-            for (ns, _), data in sorted(self._objects.get((api_version, kind), {}).items())
-            if namespace is None or ns == namespace
-        ]
+        snapshot = self._snapshot(api_version, kind, namespace)
         revision = self._revision
         for start in range(0, max(len(snapshot), 1), page_size):
             page = [codec.decode(data) for data in snapshot[start : start + page_size]]

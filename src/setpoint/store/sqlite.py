@@ -42,7 +42,7 @@ from setpoint.clock import SYSTEM_CLOCK, Clock
 from setpoint.errors import Error, Gone, Invalid, StoreClosed
 from setpoint.files import ensure_private_dir, make_private, sqlite_files
 from setpoint.model import Object, Registry, Selector, codec
-from setpoint.store.backend import Backend
+from setpoint.store.backend import Backend, encoded_matching
 from setpoint.store.kinds import learn_kinds
 from setpoint.store.rules import Change, Write, decide, encode, key_of, not_found, stamp
 from setpoint.store.sqlite_reader import GET, list_query, read_crds, revision_now
@@ -380,6 +380,31 @@ class SqliteStore(Backend):
             raise not_found(key)
         obj: Object = codec.decode(row[0])
         return obj
+
+    async def list_encoded(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None = None,
+        label_selector: str | Selector | None = None,
+    ) -> tuple[builtins.list[bytes], int]:
+        """One read transaction (a WAL snapshot) in the reader pool; the JSON as stored,
+        decoded only to match a label selector."""
+        self._check_open()
+        self.registry.get(api_version, kind)
+        query, args = list_query(api_version, kind, namespace, as_bytes=True)
+
+        def read(conn: sqlite3.Connection) -> tuple[builtins.list[bytes], int]:
+            conn.execute("BEGIN")
+            try:
+                revision = revision_now(conn)
+                rows = conn.execute(query, args).fetchall()
+            finally:
+                conn.execute("COMMIT")
+            return encoded_matching([data for (data,) in rows], label_selector), revision
+
+        listed: tuple[builtins.list[bytes], int] = await self._read(read)
+        return listed
 
     async def list_pages(
         self,

@@ -30,10 +30,14 @@ GET = "SELECT data FROM objects WHERE api_version=? AND kind=? AND namespace=? A
 """One object by its key (`rules.key_of`)."""
 
 
-def list_query(api_version: str, kind: str, namespace: str | None) -> tuple[str, tuple[str, ...]]:
+def list_query(
+    api_version: str, kind: str, namespace: str | None, *, as_bytes: bool = False
+) -> tuple[str, tuple[str, ...]]:
     """The SQL and arguments that select the objects of a kind (in one namespace, unless
-    None), in the order `list` returns them."""
-    query = "SELECT data FROM objects WHERE api_version=? AND kind=?"
+    None), in the order `list` returns them: their JSON as text, or (`as_bytes`) as the
+    UTF-8 bytes stored."""
+    column = "CAST(data AS BLOB)" if as_bytes else "data"
+    query = f"SELECT {column} FROM objects WHERE api_version=? AND kind=?"
     args: tuple[str, ...] = (api_version, kind)
     if namespace is not None:
         query, args = query + " AND namespace=?", (*args, namespace)

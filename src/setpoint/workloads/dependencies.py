@@ -34,13 +34,14 @@ the cache are read, never written.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from setpoint.errors import Invalid, NotFound
 from setpoint.model import Object, Schema, get_condition
+from setpoint.model.crd import list_map
 from setpoint.runtime.cache import Cache
 from setpoint.runtime.reconciler import Request
 from setpoint.store import Store
@@ -118,6 +119,11 @@ class Dependency(Schema):
         if self.namespace:
             return f"{self.kind}/{self.namespace}/{self.name}"
         return f"{self.kind}/{self.name}"
+
+
+DependsOn = Annotated[list[Dependency], Field(json_schema_extra=list_map("kind", "name"))]
+"""A spec's `dependsOn`: entries told apart by kind and name, so that server-side apply
+merges them one by one (two managers may each own their own)."""
 
 
 Lookup = Callable[[str, str, str], Object | None]

@@ -102,7 +102,7 @@ from setpoint.workloads.children import (
     timestamp,
 )
 from setpoint.workloads.dependencies import (
-    Dependency,
+    DependsOn,
 )
 from setpoint.workloads.kinds import JOB
 
@@ -144,7 +144,7 @@ class JobSpecSchema(CommandSchema):
     backoff_limit: int = Field(default=6, ge=0)
     active_deadline_seconds: float | None = Field(default=None, gt=0)
     backoff: BackoffSchema = Field(default_factory=BackoffSchema)
-    depends_on: list[Dependency] = Field(default_factory=list)
+    depends_on: DependsOn = Field(default_factory=list)
 
 
 class JobStatusSchema(Schema):

@@ -37,7 +37,6 @@ import contextlib
 import errno
 import inspect
 import os
-import re
 import signal
 import socket
 import ssl
@@ -53,6 +52,7 @@ from setpoint.clock import Clock
 from setpoint.errors import Invalid
 from setpoint.model import Schema
 from setpoint.model.fields import OsString
+from setpoint.model.patterns import compile_pattern
 
 __all__ = [
     "ExecAction",
@@ -131,9 +131,9 @@ class TCPSocketAction(Schema):
 
 
 class LogLineAction(Schema):
-    """Ready once a line of the child's output (stdout or stderr) matches `pattern`, a
-    Python regular expression searched in each line (`re.search`: a plain word matches
-    anywhere in the line, as process-compose's `ready_log_line`)."""
+    """Ready once a line of the child's output (stdout or stderr) matches `pattern`, an
+    RE2 regular expression (Go's syntax, as process-compose's `ready_log_line`; see
+    `setpoint.model.patterns`) searched in each line: a plain word matches anywhere in it."""
 
     pattern: str = Field(min_length=1)
 
@@ -141,11 +141,9 @@ class LogLineAction(Schema):
     @classmethod
     def _compiles(cls, value: str) -> str:
         try:
-            re.compile(value)
-        except re.error as exc:
-            raise PydanticCustomError(
-                "regex", "not a regular expression: {why}", {"why": str(exc)}
-            ) from None
+            compile_pattern(value)
+        except Invalid as exc:
+            raise PydanticCustomError("regex", "{why}", {"why": str(exc)}) from None
         return value
 
 
@@ -313,8 +311,8 @@ async def run_probe(
 async def _run_exec(
     action: ExecAction, env: Mapping[str, str] | None, cwd: str | os.PathLike[str] | None
 ) -> tuple[bool, str]:
-    try:
-        proc = await asyncio.create_subprocess_exec(
+    starting = asyncio.ensure_future(
+        asyncio.create_subprocess_exec(
             *action.command,
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
@@ -323,8 +321,17 @@ async def _run_exec(
             cwd=cwd,
             start_new_session=True,  # its own session and process group: pgid == pid
         )
+    )
+    try:
+        # Shielded: cancelled (or timed out) while the command starts, the command may
+        # already run; it is let finish starting, so that its group can be taken down.
+        proc = await asyncio.shield(starting)
     except OSError as exc:
         return False, f"cannot run {action.command[0]!r}: {exc.strerror or exc}"
+    except asyncio.CancelledError:
+        with contextlib.suppress(OSError):
+            await _kill_group(await starting)
+        raise
     finished = False
     try:
         stdout, stderr = await proc.communicate()
@@ -333,15 +340,20 @@ async def _run_exec(
         if not finished:
             # Timed out or cancelled, possibly with the command gone but a child of it
             # still holding its output open: take the whole group down.
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            await proc.wait()
+            await _kill_group(proc)
     code = proc.returncode
     if code == 0:
         return True, _with_line("exit code 0", stdout)
     if code is not None and code < 0:
         return False, f"killed by signal {signal.Signals(-code).name}"
     return False, _with_line(f"exit code {code}", stderr or stdout)
+
+
+async def _kill_group(proc: asyncio.subprocess.Process) -> None:
+    """SIGKILL the process group `proc` leads, and reap `proc`."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    await proc.wait()
 
 
 def _with_line(head: str, output: bytes) -> str:
@@ -501,7 +513,7 @@ class LogLineScanner:
     def __init__(
         self, pattern: str, path: Path, backups: int, inode: int | None, offset: int = 0
     ) -> None:
-        self._pattern = re.compile(pattern)
+        self._pattern = compile_pattern(pattern)
         self._path = Path(path)
         self._backups = backups
         self._inode = inode

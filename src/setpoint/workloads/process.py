@@ -86,6 +86,7 @@ from pydantic_core import PydanticCustomError
 from setpoint.errors import Conflict, Error, Invalid
 from setpoint.model import Object, Schema
 from setpoint.model.conditions import READY, get_condition, set_condition
+from setpoint.model.crd import list_set
 from setpoint.model.redaction import redact
 from setpoint.model.wellknown import PROCESS_FINALIZER
 from setpoint.workloads import children, supervisor
@@ -110,9 +111,7 @@ from setpoint.workloads.children import (
     stopping_reason,
     timestamp,
 )
-from setpoint.workloads.dependencies import (
-    Dependency,
-)
+from setpoint.workloads.dependencies import DependsOn
 from setpoint.workloads.kinds import PROCESS
 from setpoint.workloads.probes import (
     LogLineScanner,
@@ -171,13 +170,13 @@ class CrashLoopBackoffSchema(children.BackoffSchema):
 class ProcessSpecSchema(CommandSchema):
     """What to run, how to restart it, how to tell it is healthy, and what it waits for."""
 
-    ports: list[int] = Field(default_factory=list)
+    ports: list[int] = Field(default_factory=list, json_schema_extra=list_set())
     restart_policy: RestartPolicy = "Always"
     backoff: CrashLoopBackoffSchema = Field(default_factory=CrashLoopBackoffSchema)
     startup_probe: Probe | None = None
     readiness_probe: Probe | None = None
     liveness_probe: Probe | None = None
-    depends_on: list[Dependency] = Field(default_factory=list)
+    depends_on: DependsOn = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _check(self) -> ProcessSpecSchema:

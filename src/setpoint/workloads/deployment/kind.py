@@ -19,7 +19,7 @@ from pydantic_core import PydanticCustomError
 
 from setpoint.errors import Invalid
 from setpoint.model import Object, Schema
-from setpoint.workloads.dependencies import Dependency
+from setpoint.workloads.dependencies import DependsOn
 from setpoint.workloads.process import ProcessSpecSchema
 
 AVAILABLE = "Available"
@@ -149,7 +149,7 @@ class DeploymentSpecSchema(Schema):
     progress_deadline_seconds: int = Field(default=600, ge=1)
     revision_history_limit: int = Field(default=10, ge=0)
     remediation: Literal["none", "rollback", "restart"] = "none"
-    depends_on: list[Dependency] = Field(default_factory=list)
+    depends_on: DependsOn = Field(default_factory=list)
 
     @classmethod
     def of(cls, obj: Object) -> DeploymentSpecSchema:

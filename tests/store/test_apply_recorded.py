@@ -1,0 +1,56 @@
+"""Plain writes recorded as field managers' (`setpoint.store.apply`): concurrent patches
+of one object each land and each is recorded (a lost compare-and-swap is retried), a patch
+pinned to an old resourceVersion is refused, and a patch may not rename the object."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from setpoint.engine import builtin_kinds
+from setpoint.errors import Conflict, Invalid
+from setpoint.store import open_store
+from setpoint.store.apply import patch_recorded, server_side_apply
+from setpoint.workloads.kinds import PROCESS
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+async def test_concurrent_recorded_patches_all_land(tmp_path: Path) -> None:
+    store = await open_store(f"sqlite:///{tmp_path / 'state.db'}", builtin_kinds())
+    try:
+        applied = {
+            "apiVersion": PROCESS.api_version,
+            "kind": "Process",
+            "metadata": {"name": "p"},
+            "spec": {"args": ["true"]},
+        }
+        await server_side_apply(store, PROCESS, "p", "default", applied, field_manager="m")
+
+        async def label(i: int) -> None:
+            patch = {"metadata": {"labels": {f"l{i}": "x"}}}
+            await patch_recorded(store, PROCESS, "p", "default", patch, "merge",
+                                 manager=f"w{i}", always=False, now=NOW)  # fmt: skip
+
+        await asyncio.gather(*(label(i) for i in range(8)))
+        obj = await store.get(PROCESS.api_version, "Process", "p", "default")
+        assert obj["metadata"]["labels"] == {f"l{i}": "x" for i in range(8)}
+        owned = {e["manager"]: e["fieldsV1"] for e in obj["metadata"]["managedFields"]}
+        for i in range(8):
+            assert owned[f"w{i}"] == {"f:metadata": {"f:labels": {f"f:l{i}": {}}}}
+        assert owned["m"] == {"f:spec": {"f:args": {}}}
+
+        stale = {"metadata": {"resourceVersion": "1", "labels": {"late": "x"}}}
+        with pytest.raises(Conflict):
+            await patch_recorded(store, PROCESS, "p", "default", stale, "merge",
+                                 manager="late", always=True)  # fmt: skip
+        renamed = {"metadata": {"name": "q"}}
+        with pytest.raises(Invalid) as refused:
+            await patch_recorded(store, PROCESS, "p", "default", renamed, "merge",
+                                 manager="late", always=True)  # fmt: skip
+        assert refused.value.field == "patch"
+    finally:
+        await store.close()
