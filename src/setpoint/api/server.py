@@ -93,6 +93,7 @@ def _protocol(limits: ServerLimits) -> type[HttpToolsProtocol]:
         def on_headers_complete(self) -> None:
             self._in_head = False
             self._head_bytes = 0
+            self.transport.expect_head()  # type: ignore[attr-defined]
             super().on_headers_complete()
 
         def on_message_complete(self) -> None:
@@ -125,12 +126,12 @@ def _protocol(limits: ServerLimits) -> type[HttpToolsProtocol]:
 
 
 class _HeadWithBody:
-    """A transport that holds a small write until the next one, so that a response's
-    head and body leave in one send: uvicorn writes them apart, which cost two sends (two
-    packets, two wake-ups of the reader) per response. At most one write (of at most
-    `HELD_BYTES`) is held, and never past the current step of the event loop (a
-    streaming response's head, its last event) nor past `close`: flow control sees
-    every byte a step late at most."""
+    """A transport that holds a response's head until the next write, so that head and
+    body leave in one send: uvicorn writes them apart, which cost two sends (two packets,
+    two wake-ups of the reader) per response. Only the first write after a request's head
+    was read (`expect_head`) is held, and never past the current step of the event loop
+    (a streaming response's head) nor past `close`; a stream's chunks (a watch's events)
+    go out as they are written."""
 
     HELD_BYTES = 64 * 1024
 
@@ -138,12 +139,18 @@ class _HeadWithBody:
         self._transport = transport
         self._loop = loop
         self._held: bytes | None = None
+        self._head_next = False
+
+    def expect_head(self) -> None:
+        """The next write is a response's head: hold it for its body."""
+        self._head_next = True
 
     def write(self, data: bytes) -> None:
+        head, self._head_next = self._head_next, False
         if self._held is not None:
             data, self._held = self._held + data, None
             self._transport.write(data)
-        elif len(data) <= self.HELD_BYTES:
+        elif head and len(data) <= self.HELD_BYTES:
             self._held = data
             self._loop.call_soon(self._flush)
         else:
