@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from conformance_kit import (
     API,
     TIMEOUT,
@@ -15,6 +16,9 @@ from conformance_kit import (
     take_until,
     widget,
 )
+
+from setpoint.model import codec
+from setpoint.store.watchers import EncodedWatches
 
 
 async def test_event_types_and_objects(store) -> None:
@@ -34,6 +38,26 @@ async def test_event_types_and_objects(store) -> None:
         assert got[2].object["spec"] == updated["spec"]
     finally:
         await close_watch(events)
+
+
+async def test_watch_encoded_streams_what_watch_streams(store) -> None:
+    if not isinstance(store, EncodedWatches):
+        pytest.skip(f"{type(store).__name__} streams decoded events only (no watch_encoded)")
+    start = await store.revision()
+    plain = store.watch(API, "Widget", since=start)
+    encoded = store.watch_encoded(API, "Widget", since=start)
+    try:
+        created = await store.create(widget("w1", 1))
+        await store.update(dict(created, spec={"size": 2}))
+        await store.delete(API, "Widget", "w1")
+        want = await take(plain, 3)
+        got = [await next_event(encoded) for _ in range(3)]
+        assert [(e.type, codec.decode(e.data), e.revision) for e in got] == [
+            (e.type, e.object, e.revision) for e in want
+        ]
+    finally:
+        await close_watch(plain)
+        await close_watch(encoded)
 
 
 async def test_watch_since_replays_history_then_streams_live(store) -> None:
