@@ -107,8 +107,9 @@ async def test_watch_from_now_skips_earlier_writes(store) -> None:
         event = await asyncio.wait_for(first, TIMEOUT)
         assert event.revision > rv(earlier)
         assert event.revision in written
-        # ...and from there on, nothing is skipped.
-        rest = await take_until(events, written[-1])
+        # ...and from there on, nothing is skipped (the first event may be the last write:
+        # then there is nothing more to wait for).
+        rest = await take_until(events, written[-1]) if event.revision < written[-1] else []
         assert [e.revision for e in rest] == list(range(event.revision + 1, written[-1] + 1))
     finally:
         first.cancel()
