@@ -7,6 +7,11 @@ for the conformance suite's backends and the tests of those stores. When a serve
 installed, a test that needs it is skipped with the reason, except in CI (`CI=true`), where
 it fails. With several workers, each worker's session has servers of its own (free ports,
 its own temporary directory): nothing is shared between workers but the machine.
+
+The group `xdist_group("wall-clock")` (marked in the test modules) holds the PostgreSQL
+hammer test, which keeps both cores busy for a minute by design, and the tests that bound a
+handover in wall-clock seconds (within the lease duration + 1 s): one worker runs them one
+after another, so no such bound is measured beside the hammer.
 """
 
 from __future__ import annotations
