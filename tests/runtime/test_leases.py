@@ -430,6 +430,7 @@ async def next_line(
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("wall-clock")  # not beside the hammer: tests/conftest.py
 async def test_leadership_moves_to_a_second_process_after_the_first_is_killed(
     tmp_path: Path,
 ) -> None:

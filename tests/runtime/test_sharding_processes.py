@@ -31,6 +31,8 @@ from shard_member import (
     wait_settled,
 )
 
+pytestmark = pytest.mark.xdist_group("wall-clock")  # not beside the hammer: tests/conftest.py
+
 OBJECTS = 10_000
 LEASE = LeaseSettings(lease_duration=4.0, renew_deadline=3.0, retry_period=0.5)
 WITHIN = 120.0  # for what should take seconds; generous, the machine is loaded

@@ -27,6 +27,7 @@ SECONDS = float(os.environ.get("SETPOINT_HAMMER_SECONDS", "60"))
 
 @pytest.mark.slow
 @pytest.mark.timeout(SECONDS + 600)
+@pytest.mark.xdist_group("wall-clock")  # not beside the hammer: tests/conftest.py
 async def test_three_writer_processes_two_watcher_processes(
     postgresql_server: PostgresServer, tmp_path: Path
 ) -> None:
