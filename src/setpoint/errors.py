@@ -27,7 +27,7 @@ Kubernetes API would answer with, and `reason` its `Status.reason`.
 Not in the tree, on purpose: the work queue's `Empty` and `ShutDown`
 (`setpoint.runtime.queue`) are control flow between a queue and its workers, as
 `asyncio.QueueEmpty` is, the health server's private `_BadRequest` becomes a
-400 answer, and the manifest parser's private `_DuplicateKey`
+400 answer, and the manifest parser's private `_DuplicateKey` and `_NotJson`
 (`setpoint.model.manifests`) an `Invalid`; none of them reaches a user.
 tests/test_errors_tree.py keeps this true.
 """
