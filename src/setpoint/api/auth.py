@@ -270,9 +270,10 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def check_bind(host: str, auth: Authenticator | None) -> None:
-    """Refuse to listen on `host` beyond loopback without tokens: `Invalid` saying why."""
-    if not is_loopback(host) and (auth is None or not auth.tokens):
+def check_bind(host: str, token_file: bool) -> None:
+    """Refuse to listen on `host` beyond loopback unless the tokens come from a token file
+    (not a fresh token for this machine's user, nor none at all): `Invalid` saying why."""
+    if not is_loopback(host) and not token_file:
         raise Invalid(
             f"refusing to listen on {host} without tokens: anyone who can reach it could "
             "change everything; give --token-file, or listen on 127.0.0.1",

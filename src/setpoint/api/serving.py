@@ -109,7 +109,7 @@ async def serve_api(store: Store, options: ServeOptions) -> AsyncIterator[ApiSer
     """The API on `store`, serving until the block ends; the kubeconfig written once it
     accepts connections."""
     auth = authenticator_for(options, store.registry)
-    check_bind(options.host, auth)
+    check_bind(options.host, token_file=options.token_file is not None)
     hosts = host_rules(options.host, options.accept_hosts)
     tls = options.tls
     if tls is None and auth is not None and auth.tokens:
