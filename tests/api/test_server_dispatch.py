@@ -62,7 +62,10 @@ async def test_responses_on_a_kept_alive_connection_arrive_whole() -> None:
     async with running_api() as api:
         await api.store.create(process("web"))
         reader, writer = await asyncio.open_connection("127.0.0.1", api.server.port)
-        request = f"GET {PROCESSES}/web HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {ADMIN}\r\n\r\n"
+        request = (
+            f"GET {PROCESSES}/web HTTP/1.1\r\nHost: localhost\r\n"
+            f"Authorization: Bearer {ADMIN}\r\n\r\n"
+        )
         for _ in range(3):  # on one kept-alive connection
             writer.write(request.encode())
             async with asyncio.timeout(TIMEOUT):
