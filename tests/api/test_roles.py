@@ -142,3 +142,36 @@ def test_a_token_file_names_written_roles() -> None:
     assert tokens["u"].role is Role.VIEW
     with pytest.raises(Invalid, match="tokens:1: role 'nobody'"):
         parse_token_file("t,runner,nobody", "tokens", roles)
+
+
+async def test_server_side_apply_needs_create_too() -> None:
+    """An apply creates the object when it is missing: `patch` alone does not allow it."""
+    import httpx
+    import yaml
+
+    from setpoint.api.app import create_app
+    from setpoint.api.auth import Authenticator, User
+    from setpoint.store import open_store
+
+    roles = parse_roles(
+        yaml.safe_load("patcher: [{kinds: [processes], verbs: [get, patch]}]"),
+        "roles.yaml",
+        builtin_kinds(),
+    )
+    store = await open_store("memory://", builtin_kinds())
+    try:
+        auth = Authenticator({"p": User("patcher", roles["patcher"])})
+        transport = httpx.ASGITransport(app=create_app(store, auth=auth))
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://localhost", headers={"Authorization": "Bearer p"}
+        ) as client:
+            applied = await client.patch(
+                "/apis/setpoint.dev/v1alpha1/namespaces/default/processes/new?fieldManager=me",
+                content=yaml.safe_dump(process("new")).encode(),
+                headers={"Content-Type": "application/apply-patch+yaml"},
+            )
+        assert applied.status_code == 403, applied.text
+        assert "cannot create" in applied.json()["message"]
+        assert (await store.list("setpoint.dev/v1alpha1", "Process", None))[0] == []
+    finally:
+        await store.close()

@@ -35,7 +35,7 @@ from setpoint import __version__
 from setpoint.api import dashboard, discovery, insight, openapi
 from setpoint.api.auth import NOBODY_CHECKS, Authenticator, User, authorize
 from setpoint.api.browser_safety import LOOPBACK_ONLY, HostRules, refusal
-from setpoint.api.query import ResourcePath, parse_path
+from setpoint.api.query import PATCH_TYPES, ResourcePath, media_type, parse_path
 from setpoint.api.resources import (
     ApiSettings,
     Resources,
@@ -264,6 +264,11 @@ class _Api:
         with contextlib.suppress(NotFound):  # unknown: only a role for every kind passes
             kind = kind_for(self.store.registry, path.api_version, path.resource)
         authorize(user, verb, kind, _shown(path))
+        if (
+            verb == "patch"
+            and PATCH_TYPES.get(media_type(request.headers.get("content-type"))) == "apply"
+        ):
+            authorize(user, "create", kind, _shown(path))  # an apply creates what is missing
         if kind is not None:  # details name the group too, when known
             request.state.target = target_of(kind, path.name)
         return await self.resources.handle(request, path)
