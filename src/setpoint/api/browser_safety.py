@@ -77,8 +77,8 @@ def refusal(
     if not host or not rules.accepts(host):
         shown = named[:100] or "none"
         return Forbidden(
-            f"the Host {shown!r} is not served here (only loopback names); a name of "
-            "this server can be allowed with --accept-hosts"
+            f"the Host {shown!r} is not a name this server answers to; a name of yours "
+            "can be allowed with --accept-hosts"
         )
     origin = headers.get("origin")
     if origin is not None and _origin(origin) != (scheme, host, port):
