@@ -75,7 +75,6 @@ import contextlib
 import copy
 import dataclasses
 import functools
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
@@ -89,6 +88,7 @@ from setpoint.model.conditions import READY, get_condition, set_condition
 from setpoint.model.crd import list_set
 from setpoint.model.redaction import redact
 from setpoint.model.wellknown import PROCESS_FINALIZER
+from setpoint.runtime.run_as import UserRefused, command_environment, resolve_account
 from setpoint.workloads import children, supervisor
 from setpoint.workloads.children import (
     ENVIRONMENT_BACKOFF,
@@ -119,10 +119,10 @@ from setpoint.workloads.probes import (
     Prober,
     ProbeResult,
     ProbeRole,
+    ProbeRunner,
     check_probe_role,
     run_probe,
 )
-from setpoint.workloads.venv import activation
 
 __all__ = [
     "FINALIZER",
@@ -286,6 +286,8 @@ def plan(desired: Desired, observed: Observed, now: float) -> Plan:
     Pure: no I/O; `now` in seconds, as `finished_at`."""
     step = _decide(desired, observed, now)
     events = list(observed.exit_events())
+    if observed.refused is not None and step.action is Action.NOTHING and observed.running:
+        return step  # the stored status describes the child that runs: it stays as it is
     if step.action in (Action.STOP, Action.RESTART):
         events.append(PlannedEvent("Killing", f"stopping: {step.reason}"))
         status = _status(desired, observed, step, now)
@@ -317,6 +319,8 @@ def _decide(desired: Desired, observed: Observed, now: float) -> Plan:
                 Action.STOP, "the object is being deleted", phase="Running", recent_restarts=recent
             )
         return Plan(Action.NOTHING, "stopped; the object can go", recent_restarts=recent)
+    if observed.refused is not None:
+        return _refused(desired, observed)
     restart = desired.restart_requested(observed.status)
     if observed.running:
         if observed.generation is not None and observed.generation != desired.generation:
@@ -398,6 +402,24 @@ def _decide(desired: Desired, observed: Observed, now: float) -> Plan:
     )
 
 
+def _refused(desired: Desired, observed: Observed) -> Plan:
+    """The step when this engine may not run the spec's command as its `user:`: nothing
+    is started, and the Process is `Stalled` with the refusal's reason until its spec (or
+    the engine's allow-list) changes. A child of an earlier spec keeps running (the refused
+    change is not carried out); a child of this very spec (adopted by an engine that
+    allows fewer users than the one that started it) is stopped."""
+    assert observed.refused is not None
+    message = observed.refused[1]
+    recent = observed.recent_restarts
+    if observed.running and observed.generation == desired.generation:
+        return Plan(Action.STOP, message, phase="Running", recent_restarts=recent)
+    if observed.running:
+        return Plan(Action.NOTHING, message, recent_restarts=observed.recent_restarts,
+                    stall=observed.refused)  # fmt: skip
+    return Plan(Action.NOTHING, message, phase="Pending",
+                recent_restarts=observed.recent_restarts, stall=observed.refused)  # fmt: skip
+
+
 def _status(desired: Desired, observed: Observed, step: Plan, now: float) -> dict[str, Any]:
     """The whole new status once `step` is carried out. A child it starts gets its `pid`
     and `startTime` from the lifecycle, which alone learns them."""
@@ -445,6 +467,9 @@ def _status(desired: Desired, observed: Observed, step: Plan, now: float) -> dic
     if not running and failure is not None and failure.generation == generation:
         failed = (False, failure.reason, failure.message)
         conditions = _Conditions(failed, failed)
+    if not running and observed.refused is not None:
+        refused = (False, *observed.refused)
+        conditions = _Conditions(refused, refused)
     for type_, (value, reason, message) in (
         (STARTED, conditions.started),
         (READY, conditions.ready),
@@ -592,9 +617,16 @@ class ProcessController(ChildLifecycle[ProcessSpecSchema, Plan]):
         self, key: Key, child: Supervised, spec: ProcessSpecSchema, role: ProbeRole, probe: Probe
     ) -> None:
         on_change = functools.partial(self._on_probe, key, child, spec, role)
-        # An exec probe runs as the child does: with its environment and working directory.
-        env = {**os.environ, **activation(os.environ), **child.env}
-        runner = functools.partial(run_probe, env=env, cwd=spec.cwd)
+        # An exec probe runs as the child does: as its user, with its environment (the
+        # same base, its env, envFrom and envFile resolved) and its working directory.
+        runner: ProbeRunner
+        try:
+            account = resolve_account(spec.user)
+        except UserRefused as exc:  # the child's user is gone since it started
+            runner = functools.partial(_cannot_run, str(exc))
+        else:
+            env = command_environment(account, child.env)
+            runner = functools.partial(run_probe, env=env, cwd=spec.cwd, account=account)
         prober = Prober(probe, self.clock, on_change, runner=runner)
         child.tasks.append(asyncio.create_task(prober.run(), name=f"{role} probe of {key}"))
 
@@ -672,6 +704,11 @@ class ProcessController(ChildLifecycle[ProcessSpecSchema, Plan]):
                 return
             except Conflict:
                 continue
+
+
+async def _cannot_run(message: str, probe: Probe) -> tuple[bool, str]:
+    """A probe runner for a probe that cannot be run (`message` says why): it fails."""
+    return False, message
 
 
 setup = ProcessController.setup
