@@ -27,6 +27,10 @@ Everything about that child that does not depend on the kind lives here, once:
   `setpoint restart` sets: `ChildDesired.restarted_at`) reaches the kind's plan, which
   treats it as a new run; each start records it.
 
+Before each plan it asks the controller's `UserPolicy` (`ChildSettings.users`,
+`setpoint.runtime.run_as`) whether the spec's `user:` may be run: a refusal is a fact
+(`ChildFacts.refused`) the kind's plan turns into a `Stalled` object that starts nothing.
+
 The kinds decide; this module decides nothing about restart policies, retries or
 conditions. It only does what a plan says, and reports what happened when it did it
 (the pid of a started child; a start that failed). How a start fails matters: a spec
@@ -41,7 +45,7 @@ start again at each reconcile.
 The environment: a child's `envFile`s are read (`setpoint.workloads.env_files`), and its
 `envFrom` and `env` resolved (`setpoint.workloads.secret`), when it starts, each later one
 winning; and again, best effort, when an earlier engine's child is adopted. The child keeps
-its environment (`Supervised.env`, for exec probes) and the values that came from Secrets
+its environment (`Supervised.env`, for exec probes, which run with it as the child's user) and the values that came from Secrets
 (`Supervised.secret_values`), which are masked in the output line its exit reason quotes
 (and, by the Process controller, in exec probe output). Values from env files are not
 masked: which of them are secret is not known, and masking every one would mask common

@@ -57,12 +57,20 @@ the whole new status and the events to emit:
   for want of a Secret (one it refers to, or a key of it, is missing: `SecretMissing`; a
   value holds a NUL byte: `SecretInvalid`) it stays Pending and `Stalled` with that
   reason until the Secret changes, and is tried again then.
+* a `user:` this engine may not run commands as (`setpoint.runtime.run_as.UserPolicy`: an
+  engine that is not root cannot switch users; a root engine started with an allow-list
+  runs only the users on it) starts nothing: the Process is Pending and `Stalled` (reason
+  `UserNotAllowed`, or `UserUnknown` for no such user), reported once, until its spec or
+  the engine's allow-list changes. A child of an earlier spec keeps running: a refused
+  change of `user:` is not carried out (a child of the refused spec itself, adopted by an
+  engine that allows fewer users, is stopped).
 
 `ProcessController` (wired by `setup`) is a `ChildLifecycle` (`setpoint.workloads.children`,
 shared with the Job controller): it observes the child (exits are learnt from the
 supervisor and enqueue the object at once; children an earlier engine left running are
 re-adopted, keeping the startup and readiness their status records until a probe says
-otherwise; children whose objects are gone are stopped), runs the child's probes (a
+otherwise; children whose objects are gone are stopped), runs the child's probes (an
+exec probe as the child runs: as its user, with its environment and working directory; a
 `logLine` readiness probe reads the child's log from where its run began, every
 `LOG_LINE_LOOK_SECONDS`, until a line matches: then it is Ready for the rest of the run,
 and an adopted child recorded Ready is not read again), and carries out the plan.
