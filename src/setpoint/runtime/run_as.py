@@ -103,19 +103,19 @@ class UserPolicy:
     def of(allowed: Iterable[str] | None) -> UserPolicy:
         """The policy of an allow-list, checked: each name is a user of this machine, and an
         engine that is not root lists no user but its own (it cannot switch). Raises
-        `Invalid` naming `allowed_users` otherwise."""
+        `Invalid` naming `--allow-user` otherwise."""
         policy = UserPolicy(None if allowed is None else frozenset(allowed))
         me = _name_of(policy.engine_uid)
         for name in sorted(policy.allowed or ()):
             try:
                 uid = pwd.getpwnam(name).pw_uid
             except KeyError:
-                raise Invalid(f"no user {name!r} on this machine", field="allowed_users") from None
+                raise Invalid(f"no user {name!r} on this machine", field="--allow-user") from None
             if uid != policy.engine_uid and policy.engine_uid != 0:
                 raise Invalid(
                     f"{name!r}: the engine runs as {me!r}, not root, and cannot switch users;"
                     " list no other user, or run the engine as root",
-                    field="allowed_users",
+                    field="--allow-user",
                 )
         return policy
 

@@ -45,9 +45,10 @@ start again at each reconcile.
 The environment: a child's `envFile`s are read (`setpoint.workloads.env_files`), and its
 `envFrom` and `env` resolved (`setpoint.workloads.secret`), when it starts, each later one
 winning; and again, best effort, when an earlier engine's child is adopted. The child keeps
-its environment (`Supervised.env`, for exec probes, which run with it as the child's user) and the values that came from Secrets
-(`Supervised.secret_values`), which are masked in the output line its exit reason quotes
-(and, by the Process controller, in exec probe output). Values from env files are not
+its environment (`Supervised.env`, for exec probes, which run with it as the child's user)
+and the values that came from Secrets (`Supervised.secret_values`), which are masked in
+the output line its exit reason quotes (and, by the Process controller, in exec probe
+output). Values from env files are not
 masked: which of them are secret is not known, and masking every one would mask common
 words everywhere; a secret belongs in a Secret.
 """
