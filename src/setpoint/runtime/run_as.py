@@ -93,7 +93,7 @@ class UserPolicy:
     `allowed` None: the engine's own user, and any other when the engine is root."""
 
     allowed: frozenset[str] | None = None
-    engine_uid: int = field(default_factory=os.geteuid)
+    engine_uid: int = field(default_factory=lambda: os.geteuid())
 
     def __post_init__(self) -> None:
         if self.allowed is not None:
