@@ -75,15 +75,19 @@ def resolve_account(user: str | None) -> pwd.struct_passwd | None:
     """The account `user` names, or None when it is the engine's own (or None): no switch.
     Raises `UserRefused` (`UserUnknown`) when the machine has no such user. Decides
     nothing about whether the switch is allowed (`UserPolicy.account` does)."""
+    account = _lookup(user)
+    return None if account is None or account.pw_uid == os.geteuid() else account
+
+
+def _lookup(user: str | None) -> pwd.struct_passwd | None:
     if user is None:
         return None
     try:
-        account = pwd.getpwnam(user)
+        return pwd.getpwnam(user)
     except KeyError:
         raise UserRefused(
             "UserUnknown", f"no user {user!r} on this machine: create it or change spec.user"
         ) from None
-    return None if account.pw_uid == os.geteuid() else account
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +126,7 @@ class UserPolicy:
     def account(self, user: str | None) -> pwd.struct_passwd | None:
         """The account to switch to for a spec's `user:` (None: run as the engine's own
         user); `UserRefused` if this engine may not run a command as it."""
-        account = resolve_account(user)
+        account = _lookup(user)
         uid = self.engine_uid if account is None else account.pw_uid
         name = _name_of(uid)
         if uid != self.engine_uid and self.engine_uid != 0:
@@ -140,7 +144,7 @@ class UserPolicy:
                 f"{what}, which this engine does not allow (setpoint up --allow-user: {listed});"
                 f" set spec.user to an allowed user, or start the engine with --allow-user {name}",
             )
-        return account
+        return None if uid == self.engine_uid else account
 
     def _listed(self, uid: int) -> bool:
         for name in self.allowed or ():
