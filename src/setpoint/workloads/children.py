@@ -34,7 +34,7 @@ Before each plan it asks the controller's `UserPolicy` (`ChildSettings.users`,
 The kinds decide; this module decides nothing about restart policies, retries or
 conditions. It only does what a plan says, and reports what happened when it did it
 (the pid of a started child; a start that failed). How a start fails matters: a spec
-the supervisor refuses (`Invalid`: no such command, no such user) fails until the spec
+the supervisor refuses (`Invalid`: no such command, no such directory) fails until the spec
 changes; an OS failure (no space, no file descriptors, an unwritable state or log
 directory, a failed mkfifo) is transient and retried with `ENVIRONMENT_BACKOFF`, and so is
 an `envFile` that cannot be read or parsed (`EnvFileUnavailable`); a Secret
