@@ -49,7 +49,7 @@ the whole new status and the events to emit:
   does) but reports `Ready=False`, reason `DependencyNotReady`, naming it.
 * a liveness (or startup) probe failure stops the child, which then restarts as
   after a crash (restart policy and back-off apply); readiness only moves `Ready`.
-* a start that fails: for a reason of the spec (no such command, no such user) the
+* a start that fails: for a reason of the spec (no such command, no such directory) the
   Process is Failed and `Stalled` (reason `StartFailed`) until its spec changes; for a
   reason of the machine (an OS error: no space, no file descriptors, an unwritable state
   or log directory) or of an `envFile` (missing, unreadable, malformed) it stays Pending,
