@@ -1,7 +1,8 @@
-"""Who a Process's and a Job's commands run as (`setpoint.runtime.run_as`), with real
-children: an exec probe runs as the child does (its user, its environment, its working
-directory, never the engine's environment), and a `user:` the engine may not use is
-refused once, quietly, without touching a child that already runs.
+"""Who a Process's, a Job's and a Deployment's commands run as
+(`setpoint.runtime.run_as`), with real children: an exec probe runs as the child does (its
+user, its environment, its working directory, never the engine's environment), and a
+`user:` the engine may not use is refused once, quietly, without touching a child that
+already runs.
 
 Tests that switch users run as root only (skipped otherwise); the refusals are tested as
 an engine that is not root by giving the controller that engine's `UserPolicy`
@@ -26,8 +27,10 @@ from setpoint.model import Object
 from setpoint.runtime.reconciler import Request
 from setpoint.runtime.run_as import UserPolicy
 from setpoint.testing import Harness, ManualClock, reconcile_until_stable
+from setpoint.workloads import deployment
+from setpoint.workloads.deployment import DEPLOYMENT
 from setpoint.workloads.job import JOB, JobController, JobSettings
-from setpoint.workloads.process import ProcessController, ProcessSettings
+from setpoint.workloads.process import PROCESS, ProcessController, ProcessSettings
 
 NOBODY = pwd.getpwnam("nobody")
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="switching users needs root")
@@ -231,3 +234,52 @@ async def test_a_job_with_a_user_the_engine_may_not_use_is_stalled(tmp_path: Pat
         assert jobs.pids() == {}
         assert not ran.exists()
         await harness.stop()
+
+
+async def test_a_deployment_with_a_refused_user_creates_no_replica_and_is_stalled_once(
+    tmp_path: Path,
+) -> None:
+    """A Deployment whose template changes to a `user:` the engine may not use (here an
+    engine as nobody, its policy; the test plays the Process controller, which is not
+    running): no replica of the new template is created, those of the old one stay, and
+    the Deployment is Stalled (UserNotAllowed), once: then nothing is written."""
+    clock = ManualClock()
+    async with Harness(clock=clock) as harness:
+        users = UserPolicy(None, NOBODY.pw_uid)
+        controller = deployment.setup(harness.manager, clock=clock, users=users)
+        await harness.start()
+        store = harness.store
+        web = {
+            "apiVersion": DEPLOYMENT.api_version,
+            "kind": DEPLOYMENT.kind,
+            "metadata": {"name": "web", "namespace": "default"},
+            "spec": {
+                "replicas": 2,
+                "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"args": ["x"]}},
+            },
+        }
+        await store.create(web)
+        await reconcile_until_stable(harness)
+        first, _ = await store.list(PROCESS.api_version, PROCESS.kind, namespace="default")
+        assert len(first) == 2
+        obj = await store.get(DEPLOYMENT.api_version, DEPLOYMENT.kind, "web", "default")
+        obj["spec"]["template"]["spec"]["user"] = "root"
+        await store.update(obj)
+        await reconcile_until_stable(harness)
+        obj = await store.get(DEPLOYMENT.api_version, DEPLOYMENT.kind, "web", "default")
+        stall = condition(obj, "Stalled")
+        assert stall["reason"] == "UserNotAllowed"
+        assert stall["message"].startswith(
+            "spec.template.spec.user: cannot run as 'root': the engine runs as 'nobody'"
+        )
+        assert condition(obj, "Ready")["reason"] == "UserNotAllowed"
+        after, _ = await store.list(PROCESS.api_version, PROCESS.kind, namespace="default")
+        assert sorted(p["metadata"]["name"] for p in after) == sorted(
+            p["metadata"]["name"] for p in first
+        )
+        since = await store.revision()
+        for _ in range(10):
+            clock.advance(60)  # past any progress deadline: none runs while refused
+            controller.enqueue(Request("web", "default"))
+            await reconcile_until_stable(harness)
+        assert await writes_since(store, since) == []

@@ -14,8 +14,8 @@ Deployment, Service, Thermostat and Autoscaler controllers, and the timeline rec
 beside the store, whose directories are made (or tightened to) mode 0700 (`setpoint.files`).
 The users commands may run as are `EngineSettings.allowed_users`' (`self.users`, a
 `setpoint.runtime.run_as.UserPolicy`, checked when the engine is made: `Invalid` for a user
-the machine lacks, or one a non-root engine cannot switch to); the Process, Job and
-Autoscaler controllers get it.
+the machine lacks, or one a non-root engine cannot switch to); the Process, Job,
+Deployment and Autoscaler controllers get it.
 Entering claims the store's engine lease first (`setpoint.engine.claim`), then publishes
 the CRD of every kind registered in Python (`setpoint.store.kinds.publish_kinds`, written
 only when missing or changed):
@@ -243,7 +243,7 @@ class Engine:
             clock=self.clock,
         )
         self._jobs.attach(manager)
-        deployment.setup(manager, clock=self.clock)
+        deployment.setup(manager, clock=self.clock, users=self.users)
         service.setup(manager)
         thermostat.setup(manager)
         autoscaler.setup(manager, users=self.users)
