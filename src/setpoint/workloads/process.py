@@ -96,7 +96,7 @@ from setpoint.model.conditions import READY, get_condition, set_condition
 from setpoint.model.crd import list_set
 from setpoint.model.redaction import redact
 from setpoint.model.wellknown import PROCESS_FINALIZER
-from setpoint.runtime.run_as import UserRefused, command_environment, resolve_account
+from setpoint.runtime.run_as import UserRefused, command_environment
 from setpoint.workloads import children, supervisor
 from setpoint.workloads.children import (
     ENVIRONMENT_BACKOFF,
@@ -626,11 +626,12 @@ class ProcessController(ChildLifecycle[ProcessSpecSchema, Plan]):
     ) -> None:
         on_change = functools.partial(self._on_probe, key, child, spec, role)
         # An exec probe runs as the child does: as its user, with its environment (the
-        # same base, its env, envFrom and envFile resolved) and its working directory.
+        # same base, its env, envFrom and envFile resolved) and its working directory; and
+        # never as a user this engine may not use (a spec changed while no engine ran).
         runner: ProbeRunner
         try:
-            account = resolve_account(spec.user)
-        except UserRefused as exc:  # the child's user is gone since it started
+            account = self.settings.users.account(spec.user)
+        except UserRefused as exc:
             runner = functools.partial(_cannot_run, str(exc))
         else:
             env = command_environment(account, child.env)
