@@ -20,6 +20,7 @@ import pytest
 from setpoint.engine import Engine, EngineSettings, builtin_kinds
 from setpoint.errors import Invalid
 from setpoint.model import READY, STALLED, Object, get_condition
+from setpoint.runtime.run_as import UserPolicy, UserRefused
 from setpoint.store import open_store
 from setpoint.testing import wait_for
 from setpoint.workloads.process import PROCESS
@@ -115,3 +116,43 @@ async def test_an_engine_given_a_list_runs_only_the_users_on_it(tmp_path: Path) 
     finally:
         await store.close()
     assert "--allow-user root" in str(condition(refused, STALLED)["message"])
+
+
+@pytest.mark.parametrize(
+    ("engine_uid", "allowed", "user", "switches_to"),
+    [
+        (0, None, None, None),  # no user: the engine's own, no switch
+        (0, None, "root", None),  # naming the engine's own user is the same
+        (0, None, "nobody", "nobody"),  # a root engine may switch to anyone by default
+        (0, {"nobody"}, "nobody", "nobody"),
+        (0, {"root", "nobody"}, None, None),
+        (NOBODY.pw_uid, None, "nobody", None),  # an engine run by nobody, as nobody
+        (NOBODY.pw_uid, None, None, None),
+    ],
+)
+def test_the_policy_allows(
+    engine_uid: int, allowed: set[str] | None, user: str | None, switches_to: str | None
+) -> None:
+    policy = UserPolicy(None if allowed is None else frozenset(allowed), engine_uid)
+    account = policy.account(user)
+    assert (None if account is None else account.pw_name) == switches_to
+
+
+@pytest.mark.parametrize(
+    ("engine_uid", "allowed", "user", "reason"),
+    [
+        (0, {"nobody"}, None, "UserNotAllowed"),  # a list without root: no root children
+        (0, {"nobody"}, "root", "UserNotAllowed"),
+        (0, None, "no-such-user-here", "UserUnknown"),
+        (NOBODY.pw_uid, None, "root", "UserNotAllowed"),  # not root: cannot switch
+    ],
+)
+def test_the_policy_refuses(
+    engine_uid: int, allowed: set[str] | None, user: str | None, reason: str
+) -> None:
+    policy = UserPolicy(None if allowed is None else frozenset(allowed), engine_uid)
+    with pytest.raises(UserRefused) as refused:
+        policy.account(user)
+    assert refused.value.condition_reason == reason
+    assert str(refused.value).startswith("spec.user: ")
+    assert "\n" not in str(refused.value)

@@ -44,7 +44,6 @@ __all__ = [
     "UserPolicy",
     "UserRefused",
     "command_environment",
-    "resolve_account",
     "switch_to",
     "user_of",
 ]
@@ -71,15 +70,8 @@ def _name_of(uid: int) -> str:
         return str(uid)
 
 
-def resolve_account(user: str | None) -> pwd.struct_passwd | None:
-    """The account `user` names, or None when it is the engine's own (or None): no switch.
-    Raises `UserRefused` (`UserUnknown`) when the machine has no such user. Decides
-    nothing about whether the switch is allowed (`UserPolicy.account` does)."""
-    account = _lookup(user)
-    return None if account is None or account.pw_uid == os.geteuid() else account
-
-
 def _lookup(user: str | None) -> pwd.struct_passwd | None:
+    """The account `user` names (None for None); `UserRefused` (`UserUnknown`) if none."""
     if user is None:
         return None
     try:
