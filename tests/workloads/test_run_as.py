@@ -28,6 +28,9 @@ from setpoint.runtime.reconciler import Request
 from setpoint.runtime.run_as import UserPolicy
 from setpoint.testing import Harness, ManualClock, reconcile_until_stable
 from setpoint.workloads import deployment
+from setpoint.workloads import job as job_plan
+from setpoint.workloads import process as process_plan
+from setpoint.workloads.children import Action
 from setpoint.workloads.deployment import DEPLOYMENT
 from setpoint.workloads.job import JOB, JobController, JobSettings
 from setpoint.workloads.process import PROCESS, ProcessController, ProcessSettings
@@ -283,3 +286,43 @@ async def test_a_deployment_with_a_refused_user_creates_no_replica_and_is_stalle
             controller.enqueue(Request("web", "default"))
             await reconcile_until_stable(harness)
         assert await writes_since(store, since) == []
+
+
+# -- the plans, pure -----------------------------------------------------------------------
+
+REFUSED = ("UserNotAllowed", "spec.user: cannot run as 'root': ...")
+
+
+@pytest.mark.parametrize("kind", ["Process", "Job"])
+@pytest.mark.parametrize(
+    ("running", "generation", "action", "stalls"),
+    [
+        (False, None, Action.NOTHING, True),  # nothing runs: start nothing, stall
+        (True, 1, Action.NOTHING, True),  # a child of the earlier spec runs on
+        (True, 2, Action.STOP, False),  # a child of the refused spec itself is stopped
+    ],
+)
+def test_a_refused_user_starts_nothing_and_stops_only_a_child_of_the_refused_spec(
+    kind: str, running: bool, generation: int | None, action: Action, stalls: bool
+) -> None:
+    obj: Object = {
+        "apiVersion": PROCESS.api_version,
+        "kind": kind,
+        "metadata": {"name": "p", "namespace": "default", "generation": 2},
+        "spec": {"args": ["x"], "user": "root"},
+    }
+    stored = {"phase": "Running", "observedGeneration": 1} if running else {}
+    common = {"running": running, "generation": generation, "status": stored, "refused": REFUSED}
+    step: process_plan.Plan | job_plan.JobPlan
+    if kind == "Process":
+        step = process_plan.plan(process_plan.desired_of(obj), process_plan.Observed(**common), 0)
+    else:
+        step = job_plan.plan(job_plan.desired_of(obj), job_plan.JobObserved(**common), 0)
+    assert step.action is action
+    assert (step.stall == REFUSED) is stalls
+    if running and action is Action.NOTHING:
+        assert step.status is None  # the stored status still describes the running child
+    if not running:
+        assert step.status is not None
+        assert step.status["phase"] == "Pending"
+        assert condition({"status": step.status}, "Ready")["reason"] == "UserNotAllowed"

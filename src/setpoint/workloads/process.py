@@ -421,11 +421,9 @@ def _refused(desired: Desired, observed: Observed) -> Plan:
     recent = observed.recent_restarts
     if observed.running and observed.generation == desired.generation:
         return Plan(Action.STOP, message, phase="Running", recent_restarts=recent)
-    if observed.running:
-        return Plan(Action.NOTHING, message, recent_restarts=observed.recent_restarts,
-                    stall=observed.refused)  # fmt: skip
-    return Plan(Action.NOTHING, message, phase="Pending",
-                recent_restarts=observed.recent_restarts, stall=observed.refused)  # fmt: skip
+    phase: Phase | None = None if observed.running else "Pending"
+    return Plan(Action.NOTHING, message, phase=phase, recent_restarts=recent,
+                stall=observed.refused)  # fmt: skip
 
 
 def _status(desired: Desired, observed: Observed, step: Plan, now: float) -> dict[str, Any]:
