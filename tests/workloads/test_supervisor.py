@@ -309,8 +309,8 @@ async def test_another_user_is_refused_when_not_root(
     with pytest.raises(Invalid) as caught:
         await start("db-0", spec, state_dir)
     assert str(caught.value) == (
-        "spec.user: cannot start db-0 as 'root': the engine runs as 'nobody', not root;"
-        " run it as root or drop spec.user"
+        "spec.user: cannot run as 'root': the engine runs as 'nobody', not root, and cannot"
+        " switch users; drop spec.user (to run as 'nobody') or run the engine as root"
     )
 
 
@@ -325,7 +325,7 @@ async def test_naming_the_engine_own_user_is_allowed(tmp_path: Path, state_dir: 
 
 async def test_an_unknown_user_is_refused(tmp_path: Path, state_dir: Path) -> None:
     spec = python(tmp_path, "pass", user="no-such-user-here")
-    with pytest.raises(Invalid, match=r"^spec\.user: cannot start db-0: no user"):
+    with pytest.raises(Invalid, match=r"^spec\.user: no user .no-such-user-here. on this machine"):
         await start("db-0", spec, state_dir)
 
 

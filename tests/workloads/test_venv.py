@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from setpoint.workloads.venv import activation
+from setpoint.runtime.venv import activation
 
 VENV = "/home/u/project/.venv"
 BASE = "/usr"

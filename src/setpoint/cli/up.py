@@ -71,6 +71,7 @@ from setpoint.model import Kind, Object
 from setpoint.runtime.coordination import Coordination
 from setpoint.runtime.health import split_address
 from setpoint.runtime.manager import ManagerOptions
+from setpoint.runtime.run_as import UserPolicy
 from setpoint.workloads.kinds import DEPLOYMENT, JOB, PROCESS, SERVICE
 
 SHOWN = (DEPLOYMENT, PROCESS, JOB, SERVICE, THERMOSTAT, AUTOSCALER)
@@ -134,6 +135,15 @@ def add_parser(
         "free port), with a new token written to the workspace's kubeconfig",
     )
     add_accept_hosts(p)
+    p.add_argument(
+        "--allow-user",
+        action="append",
+        metavar="NAME",
+        dest="allow_users",
+        help="(repeatable) a user Processes, Jobs and Deployments may run as (`user:`); "
+        "when given, only the users listed, root included (a spec without `user:` on an "
+        "engine run as root), default: the engine's own user, and any user when run as root",
+    )
     p.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)  # set by `up -d`
     p.set_defaults(run=run)
 
@@ -175,6 +185,7 @@ async def run(ctx: Context, args: argparse.Namespace) -> int:
     options = replace(
         coordination(args.ha, args.identity, detach=args.detach), health_address=address
     )
+    UserPolicy.of(_allowed(args))  # refused here, not in the log of an engine sent away
     if args.detach and "-" in args.paths:
         raise Invalid("up -d reads no manifests from stdin (`-`): give files or directories")
     objects = _checked_objects(ctx, args.paths)
@@ -187,7 +198,9 @@ async def run(ctx: Context, args: argparse.Namespace) -> int:
             if holder is not None:
                 raise engine_running(ctx.store_url, str(holder))
         else:
-            settings = EngineSettings(store_url=ctx.store_url, manager=options)
+            settings = EngineSettings(
+                store_url=ctx.store_url, manager=options, allowed_users=_allowed(args)
+            )
             async with (
                 Engine(store, settings) as engine,
                 serve_api(store, _api_options(ctx, args)) as api,
@@ -267,7 +280,14 @@ def _engine_argv(ctx: Context, args: argparse.Namespace) -> list[str]:
         argv += ["--api-port", str(args.api_port)]
     for hosts in args.accept_hosts:
         argv += ["--accept-hosts", hosts]
+    for user in args.allow_users or ():
+        argv += ["--allow-user", user]
     return argv
+
+
+def _allowed(args: argparse.Namespace) -> frozenset[str] | None:
+    """`--allow-user` as `EngineSettings.allowed_users` (None when not given)."""
+    return None if args.allow_users is None else frozenset(args.allow_users)
 
 
 def _shown_path(path: Path) -> str:

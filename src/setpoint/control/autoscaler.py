@@ -8,7 +8,9 @@ controller: hold a metric at a target by scaling any kind with a scale subresour
   with `scale=ScaleSubresource()`);
 * `minReplicas` (1), `maxReplicas` (required);
 * `metric`: one of `http` {`url`, `pointer`}, `prometheus` {`url`, `name`, `labels`},
-  `command` {`args`} (see `setpoint.control.metrics_source`), and `target` (> 0),
+  `command` {`args`} (see `setpoint.control.metrics_source`; it runs as the target's
+  children would: as its template's `user:`, or the engine's user without one, if the
+  engine's `UserPolicy` allows it, with a child's minimal environment), and `target` (> 0),
   `targetType` `Value` (the metric is per replica: `ceil(current * metric / target)`)
   or `AverageValue` (the metric is a total to share: `ceil(metric / target)`),
   `tolerance` (0.1), `timeoutSeconds` (5);
@@ -88,12 +90,13 @@ from setpoint.control.scaling import (
     value_replicas,
 )
 from setpoint.errors import Conflict, Invalid, NotFound
-from setpoint.model import Object, Schema, set_condition
+from setpoint.model import Kind, Object, Schema, set_condition
 from setpoint.runtime.controller import Controller
 from setpoint.runtime.events import EventRecorder
 from setpoint.runtime.manager import Manager
 from setpoint.runtime.predicates import generation_changed
 from setpoint.runtime.reconciler import Request, Result
+from setpoint.runtime.run_as import UserPolicy, UserRefused, user_of
 from setpoint.runtime.scale import Scale, read_scale, write_scale
 
 __all__ = [
@@ -647,8 +650,11 @@ class AutoscalerController:
     `observe` reads the Autoscaler, the target's scale and the metric; `plan` decides;
     `apply` writes the scale, the status (if it changed) and the events."""
 
-    def __init__(self, manager: Manager, events: EventRecorder) -> None:
+    def __init__(
+        self, manager: Manager, events: EventRecorder, users: UserPolicy | None = None
+    ) -> None:
         self.manager = manager
+        self.users = users or UserPolicy()
         self.store = manager.store
         self.clock = manager.clock
         self.events = events
@@ -706,12 +712,29 @@ class AutoscalerController:
         if not wants_metric(spec, scale):
             return seen
         try:
-            value = await read_metric(
-                metric_source_of(spec.metric), within=spec.metric.timeout_seconds
-            )
+            source = metric_source_of(spec.metric)
+            if isinstance(source, CommandSource):
+                source = await self._command_as_target(source, target_kind, ref.name, meta)
+            value = await read_metric(source, within=spec.metric.timeout_seconds)
         except MetricUnavailable as exc:
             return replace(seen, metric_error=str(exc))
         return replace(seen, metric=value)
+
+    async def _command_as_target(
+        self, source: CommandSource, target_kind: Kind, name: str, meta: Mapping[str, Any]
+    ) -> CommandSource:
+        """`source` run as the target's children run (`user_of`: a Deployment's template
+        `user:`; none: the engine's user), if this engine may (`UserPolicy`); else
+        `MetricUnavailable` saying why. A command in an Autoscaler gets no more power than
+        one in a Process of the same namespace: its author could write either."""
+        try:
+            target = await self.store.get(
+                target_kind.api_version, target_kind.kind, name, meta.get("namespace")
+            )
+            account = self.users.account(user_of(target))
+        except (NotFound, UserRefused) as exc:
+            raise MetricUnavailable(f"command {source.args[0]!r}: {exc}") from None
+        return replace(source, account=account)
 
     async def apply(self, obj: Object, spec: AutoscalerSpecSchema, decided: Plan) -> Plan:
         """Carry out `decided`: the rescale first (if the target refuses it, what `refused`
@@ -752,7 +775,8 @@ class AutoscalerController:
         return decided
 
 
-def setup(manager: Manager) -> Controller:
-    """Add the Autoscaler controller to `manager`; return the controller."""
-    reconciler = AutoscalerController(manager, manager.event_recorder("autoscaler"))
+def setup(manager: Manager, *, users: UserPolicy | None = None) -> Controller:
+    """Add the Autoscaler controller to `manager`; return the controller. `users` says whom
+    command metrics may run as (default: `UserPolicy()`, the engine's own rule)."""
+    reconciler = AutoscalerController(manager, manager.event_recorder("autoscaler"), users)
     return reconciler.attach(manager)

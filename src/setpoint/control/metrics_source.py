@@ -6,7 +6,12 @@ Prometheus text exposition endpoint, or a command's output.
 * `PrometheusSource(url, name, labels)`: GET `url`, parse the text exposition format
   (`prometheus_client.parser`), and sum the samples called `name` whose labels include
   every pair of `labels` (so one gauge per handler adds up; no match is an error).
-* `CommandSource(args)`: run `args` (no shell), take its stdout, stripped, as a number.
+* `CommandSource(args, account)`: run `args` (no shell) as `account` (None: the engine's
+  user), take its stdout, stripped, as a number. It starts as a workload's child does
+  (`setpoint.runtime.run_as`): with the minimal environment a child gets (a few inherited
+  variables, the engine's virtual environment activated, the account's HOME and USER),
+  never the rest of the engine's environment. Which account is the caller's to decide (the
+  Autoscaler controller: its target's `user:`, if this engine allows it).
 
 `read_metric(source, within=...)` is async and gives up after `within` seconds
 (the command is killed). Any failure raises `MetricUnavailable` with one line saying
@@ -22,6 +27,7 @@ import contextlib
 import json
 import math
 import os
+import pwd
 import signal
 import urllib.error
 import urllib.request
@@ -33,6 +39,7 @@ import jsonpointer
 from prometheus_client.parser import text_string_to_metric_families
 
 from setpoint.errors import MetricUnavailable
+from setpoint.runtime.run_as import command_environment, switch_to
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -69,9 +76,10 @@ class PrometheusSource:
 
 @dataclass(frozen=True, slots=True)
 class CommandSource:
-    """The number a command prints."""
+    """The number a command prints, run as `account` (None: the engine's user)."""
 
     args: tuple[str, ...]
+    account: pwd.struct_passwd | None = None
 
 
 MetricSource = HttpJsonSource | PrometheusSource | CommandSource
@@ -179,7 +187,9 @@ async def _run_command(source: CommandSource, within: float) -> float:
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
+            env=command_environment(source.account),
             start_new_session=True,
+            **switch_to(source.account),
         )
     except OSError as exc:
         raise MetricUnavailable(f"command {shown!r}: {exc.strerror or exc}") from None

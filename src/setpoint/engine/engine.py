@@ -12,6 +12,10 @@ from `EngineSettings.manager`), the Process, Job,
 Deployment, Service, Thermostat and Autoscaler controllers, and the timeline recorder
 (`setpoint.insight.recorder`), with children's state files and logs in the `Workspace`
 beside the store, whose directories are made (or tightened to) mode 0700 (`setpoint.files`).
+The users commands may run as are `EngineSettings.allowed_users`' (`self.users`, a
+`setpoint.runtime.run_as.UserPolicy`, checked when the engine is made: `Invalid` for a user
+the machine lacks, or one a non-root engine cannot switch to); the Process, Job,
+Deployment and Autoscaler controllers get it.
 Entering claims the store's engine lease first (`setpoint.engine.claim`), then publishes
 the CRD of every kind registered in Python (`setpoint.store.kinds.publish_kinds`, written
 only when missing or changed):
@@ -61,6 +65,7 @@ from setpoint.files import ensure_private_dir
 from setpoint.runtime.coordination import Coordination
 from setpoint.runtime.leases import LeaderElector
 from setpoint.runtime.manager import Manager, ManagerOptions
+from setpoint.runtime.run_as import UserPolicy
 from setpoint.store import Store
 from setpoint.store.kinds import publish_kinds
 from setpoint.workloads import deployment, service, supervisor
@@ -131,6 +136,14 @@ class EngineSettings:
     manager: ManagerOptions = field(default_factory=ManagerOptions)
     record_timeline: bool = True
     """Run the timeline recorder (what `timeline` and `explain` read)."""
+    allowed_users: frozenset[str] | None = None
+    """The users Processes, Jobs and Deployments (and Autoscalers' commands) may run as
+    (`setpoint up --allow-user`). None: the engine's own user, and, when the engine is
+    root, any user of the machine (a command without `user:` runs as root already, so
+    switching to another user gives it no more power). A list: only those users, root
+    itself (a spec without `user:`, on a root engine) included only if listed. An engine
+    that is not root cannot switch users: it may list only its own. See
+    `setpoint.runtime.run_as`."""
 
 
 class Engine:
@@ -147,6 +160,7 @@ class Engine:
         self.clock = clock
         self.holder = EngineHolder.this_process()
         self.manager = Manager(store, clock=clock, options=settings.manager)
+        self.users = UserPolicy.of(settings.allowed_users)
         self.workspace = settings.workspace or workspace_of(settings.store_url)
         if self.coordinated and settings.workspace is None:
             self.workspace = member_workspace(self.workspace, self.manager.identity)
@@ -218,21 +232,21 @@ class Engine:
         self._processes = ProcessController(
             self.store,
             manager.event_recorder("process-controller"),
-            ProcessSettings(ws.state_dir, ws.log_dir),
+            ProcessSettings(ws.state_dir, ws.log_dir, self.users),
             clock=self.clock,
         )
         self._processes.attach(manager)
         self._jobs = JobController(
             self.store,
             manager.event_recorder("job-controller"),
-            JobSettings(ws.job_state_dir, ws.log_dir),
+            JobSettings(ws.job_state_dir, ws.log_dir, self.users),
             clock=self.clock,
         )
         self._jobs.attach(manager)
-        deployment.setup(manager, clock=self.clock)
+        deployment.setup(manager, clock=self.clock, users=self.users)
         service.setup(manager)
         thermostat.setup(manager)
-        autoscaler.setup(manager)
+        autoscaler.setup(manager, users=self.users)
 
     def running_children(self) -> int:
         """How many children (Processes' and Jobs' attempts) run now."""

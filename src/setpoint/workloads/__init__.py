@@ -2,8 +2,8 @@
 
 `probes` (Kubernetes exec/httpGet/tcpSocket probes: schemas, a pure threshold
 state machine, runners), `supervisor` (child processes in their own process
-groups: start, exit notification, graceful stop, logs, re-adoption),
-`venv` (the engine's virtual environment as its children see it),
+groups: start, exit notification, graceful stop, logs, re-adoption; who a child runs
+as and with what environment is `setpoint.runtime.run_as`'s rule),
 `dependencies` (`dependsOn`: pure evaluation and cycle detection), `secret` (the
 `Secret` kind and how `env`/`envFrom` take values from it), `children` (the child
 lifecycle the Process and Job controllers share), `process` and `job` (the `Process`

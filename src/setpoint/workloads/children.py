@@ -27,10 +27,14 @@ Everything about that child that does not depend on the kind lives here, once:
   `setpoint restart` sets: `ChildDesired.restarted_at`) reaches the kind's plan, which
   treats it as a new run; each start records it.
 
+Before each plan it asks the controller's `UserPolicy` (`ChildSettings.users`,
+`setpoint.runtime.run_as`) whether the spec's `user:` may be run: a refusal is a fact
+(`ChildFacts.refused`) the kind's plan turns into a `Stalled` object that starts nothing.
+
 The kinds decide; this module decides nothing about restart policies, retries or
 conditions. It only does what a plan says, and reports what happened when it did it
 (the pid of a started child; a start that failed). How a start fails matters: a spec
-the supervisor refuses (`Invalid`: no such command, no such user) fails until the spec
+the supervisor refuses (`Invalid`: no such command, no such directory) fails until the spec
 changes; an OS failure (no space, no file descriptors, an unwritable state or log
 directory, a failed mkfifo) is transient and retried with `ENVIRONMENT_BACKOFF`, and so is
 an `envFile` that cannot be read or parsed (`EnvFileUnavailable`); a Secret
@@ -41,9 +45,10 @@ start again at each reconcile.
 The environment: a child's `envFile`s are read (`setpoint.workloads.env_files`), and its
 `envFrom` and `env` resolved (`setpoint.workloads.secret`), when it starts, each later one
 winning; and again, best effort, when an earlier engine's child is adopted. The child keeps
-its environment (`Supervised.env`, for exec probes) and the values that came from Secrets
-(`Supervised.secret_values`), which are masked in the output line its exit reason quotes
-(and, by the Process controller, in exec probe output). Values from env files are not
+its environment (`Supervised.env`, for exec probes, which run with it as the child's user)
+and the values that came from Secrets (`Supervised.secret_values`), which are masked in
+the output line its exit reason quotes (and, by the Process controller, in exec probe
+output). Values from env files are not
 masked: which of them are secret is not known, and masking every one would mask common
 words everywhere; a secret belongs in a Secret.
 """
@@ -84,6 +89,7 @@ from setpoint.runtime.lifecycle import add_finalizer, is_deleting, remove_finali
 from setpoint.runtime.manager import Manager
 from setpoint.runtime.predicates import annotations_changed, generation_changed, or_
 from setpoint.runtime.reconciler import Request, Result
+from setpoint.runtime.run_as import UserPolicy, UserRefused
 from setpoint.store import Store
 from setpoint.workloads import supervisor
 from setpoint.workloads.dependencies import (
@@ -404,7 +410,9 @@ class ChildObserved:
     `generation` it runs (or the last one ran, when none runs) and its `pid`; `last_exit`
     how the last child ended (None when none ran, or one runs), `exit_is_new` when the
     status does not record it yet; `unmet` the message of the first dependency that does
-    not hold; `start_failure` the last start that failed; `status` the status as stored."""
+    not hold; `start_failure` the last start that failed; `status` the status as stored;
+    `refused` (reason, message) when this engine may not run the spec's command as its
+    `user:`: nothing is started or stopped for the spec (a child already running goes on)."""
 
     running: bool = False
     generation: int | None = None
@@ -414,6 +422,7 @@ class ChildObserved:
     unmet: str | None = None
     start_failure: StartFailure | None = None
     status: Mapping[str, Any] = field(default_factory=dict)
+    refused: tuple[str, str] | None = None
 
     @staticmethod
     def common(
@@ -426,6 +435,7 @@ class ChildObserved:
             return {
                 "running": True, "generation": child.generation, "pid": child.handle.pid,
                 "unmet": unmet, "start_failure": facts.start_failure, "status": status,
+                "refused": facts.refused,
             }  # fmt: skip
         started_at = parse_time(status.get("startTime"))
         last = facts.ended
@@ -437,7 +447,7 @@ class ChildObserved:
         return {
             "generation": None if generation is None else int(generation),
             "last_exit": last, "exit_is_new": facts.ended is not None, "unmet": unmet,
-            "start_failure": facts.start_failure, "status": status,
+            "start_failure": facts.start_failure, "status": status, "refused": facts.refused,
         }  # fmt: skip
 
     def exit_events(self) -> tuple[PlannedEvent, ...]:
@@ -511,11 +521,14 @@ class ChildFacts:
     `child` is the one in the table (running, or ended and not yet recorded); `ended` how a
     child ended whose end the status does not record yet (it exited, was stopped, or ended
     while no engine watched it); `start_failure` the last failed start, if the start since
-    has not succeeded."""
+    has not succeeded; `refused` why the spec's `user:` is refused."""
 
     child: Supervised | None = None
     ended: ChildExit | None = None
     start_failure: StartFailure | None = None
+    refused: tuple[str, str] | None = None
+    """(reason, message) when this engine may not run the spec's command as its `user:`
+    (`setpoint.runtime.run_as.UserPolicy`)."""
 
     @property
     def running(self) -> bool:
@@ -541,10 +554,12 @@ class ChildKind(Generic[S, ObservedT, P]):
 
 @dataclass(frozen=True, slots=True)
 class ChildSettings:
-    """Where children's state files (`state_dir`) and logs (`log_dir`) live."""
+    """Where children's state files (`state_dir`) and logs (`log_dir`) live, and which
+    users they may run as (`users`; default: the engine's own, any when it is root)."""
 
     state_dir: Path
     log_dir: Path
+    users: UserPolicy = field(default_factory=UserPolicy)
 
 
 MAX_CONCURRENT = 16
@@ -641,8 +656,13 @@ class ChildLifecycle(Generic[S, P]):
     # -- what a kind provides ------------------------------------------------------------
 
     async def decide(self, obj: Object, spec: S, facts: ChildFacts) -> P:
-        """Observe the dependencies, then plan (purely)."""
+        """Observe the dependencies and whether the spec's `user:` is allowed, then plan
+        (purely)."""
         unmet = await unmet_in_store(self.store, obj)
+        try:
+            self.settings.users.account(spec.user)
+        except UserRefused as exc:
+            facts = dataclasses.replace(facts, refused=(exc.condition_reason, str(exc)))
         now = self.clock.now()
         desired = ChildDesired(
             int(obj["metadata"].get("generation", 1)), spec, is_deleting(obj), restart_request(obj)

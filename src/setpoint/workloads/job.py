@@ -55,6 +55,12 @@ action, the whole new status and the events to emit:
   Pending, `Ready=False` with reason `StartFailed` and the error), and is no attempt; a
   missing Secret (or key) keeps it Pending and `Stalled`, reason `SecretMissing`
   (`SecretInvalid`: a value holds a NUL byte), until the Secret changes.
+* a `user:` this engine may not run commands as (`setpoint.runtime.run_as.UserPolicy`: an
+  engine that is not root cannot switch users; a root engine started with an allow-list
+  runs only the users on it) starts nothing: the Job is Pending and `Stalled` (reason
+  `UserNotAllowed`, or `UserUnknown` for no such user), once, until its spec or the
+  engine's allow-list changes. An attempt of an earlier spec runs on: a refused change
+  is not carried out.
 
 `JobController` (wired by `setup`) is a `ChildLifecycle` (`setpoint.workloads.children`,
 shared with the Process controller): an attempt's exit enqueues the Job at once, output
@@ -242,6 +248,8 @@ def plan(desired: JobDesired, observed: JobObserved, now: float) -> JobPlan:
     Pure: no I/O; `now` in seconds, as `finished_at`."""
     step = _decide(desired, observed, now)
     events = list(observed.exit_events())
+    if observed.refused is not None and step.action is Action.NOTHING and observed.running:
+        return step  # the stored status describes the attempt that runs: it stays as it is
     if step.action in (Action.STOP, Action.RESTART):
         if step.outcome == "DeadlineExceeded":
             events.append(PlannedEvent("DeadlineExceeded", step.reason, warning=True))
@@ -302,6 +310,8 @@ def _decide(desired: JobDesired, observed: JobObserved, now: float) -> JobPlan:
         if observed.running:
             return JobPlan(Action.STOP, "the object is being deleted", "Running")
         return JobPlan(Action.NOTHING, "stopped; the object can go", "Pending")
+    if observed.refused is not None:
+        return _refused(desired, observed)
     spec_changed = observed.generation is None or observed.generation != desired.generation
     restart = desired.restart_requested(observed.status)
     new_run = spec_changed or restart
@@ -385,6 +395,21 @@ def _decide(desired: JobDesired, observed: JobObserved, now: float) -> JobPlan:
     )
 
 
+def _refused(desired: JobDesired, observed: JobObserved) -> JobPlan:
+    """The step when this engine may not run the spec's command as its `user:`: nothing
+    is started, and the Job is `Stalled` with the refusal's reason until its spec (or the
+    engine's allow-list) changes. An attempt of an earlier spec runs on (the refused change
+    is not carried out); one of this very spec (adopted by an engine that allows fewer
+    users than the one that started it) is stopped."""
+    assert observed.refused is not None
+    message = observed.refused[1]
+    if observed.running and observed.generation == desired.generation:
+        return JobPlan(Action.STOP, message, "Running")
+    if observed.running:
+        return JobPlan(Action.NOTHING, message, "Running", stall=observed.refused)
+    return JobPlan(Action.NOTHING, message, "Pending", stall=observed.refused)
+
+
 def _status(
     desired: JobDesired, observed: JobObserved, step: JobPlan, now: float
 ) -> dict[str, Any]:
@@ -419,6 +444,8 @@ def _status(
         and not observed.running
     ):
         reason, message = failure.reason, failure.message
+    if observed.refused is not None and not observed.running:
+        reason, message = observed.refused
     if step.outcome in ("BackoffLimitExceeded", "DeadlineExceeded"):
         recorded = get_condition(observed.status, FAILED)
         if observed.finished == step.outcome and recorded is not None:

@@ -37,6 +37,7 @@ import contextlib
 import errno
 import inspect
 import os
+import pwd
 import signal
 import socket
 import ssl
@@ -53,6 +54,7 @@ from setpoint.errors import Invalid
 from setpoint.model import Schema
 from setpoint.model.fields import OsString
 from setpoint.model.patterns import compile_pattern
+from setpoint.runtime.run_as import switch_to
 
 __all__ = [
     "ExecAction",
@@ -285,20 +287,23 @@ async def run_probe(
     *,
     env: Mapping[str, str] | None = None,
     cwd: str | os.PathLike[str] | None = None,
+    account: pwd.struct_passwd | None = None,
 ) -> tuple[bool, str]:
     """Run `probe` once and return (ok, a one-line message), within `timeoutSeconds`.
 
     Never raises for a failing probe: a refused connection, a non-zero exit or a
     timeout are `(False, "connection refused")`, `(False, "exit code 1: <last
     stderr line>")`, `(False, "timed out after 1s")`. `env` (the complete
-    environment; None inherits the engine's) and `cwd` apply to exec probes. An
+    environment; None inherits the engine's), `cwd` and `account` (the user to run as,
+    switched as `setpoint.runtime.run_as.switch_to` does for the child; None: the
+    engine's) apply to exec probes: a Process passes its child's. An
     exec probe runs in its own process group, which is killed if the probe times
     out or is cancelled, so no child of it outlives it.
     """
     try:
         async with asyncio.timeout(probe.timeout_seconds):
             if probe.exec is not None:
-                return await _run_exec(probe.exec, env, cwd)
+                return await _run_exec(probe.exec, env, cwd, account)
             if probe.http_get is not None:
                 return await _run_http(probe.http_get)
             if probe.tcp_socket is not None:
@@ -309,7 +314,10 @@ async def run_probe(
 
 
 async def _run_exec(
-    action: ExecAction, env: Mapping[str, str] | None, cwd: str | os.PathLike[str] | None
+    action: ExecAction,
+    env: Mapping[str, str] | None,
+    cwd: str | os.PathLike[str] | None,
+    account: pwd.struct_passwd | None,
 ) -> tuple[bool, str]:
     starting = asyncio.ensure_future(
         asyncio.create_subprocess_exec(
@@ -320,6 +328,7 @@ async def _run_exec(
             env=None if env is None else dict(env),
             cwd=cwd,
             start_new_session=True,  # its own session and process group: pgid == pid
+            **switch_to(account),
         )
     )
     try:

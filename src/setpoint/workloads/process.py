@@ -49,7 +49,7 @@ the whole new status and the events to emit:
   does) but reports `Ready=False`, reason `DependencyNotReady`, naming it.
 * a liveness (or startup) probe failure stops the child, which then restarts as
   after a crash (restart policy and back-off apply); readiness only moves `Ready`.
-* a start that fails: for a reason of the spec (no such command, no such user) the
+* a start that fails: for a reason of the spec (no such command, no such directory) the
   Process is Failed and `Stalled` (reason `StartFailed`) until its spec changes; for a
   reason of the machine (an OS error: no space, no file descriptors, an unwritable state
   or log directory) or of an `envFile` (missing, unreadable, malformed) it stays Pending,
@@ -57,12 +57,20 @@ the whole new status and the events to emit:
   for want of a Secret (one it refers to, or a key of it, is missing: `SecretMissing`; a
   value holds a NUL byte: `SecretInvalid`) it stays Pending and `Stalled` with that
   reason until the Secret changes, and is tried again then.
+* a `user:` this engine may not run commands as (`setpoint.runtime.run_as.UserPolicy`: an
+  engine that is not root cannot switch users; a root engine started with an allow-list
+  runs only the users on it) starts nothing: the Process is Pending and `Stalled` (reason
+  `UserNotAllowed`, or `UserUnknown` for no such user), reported once, until its spec or
+  the engine's allow-list changes. A child of an earlier spec keeps running: a refused
+  change of `user:` is not carried out (a child of the refused spec itself, adopted by an
+  engine that allows fewer users, is stopped).
 
 `ProcessController` (wired by `setup`) is a `ChildLifecycle` (`setpoint.workloads.children`,
 shared with the Job controller): it observes the child (exits are learnt from the
 supervisor and enqueue the object at once; children an earlier engine left running are
 re-adopted, keeping the startup and readiness their status records until a probe says
-otherwise; children whose objects are gone are stopped), runs the child's probes (a
+otherwise; children whose objects are gone are stopped), runs the child's probes (an
+exec probe as the child runs: as its user, with its environment and working directory; a
 `logLine` readiness probe reads the child's log from where its run began, every
 `LOG_LINE_LOOK_SECONDS`, until a line matches: then it is Ready for the rest of the run,
 and an adopted child recorded Ready is not read again), and carries out the plan.
@@ -75,7 +83,6 @@ import contextlib
 import copy
 import dataclasses
 import functools
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
@@ -89,6 +96,7 @@ from setpoint.model.conditions import READY, get_condition, set_condition
 from setpoint.model.crd import list_set
 from setpoint.model.redaction import redact
 from setpoint.model.wellknown import PROCESS_FINALIZER
+from setpoint.runtime.run_as import UserRefused, command_environment
 from setpoint.workloads import children, supervisor
 from setpoint.workloads.children import (
     ENVIRONMENT_BACKOFF,
@@ -119,10 +127,10 @@ from setpoint.workloads.probes import (
     Prober,
     ProbeResult,
     ProbeRole,
+    ProbeRunner,
     check_probe_role,
     run_probe,
 )
-from setpoint.workloads.venv import activation
 
 __all__ = [
     "FINALIZER",
@@ -286,6 +294,8 @@ def plan(desired: Desired, observed: Observed, now: float) -> Plan:
     Pure: no I/O; `now` in seconds, as `finished_at`."""
     step = _decide(desired, observed, now)
     events = list(observed.exit_events())
+    if observed.refused is not None and step.action is Action.NOTHING and observed.running:
+        return step  # the stored status describes the child that runs: it stays as it is
     if step.action in (Action.STOP, Action.RESTART):
         events.append(PlannedEvent("Killing", f"stopping: {step.reason}"))
         status = _status(desired, observed, step, now)
@@ -317,6 +327,8 @@ def _decide(desired: Desired, observed: Observed, now: float) -> Plan:
                 Action.STOP, "the object is being deleted", phase="Running", recent_restarts=recent
             )
         return Plan(Action.NOTHING, "stopped; the object can go", recent_restarts=recent)
+    if observed.refused is not None:
+        return _refused(desired, observed)
     restart = desired.restart_requested(observed.status)
     if observed.running:
         if observed.generation is not None and observed.generation != desired.generation:
@@ -398,6 +410,22 @@ def _decide(desired: Desired, observed: Observed, now: float) -> Plan:
     )
 
 
+def _refused(desired: Desired, observed: Observed) -> Plan:
+    """The step when this engine may not run the spec's command as its `user:`: nothing
+    is started, and the Process is `Stalled` with the refusal's reason until its spec (or
+    the engine's allow-list) changes. A child of an earlier spec keeps running (the refused
+    change is not carried out); a child of this very spec (adopted by an engine that
+    allows fewer users than the one that started it) is stopped."""
+    assert observed.refused is not None
+    message = observed.refused[1]
+    recent = observed.recent_restarts
+    if observed.running and observed.generation == desired.generation:
+        return Plan(Action.STOP, message, phase="Running", recent_restarts=recent)
+    phase: Phase | None = None if observed.running else "Pending"
+    return Plan(Action.NOTHING, message, phase=phase, recent_restarts=recent,
+                stall=observed.refused)  # fmt: skip
+
+
 def _status(desired: Desired, observed: Observed, step: Plan, now: float) -> dict[str, Any]:
     """The whole new status once `step` is carried out. A child it starts gets its `pid`
     and `startTime` from the lifecycle, which alone learns them."""
@@ -445,6 +473,9 @@ def _status(desired: Desired, observed: Observed, step: Plan, now: float) -> dic
     if not running and failure is not None and failure.generation == generation:
         failed = (False, failure.reason, failure.message)
         conditions = _Conditions(failed, failed)
+    if not running and observed.refused is not None:
+        refused = (False, *observed.refused)
+        conditions = _Conditions(refused, refused)
     for type_, (value, reason, message) in (
         (STARTED, conditions.started),
         (READY, conditions.ready),
@@ -592,9 +623,17 @@ class ProcessController(ChildLifecycle[ProcessSpecSchema, Plan]):
         self, key: Key, child: Supervised, spec: ProcessSpecSchema, role: ProbeRole, probe: Probe
     ) -> None:
         on_change = functools.partial(self._on_probe, key, child, spec, role)
-        # An exec probe runs as the child does: with its environment and working directory.
-        env = {**os.environ, **activation(os.environ), **child.env}
-        runner = functools.partial(run_probe, env=env, cwd=spec.cwd)
+        # An exec probe runs as the child does: as its user, with its environment (the
+        # same base, its env, envFrom and envFile resolved) and its working directory; and
+        # never as a user this engine may not use (a spec changed while no engine ran).
+        runner: ProbeRunner
+        try:
+            account = self.settings.users.account(spec.user)
+        except UserRefused as exc:
+            runner = functools.partial(_cannot_run, str(exc))
+        else:
+            env = command_environment(account, child.env)
+            runner = functools.partial(run_probe, env=env, cwd=spec.cwd, account=account)
         prober = Prober(probe, self.clock, on_change, runner=runner)
         child.tasks.append(asyncio.create_task(prober.run(), name=f"{role} probe of {key}"))
 
@@ -672,6 +711,11 @@ class ProcessController(ChildLifecycle[ProcessSpecSchema, Plan]):
                 return
             except Conflict:
                 continue
+
+
+async def _cannot_run(message: str, probe: Probe) -> tuple[bool, str]:
+    """A probe runner for a probe that cannot be run (`message` says why): it fails."""
+    return False, message
 
 
 setup = ProcessController.setup

@@ -81,8 +81,8 @@ from typing import Any, NamedTuple
 from setpoint.clock import SYSTEM_CLOCK, Clock
 from setpoint.errors import AlreadyExists, Invalid
 from setpoint.files import ensure_private_dir, make_private, open_private
+from setpoint.runtime.run_as import UserPolicy, command_environment, switch_to
 from setpoint.workloads import log_holder
-from setpoint.workloads.venv import activation
 
 __all__ = [
     "Adopted",
@@ -104,7 +104,6 @@ MARKER_VARIABLE = "SETPOINT_MARKER"
 DEFAULT_MAX_LOG_BYTES = 10 * 1024 * 1024
 DEFAULT_LOG_BACKUPS = 3
 # Variables a child inherits from the engine; everything else comes from spec.env.
-_INHERITED = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "HOME", "USER", "LOGNAME")
 _LOG_CLOSE_TIMEOUT = 2.0
 _TRANSIENT_ERRNOS = frozenset(
     {errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.EAGAIN, errno.ENOSPC, errno.EIO}
@@ -131,8 +130,9 @@ class ProcessSpec:
 
     `args` is an argv list (no shell). `env` is merged over a minimal
     inherited environment (PATH, HOME, locale, ...; with the engine's virtual
-    environment first on PATH, as `setpoint.workloads.venv` says). `user` runs the child as
-    that user (only possible when the engine is root). `marker` is set as
+    environment first on PATH: `setpoint.runtime.run_as.command_environment`). `user` runs
+    the child as that user (`setpoint.runtime.run_as`: only possible when the engine is
+    root; which users a controller may ask for is its `UserPolicy`'s to say). `marker` is set as
     `SETPOINT_MARKER` in the child's environment and proves ownership on
     re-adoption.
     """
@@ -641,34 +641,9 @@ class Adopted(_Child):
 
 
 def _child_environment(spec: ProcessSpec, account: pwd.struct_passwd | None) -> dict[str, str]:
-    env = {k: os.environ[k] for k in _INHERITED if k in os.environ}
-    env.update(activation(os.environ))  # the engine's virtual environment, as if activated
-    if account is not None:
-        env.update(HOME=account.pw_dir, USER=account.pw_name, LOGNAME=account.pw_name)
-    env.update(spec.env)
+    env = command_environment(account, spec.env)
     env[MARKER_VARIABLE] = spec.marker
     return env
-
-
-def _account(name: str, user: str | None) -> pwd.struct_passwd | None:
-    """The account to switch to, or None to run as the engine's own user."""
-    if user is None:
-        return None
-    try:
-        account = pwd.getpwnam(user)
-    except KeyError:
-        raise Invalid(f"cannot start {name}: no user {user!r}", field="spec.user") from None
-    euid = os.geteuid()
-    if account.pw_uid == euid:
-        return None
-    if euid != 0:
-        me = pwd.getpwuid(euid).pw_name
-        raise Invalid(
-            f"cannot start {name} as {user!r}: the engine runs as {me!r}, not root;"
-            " run it as root or drop spec.user",
-            field="spec.user",
-        )
-    return account
 
 
 async def start(
@@ -684,7 +659,7 @@ async def start(
     first: never two of one name). `clock.now()` stamps `started_at`.
     """
     _check_name(name)
-    account = _account(name, spec.user)
+    account = UserPolicy().account(spec.user)
     state_dir = Path(state_dir)
     earlier = _verify(name, state_dir)
     if earlier is not None:
@@ -708,9 +683,6 @@ async def start(
     except OSError:
         fifo.unlink(missing_ok=True)
         raise  # the machine's (state or log directory, FIFO), not the spec's: transient
-    identity: dict[str, Any] = {}
-    if account is not None:
-        identity = {"user": account.pw_uid, "group": account.pw_gid, "extra_groups": []}
     holder: _Holder | None = None
     try:
         holder = _Holder.start(fifo, log)
@@ -722,7 +694,7 @@ async def start(
             cwd=None if spec.cwd is None else str(spec.cwd),
             env=_child_environment(spec, account),
             start_new_session=True,
-            **identity,
+            **switch_to(account),
         )
     except BaseException as e:
         os.close(out)  # the holder sees the end of its input and exits

@@ -1,5 +1,6 @@
 """The Deployment controller: observe (the Deployment, the replicas and revisions it owns
-from the caches, its dependencies, ports other programs hold), `plan` (pure), then apply:
+from the caches, its dependencies, ports other programs hold, whether its `UserPolicy`
+allows the template's `user:`), `plan` (pure), then apply:
 carry the plan out and nothing more (create and delete replicas and revisions, record
 its events, write its status, roll the spec back).
 
@@ -32,6 +33,7 @@ from setpoint.runtime.events import EventRecorder
 from setpoint.runtime.lifecycle import owner_reference
 from setpoint.runtime.manager import Manager
 from setpoint.runtime.reconciler import Request, Result, requested_object
+from setpoint.runtime.run_as import UserPolicy, UserRefused, user_of
 from setpoint.store import Store
 from setpoint.workloads.dependencies import (
     DEPENDS_ON_INDEX,
@@ -92,10 +94,18 @@ def replica_object(
 class DeploymentController:
     """Reconciles Deployments: observes replicas and revisions, plans, applies."""
 
-    def __init__(self, store: Store, events: EventRecorder, *, clock: Clock = SYSTEM_CLOCK):
+    def __init__(
+        self,
+        store: Store,
+        events: EventRecorder,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+        users: UserPolicy | None = None,
+    ):
         self.store = store
         self.events = events
         self.clock = clock
+        self.users = users or UserPolicy()
         self.controller: Controller | None = None
         self._caches: dict[str, Cache] = {}
 
@@ -116,7 +126,14 @@ class DeploymentController:
 
     async def _observe(self, obj: Object, desired: Desired) -> Observed:
         replicas = tuple(observe_replica(p) for p in self._owned("process", obj))
+        refused = None
+        try:
+            self.users.account(user_of(obj))
+        except UserRefused as exc:
+            message = str(exc).replace("spec.user", "spec.template.spec.user")
+            refused = (exc.condition_reason, message)
         return Observed(
+            refused=refused,
             replicas=replicas,
             revisions=tuple(observe_revision(r) for r in self._owned("revision", obj)),
             status=obj.get("status") or {},
@@ -256,9 +273,12 @@ def _busy_ports(desired: Desired, replicas: Sequence[Replica]) -> frozenset[int]
     return frozenset(busy)
 
 
-def setup(manager: Manager, *, clock: Clock = SYSTEM_CLOCK) -> Controller:
-    """Run the Deployment controller in `manager`."""
+def setup(
+    manager: Manager, *, clock: Clock = SYSTEM_CLOCK, users: UserPolicy | None = None
+) -> Controller:
+    """Run the Deployment controller in `manager`; `users` says whom its replicas may run as
+    (default: `UserPolicy()`, the engine's own rule)."""
     reconciler = DeploymentController(
-        manager.store, manager.event_recorder("deployment-controller"), clock=clock
+        manager.store, manager.event_recorder("deployment-controller"), clock=clock, users=users
     )
     return reconciler.attach(manager)

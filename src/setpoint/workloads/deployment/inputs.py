@@ -120,7 +120,8 @@ def observe_revision(obj: Object) -> Revision:
 
 @dataclass(frozen=True, slots=True)
 class Observed:
-    """The Deployment's replicas and revisions, its last status, and unmet dependencies."""
+    """The Deployment's replicas and revisions, its last status, unmet dependencies, and
+    whether its template's `user:` is refused."""
 
     replicas: tuple[Replica, ...] = ()
     revisions: tuple[Revision, ...] = ()
@@ -128,6 +129,9 @@ class Observed:
     unmet: str | None = None
     busy_ports: frozenset[int] = frozenset()
     """Ports of `portRange` that something other than a replica holds on this machine."""
+    refused: tuple[str, str] | None = None
+    """(reason, message) when this engine may not run the template's `user:`
+    (`setpoint.runtime.run_as.UserPolicy`): no replica of it is created."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,9 @@
 """A Deployment's progress and status, decided purely: the replica counts, whether the
 rollout progressed or missed `progressDeadlineSeconds` (and what `spec.remediation` does
 then), and the conditions `Available`, `Progressing`, `ReplicaFailure`, `Stalled` and
-`Ready`. The Deployment's reconciler owns all of them, `Stalled` included.
+`Ready`. The Deployment's reconciler owns all of them, `Stalled` included. A template
+whose `user:` the engine may not use makes `Progressing` and `Ready` False and `Stalled`
+True, with the refusal's reason and message, and no deadline runs.
 
 A look that finds nothing new changes nothing: `lastProgressTime` moves only when the
 rollout progresses (or a wait for dependencies ends, which starts the deadline), and the
@@ -81,14 +83,19 @@ def progress(
     status.update(counts)
     status["currentRevision"] = revision
     status["selector"] = desired.selector
-    progressed = not waiting and (
-        previous.get("observedGeneration") != desired.generation
-        or was.get("reason") == WAITING
-        or any(
-            counts[k] > int(previous.get(k, 0))
-            for k in ("updatedReplicas", "readyReplicas", "availableReplicas")
+    refused = observed.refused
+    progressed = (
+        not waiting
+        and refused is None
+        and (
+            previous.get("observedGeneration") != desired.generation
+            or was.get("reason") == WAITING
+            or any(
+                counts[k] > int(previous.get(k, 0))
+                for k in ("updatedReplicas", "readyReplicas", "availableReplicas")
+            )
+            or len(sets.old) < int(previous.get("oldReplicas", len(sets.old)))
         )
-        or len(sets.old) < int(previous.get("oldReplicas", len(sets.old)))
     )
     status["oldReplicas"] = len(sets.old)
     if progressed or "lastProgressTime" not in status:
@@ -114,7 +121,9 @@ def progress(
     remedy = _Remedy()
     requeue_after: float | None = None
     exceeded = False
-    if complete:
+    if refused is not None:
+        cond(PROGRESSING, False, *refused)
+    elif complete:
         status["lastCompleteRevision"] = revision
         cond(PROGRESSING, True, "NewReplicaSetAvailable", f"revision {revision} is rolled out")
     elif waiting:
@@ -141,7 +150,9 @@ def progress(
         cond(REPLICA_FAILURE, True, "ReplicaFailure", "; ".join(failures))
     else:
         remove_condition(status, REPLICA_FAILURE)
-    if exceeded and remedy.rollback is None and spec.remediation != "restart":
+    if refused is not None:
+        cond(STALLED, True, *refused)
+    elif exceeded and remedy.rollback is None and spec.remediation != "restart":
         cond(STALLED, True, DEADLINE_EXCEEDED, _stall_message(desired, status))
     else:
         remove_condition(status, STALLED)
@@ -227,6 +238,8 @@ def _readiness(
     complete: bool,
     exceeded: bool,
 ) -> tuple[bool, str, str]:
+    if observed.refused is not None:
+        return False, *observed.refused
     if observed.unmet is not None:
         running = any(not r.deleting for r in observed.replicas)
         reason = "DependencyNotReady" if running else WAITING

@@ -8,7 +8,9 @@ are created while the total stays within `replicas + maxSurge`; old ones are rem
 (unavailable ones first) while at least `replicas - maxUnavailable` stay available. A
 replica is available once it has been Ready for `minReadySeconds`. `Recreate` removes
 every old replica, waits until they are gone, then creates. Each replica of a
-`portRange` gets a port no replica holds and no other program has bound.
+`portRange` gets a port no replica holds and no other program has bound. A template
+whose `user:` the engine may not use (`Observed.refused`) gets no replica, and the
+replicas of earlier templates stay as they are: the refused change is not carried out.
 
 No I/O, no clock: `now` is an argument.
 """
@@ -60,7 +62,7 @@ def plan(desired: Desired, observed: Observed, now: float) -> Plan:
     create: tuple[NewReplica, ...] = ()
     delete: tuple[str, ...] = ()
     failures: tuple[str, ...] = ()
-    if not waiting:
+    if not waiting and observed.refused is None:  # refused: the replicas stay as they are
         create, delete, failures = _replicas(desired, observed, sets, now)
     done = progress(
         desired, observed, sets, revision=revision, waiting=waiting, failures=failures, now=now

@@ -5,7 +5,7 @@ that virtual environment without it being activated: `PATH` may not name its `bi
 directory at all, so a child whose argv says `python3` would get whichever interpreter
 `PATH` finds, without the packages installed next to setpoint. `activation(environ)`
 returns the variables `bin/activate` would set, `PATH` with the environment's `bin` first
-and `VIRTUAL_ENV`, for the supervisor and the exec probes to merge into a child's
+and `VIRTUAL_ENV`, for `setpoint.runtime.run_as` to merge into a command's
 environment; a spec's own `env` is merged over them and wins. Outside a virtual
 environment it returns nothing: children get the engine's `PATH` as it is.
 
