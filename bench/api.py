@@ -259,7 +259,7 @@ class HttpConnection:
     async def call(self, method: bytes, path: bytes, body: bytes, expect: int) -> Any:
         """Send a JSON body; return the answer's JSON, which must come with `expect`."""
         self.writer.write(
-            b"%s %s HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n"
+            b"%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
             b"Content-Length: %d\r\n\r\n%s" % (method, path, len(body), body)
         )
         head = await self.reader.readuntil(b"\r\n\r\n")

@@ -143,13 +143,15 @@ class Server:
                 self.proc.wait()
 
 
-def start_server(directory: Path, *extra: str) -> Server:
+def start_server(directory: Path, *extra: str, roles: dict[str, str] | None = None) -> Server:
     """`setpoint serve --port 0` in `directory` on a SQLite store there, tokens of every
-    role; returns once it says where it serves."""
+    built-in role and of `roles` (token: role, its user named after the role); returns
+    once it says where it serves."""
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "home").mkdir(exist_ok=True)
     tokens = directory / "tokens.csv"
-    tokens.write_text("".join(f"{token},{role},{role}\n" for role, token in TOKENS.items()))
+    by_token = {token: role for role, token in TOKENS.items()} | (roles or {})
+    tokens.write_text("".join(f"{token},{role},{role}\n" for token, role in by_token.items()))
     store = f"sqlite:///{directory / 'state.db'}"
     env = {k: v for k, v in os.environ.items() if not k.startswith("SETPOINT_")}
     proc = subprocess.Popen(

@@ -33,7 +33,7 @@ async def read_all(reader: asyncio.StreamReader) -> bytes:
 async def test_headers_that_never_end_are_cut() -> None:
     async with running_api(limits=ServerLimits(header_timeout=0.5)) as api:
         reader, writer = await asyncio.open_connection("127.0.0.1", api.server.port)
-        writer.write(b"GET /version HTTP/1.1\r\nHost: x\r\nX-Slow: ")  # and no more
+        writer.write(b"GET /version HTTP/1.1\r\nHost: localhost\r\nX-Slow: ")  # and no more
         await writer.drain()
         assert await read_all(reader) == b""  # closed without an answer
         writer.close()
@@ -44,7 +44,7 @@ async def test_headers_over_the_size_limit_are_refused() -> None:
     async with running_api(limits=ServerLimits(max_header_bytes=4096)) as api:
         reader, writer = await asyncio.open_connection("127.0.0.1", api.server.port)
         headers = b"".join(b"X-Big-%d: %s\r\n" % (n, b"y" * 1024) for n in range(10))
-        writer.write(b"GET /version HTTP/1.1\r\nHost: x\r\n" + headers)  # never ended
+        writer.write(b"GET /version HTTP/1.1\r\nHost: localhost\r\n" + headers)  # never ended
         await writer.drain()
         answer = await read_all(reader)
         assert answer.startswith(b"HTTP/1.1 431 "), answer
@@ -57,7 +57,7 @@ async def test_a_body_that_does_not_arrive_is_refused_and_nothing_is_written() -
     async with running_api() as api:  # body_timeout 1 s
         reader, writer = await asyncio.open_connection("127.0.0.1", api.server.port)
         writer.write(
-            f"POST {PROCESSES} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {ADMIN}\r\n"
+            f"POST {PROCESSES} HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {ADMIN}\r\n"
             "Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{".encode()
         )
         await writer.drain()
@@ -165,9 +165,11 @@ def test_no_request_gets_a_5xx(
         if content_type:
             headers["Content-Type"] = content_type
         query.pop("watch", None)  # a watch streams until its timeout: covered elsewhere
-        async with httpx.AsyncClient(transport=transport, base_url="http://api") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
             # A URL built from its parts: a path like `////api` is not read as a host.
-            url = httpx.URL(scheme="http", host="api", path="/" + "/".join(segments), params=query)
+            url = httpx.URL(
+                scheme="http", host="localhost", path="/" + "/".join(segments), params=query
+            )
             response = await client.request(method, url, content=body, headers=headers)
         await store.close()
         assert response.status_code < 500, response.text
@@ -204,7 +206,7 @@ async def test_connections_send_without_delay() -> None:
 
     async with running_api() as api:
         reader, writer = await asyncio.open_connection("127.0.0.1", api.server.port)
-        writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        writer.write(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
         async with asyncio.timeout(TIMEOUT):
             await reader.readuntil(b"ok")
         connections = list(api.server._server.server_state.connections)

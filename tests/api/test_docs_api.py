@@ -1,4 +1,5 @@
-"""docs/examples/kubectl.sh, the example docs/api.md shows, runs with the real kubectl."""
+"""docs/examples/kubectl.sh, the example docs/api.md shows, runs with the real kubectl; the
+roles file docs/api.md shows is one."""
 
 from __future__ import annotations
 
@@ -7,7 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import yaml
 from api_kit import TIMEOUT, kubectl_binary
+
+from setpoint.api.auth import parse_roles
+from setpoint.engine.kinds import builtin_kinds
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -34,3 +39,16 @@ def test_the_kubectl_example_runs(tmp_path: Path) -> None:
         'process.setpoint.dev "web" deleted',
     ]
     assert "kubectl label process web tier=front" in (ROOT / "docs/api.md").read_text()
+
+
+def test_the_roles_file_example_is_a_roles_file() -> None:
+    text = (ROOT / "docs/api.md").read_text()
+    example = text.split("```yaml\n# roles.yaml\n", 1)[1].split("```", 1)[0]
+    roles = parse_roles(yaml.safe_load(example), "docs/api.md", builtin_kinds())
+    role = roles["process-reader"]
+    kinds = builtin_kinds()
+    assert role.may("list", kinds.resolve("processes"))
+    assert role.may("create", kinds.resolve("jobs"))
+    assert not role.may("create", kinds.resolve("processes"))
+    assert not role.may("get", kinds.resolve("secrets"))
+    assert "may run commands as the\nengine's user" in text

@@ -1,22 +1,34 @@
-"""`setpoint serve` and `setpoint kubeconfig` on the command line: a bind beyond loopback
-without tokens is refused, token files are checked line by line, and the kubeconfig
-printed names the server and the most capable token."""
+"""`setpoint serve` and `setpoint kubeconfig` on the command line: `serve` makes a token and
+serves HTTPS unless told loudly not to, a bind beyond loopback without a token file is
+refused, token files are checked line by line, and the kubeconfig printed names the server
+and the most capable token."""
 
 from __future__ import annotations
 
 import os
+import signal
 import stat
 import subprocess
 import sys
 from pathlib import Path
 
+import httpx
 import pytest
 import yaml
 
-from setpoint.api.auth import Authenticator, Role, check_bind, parse_token_file
+from running import Running
+from setpoint.api.auth import check_bind, parse_token_file
 from setpoint.errors import Invalid
 
 TIMEOUT = 60.0
+SECRETS = "/api/v1/namespaces/default/secrets"
+PROCESSES = "/apis/setpoint.dev/v1alpha1/namespaces/default/processes"
+PROCESS = {
+    "apiVersion": "setpoint.dev/v1alpha1",
+    "kind": "Process",
+    "metadata": {"name": "p"},
+    "spec": {"args": ["sleep", "1000"]},
+}
 
 
 def setpoint(directory: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -39,19 +51,22 @@ def test_serve_refuses_a_public_address_without_tokens(tmp_path: Path) -> None:
 
 
 def test_bind_rules() -> None:
-    check_bind("127.0.0.1", None)
-    check_bind("::1", None)
-    check_bind("localhost", None)
+    check_bind("127.0.0.1", token_file=False)
+    check_bind("::1", token_file=False)
+    check_bind("localhost", token_file=False)
     with pytest.raises(Invalid, match="without tokens"):
-        check_bind("0.0.0.0", Authenticator({}, anonymous_read=True))
-    check_bind("0.0.0.0", Authenticator(parse_token_file("t,alice,view", "tokens")))
+        check_bind("0.0.0.0", token_file=False)
+    check_bind("0.0.0.0", token_file=True)
 
 
 @pytest.mark.parametrize(
     ("text", "message"),
     [
         ("t,alice", "tokens:1: want token,name,role"),
-        ("# comment\n\nt,alice,root", "tokens:3: role 'root': want view, edit or admin"),
+        (
+            "# comment\n\nt,alice,root",
+            "tokens:3: role 'root': want one of admin, edit, view",
+        ),
         ("t,alice,view\nt,bob,edit", "tokens:2: this token is already on an earlier line"),
     ],
 )
@@ -78,5 +93,67 @@ def test_kubeconfig_names_the_server_and_the_most_capable_token(tmp_path: Path) 
     assert written.returncode == 0, written.stderr
     assert stat.S_IMODE((tmp_path / "kc").stat().st_mode) == 0o600
     assert yaml.safe_load((tmp_path / "kc").read_text())["users"][0]["user"]["token"] == "x"
-    assert Role.VIEW.may("list")
-    assert not Role.VIEW.may("delete")
+
+
+def start_serve(directory: Path, *args: str) -> tuple[Running, str, Path]:
+    """`setpoint serve --port 0 ARGS` on a store in `directory`: (it, its URL, its kubeconfig)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SETPOINT_")}
+    store = f"sqlite:///{directory / 'state.db'}"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "setpoint", "--store", store, "serve", "--port", "0", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=directory,
+        env=env,
+    )
+    running = Running(proc, timeout=TIMEOUT)
+    line = running.expect(lambda text: "serving the API on" in text, "where it serves")
+    url = line.split("serving the API on ", 1)[1].split()[0]
+    return running, url, Path(line.split("KUBECONFIG=", 1)[1].split()[0])
+
+
+def test_serve_without_a_token_file_makes_a_token_and_serves_https(tmp_path: Path) -> None:
+    running, url, kubeconfig = start_serve(tmp_path)
+    try:
+        assert url.startswith("https://127.0.0.1:")
+        config = yaml.safe_load(kubeconfig.read_text())
+        token = config["users"][0]["user"]["token"]
+        assert len(token) >= 40
+        assert stat.S_IMODE(kubeconfig.stat().st_mode) == 0o600
+        with httpx.Client(base_url=url, verify=False, timeout=TIMEOUT) as client:
+            assert client.get(SECRETS).status_code == 401
+            created = client.post(
+                PROCESSES, json=PROCESS, headers={"Authorization": "Bearer not-it"}
+            )
+            assert created.status_code == 401
+            read = client.get(SECRETS, headers={"Authorization": f"Bearer {token}"})
+            assert read.status_code == 200, read.text
+    finally:
+        code, err = running.stop(signal.SIGTERM)
+    assert "warning" not in err
+    assert code == 0, err
+
+
+def test_anonymous_admin_is_explicit_loud_and_loopback_only(tmp_path: Path) -> None:
+    running, url, _ = start_serve(tmp_path, "--insecure-allow-anonymous-admin")
+    try:
+        assert url.startswith("http://127.0.0.1:")
+        with httpx.Client(base_url=url, timeout=TIMEOUT) as client:
+            assert client.post(PROCESSES, json=PROCESS).status_code == 201
+    finally:
+        code, err = running.stop(signal.SIGTERM)
+    assert code == 0, err
+    warning = [line for line in err.splitlines() if line.startswith("warning:")]
+    assert warning == [
+        "warning: --insecure-allow-anonymous-admin: no tokens, plain HTTP; every program and "
+        "user on this machine may read and change everything, and run commands as you"
+    ]
+    public = setpoint(
+        tmp_path, "serve", "--insecure-allow-anonymous-admin", "--address", "0.0.0.0", "--port", "0"
+    )
+    assert public.returncode == 1
+    assert "refusing to listen on 0.0.0.0 without tokens" in public.stderr
+    both = setpoint(tmp_path, "serve", "--insecure-allow-anonymous-admin", "--token-file", "t.csv")
+    assert both.returncode == 1
+    assert "error: anonymous admin access takes no token or roles file" in both.stderr

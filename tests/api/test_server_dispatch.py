@@ -30,7 +30,7 @@ async def test_an_unexpected_failure_is_a_500_status_and_the_app_serves_on() -> 
     app = create_app(store, auth=Authenticator({ADMIN: User("admin", Role.ADMIN)}))
     transport = httpx.ASGITransport(app=app)
     headers = {"Authorization": f"Bearer {ADMIN}"}
-    async with httpx.AsyncClient(transport=transport, base_url="http://api") as client:
+    async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
         response = await client.post(PROCESSES, json=process("web"), headers=headers)
         assert response.status_code == 500
         body = response.json()
@@ -63,7 +63,8 @@ async def test_responses_on_a_kept_alive_connection_arrive_whole() -> None:
         await api.store.create(process("web"))
         reader, writer = await asyncio.open_connection("127.0.0.1", api.server.port)
         request = (
-            f"GET {PROCESSES}/web HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {ADMIN}\r\n\r\n"
+            f"GET {PROCESSES}/web HTTP/1.1\r\nHost: localhost\r\n"
+            f"Authorization: Bearer {ADMIN}\r\n\r\n"
         )
         for _ in range(3):  # on one kept-alive connection
             writer.write(request.encode())

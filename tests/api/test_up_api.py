@@ -1,5 +1,6 @@
 """`setpoint up` serves the API too: on 127.0.0.1 with a new admin token, and a
-`.setpoint/kubeconfig` (mode 0600) with which the real kubectl needs no other flag."""
+`.setpoint/kubeconfig` (mode 0600) with which the real kubectl needs no other flag; Host
+names beyond loopback only as `--accept-hosts` says."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import httpx
 import yaml
 from api_kit import TIMEOUT, Running, kubectl_binary
 
@@ -39,7 +41,15 @@ def test_up_serves_the_api_with_a_kubeconfig(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SETPOINT_", "KUBE"))}
     up = Running(
         subprocess.Popen(
-            [sys.executable, "-m", "setpoint", "up", "app.yaml"],
+            [
+                sys.executable,
+                "-m",
+                "setpoint",
+                "up",
+                "app.yaml",
+                "--accept-hosts",
+                r"setpoint\.test",
+            ],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -55,6 +65,11 @@ def test_up_serves_the_api_with_a_kubeconfig(tmp_path: Path) -> None:
         kubeconfig = tmp_path / ".setpoint" / "kubeconfig"
         assert stat.S_IMODE(kubeconfig.stat().st_mode) == 0o600
         assert yaml.safe_load(kubeconfig.read_text())["users"][0]["user"]["token"]
+        with httpx.Client(base_url=line.split()[4], verify=False, timeout=TIMEOUT) as client:
+            named = client.get("/api", headers={"Host": "setpoint.test"})
+            assert named.status_code == 401  # a served name: on to the token check
+            other = client.get("/api", headers={"Host": "other.test"})
+            assert other.status_code == 403, other.text
 
         got = subprocess.run(
             [kubectl, "get", "processes", "-o", "name"],

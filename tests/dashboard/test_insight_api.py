@@ -137,3 +137,37 @@ async def test_reads_need_a_token_and_view_may_read(tmp_path: Path) -> None:
         assert "limit" in bad.json()["message"]
         unknown = await client.get(f"{INSIGHT}/namespaces/default/nothings/x/why")
         assert unknown.status_code == 404
+
+
+async def test_view_is_not_shown_secrets_in_objects_or_per_object_endpoints(
+    tmp_path: Path,
+) -> None:
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "db-password", "namespace": "default"},
+        "stringData": {"password": "hunter2"},
+    }
+    async with serving(tmp_path) as (store, client):  # the client holds the view token
+        await store.create(secret)
+        await store.create(process("db"))
+        listed = await client.get(f"{INSIGHT}/objects")
+        assert {o["kind"] for o in listed.json()["items"]} == {"Process"}
+        assert "hunter2" not in listed.text
+        as_admin = await client.get(f"{INSIGHT}/objects", headers={"Authorization": "Bearer a"})
+        assert "Secret" in {o["kind"] for o in as_admin.json()["items"]}
+
+        since = listed.json()["metadata"]["resourceVersion"]
+        query = {"watch": "true", "resourceVersion": since}
+        async with client.stream("GET", f"{INSIGHT}/objects", params=query) as watch:
+            lines = watch.aiter_lines()
+            await store.create(secret | {"metadata": {"name": "other", "namespace": "default"}})
+            await store.create(process("web"))
+            event = orjson.loads(await next_line(lines))  # the Secret's ADDED is left out
+            assert (event["object"]["kind"], event["object"]["metadata"]["name"]) == (
+                "Process",
+                "web",
+            )
+        for sub in ("timeline", "explain", "why", "log"):
+            refused = await client.get(f"{INSIGHT}/namespaces/default/secrets/db-password/{sub}")
+            assert refused.status_code == 403, (sub, refused.text)

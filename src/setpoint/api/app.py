@@ -4,13 +4,16 @@ OpenAPI or resources, after authentication, and turns every failure into a `Stat
     app = create_app(store, auth=Authenticator.from_file("tokens.csv"))
     # serve it with `setpoint.api.server.serve`, or any ASGI server (uvicorn, hypercorn)
 
-A request's path: authenticate (`setpoint.api.auth`: bearer token, or anonymous reads
-when allowed) -> route (`/version`, `/api`, `/apis`, `/openapi/v3`, `/healthz`; the
-dashboard's `/ui/` and read endpoints, `setpoint.api.dashboard` and `.insight`) -> for a
-resource, find its kind in `store.registry`, authorize the verb for the token's role,
-and let `setpoint.api.resources` do it with the store. An `setpoint.Error` raised on the
-way becomes the Status `setpoint.api.status` maps it to; any other exception is logged
-with its traceback and answered with a 500 Status naming only its class.
+A request's path: the browser-safety checks (`setpoint.api.browser_safety`: Host,
+Origin, a write's content type; a refusal is answered before anything else) ->
+authenticate (`setpoint.api.auth`: bearer token, or anonymous reads when allowed) -> route
+(`/version`, `/api`, `/apis`, `/openapi/v3`, `/healthz`; the dashboard's `/ui/` and read
+endpoints, `setpoint.api.dashboard` and `.insight`) -> for a resource, find its kind in
+`store.registry`, authorize the verb on that kind for the token's role (discovery and
+OpenAPI: any authenticated caller), and let `setpoint.api.resources` do it with the
+store. An `setpoint.Error` raised on the way becomes the Status `setpoint.api.status`
+maps it to; any other exception is logged with its traceback and answered with a 500
+Status naming only its class.
 
 The app holds no connection limits: those belong to the server (`setpoint.api.server`).
 """
@@ -31,7 +34,8 @@ from starlette.types import Message, Receive, Scope, Send
 from setpoint import __version__
 from setpoint.api import dashboard, discovery, insight, openapi
 from setpoint.api.auth import NOBODY_CHECKS, Authenticator, User, authorize
-from setpoint.api.query import ResourcePath, parse_path
+from setpoint.api.browser_safety import LOOPBACK_ONLY, HostRules, refusal
+from setpoint.api.query import PATCH_TYPES, ResourcePath, media_type, parse_path
 from setpoint.api.resources import (
     ApiSettings,
     Resources,
@@ -43,6 +47,7 @@ from setpoint.api.resources import (
 from setpoint.api.status import Target, status, status_of
 from setpoint.clock import SYSTEM_CLOCK, Clock
 from setpoint.errors import Error, NotFound
+from setpoint.model import Kind
 from setpoint.store.base import Store
 
 log = logging.getLogger("setpoint.api")
@@ -58,15 +63,17 @@ def create_app(
     auth: Authenticator | None,
     settings: ApiSettings | None = None,
     clock: Clock = SYSTEM_CLOCK,
+    hosts: HostRules = LOOPBACK_ONLY,
 ) -> Starlette:
-    """The API app serving `store`. `auth=None` lets every caller do everything: only
-    for a server on loopback (`setpoint.api.auth.check_bind`)."""
+    """The API app serving `store` to requests naming a Host of `hosts` (loopback names
+    by default). `auth=None` lets every caller do everything: only for a server on
+    loopback (`setpoint.api.auth.check_bind`)."""
     api = _Api(store, auth, settings or ApiSettings(), clock)
     core_path = api.guard(api.core_path)
     groups_path = api.guard(api.groups_path)
     routes = [
         # before the `/apis/...` catch-all:
-        *insight.routes(store, api.check, api.guard, api.resources.watches, api.settings.watch),
+        *insight.routes(store, api.user, api.guard, api.resources.watches, api.settings.watch),
         *dashboard.routes(),
         Route("/version", api.guard(api.version), methods=["GET", "HEAD"]),
         Route("/api", api.guard(api.core), methods=["GET", "HEAD"]),
@@ -84,6 +91,7 @@ def create_app(
         exception_handlers={HTTPException: _http_exception, Exception: _unexpected},
     )
     app.resource_paths = (("/api/", core_path), ("/apis/", groups_path))
+    app.hosts = hosts
     app.state.watches = api.resources.watches  # open and dropped watches (WatchCounts)
     return app
 
@@ -96,11 +104,19 @@ class _ApiApp(Starlette):
     while the response is sent is answered as `_unexpected` (if nothing was sent yet)
     and raised to the server, as Starlette's ServerErrorMiddleware does. Anything else
     (insight's routes under `/apis/`, methods no route allows, the rest of the app)
-    goes through Starlette."""
+    goes through Starlette. Every HTTP request passes `browser_safety.refusal` first."""
 
     resource_paths: tuple[tuple[str, Endpoint], ...] = ()
+    hosts: HostRules = LOOPBACK_ONLY
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+            refused = refusal(scope["method"], scope.get("scheme", "http"), headers, self.hosts)
+            if refused is not None:
+                body = status_of(refused)
+                await json_response(body, body["code"])(scope, receive, send)
+                return
         endpoint = self._resource_endpoint(scope)
         if endpoint is None:
             await super().__call__(scope, receive, send)
@@ -187,13 +203,10 @@ class _Api:
         return guarded
 
     def user(self, request: Request) -> User:
+        """Who sent `request` (`Unauthorized` if nobody the server knows)."""
         if self.auth is None:
             return NOBODY_CHECKS
         return self.auth.authenticate(request.headers.get("authorization"))
-
-    def check(self, request: Request, verb: str, resource: str) -> None:
-        """Authenticate `request` and authorize `verb` on `resource` (`setpoint.api.insight`)."""
-        authorize(self.user(request), verb, resource)
 
     # -- discovery -----------------------------------------------------------------------
 
@@ -247,9 +260,16 @@ class _Api:
             raise NotFound("the server could not find the requested resource")
         request.state.target = Target(resource=path.resource, name=path.name or "")
         verb = verb_of(request.method, path, dict(request.query_params))
-        authorize(user, verb, _shown(path))
-        with contextlib.suppress(NotFound):  # details name the group too, when known
+        kind: Kind | None = None
+        with contextlib.suppress(NotFound):  # unknown: only a role for every kind passes
             kind = kind_for(self.store.registry, path.api_version, path.resource)
+        authorize(user, verb, kind, _shown(path))
+        if (
+            verb == "patch"
+            and PATCH_TYPES.get(media_type(request.headers.get("content-type"))) == "apply"
+        ):
+            authorize(user, "create", kind, _shown(path))  # an apply creates what is missing
+        if kind is not None:  # details name the group too, when known
             request.state.target = target_of(kind, path.name)
         return await self.resources.handle(request, path)
 

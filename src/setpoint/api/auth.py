@@ -1,5 +1,6 @@
-"""Who may call the API: bearer tokens from a token file, three roles, and where the server
-may listen. No HTTP here: the app asks `Authenticator.authenticate` and `authorize`.
+"""Who may call the API: bearer tokens from a token file, roles by kind and verb, and where
+the server may listen. No HTTP here: the app asks `Authenticator.authenticate` and
+`authorize`.
 
 The token file is the Kubernetes static token file's layout with a role in the third
 column, one token a line (blank lines and `#` comments skipped)::
@@ -7,35 +8,104 @@ column, one token a line (blank lines and `#` comments skipped)::
     3f1c...e9,alice,admin
     77ab...01,ci,edit
     a0b2...5c,grafana,view
+    5d0e...77,runner,process-reader      # a role of the roles file
 
-Roles: `view` reads (get, list, watch), `edit` also writes, `admin` may do everything
-(today the same as `edit`). A request without a valid token is `Unauthorized` (401),
-unless `anonymous_read` lets it read; a token whose role may not do what it asks is
-`Forbidden` (403). With no `Authenticator` at all (`auth=None`) every caller may do
-everything: `check_bind` allows that on loopback only.
+A role is a list of rules, each a set of kinds and a set of verbs (`get`, `list`, `watch`,
+`create`, `update`, `patch`, `delete`, `deletecollection`), as Kubernetes' RBAC. Three
+are built in, as Kubernetes' aggregated roles:
+
+* `view` reads (get, list, watch) every kind but Secrets;
+* `edit` also writes, and reads Secrets, but does not define kinds (CustomResourceDefinitions
+  are admin's);
+* `admin` may do everything.
+
+More roles come from a roles file (`load_roles`, YAML), each a list of rules naming kinds by
+plural or kind name (resolved through the registry when the server starts; `*` for all)::
+
+    process-reader:
+      - kinds: [processes]
+        verbs: [get, list, watch]
+      - kinds: [Job]
+        verbs: [create]
+
+A subresource (`status`, `scale`) is authorized as its object's kind. A request without a
+valid token is `Unauthorized` (401), unless `anonymous_read` lets it read as `view`; a
+token whose role may not do what it asks is `Forbidden` (403). With no `Authenticator` at
+all (`auth=None`) every caller is admin: `check_bind` allows that on loopback only.
 """
 
 from __future__ import annotations
 
-import enum
 import hmac
 import ipaddress
 import secrets
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, ClassVar
 
-from setpoint.errors import Forbidden, Invalid, Unauthorized
+import yaml
 
+from setpoint.errors import Error, Forbidden, Invalid, Unauthorized
+from setpoint.model import Kind, Registry
+
+VERBS = ("get", "list", "watch", "create", "update", "patch", "delete", "deletecollection")
 READ_VERBS = frozenset({"get", "list", "watch"})
+ALL_VERBS = frozenset(VERBS)
+SECRETS = "/Secret"
+"""The key (`kind_key`) of the core group's Secret."""
+CUSTOM_RESOURCE_DEFINITIONS = "apiextensions.k8s.io/CustomResourceDefinition"
 
 
-class Role(enum.Enum):
-    VIEW = "view"
-    EDIT = "edit"
-    ADMIN = "admin"
+def kind_key(kind: Kind) -> str:
+    """A kind as rules name it: `group/Kind`, whatever the version (`/Secret` for core)."""
+    return f"{kind.group}/{kind.kind}"
 
-    def may(self, verb: str) -> bool:
-        return verb in READ_VERBS or self is not Role.VIEW
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """`verbs` on `kinds` (None: every kind), except the kinds in `excluded`."""
+
+    kinds: frozenset[str] | None
+    verbs: frozenset[str]
+    excluded: frozenset[str] = frozenset()
+
+    def allows(self, verb: str, kind: Kind | None) -> bool:
+        """Whether this rule lets `verb` be done on `kind` (None: a resource no kind
+        serves, which answers 404: only a rule for every kind covers it)."""
+        if verb not in self.verbs:
+            return False
+        if kind is None:
+            return self.kinds is None
+        key = kind_key(kind)
+        return (self.kinds is None or key in self.kinds) and key not in self.excluded
+
+
+@dataclass(frozen=True, slots=True)
+class Role:
+    """A named list of rules: a request is allowed if one rule allows it."""
+
+    name: str
+    rules: tuple[Rule, ...]
+
+    VIEW: ClassVar[Role]
+    EDIT: ClassVar[Role]
+    ADMIN: ClassVar[Role]
+
+    def may(self, verb: str, kind: Kind | None) -> bool:
+        return any(rule.allows(verb, kind) for rule in self.rules)
+
+
+Role.VIEW = Role("view", (Rule(None, READ_VERBS, excluded=frozenset({SECRETS})),))
+Role.EDIT = Role(
+    "edit",
+    (
+        Rule(None, ALL_VERBS, excluded=frozenset({CUSTOM_RESOURCE_DEFINITIONS})),
+        Rule(frozenset({CUSTOM_RESOURCE_DEFINITIONS}), READ_VERBS),
+    ),
+)
+Role.ADMIN = Role("admin", (Rule(None, ALL_VERBS),))
+BUILTIN_ROLES = {role.name: role for role in (Role.VIEW, Role.EDIT, Role.ADMIN)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +116,7 @@ class User:
 
 ANONYMOUS = User("system:anonymous", Role.VIEW)
 NOBODY_CHECKS = User("system:unauthenticated-loopback", Role.ADMIN)
-"""The caller of a server with no `Authenticator` (loopback only)."""
+"""The caller of a server with no `Authenticator` (loopback only, an explicit choice)."""
 
 
 @dataclass(frozen=True)
@@ -57,11 +127,17 @@ class Authenticator:
     anonymous_read: bool = False
 
     @classmethod
-    def from_file(cls, path: str | Path, *, anonymous_read: bool = False) -> Authenticator:
+    def from_file(
+        cls,
+        path: str | Path,
+        *,
+        anonymous_read: bool = False,
+        roles: Mapping[str, Role] | None = None,
+    ) -> Authenticator:
         """Read a token file; `Invalid` naming `path:line` for a line that is not
-        `token,name,role`."""
+        `token,name,role` (a built-in role, or one of `roles`)."""
         text = Path(path).read_text(encoding="utf-8")
-        return cls(parse_token_file(text, str(path)), anonymous_read=anonymous_read)
+        return cls(parse_token_file(text, str(path), roles), anonymous_read=anonymous_read)
 
     def authenticate(self, authorization: str | None) -> User:
         """The user an `Authorization` header names; `Unauthorized` if it names none."""
@@ -81,17 +157,21 @@ class Authenticator:
         raise Unauthorized("Unauthorized: the token is not valid")
 
 
-def authorize(user: User, verb: str, resource: str) -> None:
-    """`Forbidden` unless `user` may `verb` the `resource` (a plural, or a path)."""
-    if not user.role.may(verb):
+def authorize(user: User, verb: str, kind: Kind | None, shown: str) -> None:
+    """`Forbidden` unless `user` may `verb` objects of `kind`; `shown` names what was
+    asked for (a plural, a path) in the message."""
+    if not user.role.may(verb, kind):
         raise Forbidden(
-            f'{resource} is forbidden: User "{user.name}" (role {user.role.value}) '
-            f"cannot {verb} it; a token with role edit or admin can"
+            f'{shown} is forbidden: User "{user.name}" (role {user.role.name}) cannot {verb} it'
         )
 
 
-def parse_token_file(text: str, source: str) -> dict[str, User]:
-    """Tokens by value; `Invalid` naming `source:line` for a bad line or a repeated token."""
+def parse_token_file(
+    text: str, source: str, roles: Mapping[str, Role] | None = None
+) -> dict[str, User]:
+    """Tokens by value; `Invalid` naming `source:line` for a bad line, an unknown role or a
+    repeated token."""
+    known = {**BUILTIN_ROLES, **(roles or {})}
     tokens: dict[str, User] = {}
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
@@ -101,14 +181,78 @@ def parse_token_file(text: str, source: str) -> dict[str, User]:
         if len(parts) != 3 or not all(parts):
             raise Invalid(f"{source}:{number}: want token,name,role")
         token, name, role = parts
-        try:
-            user = User(name, Role(role))
-        except ValueError:
-            raise Invalid(f"{source}:{number}: role {role!r}: want view, edit or admin") from None
+        if role not in known:
+            names = ", ".join(sorted(known))
+            raise Invalid(f"{source}:{number}: role {role!r}: want one of {names}")
         if token in tokens:
             raise Invalid(f"{source}:{number}: this token is already on an earlier line")
-        tokens[token] = user
+        tokens[token] = User(name, known[role])
     return tokens
+
+
+def load_roles(path: str | Path, registry: Registry) -> dict[str, Role]:
+    """The roles of the roles file at `path` (see the module docstring); `Invalid` naming
+    the file, the role and the field for anything it cannot use."""
+    source = str(path)
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise Invalid(f"{source}: invalid YAML: {' '.join(str(exc).split())}") from None
+    return parse_roles(data, source, registry)
+
+
+def parse_roles(data: Any, source: str, registry: Registry) -> dict[str, Role]:
+    """Roles from a roles file's data; see `load_roles`."""
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise Invalid(f"{source}: want a mapping of role names to lists of rules")
+    roles: dict[str, Role] = {}
+    for name, rules in data.items():
+        where = f"{source}: role {name!r}"
+        if not isinstance(name, str) or not name.strip() or "," in name:
+            raise Invalid(f"{where}: want a name without commas")
+        if name in BUILTIN_ROLES:
+            raise Invalid(f"{where}: a built-in role has this name; choose another")
+        if not isinstance(rules, list) or not rules:
+            raise Invalid(f"{where}: want a list of rules ({{kinds: [...], verbs: [...]}})")
+        roles[name] = Role(
+            name, tuple(_rule(r, f"{where}: rule {i + 1}", registry) for i, r in enumerate(rules))
+        )
+    return roles
+
+
+def _rule(raw: Any, where: str, registry: Registry) -> Rule:
+    if not isinstance(raw, dict) or set(raw) != {"kinds", "verbs"}:
+        raise Invalid(f"{where}: want exactly kinds and verbs")
+    kinds = _names(raw["kinds"], f"{where}: kinds")
+    verbs = _names(raw["verbs"], f"{where}: verbs")
+    unknown = sorted(set(verbs) - ALL_VERBS - {"*"})
+    if unknown:
+        raise Invalid(f"{where}: verbs: {unknown[0]!r} is not one of {', '.join(VERBS)}, *")
+    keys: set[str] = set()
+    for name in kinds:
+        if name == "*":
+            continue
+        try:
+            keys.add(kind_key(registry.resolve(name)))
+        except Error as exc:
+            raise Invalid(f"{where}: kinds: {exc}") from None
+    return Rule(
+        None if "*" in kinds else frozenset(keys),
+        ALL_VERBS if "*" in verbs else frozenset(verbs),
+    )
+
+
+def _names(raw: Any, where: str) -> list[str]:
+    if not isinstance(raw, list) or not raw or not all(isinstance(n, str) and n for n in raw):
+        raise Invalid(f"{where}: want a list of names")
+    return list(raw)
+
+
+def readable_kinds(user: User, kinds: Iterable[Kind], verb: str = "list") -> list[Kind]:
+    """The kinds among `kinds` whose objects `user` may `verb`."""
+    return [kind for kind in kinds if user.role.may(verb, kind)]
 
 
 def new_token() -> str:
@@ -118,7 +262,7 @@ def new_token() -> str:
 
 def is_loopback(host: str) -> bool:
     """Whether `host` (an address or `localhost`) is reachable from this machine only."""
-    if host == "localhost":
+    if host.lower() == "localhost":
         return True
     try:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
@@ -126,9 +270,10 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def check_bind(host: str, auth: Authenticator | None) -> None:
-    """Refuse to listen on `host` beyond loopback without tokens: `Invalid` saying why."""
-    if not is_loopback(host) and (auth is None or not auth.tokens):
+def check_bind(host: str, token_file: bool) -> None:
+    """Refuse to listen on `host` beyond loopback unless the tokens come from a token file
+    (not a fresh token for this machine's user, nor none at all): `Invalid` saying why."""
+    if not is_loopback(host) and not token_file:
         raise Invalid(
             f"refusing to listen on {host} without tokens: anyone who can reach it could "
             "change everything; give --token-file, or listen on 127.0.0.1",

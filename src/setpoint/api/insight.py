@@ -21,7 +21,10 @@ served by the API's own `WatchStream` (`WatchEvent` JSON lines, its buffer and s
 holds back: `workloads.dependencies.holds`): nothing is ranked or walked a second way. The
 log is the file `setpoint logs` reads, followed here on the server's side.
 
-Reads only: no route here writes. Authentication and authorization are the app's (`check`).
+Reads only: no route here writes. Who asks is the app's to say (`user_of`); what they may
+read is their role's (`setpoint.api.auth`): an object's timeline, explanation, root blocker
+and log need `get` on its kind; `objects` and the whole timeline leave out the kinds the
+role may not read (Secrets, for `view`), and so do `explain`'s causes.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
+from setpoint.api.auth import User, authorize, readable_kinds
 from setpoint.api.resources import json_response
 from setpoint.api.status import status_of
 from setpoint.api.watch import WatchCounts, WatchLimits, WatchRequest, WatchStream, event_line
@@ -70,8 +74,8 @@ LOG_FOLLOW_INTERVAL = 0.2
 """How often a followed log file is read again for appended lines (the server's side)."""
 
 Endpoint = Callable[[Request], Awaitable[Response]]
-Check = Callable[[Request, str, str], None]
-"""Authenticates the request and authorizes a verb on a resource (the app's auth)."""
+UserOf = Callable[[Request], User]
+"""Who sent a request (the app's authentication; `Unauthorized` if nobody)."""
 
 
 ALL_KINDS = Kind(GROUP_VERSION, "Object", plural="objects")
@@ -80,14 +84,14 @@ ALL_KINDS = Kind(GROUP_VERSION, "Object", plural="objects")
 
 def routes(
     store: Store,
-    check: Check,
+    user_of: UserOf,
     guard: Callable[[Endpoint], Endpoint],
     watches: WatchCounts,
     limits: WatchLimits,
 ) -> list[Route]:
     """The insight routes on `store`; mount them before the app's `/apis/...` catch-all.
     The all-kinds watch is a `WatchStream` (its limits, counted in `watches`)."""
-    ins = _Insight(store, check, watches, limits)
+    ins = _Insight(store, user_of, watches, limits)
     obj = PREFIX + "/namespaces/{namespace}/{plural}/{name}"
     return [
         Route(PREFIX + "/objects", guard(ins.objects), methods=["GET"]),
@@ -110,6 +114,8 @@ class _AllKindsWatch(WatchStream):
                 None, None, since=req.since, label_selector=req.label_selector
             ):
                 obj = event.object
+                if req.keep is not None and not req.keep(obj):
+                    continue
                 if event.type == "DELETED":
                     obj = {**obj, "metadata": {**obj["metadata"]}}
                     obj["metadata"]["resourceVersion"] = str(event.revision)
@@ -136,10 +142,10 @@ def state_of(obj: Object) -> str:
 
 class _Insight:
     def __init__(
-        self, store: Store, check: Check, watches: WatchCounts, limits: WatchLimits
+        self, store: Store, user_of: UserOf, watches: WatchCounts, limits: WatchLimits
     ) -> None:
         self.store = store
-        self.check = check
+        self.user_of = user_of
         self.watches = watches
         self.limits = limits
         path = getattr(store, "path", None)  # a SQLite store: its file holds the timeline
@@ -155,7 +161,7 @@ class _Insight:
     async def objects(self, request: Request) -> Response:
         params = request.query_params
         verb = "watch" if params.get("watch") in ("true", "1") else "list"
-        self.check(request, verb, "objects")
+        user = self.user_of(request)
         selector = params.get("labelSelector") or None
         if verb == "watch":
             since = _int(params.get("resourceVersion") or "0", "resourceVersion")
@@ -164,7 +170,7 @@ class _Insight:
                 kind=ALL_KINDS,
                 namespace=None,
                 label_selector=parse_selector(selector),
-                keep=lambda obj: True,
+                keep=self._readable(user, verb),
                 since=since,
                 initial=[],
                 encode=lambda obj: obj,
@@ -175,7 +181,7 @@ class _Insight:
             return _AllKindsWatch(self.store, request_, self.limits, self.watches)
         revision = await self.store.revision()
         items: list[Object] = []
-        for kind in self._kinds():
+        for kind in readable_kinds(user, self._kinds(), verb):
             found, _ = await self.store.list(kind.api_version, kind.kind, None, selector)
             items += found
         body = {
@@ -189,6 +195,28 @@ class _Insight:
     def _kinds(self) -> list[Kind]:
         return sorted(self.store.registry, key=lambda k: (k.api_version, k.kind))
 
+    def _readable(self, user: User, verb: str) -> Callable[[Object], bool]:
+        """Whether `user` may `verb` an object, by its apiVersion and kind (a kind defined
+        while a watch runs is looked up when its first object comes)."""
+        known: dict[tuple[str, str], bool] = {}
+
+        def readable(obj: Object) -> bool:
+            key = (str(obj.get("apiVersion")), str(obj.get("kind")))
+            if key not in known:
+                try:
+                    known[key] = user.role.may(verb, self.store.registry.get(*key))
+                except Error:
+                    known[key] = False
+            return known[key]
+
+        return readable
+
+    def _hidden(self, user: User) -> frozenset[str]:
+        """The kind names of the kinds `user` may not read (their timeline entries are
+        left out of what `user` is shown)."""
+        kinds = self.store.registry
+        return frozenset(k.kind for k in kinds if not user.role.may("get", k))
+
     # -- timeline and explain ------------------------------------------------------------
 
     def _open_timeline(self) -> Timeline | None:
@@ -196,7 +224,12 @@ class _Insight:
             return None
         return Timeline.open(self.timeline_path)
 
-    def _entries(self, ref: ObjectRef | None = None, limit: int = TIMELINE_LIMIT) -> list[Any]:
+    def _entries(
+        self,
+        ref: ObjectRef | None = None,
+        limit: int = TIMELINE_LIMIT,
+        hidden: frozenset[str] = frozenset(),
+    ) -> list[Any]:
         timeline = self._open_timeline()
         if timeline is None:
             return []
@@ -204,14 +237,15 @@ class _Insight:
             about = None
             if ref is not None:
                 about = {"kind": ref.kind, "name": ref.name, "namespace": ref.namespace}
-            return timeline.query(object=about, limit=limit)
+            entries = timeline.query(object=about, limit=limit)
         finally:
             timeline.close()
+        return [entry for entry in entries if not _about(entry, hidden)]
 
     async def timeline(self, request: Request) -> Response:
-        self.check(request, "list", "timeline")
+        hidden = self._hidden(self.user_of(request))
         limit = _int(request.query_params.get("limit") or str(TIMELINE_LIMIT), "limit")
-        entries = await asyncio.to_thread(self._entries, None, min(limit, TIMELINE_LIMIT))
+        entries = await asyncio.to_thread(self._entries, None, min(limit, TIMELINE_LIMIT), hidden)
         return json_response({"kind": "Timeline", "apiVersion": GROUP_VERSION, "items": entries})
 
     async def object_timeline(self, request: Request) -> Response:
@@ -223,10 +257,17 @@ class _Insight:
         ref = self._ref(request, "explain")
         text = request.query_params.get("at")
         at = _float(text, "at") if text else None
-        body = await asyncio.to_thread(self._explain, ref, at, None)
+        hidden = self._hidden(self.user_of(request))
+        body = await asyncio.to_thread(self._explain, ref, at, None, hidden)
         return json_response(body)
 
-    def _explain(self, ref: ObjectRef, at: float | None, limit: int | None) -> dict[str, Any]:
+    def _explain(
+        self,
+        ref: ObjectRef,
+        at: float | None,
+        limit: int | None,
+        hidden: frozenset[str] = frozenset(),
+    ) -> dict[str, Any]:
         """`setpoint explain`'s answer for `ref` as JSON: the failure and the ranked causes,
         best first (empty when it is healthy, unknown, or no cause is confident)."""
         body: dict[str, Any] = {"kind": "Explanation", "apiVersion": GROUP_VERSION}
@@ -257,6 +298,7 @@ class _Insight:
                 {"entry": c.entry, "score": c.score, "reason": c.reason}
                 | {"path": [str(o) for o in c.path]}
                 for c in candidates
+                if not _about(c.entry, hidden)
             ]
         return body
 
@@ -267,7 +309,8 @@ class _Insight:
         kind = self._kind(request.path_params["plural"])
         obj = await self.store.get(kind.api_version, kind.kind, ref.name, _ns(kind, ref))
         chain = await self._root_chain(obj)
-        explanation = await asyncio.to_thread(self._explain, ref, None, 1)
+        hidden = self._hidden(self.user_of(request))
+        explanation = await asyncio.to_thread(self._explain, ref, None, 1, hidden)
         top = explanation["causes"][0] if explanation["causes"] else None
         body = {
             "kind": "WhyNotReady",
@@ -367,10 +410,20 @@ class _Insight:
         raise NotFound(f"the server does not serve the resource {plural!r}")
 
     def _ref(self, request: Request, sub: str) -> ObjectRef:
+        """The object a per-object endpoint is about, once its caller may `get` it."""
         params = request.path_params
-        self.check(request, "get", f"{params['plural']}/{sub}")
+        user = self.user_of(request)
         kind = self._kind(params["plural"])
+        authorize(user, "get", kind, f"{params['plural']}/{sub}")
         return ObjectRef(kind.kind, params["name"], params["namespace"])
+
+
+def _about(entry: Any, kinds: frozenset[str]) -> bool:
+    """Whether a timeline entry is about (or links to) an object of one of `kinds`."""
+    if not kinds or not isinstance(entry, dict):
+        return False
+    refs = (entry.get("object"), entry.get("from"), entry.get("to"))
+    return any(isinstance(r, dict) and r.get("kind") in kinds for r in refs)
 
 
 def _ns(kind: Kind, ref: ObjectRef) -> str | None:

@@ -1,31 +1,48 @@
-"""Serving the API on a store the way `setpoint serve` and `setpoint up` do: tokens, a
-checked bind address, the server, and a kubeconfig written for it.
+"""Serving the API on a store the way `setpoint serve` and `setpoint up` do: tokens, roles,
+a checked bind address, the Host names served, the server, and a kubeconfig written for it.
 
-    options = ServeOptions(port=0, kubeconfig=Path(".setpoint/kubeconfig"))
+    options = ServeOptions(port=0, kubeconfig=Path(".setpoint/kubeconfig"),
+                           tls_directory=Path(".setpoint/tls"))
     async with serve_api(store, options) as api:
         print(api.url)
 
-Tokens come from `token_file` (`setpoint.api.auth`), or, with `fresh_token`, are one new
-random admin token made for this run (what `up` does: a kubeconfig with it is all anyone
-needs, and it dies with the run). The kubeconfig names the server and the most capable
-token (admin, else edit, else view), and trusts the server's certificate: with tokens
-the server serves HTTPS, with a self-signed certificate kept in `tls_directory`.
-No printing, no signals: those are the CLI's.
+Tokens come from `token_file` (`setpoint.api.auth`, with the roles of `roles_file`), or
+else are one new random admin token made for this run (a kubeconfig with it is all anyone
+needs, and it dies with the run). Only `anonymous_admin` serves without tokens, every
+caller an admin, over plain HTTP: loopback only, and the CLI says so loudly. The
+kubeconfig names the server and the most capable token (admin, else edit, else view, else
+the first), and trusts the server's certificate: with tokens the server serves HTTPS, with
+a self-signed certificate kept in `tls_directory`.
+
+Host names served (`setpoint.api.browser_safety`): loopback names; on another address also
+that address and this machine's names (so a kubeconfig naming either works); and the
+`accept_hosts` patterns. No printing, no signals: those are the CLI's.
 """
 
 from __future__ import annotations
 
+import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from setpoint.api.app import create_app
-from setpoint.api.auth import Authenticator, Role, User, check_bind, new_token
+from setpoint.api.auth import (
+    Authenticator,
+    Role,
+    User,
+    check_bind,
+    is_loopback,
+    load_roles,
+    new_token,
+)
+from setpoint.api.browser_safety import HostRules
 from setpoint.api.kubeconfig import kubeconfig, write_kubeconfig
 from setpoint.api.server import ApiServer, ServerLimits
 from setpoint.api.tls import TlsFiles, ensure_certificate
 from setpoint.errors import Invalid
+from setpoint.model import Registry
 from setpoint.store.base import Store
 
 
@@ -36,8 +53,12 @@ class ServeOptions:
     host: str = "127.0.0.1"
     port: int = 0
     token_file: Path | None = None
-    fresh_token: bool = False
+    roles_file: Path | None = None
     anonymous_read: bool = False
+    anonymous_admin: bool = False
+    """No tokens: every caller is an admin, over plain HTTP (loopback only)."""
+    accept_hosts: tuple[str, ...] = ()
+    """More Host names to serve: regular expressions (`--accept-hosts`)."""
     kubeconfig: Path | None = None
     tls_directory: Path | None = None
     """Where the self-signed certificate is kept (made once, `setpoint.api.tls`); with
@@ -47,41 +68,55 @@ class ServeOptions:
     limits: ServerLimits = field(default_factory=ServerLimits)
 
 
-def authenticator_for(options: ServeOptions) -> Authenticator | None:
-    """The tokens `options` ask for (None: no tokens, loopback only)."""
+def authenticator_for(options: ServeOptions, registry: Registry) -> Authenticator | None:
+    """The tokens `options` ask for (None: `anonymous_admin`, no tokens at all)."""
+    if options.anonymous_admin:
+        if options.token_file is not None or options.roles_file is not None:
+            raise Invalid("anonymous admin access takes no token or roles file: choose one")
+        return None
+    if options.roles_file is not None and options.token_file is None:
+        raise Invalid("a roles file names roles for a token file's lines: give both")
     if options.token_file is not None:
-        return Authenticator.from_file(options.token_file, anonymous_read=options.anonymous_read)
-    if options.fresh_token:
-        tokens = {new_token(): User("setpoint", Role.ADMIN)}
-        return Authenticator(tokens, anonymous_read=options.anonymous_read)
-    if options.anonymous_read:
-        return Authenticator({}, anonymous_read=True)
-    return None
+        roles = load_roles(options.roles_file, registry) if options.roles_file else None
+        return Authenticator.from_file(
+            options.token_file, anonymous_read=options.anonymous_read, roles=roles
+        )
+    tokens = {new_token(): User("setpoint", Role.ADMIN)}
+    return Authenticator(tokens, anonymous_read=options.anonymous_read)
 
 
 def kubeconfig_token(auth: Authenticator | None) -> str | None:
     """The most capable token of `auth`, for a kubeconfig."""
-    if auth is None:
+    if auth is None or not auth.tokens:
         return None
     for role in (Role.ADMIN, Role.EDIT, Role.VIEW):
         for token, user in auth.tokens.items():
             if user.role is role:
                 return token
-    return None
+    return next(iter(auth.tokens))
+
+
+def host_rules(host: str, accept_hosts: tuple[str, ...] = ()) -> HostRules:
+    """The Host names a server listening on `host` serves (see the module docstring)."""
+    names: set[str] = set()
+    if not is_loopback(host):
+        names |= {host, socket.gethostname(), socket.getfqdn()}
+    return HostRules.of(names, accept_hosts)
 
 
 @asynccontextmanager
 async def serve_api(store: Store, options: ServeOptions) -> AsyncIterator[ApiServer]:
     """The API on `store`, serving until the block ends; the kubeconfig written once it
     accepts connections."""
-    auth = authenticator_for(options)
-    check_bind(options.host, auth)
+    auth = authenticator_for(options, store.registry)
+    check_bind(options.host, token_file=options.token_file is not None)
+    hosts = host_rules(options.host, options.accept_hosts)
     tls = options.tls
     if tls is None and auth is not None and auth.tokens:
         if options.tls_directory is None:
             raise Invalid("a server with tokens serves HTTPS: give it a TLS directory")
         tls = ensure_certificate(options.tls_directory, [options.host])
-    app = create_app(store, auth=auth)
+    app = create_app(store, auth=auth, hosts=hosts)
     async with ApiServer(app, options.host, options.port, options.limits, tls=tls) as server:
         if options.kubeconfig is not None:
             certificate = tls.certificate_pem() if tls is not None else None

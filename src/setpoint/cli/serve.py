@@ -5,18 +5,24 @@
     KUBECONFIG=.setpoint/kubeconfig kubectl get processes
 
 It serves only: no controllers run (that is `setpoint up`, which serves the API too).
-By default it listens on 127.0.0.1; another address needs `--token-file` (anyone who can
-reach the port could otherwise change everything). The kubeconfig (by default
-`kubeconfig` in the store's workspace, `.setpoint/kubeconfig` for the default store)
-holds the server's URL and the most capable token of the file, with mode 0600. With
-tokens it serves HTTPS (kubectl sends tokens over nothing else): with a self-signed
-certificate made once in the workspace's `tls/` (the kubeconfig trusts it), or your own.
-This module is the terminal's part: options, one line saying where it serves, signals.
+By default it listens on 127.0.0.1 with one new random admin token (as `up`); with
+`--token-file` the file's tokens instead, their roles built in or named in `--roles-file`.
+Another address needs `--token-file` (anyone who can reach the port could otherwise change
+everything). The kubeconfig (by default `kubeconfig` in the store's workspace,
+`.setpoint/kubeconfig` for the default store) holds the server's URL and the most capable
+token, with mode 0600. It serves HTTPS (kubectl sends tokens over nothing else): with a
+self-signed certificate made once in the workspace's `tls/` (the kubeconfig trusts it), or
+your own. `--insecure-allow-anonymous-admin` serves plain HTTP with no token, every caller
+an admin (loopback only; a warning on stderr says so). Host names beyond loopback (and the
+address it listens on) are served only with `--accept-hosts`.
+This module is the terminal's part: options, warnings, one line saying where it serves,
+signals.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from setpoint.cli.context import Context, until_signalled
@@ -43,13 +49,26 @@ def add_parser(
     p.add_argument(
         "--token-file",
         metavar="FILE",
-        help="bearer tokens, one `token,name,role` a line (role: view, edit or admin)",
+        help="bearer tokens, one `token,name,role` a line (role: view, edit, admin or one "
+        "of --roles-file); default: one new admin token, written to the kubeconfig",
+    )
+    p.add_argument(
+        "--roles-file",
+        metavar="FILE",
+        help="more roles for --token-file (YAML: each role a list of {kinds, verbs} rules)",
     )
     p.add_argument(
         "--anonymous-read",
         action="store_true",
-        help="let requests without a token read (get, list, watch)",
+        help="let requests without a token read as the view role (get, list, watch; not Secrets)",
     )
+    p.add_argument(
+        "--insecure-allow-anonymous-admin",
+        action="store_true",
+        help="no tokens, plain HTTP: every caller on this machine may do everything, "
+        "including run commands as you (loopback only)",
+    )
+    add_accept_hosts(p)
     p.add_argument(
         "--tls-cert-file",
         metavar="FILE",
@@ -64,6 +83,29 @@ def add_parser(
         "the store's workspace, .setpoint/kubeconfig for the default store)",
     )
     p.set_defaults(run=run)
+
+
+def add_accept_hosts(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--accept-hosts",
+        metavar="REGEXES",
+        action="append",
+        default=[],
+        help="serve requests naming these Host names too (comma-separated regular "
+        "expressions matched against the whole name, e.g. '^myhost\\.lan$'); by default "
+        "only loopback names and the address it listens on",
+    )
+
+
+def accept_hosts(given: list[str]) -> tuple[str, ...]:
+    """`--accept-hosts` values as patterns (each value split at commas, as kubectl proxy)."""
+    return tuple(p for value in given for p in value.split(",") if p.strip())
+
+
+INSECURE_WARNING = (
+    "warning: --insecure-allow-anonymous-admin: no tokens, plain HTTP; every program and "
+    "user on this machine may read and change everything, and run commands as you"
+)
 
 
 def workspace_base(ctx: Context) -> Path:
@@ -97,11 +139,16 @@ async def _serve(ctx: Context, args: argparse.Namespace) -> int:
         host=args.address,
         port=args.port,
         token_file=Path(args.token_file) if args.token_file else None,
+        roles_file=Path(args.roles_file) if args.roles_file else None,
         anonymous_read=args.anonymous_read,
+        anonymous_admin=args.insecure_allow_anonymous_admin,
+        accept_hosts=accept_hosts(args.accept_hosts),
         kubeconfig=Path(args.kubeconfig) if args.kubeconfig else base / "kubeconfig",
         tls_directory=base / "tls",
         tls=tls,
     )
+    if options.anonymous_admin:
+        print(INSECURE_WARNING, file=sys.stderr, flush=True)
     async with ctx.open_store(create=True) as store, serve_api(store, options) as api:
         await publish_kinds(store, store.registry)  # kinds as data: the Python kinds' CRDs
         print(

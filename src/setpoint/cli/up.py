@@ -20,7 +20,8 @@ stops it.
 It also serves the Kubernetes-compatible API (`setpoint.api`) on 127.0.0.1 (a free port,
 or `--api-port`) with a new random admin token, and writes the workspace's `kubeconfig`
 (mode 0600), so `KUBECONFIG=.setpoint/kubeconfig kubectl get processes` works with no
-other flag while the engine runs.
+other flag while the engine runs; it serves loopback Host names only (`--accept-hosts`
+adds others, as `serve`).
 `--ha leader|shard --identity NAME` runs this engine as one of several sharing the store
 (PostgreSQL or etcd across hosts, or one SQLite file on one host) instead of refusing a
 second: `leader` runs each controller in one engine at a time, the others standing by;
@@ -60,7 +61,7 @@ from setpoint.cli.context import Context
 from setpoint.cli.live import StatusBoard, view_for
 from setpoint.cli.load import read_manifests
 from setpoint.cli.render import object_ref
-from setpoint.cli.serve import workspace_base
+from setpoint.cli.serve import accept_hosts, add_accept_hosts, workspace_base
 from setpoint.clock import SYSTEM_CLOCK
 from setpoint.control.kinds import AUTOSCALER, THERMOSTAT
 from setpoint.engine import Engine, EngineSettings, workspace_of
@@ -133,6 +134,7 @@ def add_parser(
         help="serve the Kubernetes-compatible API (kubectl) on 127.0.0.1:PORT (default: a "
         "free port), with a new token written to the workspace's kubeconfig",
     )
+    add_accept_hosts(p)
     p.add_argument(
         "--allow-user",
         action="append",
@@ -201,20 +203,24 @@ async def run(ctx: Context, args: argparse.Namespace) -> int:
             )
             async with (
                 Engine(store, settings) as engine,
-                serve_api(store, _api_options(ctx, args.api_port)) as api,
+                serve_api(store, _api_options(ctx, args)) as api,
             ):
                 print(f"serving the API on {api.url} (KUBECONFIG={_api_kubeconfig(ctx)})")
                 return await _run_engine(engine, objects, readiness, logs=args.logs)
     return await _detach(ctx, args)
 
 
-def _api_options(ctx: Context, port: int) -> ServeOptions:
+def _api_options(ctx: Context, args: argparse.Namespace) -> ServeOptions:
     """The API `up` serves: loopback, one new admin token, the kubeconfig in the workspace."""
+    port = args.api_port
     if not 0 <= port <= 65535:
         raise Invalid(f"--api-port {port}: want 0 to 65535")
     base = workspace_base(ctx)
     return ServeOptions(
-        port=port, fresh_token=True, kubeconfig=base / "kubeconfig", tls_directory=base / "tls"
+        port=port,
+        kubeconfig=base / "kubeconfig",
+        tls_directory=base / "tls",
+        accept_hosts=accept_hosts(args.accept_hosts),
     )
 
 
@@ -272,6 +278,8 @@ def _engine_argv(ctx: Context, args: argparse.Namespace) -> list[str]:
         argv += ["--metrics-address", args.metrics_address]
     if args.api_port:
         argv += ["--api-port", str(args.api_port)]
+    for hosts in args.accept_hosts:
+        argv += ["--accept-hosts", hosts]
     for user in args.allow_users or ():
         argv += ["--allow-user", user]
     return argv
