@@ -50,6 +50,7 @@ SchemaRef: TypeAlias = "type[BaseModel] | str"
 one imported on first validation (`setpoint.model.schema.model_of`)."""
 
 _SCHEMA_REF = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
+_DOTTED = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 
 
 @dataclass(frozen=True)
@@ -125,6 +126,11 @@ class Kind:
     validator: KindValidator | None = None
     """Validation of a kind with no models (defined by a CRD): used instead of `spec`,
     `status` and `body`."""
+    depends_on: str | None = None
+    """The dotted path of the field listing what an object of this kind depends on
+    (`spec.dependsOn`): references `{kind, name, namespace}`, edges of the dependency graph
+    in which the store refuses a write that closes a cycle
+    (`setpoint.model.dependency_graph`)."""
 
     def __post_init__(self) -> None:
         if "/" not in self.api_version and self.api_version != "v1":
@@ -136,6 +142,8 @@ class Kind:
             object.__setattr__(self, "plural", self.kind.lower() + "s")
         object.__setattr__(self, "short_names", tuple(self.short_names))
         object.__setattr__(self, "columns", tuple(self.columns))
+        if self.depends_on is not None and not _DOTTED.fullmatch(self.depends_on):
+            raise Invalid(f"{self.depends_on!r}: want a dotted field path", field="depends_on")
         for name in ("spec", "status", "body"):
             ref = getattr(self, name)
             if isinstance(ref, str) and not _SCHEMA_REF.fullmatch(ref):
@@ -273,11 +281,12 @@ class Registry:
                 return kind
         return None
 
-    def resolve(self, name: str) -> Kind:
+    def resolve(self, name: str, *, refresh: bool = True) -> Kind:
         """Find a kind by what a person types: `Process`, `process`, `processes`, `proc`,
-        optionally qualified by group (`processes.setpoint.dev`)."""
+        optionally qualified by group (`processes.setpoint.dev`). Without `refresh`, a miss
+        raises at once (no `refresh` call)."""
         matches = self._matches(name)
-        if not matches and self.refresh is not None:
+        if not matches and refresh and self.refresh is not None:
             self.refresh()
             matches = self._matches(name)
         if not matches:
