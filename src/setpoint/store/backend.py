@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import builtins
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Sequence
 from functools import cached_property
 from typing import Any
 
@@ -101,9 +101,12 @@ class Backend(ABC):
         items, revision = await self.list(api_version, kind, namespace, label_selector)
         return [codec.encode(obj) for obj in items], revision
 
+    _reads_log = True
+    """Whether `_history` reads the revision log (etcd has none: its watches are etcd's)."""
+
     @cached_property
     def _dependencies(self) -> DependencyIndex:
-        return DependencyIndex(self.registry, self)
+        return DependencyIndex(self.registry, self, log=self._reads_log)
 
     async def _write(self, write: Write) -> Object:
         """`_execute` once the dependency index admits the write (no `dependsOn` cycle);
@@ -122,7 +125,7 @@ class Backend(ABC):
             learn_change(self.registry, written, deleted=gone)
         return written
 
-    def _learn_committed(self, entries: Iterable[LogEntry]) -> None:
+    def _learn_committed(self, entries: Sequence[LogEntry]) -> None:
         """Learn from committed `entries` (whoever wrote them): the kinds of the CRDs among
         them, and the dependency edges of the objects of kinds that declare them."""
         for entry in entries:

@@ -40,11 +40,12 @@ reopened. The index reads through the backend it belongs to; it writes nothing.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import itertools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple, Protocol
 
-from setpoint.errors import Invalid, NotFound
+from setpoint.errors import Gone, Invalid, NotFound
 from setpoint.model import Kind, Object, Registry, apply_patch, codec
 from setpoint.model.dependency_graph import (
     Node,
@@ -67,6 +68,8 @@ class _Reads(Protocol):
         self, api_version: str, kind: str, namespace: str | None = None
     ) -> tuple[list[Object], int]: ...
 
+    async def _history(self, after: int) -> builtins.list[LogEntry]: ...
+
 
 class _Edges(NamedTuple):
     revision: int
@@ -77,9 +80,12 @@ class DependencyIndex:
     """What each object of a kind that declares dependency edges depends on (the module
     docstring); `store` is the backend it reads from."""
 
-    def __init__(self, registry: Registry, store: _Reads) -> None:
+    def __init__(self, registry: Registry, store: _Reads, *, log: bool = True) -> None:
         self._registry = registry
         self._store = store
+        self._log = log
+        self._seen = 0
+        """Every committed change up to this revision is learnt."""
         self._edges: dict[Node, _Edges] = {}
         self._pending: dict[int, tuple[Node, frozenset[Node]]] = {}
         self._tokens = itertools.count(1)
@@ -100,6 +106,7 @@ class DependencyIndex:
         if not targets:
             return None
         await self._list_declaring_kinds()
+        await self._catch_up()
         path = await self._closed_cycle(node, targets)
         if path is not None:
             raise Invalid(cycle_message(path), field=kind.depends_on)
@@ -127,8 +134,11 @@ class DependencyIndex:
         else:
             self._edges[node] = _Edges(revision, dependencies_of(self._registry, kind, obj))
 
-    def learn_entries(self, entries: Iterable[LogEntry]) -> None:
-        """`learn` the objects of committed log `entries` whose kinds declare edges."""
+    def learn_entries(self, entries: Sequence[LogEntry]) -> None:
+        """`learn` the objects of committed log `entries` (in revision order) whose kinds
+        declare edges."""
+        if entries and entries[0].revision <= self._seen + 1:  # no gap: all seen up to the last
+            self._seen = max(self._seen, entries[-1].revision)
         for entry in entries:
             if not self._registry.registered(entry.api_version, entry.kind):
                 continue  # only kinds registered in Python declare edges
@@ -156,13 +166,32 @@ class DependencyIndex:
         if all(key in self._listed for key in self._declaring()):
             return
         async with self._listing:
-            for key, kind in self._declaring().items():
-                if key in self._listed:
-                    continue
-                items, _ = await self._store.list(kind.api_version, kind.kind)
-                for item in items:
-                    self.learn(kind, item, gone=False)
-                self._listed.add(key)
+            await self._list(key for key in self._declaring() if key not in self._listed)
+
+    async def _list(self, keys: Iterable[tuple[str, str]]) -> None:
+        revisions = []
+        for key in keys:
+            kind = self._registry.get(*key)
+            items, revision = await self._store.list(kind.api_version, kind.kind)
+            for item in items:
+                self.learn(kind, item, gone=False)
+            self._listed.add(key)
+            revisions.append(revision)
+        if revisions and len(self._listed) == len(revisions):  # the first listing
+            self._seen = max(self._seen, min(revisions))
+
+    async def _catch_up(self) -> None:
+        """Learn what the log holds after the last revision learnt (another process's writes
+        the fan-out has not published yet; on etcd, which has no such log, nothing); relist
+        if the log no longer reaches back that far."""
+        if not self._log:
+            return
+        try:
+            self.learn_entries(await self._store._history(self._seen))
+        except Gone:
+            async with self._listing:
+                self._listed.clear()
+                await self._list(list(self._declaring()))
 
     def _declaring(self) -> dict[tuple[str, str], Kind]:
         return {(k.api_version, k.kind): k for k in self._registry if k.depends_on is not None}

@@ -89,6 +89,8 @@ def prefix_end(prefix: bytes) -> bytes:
 class EtcdStore(Backend):
     """A `Store` on the etcd cluster at `address` ("host:port"), its keys under `prefix`."""
 
+    _reads_log = False  # `_history` is never called (each watch is an etcd watch)
+
     def __init__(
         self,
         address: str,
