@@ -21,20 +21,23 @@ reads them. `Backend` keeps one `DependencyIndex` per open store:
   PostgreSQL are other processes' writes too. Each node keeps the revision that gave it its
   edges, so an older change arriving late never undoes a newer one.
 
-The index is built at the first write that declares any edge: one list of each kind that
-declares edges (again for a kind registered later), then kept current as above; never a
-list per write. A cycle found in the index is confirmed before the write is refused: each
-node on it, and the writing object as stored, is read again (`get`) and the search rerun,
-so a stale edge never refuses a write, and only the edges a write adds (not those already
-stored) can have it refused: a cycle already stored does not block other changes to its
-objects.
+The index is built at the first write that declares an edge: one list of each kind that
+declares edges (again for a kind registered later). Before each check it catches up with
+the revision log after the last revision it has learnt whole (`Backend._history`: usually
+nothing, or the few writes of other processes the fan-out has not published yet; a log
+compacted past it means a relist). Never a list per write. A cycle found in the index is
+confirmed before the write is refused: each node on it, and the writing object as stored,
+is read again (`get`) and the search rerun, so a stale edge never refuses a write, and
+only the edges a write adds (not those already stored) can have it refused: a cycle
+already stored does not block other changes to its objects.
 
 What it cannot catch: two writers in different processes closing one cycle at the same
-instant may both pass, each checked before the other's write reached it (Kubernetes has no
-such check at all). etcd serves watches from etcd itself, not the shared fan-out: its index
-learns the store as listed when built and this process's own writes after that, so a
-cycle closed through an edge another process wrote since is caught only once the store is
-reopened. The index reads through the backend it belongs to; it writes nothing.
+instant may both pass, each checked before the other's write was committed (Kubernetes has
+no such check at all). etcd has no revision log to catch up from and serves watches from
+etcd itself, not the shared fan-out: its index learns the store as listed when built and
+this process's own writes after that, so a cycle closed through an edge another process
+wrote since is caught only once the store is reopened. The index reads through the backend
+it belongs to; it writes nothing.
 """
 
 from __future__ import annotations
