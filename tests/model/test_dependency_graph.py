@@ -97,13 +97,23 @@ def test_the_message_names_the_cycle_and_namespaces_only_when_they_differ() -> N
     assert cycle_message(two).startswith("dependsOn cycle: Process/x/a -> Job/y/b -> Process/x/a;")
 
 
+def backwards(graph: dict[str, list[str]]) -> dict[str, list[str]]:
+    """Who depends on each node, in `graph` (node -> what it depends on)."""
+    dependents: dict[str, list[str]] = {}
+    for node, targets in graph.items():
+        for target in targets:
+            dependents.setdefault(target, []).append(node)
+    return dependents
+
+
 def test_closing_path_examples() -> None:
-    graph = {"b": ["c"], "c": ["a", "d"], "d": []}
+    graph = backwards({"b": ["c"], "c": ["a", "d"], "d": []})
     assert closing_path(lambda n: graph.get(n, ()), "a", ["b"]) == ["a", "b", "c", "a"]
     assert closing_path(lambda n: graph.get(n, ()), "a", ["d"]) is None
     assert closing_path(lambda n: graph.get(n, ()), "a", ["a"]) == ["a", "a"]
     # `a`'s own edges in the graph are never followed: only the new ones count.
-    assert closing_path(lambda n: {"a": ["b"], "b": []}.get(n, ()), "a", ["b"]) is None
+    old = backwards({"a": ["b"], "b": []})
+    assert closing_path(lambda n: old.get(n, ()), "a", ["b"]) is None
 
 
 NODES = "abcdefg"
@@ -126,7 +136,8 @@ def test_closing_path_agrees_with_brute_force(
 ) -> None:
     with_new = {**graph, node: targets}
     on_a_cycle = node in reaches(with_new, node)
-    path = closing_path(lambda n: graph.get(n, ()), node, targets)
+    dependents = backwards(graph)
+    path = closing_path(lambda n: dependents.get(n, ()), node, targets)
     assert (path is not None) == on_a_cycle, (graph, node, targets, path)
     if path is not None:
         assert path[0] == path[-1] == node

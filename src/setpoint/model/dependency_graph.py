@@ -11,8 +11,9 @@ to stays as written (such a node has no edges: it cannot be on a cycle).
 * `node_of(kind, obj)` is an object's node; `dependencies_of(registry, kind, obj)` the nodes
   it depends on (empty for a kind that declares no edges); `declaring_kind(registry, name)`
   the kind of a node that may have edges.
-* `closing_path(edges_of, node, targets)`: the cycle that giving `node` the edges to
-  `targets` would close in a graph (`edges_of(n)`: the nodes `n` depends on), or None.
+* `closing_path(dependents_of, node, targets)`: the cycle that giving `node` the edges to
+  `targets` would close in a graph given backwards (`dependents_of(n)`: the nodes that
+  depend on `n`), or None.
 * `find_cycle(edges)`: a cycle anywhere in a graph, or None.
 * `cycle_message(path)`: `dependsOn cycle: Process/a -> Process/b -> Process/a; remove one
   of these dependencies`.
@@ -96,34 +97,35 @@ def _resolve(registry: Registry, name: str) -> Kind | None:
 
 
 def closing_path(
-    edges_of: Callable[[N], Iterable[N]], node: N, targets: Iterable[N]
+    dependents_of: Callable[[N], Iterable[N]], node: N, targets: Iterable[N]
 ) -> list[N] | None:
-    """The cycle that edges from `node` to `targets` would close in the graph `edges_of`
-    (what each node depends on; `node`'s own edges there are never followed), as the path
-    `[node, target, ..., node]`; None when `node` cannot be reached from any target.
-    Deterministic: targets and edges are followed in sorted order, depth first."""
-    seen: set[N] = set()
-    for target in sorted(set(targets)):
-        if target == node:
-            return [node, node]
-        if target in seen:
-            continue
-        seen.add(target)
-        path = [node, target]
-        stack: list[Iterator[N]] = [iter(sorted(set(edges_of(target))))]
-        while stack:
-            step = next(stack[-1], None)
-            if step is None:
-                stack.pop()
-                path.pop()
-                continue
-            if step == node:
-                return [*path, node]
-            if step in seen:
-                continue
-            seen.add(step)
-            path.append(step)
-            stack.append(iter(sorted(set(edges_of(step)))))
+    """The cycle that edges from `node` to `targets` would close, as the path
+    `[node, target, ..., node]`, or None. The graph is given backwards, `dependents_of(n)`
+    being the nodes that depend on `n`: the search walks from `node` through what depends
+    on it, directly or not, until it meets a target, so its cost is the number of
+    `node`'s dependents (none for a new object), not the size of what it depends on.
+    Deterministic: dependents are visited breadth first, in sorted order."""
+    wanted = set(targets)
+    if node in wanted:
+        return [node, node]
+    if not wanted:
+        return None
+    next_to_node: dict[N, N] = {node: node}  # a dependent -> the node it depends on, towards `node`
+    layer = [node]
+    while layer:
+        following: list[N] = []
+        for current in layer:
+            for dependent in sorted(set(dependents_of(current))):
+                if dependent in next_to_node:
+                    continue
+                next_to_node[dependent] = current
+                if dependent in wanted:
+                    path = [node, dependent]
+                    while path[-1] != node:
+                        path.append(next_to_node[path[-1]])
+                    return path
+                following.append(dependent)
+        layer = following
     return None
 
 

@@ -90,6 +90,8 @@ class DependencyIndex:
         self._seen = 0
         """Every committed change up to this revision is learnt."""
         self._edges: dict[Node, _Edges] = {}
+        self._dependents: dict[Node, set[Node]] = {}
+        """The same edges backwards: who depends on a node (the search walks these)."""
         self._pending: dict[int, tuple[Node, frozenset[Node]]] = {}
         self._tokens = itertools.count(1)
         self._listed: set[tuple[str, str]] = set()
@@ -132,10 +134,22 @@ class DependencyIndex:
         known = self._edges.get(node)
         if known is not None and known.revision >= revision:
             return
-        if gone:
-            self._edges.pop(node, None)
-        else:
-            self._edges[node] = _Edges(revision, dependencies_of(self._registry, kind, obj))
+        targets = frozenset() if gone else dependencies_of(self._registry, kind, obj)
+        self._set(node, None if gone else _Edges(revision, targets))
+
+    def _set(self, node: Node, edges: _Edges | None) -> None:
+        """Give `node` its `edges` (None: forget it), forwards and backwards."""
+        old = self._edges.pop(node, None)
+        new = edges.targets if edges is not None else frozenset()
+        for target in old.targets - new if old is not None else ():
+            dependents = self._dependents[target]
+            dependents.discard(node)
+            if not dependents:
+                del self._dependents[target]
+        for target in new - old.targets if old is not None else new:
+            self._dependents.setdefault(target, set()).add(node)
+        if edges is not None:
+            self._edges[node] = edges
 
     def learn_entries(self, entries: Sequence[LogEntry]) -> None:
         """`learn` the objects of committed log `entries` (in revision order) whose kinds
@@ -205,7 +219,7 @@ class DependencyIndex:
         confirmed: set[Node] = set()
         adding = targets
         while True:
-            path = closing_path(self._edges_of(), node, adding)
+            path = closing_path(self._dependents_of(), node, adding)
             if path is None:
                 return None
             unread = [n for n in dict.fromkeys((node, *path[1:-1])) if n not in confirmed]
@@ -217,18 +231,19 @@ class DependencyIndex:
                 if stale == node:
                     adding = targets - stored
 
-    def _edges_of(self) -> Callable[[Node], Iterable[Node]]:
-        """The graph as a function: committed edges, and the pending ones of writes in flight."""
+    def _dependents_of(self) -> Callable[[Node], Iterable[Node]]:
+        """The graph backwards, as a function: who depends on a node, by a committed edge or
+        a pending one of a write in flight."""
         pending: dict[Node, set[Node]] = {}
         for node, targets in self._pending.values():
-            pending.setdefault(node, set()).update(targets)
+            for target in targets:
+                pending.setdefault(target, set()).add(node)
 
-        def edges_of(node: Node) -> Iterable[Node]:
-            known = self._edges.get(node)
-            committed = known.targets if known is not None else frozenset()
+        def dependents_of(node: Node) -> Iterable[Node]:
+            committed = self._dependents.get(node, set())
             return committed | pending[node] if node in pending else committed
 
-        return edges_of
+        return dependents_of
 
     async def _reread(self, node: Node) -> frozenset[Node]:
         """Read `node`'s object as stored now, learn it, and return its edges."""
@@ -238,7 +253,7 @@ class DependencyIndex:
         try:
             obj = await self._store.get(kind.api_version, kind.kind, node[2], node[1] or None)
         except NotFound:
-            self._edges.pop(node, None)
+            self._set(node, None)
             return frozenset()
         self.learn(kind, obj, gone=False)
         return dependencies_of(self._registry, kind, obj)
