@@ -214,6 +214,8 @@ class Registry:
 
     _kinds: dict[tuple[str, str], Kind] = field(default_factory=dict)
     _defined: set[tuple[str, str]] = field(default_factory=set)
+    _by_name: dict[str, list[Kind]] = field(default_factory=dict, compare=False, repr=False)
+    """What `_matches` answered for each name, until the kinds change."""
     """The keys of `_kinds` defined as data (`define`), not registered in Python."""
     refresh: Callable[[], None] | None = None
     """Called once by a lookup that misses, before it raises `UnknownKind`: the store
@@ -229,6 +231,7 @@ class Registry:
             raise Invalid(f"{kind.kind} in {kind.api_version} is already registered differently")
         self._kinds[key] = kind
         self._defined.discard(key)
+        self._by_name.clear()
         return kind
 
     def define(self, kind: Kind) -> bool:
@@ -240,12 +243,14 @@ class Registry:
             return False
         self._kinds[key] = kind
         self._defined.add(key)
+        self._by_name.clear()
         return True
 
     def forget(self, api_version: str, kind: str) -> None:
         """Drop a kind defined as data (a kind registered in Python stays)."""
         if (api_version, kind) in self._defined:
             del self._kinds[(api_version, kind)]
+            self._by_name.clear()
             self._defined.discard((api_version, kind))
 
     def registered(self, api_version: str, kind: str) -> bool:
@@ -297,13 +302,19 @@ class Registry:
         return matches[0]
 
     def _matches(self, name: str) -> list[Kind]:
-        wanted, _, group = name.partition(".")
-        wanted = wanted.lower()
-        return [
-            k
-            for k in self._kinds.values()
-            if wanted in (k.singular, k.plural, *k.short_names) and (not group or k.group == group)
-        ]
+        found = self._by_name.get(name)
+        if found is None:
+            if len(self._by_name) >= 1024:  # names come from clients: keep it bounded
+                self._by_name.clear()
+            wanted, _, group = name.partition(".")
+            wanted = wanted.lower()
+            found = self._by_name[name] = [
+                k
+                for k in self._kinds.values()
+                if wanted in (k.singular, k.plural, *k.short_names)
+                and (not group or k.group == group)
+            ]
+        return found
 
     def __iter__(self) -> Iterator[Kind]:
         return iter(sorted(self._kinds.values(), key=lambda k: (k.group, k.kind)))

@@ -23,8 +23,8 @@ reads them. `Backend` keeps one `DependencyIndex` per open store:
 
 The index is built at the first write that declares an edge: one list of each kind that
 declares edges (again for a kind registered later). Before each check it catches up with
-the revision log after the last revision it has learnt whole (`Backend._history`: usually
-nothing, or the few writes of other processes the fan-out has not published yet; a log
+the revision log after the last revision it has learnt whole, if the store's revision is
+past it (`Backend._history`: the few writes the fan-out has not published yet; a log
 compacted past it means a relist). Never a list per write. A cycle found in the index is
 confirmed before the write is refused: each node on it, and the writing object as stored,
 is read again (`get`) and the search rerun, so a stale edge never refuses a write, and
@@ -72,6 +72,8 @@ class _Reads(Protocol):
     ) -> tuple[list[Object], int]: ...
 
     async def _history(self, after: int) -> builtins.list[LogEntry]: ...
+
+    async def revision(self) -> int: ...
 
 
 class _Edges(NamedTuple):
@@ -201,7 +203,7 @@ class DependencyIndex:
         """Learn what the log holds after the last revision learnt (another process's writes
         the fan-out has not published yet; on etcd, which has no such log, nothing); relist
         if the log no longer reaches back that far."""
-        if not self._log:
+        if not self._log or await self._store.revision() <= self._seen:
             return
         try:
             self.learn_entries(await self._store._history(self._seen))
