@@ -17,6 +17,10 @@ and registers kinds exactly as the built-in ones are::
 Each package of built-in kinds has such a `register` function (`setpoint.runtime`,
 `setpoint.workloads`, `setpoint.control`); there is no process-wide registry.
 
+A kind whose objects depend on others names the field that lists them in `depends_on`
+(Process, Job and Deployment: `spec.dependsOn`); the store then refuses a write that closes
+a dependency cycle (`setpoint.model.dependency_graph`).
+
 A kind's `spec`, `status` and `body` are `Schema` models (`setpoint.model.schema`, the
 one module of the model that imports pydantic, imported on the first validation). They
 may be given as the class, or as a `"module:Name"` reference imported on first use, so
@@ -128,9 +132,9 @@ class Kind:
     `status` and `body`."""
     depends_on: str | None = None
     """The dotted path of the field listing what an object of this kind depends on
-    (`spec.dependsOn`): references `{kind, name, namespace}`, edges of the dependency graph
-    in which the store refuses a write that closes a cycle
-    (`setpoint.model.dependency_graph`)."""
+    (`spec.dependsOn`; a field written with the object, not by a status write):
+    references `{kind, name, namespace}`, edges of the dependency graph in which the store
+    refuses a write that closes a cycle (`setpoint.model.dependency_graph`)."""
 
     def __post_init__(self) -> None:
         if "/" not in self.api_version and self.api_version != "v1":
