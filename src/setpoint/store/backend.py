@@ -120,7 +120,8 @@ class Backend(ABC):
         gone = not meta.get("finalizers") and (
             write.op == "delete" or bool(meta.get("deletionTimestamp"))
         )
-        self._dependencies.learn(write.kind, written, gone=gone)
+        if write.op != "update_status":  # a status write changes no edge
+            self._dependencies.learn(write.kind, written, gone=gone)
         if is_crd(write.kind.api_version, write.kind.kind):
             learn_change(self.registry, written, deleted=gone)
         return written

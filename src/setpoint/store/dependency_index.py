@@ -22,7 +22,8 @@ reads them. `Backend` keeps one `DependencyIndex` per open store:
   edges, so an older change arriving late never undoes a newer one.
 
 The index is built at the first write that declares an edge: one list of each kind that
-declares edges (again for a kind registered later). Before each check it catches up with
+declares edges (again for a kind registered later); until then it learns nothing and costs
+nothing. Before each check it catches up with
 the revision log after the last revision it has learnt whole, if the store's revision is
 past it (`Backend._history`: the few writes the fan-out has not published yet; a log
 compacted past it means a relist). Never a list per write. A cycle found in the index is
@@ -97,6 +98,9 @@ class DependencyIndex:
         self._pending: dict[int, tuple[Node, frozenset[Node]]] = {}
         self._tokens = itertools.count(1)
         self._listed: set[tuple[str, str]] = set()
+        self._active = False
+        """Whether the index is built (or being built): until a write declares an edge,
+        nothing is learnt (the first listing will find it)."""
         self._listing = asyncio.Lock()
 
     async def admit(self, write: Write) -> int | None:
@@ -129,7 +133,7 @@ class DependencyIndex:
     def learn(self, kind: Kind, obj: Object, *, gone: bool) -> None:
         """Record `obj` (of `kind`) as committed (`gone`: deleted), unless the index holds a
         newer revision of it."""
-        if kind.depends_on is None:
+        if kind.depends_on is None or not self._active:
             return
         node = node_of(kind, obj)
         revision = int(obj["metadata"].get("resourceVersion") or 0)
@@ -156,6 +160,8 @@ class DependencyIndex:
     def learn_entries(self, entries: Sequence[LogEntry]) -> None:
         """`learn` the objects of committed log `entries` (in revision order) whose kinds
         declare edges."""
+        if not self._active:
+            return
         if entries and entries[0].revision <= self._seen + 1:  # no gap: all seen up to the last
             self._seen = max(self._seen, entries[-1].revision)
         for entry in entries:
@@ -184,6 +190,7 @@ class DependencyIndex:
         """List each kind that declares edges, once (the index's starting point)."""
         if all(key in self._listed for key in self._declaring()):
             return
+        self._active = True
         async with self._listing:
             await self._list(key for key in self._declaring() if key not in self._listed)
 
