@@ -37,16 +37,28 @@ class GadgetSpec(Schema):
     level: int = 0
 
 
+class TaskRef(Schema):
+    kind: str
+    name: str
+    namespace: str | None = None
+
+
+class TaskSpec(Schema):
+    after: list[TaskRef] = []
+
+
 WIDGET = Kind(API, "Widget", "widgets", namespaced=True, spec=WidgetSpec, status=WidgetStatus)
 GADGET = Kind(API, "Gadget", "gadgets", namespaced=False, spec=GadgetSpec)
 NOTE = Kind(API, "Note", "notes", namespaced=True)
 """Schemaless: spec is free-form, for objects of any shape and size."""
+TASK = Kind(API, "Task", "tasks", namespaced=True, spec=TaskSpec, depends_on="spec.after")
+"""A kind whose `spec.after` entries are dependency edges: the store refuses a cycle."""
 
 
 def make_registry() -> Registry:
     """A fresh registry holding only the test kinds (never the global one)."""
     registry = Registry()
-    for kind in (WIDGET, GADGET, NOTE):
+    for kind in (WIDGET, GADGET, NOTE, TASK):
         registry.register(kind)
     return registry
 
@@ -82,6 +94,20 @@ def note(name: str, data: Any, *, namespace: str | None = None) -> dict[str, Any
     if namespace is not None:
         meta["namespace"] = namespace
     return {"apiVersion": API, "kind": "Note", "metadata": meta, "spec": {"data": data}}
+
+
+def task(name: str, *after: str, namespace: str | None = None) -> dict[str, Any]:
+    """A Task that depends on the Tasks named `after` (`kind/name` for another kind)."""
+    meta: dict[str, Any] = {"name": name}
+    if namespace is not None:
+        meta["namespace"] = namespace
+    refs = [
+        {"kind": ref.partition("/")[0], "name": ref.partition("/")[2]}
+        if "/" in ref
+        else {"kind": "Task", "name": ref}
+        for ref in after
+    ]
+    return {"apiVersion": API, "kind": "Task", "metadata": meta, "spec": {"after": refs}}
 
 
 def rv(obj: dict[str, Any]) -> int:
@@ -144,7 +170,7 @@ async def snapshot(store: Any) -> tuple[int, dict[str, list[dict[str, Any]]]]:
     """The store's revision and every object of every test kind: equal before and after a
     refused write means nothing was written."""
     lists: dict[str, list[dict[str, Any]]] = {}
-    for kind in ("Widget", "Gadget", "Note"):
+    for kind in ("Widget", "Gadget", "Note", "Task"):
         items, _ = await store.list(API, kind)
         lists[kind] = sorted(
             items, key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"])

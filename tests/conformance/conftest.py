@@ -61,6 +61,13 @@ BACKENDS = (
         durable=True,
         shared=True,
         server="etcd_server",
+        cannot=(
+            (
+                "test_a_cycle_closed_through_an_edge_the_other_opener_wrote",
+                "etcd has no revision log to catch up from: an opener's dependency index learns "
+                "another's edges only when it is built (setpoint.store.dependency_index)",
+            ),
+        ),
     ),
     Backend(
         "postgresql",

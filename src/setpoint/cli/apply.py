@@ -14,9 +14,10 @@ actor on the change it then sees. The stored object carries no trace of it.
 parsed, validated as the store will, within the store's size limit, and no object
 named twice): `apply` writes nothing unless all pass, and if a write still fails it
 stops there and says which objects were applied and which were not.
-`refuse_dependency_cycles` is checked by every writer of manifests (`apply`,
-`up`) before anything is written: a `spec.dependsOn` cycle among the objects
-being applied and those already stored is refused as `Invalid`, naming it.
+The store refuses any write that closes a `dependsOn` cycle
+(`setpoint.store.dependency_index`); `refuse_dependency_cycles` is what makes `apply` and
+`up` refuse a set of manifests that would close one whole, before anything is written,
+reading only the stored objects the set depends on.
 """
 
 from __future__ import annotations
@@ -36,10 +37,17 @@ from setpoint.errors import AlreadyExists, Conflict, Error, Invalid, NotFound, U
 from setpoint.insight.timeline import ActorNotes, Timeline, timeline_path_for
 from setpoint.model import Kind, Object, Registry
 from setpoint.model.admission import refuse_duplicates
+from setpoint.model.dependency_graph import (
+    Node,
+    cycle_message,
+    declaring_kind,
+    dependencies_of,
+    find_cycle,
+    node_of,
+)
 from setpoint.model.wellknown import RESTARTED_AT
 from setpoint.store.base import Store
 from setpoint.store.rules import encode as stored_form
-from setpoint.workloads.dependencies import find_cycle
 
 ApplyResult = Literal["created", "configured", "unchanged"]
 
@@ -207,70 +215,41 @@ def _identity(kind: Kind, obj: Object) -> str:
     return f"{kind.kind}/{meta['name']}"
 
 
-WORKLOAD_KINDS = ("Process", "Job", "Deployment")
-"""Kinds whose stored objects' `spec.dependsOn` count towards cycles (those registered)."""
-
-
 async def refuse_dependency_cycles(store: Store, objects: Sequence[Object]) -> None:
-    """Raise `Invalid` (`dependsOn cycle: Process/a -> Process/b -> Process/a`) if applying
-    `objects` would close a `spec.dependsOn` cycle with them and the stored workloads.
+    """Raise `Invalid` (`dependsOn cycle: Process/a -> Process/b -> Process/a; remove one of
+    these dependencies; nothing was applied`) if applying `objects` would close a dependency
+    cycle among them and the stored objects.
 
-    Reads only. An object being applied replaces the stored one of the same name.
+    The store refuses the write that closes a cycle, for every writer; this check is what
+    makes a set of manifests refused whole, before any of them is written. It reads only
+    the stored objects the applied ones depend on, directly or not (one `get` each), never
+    a list. An object being applied replaces the stored one of the same name.
     """
-    edges: dict[_Node, list[_Node]] = {}
-    for kind_name in WORKLOAD_KINDS:
-        try:
-            kind = store.registry.resolve(kind_name)
-        except (UnknownKind, Invalid):
-            continue
-        items, _ = await store.list(kind.api_version, kind.kind)
-        for item in items:
-            _add_edges(store.registry, item, edges)
+    registry = store.registry
+    edges: dict[Node, frozenset[Node]] = {}
     for obj in objects:
-        _add_edges(store.registry, obj, edges)
-    keyed = {_key(n): [_key(t) for t in targets] for n, targets in edges.items()}
-    names = {_key(n): n for n in edges} | {_key(t): t for ts in edges.values() for t in ts}
-    cycle = find_cycle(keyed)
-    if cycle is None:
-        return
-    nodes = [names[k] for k in cycle]
-    one_namespace = len({namespace for _, namespace, _ in nodes}) == 1
-    path = " -> ".join(
-        f"{kind}/{name}" if one_namespace else f"{kind}/{namespace}/{name}"
-        for kind, namespace, name in nodes
-    )
-    raise Invalid(f"dependsOn cycle: {path}; remove one of these dependencies; nothing was applied")
-
-
-_Node = tuple[str, str, str]
-"""(kind, namespace, name) of a workload in the dependency graph."""
-
-
-def _key(node: _Node) -> str:
-    return "/".join(node)
-
-
-def _add_edges(registry: Registry, obj: Object, edges: dict[_Node, list[_Node]]) -> None:
-    spec = obj.get("spec")
-    meta = obj.get("metadata") or {}
-    entries = spec.get("dependsOn") if isinstance(spec, dict) else None
-    kind = _kind_name(registry, str(obj.get("kind", "")))
-    node = (kind, str(meta.get("namespace") or "default"), str(meta.get("name", "")))
-    targets: list[_Node] = []
-    for entry in entries if isinstance(entries, list) else []:
-        if isinstance(entry, dict) and entry.get("kind") and entry.get("name"):
-            namespace = str(entry.get("namespace") or node[1])
-            kind_name = _kind_name(registry, str(entry["kind"]))
-            targets.append((kind_name, namespace, str(entry["name"])))
-    edges[node] = targets  # an applied object's edges replace the stored ones
-
-
-def _kind_name(registry: Registry, name: str) -> str:
-    """`Process` for `Process`, `process`, `proc` ...; a name no kind answers to stays as is."""
-    try:
-        return registry.resolve(name).kind
-    except (UnknownKind, Invalid):
-        return name
+        kind = registry.for_object(obj)
+        edges[node_of(kind, obj)] = dependencies_of(registry, kind, obj)
+    unread = [target for targets in edges.values() for target in targets]
+    while unread:
+        node = unread.pop()
+        if node in edges:
+            continue
+        edges[node] = frozenset()
+        declaring = declaring_kind(registry, node[0])
+        if declaring is None:
+            continue
+        try:
+            stored = await store.get(
+                declaring.api_version, declaring.kind, node[2], node[1] or None
+            )
+        except NotFound:
+            continue
+        edges[node] = dependencies_of(registry, declaring, stored)
+        unread.extend(edges[node])
+    cycle = find_cycle(edges)
+    if cycle is not None:
+        raise Invalid(f"{cycle_message(cycle)}; nothing was applied")
 
 
 def add_parser(

@@ -1,7 +1,8 @@
 """The resource model: objects, metadata rules, kinds, label selectors, conditions, patches,
 and the masking of secret values (`setpoint.model.redaction`); kinds as CRDs
-(`setpoint.model.crd`), the columns objects are listed with (`setpoint.model.columns`) and
-server-side apply's field ownership (`setpoint.model.managed_fields`).
+(`setpoint.model.crd`), the columns objects are listed with (`setpoint.model.columns`),
+server-side apply's field ownership (`setpoint.model.managed_fields`) and the dependency
+edges kinds declare, with the cycles they would close (`setpoint.model.dependency_graph`).
 
 Everything here is pure: no I/O, no clock reads, no asyncio. Objects are plain
 dicts in wire form (`apiVersion`, `kind`, `metadata`, `spec`, `status`).

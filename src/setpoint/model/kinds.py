@@ -17,6 +17,10 @@ and registers kinds exactly as the built-in ones are::
 Each package of built-in kinds has such a `register` function (`setpoint.runtime`,
 `setpoint.workloads`, `setpoint.control`); there is no process-wide registry.
 
+A kind whose objects depend on others names the field that lists them in `depends_on`
+(Process, Job and Deployment: `spec.dependsOn`); the store then refuses a write that closes
+a dependency cycle (`setpoint.model.dependency_graph`).
+
 A kind's `spec`, `status` and `body` are `Schema` models (`setpoint.model.schema`, the
 one module of the model that imports pydantic, imported on the first validation). They
 may be given as the class, or as a `"module:Name"` reference imported on first use, so
@@ -50,6 +54,7 @@ SchemaRef: TypeAlias = "type[BaseModel] | str"
 one imported on first validation (`setpoint.model.schema.model_of`)."""
 
 _SCHEMA_REF = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
+_DOTTED = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 
 
 @dataclass(frozen=True)
@@ -125,6 +130,11 @@ class Kind:
     validator: KindValidator | None = None
     """Validation of a kind with no models (defined by a CRD): used instead of `spec`,
     `status` and `body`."""
+    depends_on: str | None = None
+    """The dotted path of the field listing what an object of this kind depends on
+    (`spec.dependsOn`; a field written with the object, not by a status write):
+    references `{kind, name, namespace}`, edges of the dependency graph in which the store
+    refuses a write that closes a cycle (`setpoint.model.dependency_graph`)."""
 
     def __post_init__(self) -> None:
         if "/" not in self.api_version and self.api_version != "v1":
@@ -136,6 +146,8 @@ class Kind:
             object.__setattr__(self, "plural", self.kind.lower() + "s")
         object.__setattr__(self, "short_names", tuple(self.short_names))
         object.__setattr__(self, "columns", tuple(self.columns))
+        if self.depends_on is not None and not _DOTTED.fullmatch(self.depends_on):
+            raise Invalid(f"{self.depends_on!r}: want a dotted field path", field="depends_on")
         for name in ("spec", "status", "body"):
             ref = getattr(self, name)
             if isinstance(ref, str) and not _SCHEMA_REF.fullmatch(ref):
@@ -206,6 +218,8 @@ class Registry:
 
     _kinds: dict[tuple[str, str], Kind] = field(default_factory=dict)
     _defined: set[tuple[str, str]] = field(default_factory=set)
+    _by_name: dict[str, list[Kind]] = field(default_factory=dict, compare=False, repr=False)
+    """What `_matches` answered for each name, until the kinds change."""
     """The keys of `_kinds` defined as data (`define`), not registered in Python."""
     refresh: Callable[[], None] | None = None
     """Called once by a lookup that misses, before it raises `UnknownKind`: the store
@@ -221,6 +235,7 @@ class Registry:
             raise Invalid(f"{kind.kind} in {kind.api_version} is already registered differently")
         self._kinds[key] = kind
         self._defined.discard(key)
+        self._by_name.clear()
         return kind
 
     def define(self, kind: Kind) -> bool:
@@ -232,12 +247,14 @@ class Registry:
             return False
         self._kinds[key] = kind
         self._defined.add(key)
+        self._by_name.clear()
         return True
 
     def forget(self, api_version: str, kind: str) -> None:
         """Drop a kind defined as data (a kind registered in Python stays)."""
         if (api_version, kind) in self._defined:
             del self._kinds[(api_version, kind)]
+            self._by_name.clear()
             self._defined.discard((api_version, kind))
 
     def registered(self, api_version: str, kind: str) -> bool:
@@ -273,11 +290,12 @@ class Registry:
                 return kind
         return None
 
-    def resolve(self, name: str) -> Kind:
+    def resolve(self, name: str, *, refresh: bool = True) -> Kind:
         """Find a kind by what a person types: `Process`, `process`, `processes`, `proc`,
-        optionally qualified by group (`processes.setpoint.dev`)."""
+        optionally qualified by group (`processes.setpoint.dev`). Without `refresh`, a miss
+        raises at once (no `refresh` call)."""
         matches = self._matches(name)
-        if not matches and self.refresh is not None:
+        if not matches and refresh and self.refresh is not None:
             self.refresh()
             matches = self._matches(name)
         if not matches:
@@ -288,13 +306,19 @@ class Registry:
         return matches[0]
 
     def _matches(self, name: str) -> list[Kind]:
-        wanted, _, group = name.partition(".")
-        wanted = wanted.lower()
-        return [
-            k
-            for k in self._kinds.values()
-            if wanted in (k.singular, k.plural, *k.short_names) and (not group or k.group == group)
-        ]
+        found = self._by_name.get(name)
+        if found is None:
+            if len(self._by_name) >= 1024:  # names come from clients: keep it bounded
+                self._by_name.clear()
+            wanted, _, group = name.partition(".")
+            wanted = wanted.lower()
+            found = self._by_name[name] = [
+                k
+                for k in self._kinds.values()
+                if wanted in (k.singular, k.plural, *k.short_names)
+                and (not group or k.group == group)
+            ]
+        return found
 
     def __iter__(self) -> Iterator[Kind]:
         return iter(sorted(self._kinds.values(), key=lambda k: (k.group, k.kind)))

@@ -4,21 +4,27 @@ shared fan-out.
 
 A backend subclasses `Backend` and supplies `_execute` (run one write in a
 transaction), `_history` (the log after a revision) and the reads. One that publishes
-through the shared fan-out passes every entry to `_learn_kinds` too, so that CRDs written
-by any process define kinds in this one (`setpoint.store.kinds`); a CRD written here is
-learnt as soon as its write returns. (etcd serves each watch from etcd itself: it learns
-the CRDs when opened and from its own writes.)
+through the shared fan-out passes every entry to `_learn_committed` too, so that CRDs
+written by any process define kinds in this one (`setpoint.store.kinds`) and its dependency
+index sees every process's edges (`setpoint.store.dependency_index`); a write made here is
+learnt as soon as it returns. (etcd serves each watch from etcd itself: it learns the CRDs
+when opened, the edges when first needed, and both from its own writes.)
+
+Every write passes the dependency index's `admit` first, in `_write`, before `_execute`:
+a write that would close a `dependsOn` cycle is refused there, nothing written.
 """
 
 from __future__ import annotations
 
 import builtins
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Sequence
+from functools import cached_property
 from typing import Any
 
 from setpoint.model import Object, Registry, Selector, codec
 from setpoint.store.base import WatchEvent
+from setpoint.store.dependency_index import DependencyIndex
 from setpoint.store.kinds import is_crd, learn_change
 from setpoint.store.rules import Write, key_of, prepare
 from setpoint.store.watchers import EncodedEvent, LogEntry, Watchers, WatchFilter
@@ -51,6 +57,11 @@ class Backend(ABC):
 
     @abstractmethod
     async def revision(self) -> int: ...
+
+    @abstractmethod
+    async def get(
+        self, api_version: str, kind: str, name: str, namespace: str | None = "default"
+    ) -> Object: ...
 
     @abstractmethod
     def list_pages(
@@ -90,23 +101,39 @@ class Backend(ABC):
         items, revision = await self.list(api_version, kind, namespace, label_selector)
         return [codec.encode(obj) for obj in items], revision
 
+    _reads_log = True
+    """Whether `_history` reads the revision log (etcd has none: its watches are etcd's)."""
+
+    @cached_property
+    def _dependencies(self) -> DependencyIndex:
+        return DependencyIndex(self.registry, self, log=self._reads_log)
+
     async def _write(self, write: Write) -> Object:
-        """`_execute`, and a CRD's kind learnt (or forgotten) at once."""
-        written = await self._execute(write)
+        """`_execute` once the dependency index admits the write (no `dependsOn` cycle);
+        then a CRD's kind and the object's edges are learnt (or forgotten) at once."""
+        admitted = await self._dependencies.admit(write)
+        try:
+            written = await self._execute(write)
+        finally:
+            self._dependencies.done(admitted)
+        meta = written["metadata"]
+        gone = not meta.get("finalizers") and (
+            write.op == "delete" or bool(meta.get("deletionTimestamp"))
+        )
+        if write.op != "update_status":  # a status write changes no edge
+            self._dependencies.learn(write.kind, written, gone=gone)
         if is_crd(write.kind.api_version, write.kind.kind):
-            meta = written["metadata"]
-            gone = not meta.get("finalizers") and (
-                write.op == "delete" or bool(meta.get("deletionTimestamp"))
-            )
             learn_change(self.registry, written, deleted=gone)
         return written
 
-    def _learn_kinds(self, entries: Iterable[LogEntry]) -> None:
-        """Learn the kinds of the CRDs among committed `entries` (whoever wrote them)."""
+    def _learn_committed(self, entries: Sequence[LogEntry]) -> None:
+        """Learn from committed `entries` (whoever wrote them): the kinds of the CRDs among
+        them, and the dependency edges of the objects of kinds that declare them."""
         for entry in entries:
             if is_crd(entry.api_version, entry.kind):
                 obj = codec.decode(entry.data)
                 learn_change(self.registry, obj, deleted=entry.type == "DELETED")
+        self._dependencies.learn_entries(entries)
 
     async def create(self, obj: Object) -> Object:
         return await self._write(prepare(self.registry, "create", obj))

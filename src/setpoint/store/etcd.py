@@ -20,9 +20,14 @@ from before it is `Gone`, unless the store was born after it (then nothing lost 
 revision (learnt when the store is opened). A call the server cannot answer (down,
 restarting) fails with `StoreUnavailable`; the store reconnects by itself.
 
+Its watches do not pass through the shared fan-out, so its dependency index
+(`setpoint.store.dependency_index`) learns the edges when first needed (one list per kind
+that declares them) and from this process's own writes: a `dependsOn` cycle closed through
+an edge another process wrote after that is refused only once the store is reopened.
+
 Needs the `setpoint[etcd]` extra (the gRPC client, `aetcd`'s generated etcd stubs); the
 `setpoint.store` package imports this module only for an `etcd://` URL. It does not know
-the other backends and keeps no state of its own outside etcd.
+the other backends and keeps no state of its own outside etcd (but that index, a cache).
 """
 
 from __future__ import annotations
@@ -83,6 +88,8 @@ def prefix_end(prefix: bytes) -> bytes:
 
 class EtcdStore(Backend):
     """A `Store` on the etcd cluster at `address` ("host:port"), its keys under `prefix`."""
+
+    _reads_log = False  # `_history` is never called (each watch is an etcd watch)
 
     def __init__(
         self,

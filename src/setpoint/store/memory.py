@@ -70,7 +70,7 @@ class MemoryStore(Backend):
         if len(self._log) > 2 * self._history_size:
             self._compact_to(self._log[-self._history_size - 1].revision)
         self._watchers.publish((entry,))
-        self._learn_kinds((entry,))
+        self._learn_committed((entry,))
         written: Object = codec.decode(data)
         return written
 

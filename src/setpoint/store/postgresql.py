@@ -554,7 +554,7 @@ class PostgresStore(Backend):
         if fresh:
             self._published = fresh[-1].revision
             self._watchers.publish(fresh)
-            self._learn_kinds(fresh)
+            self._learn_committed(fresh)
 
     async def _listen(self) -> None:
         """Wake the dispatcher on every NOTIFY; reconnect (and catch up) when it breaks."""

@@ -329,7 +329,7 @@ class SqliteStore(Backend):
         if fresh:
             self._published = fresh[-1].revision
             self._watchers.publish(fresh)
-            self._learn_kinds(fresh)
+            self._learn_committed(fresh)
 
     async def _poll(self) -> None:
         seen = None

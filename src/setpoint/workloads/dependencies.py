@@ -20,7 +20,8 @@
   and if not, why; `unmet(deps, lookup, namespace=...)` names the first dependency
   that does not hold, or returns None when all do; `lookup(kind, name, namespace)`
   returns the object as last read, or None if there is none.
-* `find_cycle(edges)` finds a dependency cycle, so that applying one can be refused.
+* `find_cycle(edges)` finds a dependency cycle (`setpoint.model.dependency_graph`, where
+  the store's refusal of a write that closes one is decided).
 * `dependency_keys(obj)` is a cache index function (`DEPENDS_ON_INDEX`): it yields
   `Kind/namespace/name` for each dependency of `obj`; `dependents_of(cache)` maps a
   changed object to requests for the objects (in `cache`) that depend on it.
@@ -33,7 +34,7 @@ the cache are read, never written.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -42,6 +43,7 @@ from pydantic_core import PydanticCustomError
 from setpoint.errors import Invalid, NotFound
 from setpoint.model import Object, Schema, get_condition
 from setpoint.model.crd import list_map
+from setpoint.model.dependency_graph import find_cycle
 from setpoint.runtime.cache import Cache
 from setpoint.runtime.reconciler import Request
 from setpoint.store import Store
@@ -175,36 +177,6 @@ def unmet(deps: Sequence[Dependency], lookup: Lookup, *, namespace: str) -> str 
         why = holds(dep, lookup(dep.kind, dep.name, dep.namespace or namespace))
         if why is not None:
             return why
-    return None
-
-
-def find_cycle(edges: Mapping[str, Iterable[str]]) -> list[str] | None:
-    """A cycle in the graph `edges` (node -> the nodes it depends on), as the path that
-    closes it (`["a", "b", "a"]`), or None when there is none. Deterministic: nodes are
-    visited in sorted order."""
-    graph = {node: sorted(set(targets)) for node, targets in edges.items()}
-    done: set[str] = set()
-    for root in sorted(graph):
-        if root in done:
-            continue
-        path: list[str] = [root]
-        on_path = {root}
-        stack: list[Iterator[str]] = [iter(graph.get(root, ()))]
-        while stack:
-            step = next(stack[-1], None)
-            if step is None:
-                stack.pop()
-                finished = path.pop()
-                done.add(finished)
-                on_path.discard(finished)
-                continue
-            if step in on_path:
-                return [*path[path.index(step) :], step]
-            if step in done:
-                continue
-            path.append(step)
-            on_path.add(step)
-            stack.append(iter(graph.get(step, ())))
     return None
 
 

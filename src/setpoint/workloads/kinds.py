@@ -1,6 +1,9 @@
 """The workloads' kinds (`Process`, `Job`, `Deployment`, `ControllerRevision`, `Service`,
 `Secret`) and `register`, which adds them to a registry.
 
+Process, Job and Deployment declare `spec.dependsOn` as their dependency edges
+(`Kind.depends_on`): the store refuses a write of one of them that closes a cycle.
+
 Only declarations: each schema stays beside its controller (`process`, `job`,
 `deployment.kind`, `service.kind`, `secret`) and is named lazily, so naming these kinds
 (the CLI's `get`, `builtin_kinds()`) imports neither pydantic nor the controllers. No I/O.
@@ -20,6 +23,7 @@ PROCESS = Kind(
     namespaced=True,
     plural="processes",
     short_names=("proc",),
+    depends_on="spec.dependsOn",
     columns=(
         PrinterColumn("PHASE", "status.phase"),
         PrinterColumn("RESTARTS", "status.restarts"),
@@ -33,6 +37,7 @@ JOB = Kind(
     "Job",
     namespaced=True,
     plural="jobs",
+    depends_on="spec.dependsOn",
     spec="setpoint.workloads.job:JobSpecSchema",
     status="setpoint.workloads.job:JobStatusSchema",
     columns=(
@@ -48,6 +53,7 @@ DEPLOYMENT = Kind(
     spec="setpoint.workloads.deployment.kind:DeploymentSpecSchema",
     status="setpoint.workloads.deployment.kind:DeploymentStatusSchema",
     short_names=("deploy",),
+    depends_on="spec.dependsOn",
     scale=ScaleSubresource(),
     columns=(
         PrinterColumn("REPLICAS", "spec.replicas"),
