@@ -251,7 +251,7 @@ class _Api:
         with contextlib.suppress(NotFound):  # details name the group too, when known
             kind = kind_for(self.store.registry, path.api_version, path.resource)
             request.state.target = target_of(kind, path.name)
-        return await self.resources.handle(request, path)
+        return await self.resources.handle(request, path, user.name)
 
     # -- OpenAPI -------------------------------------------------------------------------
 

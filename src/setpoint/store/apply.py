@@ -9,7 +9,8 @@ compare-and-swap, and reads again on a lost race.
                                manager="kubectl-patch", always=True)
     obj = await update_recorded(store, kind, obj, manager="kubectl-edit")
 
-`server_side_apply` is what the HTTP API's `PATCH` with `application/apply-patch+yaml`
+Each takes the `WriteOptions` of its writes (`options`: a dry run decides and writes
+nothing; the actor goes with the write). `server_side_apply` is what the HTTP API's `PATCH` with `application/apply-patch+yaml`
 does (`kubectl apply --server-side`). A `Conflict` with `causes` (fields owned by other
 managers) is the caller's to show; a lost race (`Conflict` without causes) is retried
 here. `patch_recorded` and `update_recorded` are a plain PATCH and PUT that take the
@@ -29,7 +30,7 @@ from setpoint.errors import AlreadyExists, Conflict, Invalid, NotFound
 from setpoint.model import Kind, Object, apply_patch
 from setpoint.model.crd import apply_schema
 from setpoint.model.managed_fields import apply, update
-from setpoint.store.base import Store
+from setpoint.store.base import NO_OPTIONS, Store, WriteOptions
 
 ATTEMPTS = 10
 """Read-decide-write rounds before a busy object's `Conflict` is given to the caller."""
@@ -44,11 +45,11 @@ async def server_side_apply(
     *,
     field_manager: str,
     force: bool = False,
-    dry_run: bool = False,
+    options: WriteOptions = NO_OPTIONS,
     now: datetime | None = None,
 ) -> Object:
     """Apply `applied` (the manager's whole configuration of the object `name` of `kind`)
-    and return the object as stored (with `dry_run`: as it would be, nothing written)."""
+    and return the object as stored (with a dry run: as it would be, nothing written)."""
     intent = _intent(kind, name, namespace, applied)
     schema = apply_schema(kind)
     for _ in range(ATTEMPTS):
@@ -58,13 +59,10 @@ async def server_side_apply(
             live = None
         at = now or datetime.now(UTC)
         merged = apply(live, intent, manager=field_manager, force=force, now=at, schema=schema)
-        if dry_run:
-            kind.validate(merged)
-            return merged
         try:
             if live is None:
-                return await store.create(merged)
-            return await store.update(merged)
+                return await store.create(merged, options=options)
+            return await store.update(merged, options=options)
         except AlreadyExists:
             continue
         except Conflict as exc:
@@ -84,6 +82,7 @@ async def patch_recorded(
     *,
     manager: str,
     always: bool,
+    options: WriteOptions = NO_OPTIONS,
     now: datetime | None = None,
 ) -> Object:
     """Patch the object (`merge` or `json`, as `Store.patch`) and record the fields the
@@ -93,7 +92,13 @@ async def patch_recorded(
         live = await store.get(kind.api_version, kind.kind, name, namespace)
         if not always and not live["metadata"].get("managedFields"):
             return await store.patch(
-                kind.api_version, kind.kind, name, patch, namespace, patch_type=patch_type
+                kind.api_version,
+                kind.kind,
+                name,
+                patch,
+                namespace,
+                patch_type=patch_type,
+                options=options,
             )
         patched = apply_patch(live, patch, patch_type)
         meta = patched.get("metadata")
@@ -108,7 +113,9 @@ async def patch_recorded(
             )
         pinned = meta.get("resourceVersion") != live["metadata"]["resourceVersion"]
         try:
-            return await store.update(_recorded(kind, live, patched, manager, now))
+            return await store.update(
+                _recorded(kind, live, patched, manager, now), options=options
+            )
         except Conflict:
             if pinned:
                 raise
@@ -116,15 +123,21 @@ async def patch_recorded(
 
 
 async def update_recorded(
-    store: Store, kind: Kind, obj: Object, *, manager: str, now: datetime | None = None
+    store: Store,
+    kind: Kind,
+    obj: Object,
+    *,
+    manager: str,
+    options: WriteOptions = NO_OPTIONS,
+    now: datetime | None = None,
 ) -> Object:
     """Replace the object (a PUT: `obj` names the resourceVersion it replaces) and record
     the fields it changed as `manager`'s."""
     meta = obj["metadata"]
     live = await store.get(kind.api_version, kind.kind, meta.get("name"), meta.get("namespace"))
     if meta.get("resourceVersion") != live["metadata"]["resourceVersion"]:
-        return await store.update(obj)  # stale (or none given): the store says why
-    return await store.update(_recorded(kind, live, obj, manager, now))
+        return await store.update(obj, options=options)  # stale (or none): the store says why
+    return await store.update(_recorded(kind, live, obj, manager, now), options=options)
 
 
 def _recorded(kind: Kind, live: Object, new: Object, manager: str, now: datetime | None) -> Object:

@@ -3,7 +3,9 @@ requests, and serving `watch` (and `watch_encoded`, objects left as JSON bytes) 
 shared fan-out.
 
 A backend subclasses `Backend` and supplies `_execute` (run one write in a
-transaction), `_history` (the log after a revision) and the reads. One that publishes
+transaction, keeping `write.op` and `write.options.actor` with its log row), `_history`
+(the log after a revision) and the reads. A dry run never reaches `_execute`: `_write`
+decides it on the object as `get` reads it, and returns what it would write. One that publishes
 through the shared fan-out passes every entry to `_learn_kinds` too, so that CRDs written
 by any process define kinds in this one (`setpoint.store.kinds`); a CRD written here is
 learnt as soon as its write returns. (etcd serves each watch from etcd itself: it learns
@@ -17,10 +19,12 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
+from setpoint.clock import Clock
+from setpoint.errors import NotFound
 from setpoint.model import Object, Registry, Selector, codec
-from setpoint.store.base import WatchEvent
+from setpoint.store.base import NO_OPTIONS, WatchEvent, WriteOptions
 from setpoint.store.kinds import is_crd, learn_change
-from setpoint.store.rules import Write, key_of, prepare
+from setpoint.store.rules import Write, decide, encode, key_of, prepare
 from setpoint.store.watchers import EncodedEvent, LogEntry, Watchers, WatchFilter
 
 
@@ -40,6 +44,7 @@ def encoded_matching(
 class Backend(ABC):
     registry: Registry
     _watchers: Watchers
+    _clock: Clock
 
     @abstractmethod
     async def _execute(self, write: Write) -> Object:
@@ -51,6 +56,11 @@ class Backend(ABC):
 
     @abstractmethod
     async def revision(self) -> int: ...
+
+    @abstractmethod
+    async def get(
+        self, api_version: str, kind: str, name: str, namespace: str | None = "default"
+    ) -> Object: ...
 
     @abstractmethod
     def list_pages(
@@ -92,6 +102,8 @@ class Backend(ABC):
 
     async def _write(self, write: Write) -> Object:
         """`_execute`, and a CRD's kind learnt (or forgotten) at once."""
+        if write.options.dry_run:
+            return await self._dry_run(write)
         written = await self._execute(write)
         if is_crd(write.kind.api_version, write.kind.kind):
             meta = written["metadata"]
@@ -101,6 +113,21 @@ class Backend(ABC):
             learn_change(self.registry, written, deleted=gone)
         return written
 
+    async def _dry_run(self, write: Write) -> Object:
+        """The object as `write` would leave it, decided by `decide` on the object as it is
+        (refused as the write would be, the size limit too); nothing written."""
+        api_version, kind, namespace, name = write.key
+        try:
+            current: Object | None = await self.get(api_version, kind, name, namespace or None)
+        except NotFound:
+            current = None
+        change = decide(write, current, self._clock.now())
+        if change is None:
+            assert current is not None
+            return current
+        encode(change.object)
+        return change.object
+
     def _learn_kinds(self, entries: Iterable[LogEntry]) -> None:
         """Learn the kinds of the CRDs among committed `entries` (whoever wrote them)."""
         for entry in entries:
@@ -108,14 +135,14 @@ class Backend(ABC):
                 obj = codec.decode(entry.data)
                 learn_change(self.registry, obj, deleted=entry.type == "DELETED")
 
-    async def create(self, obj: Object) -> Object:
-        return await self._write(prepare(self.registry, "create", obj))
+    async def create(self, obj: Object, *, options: WriteOptions = NO_OPTIONS) -> Object:
+        return await self._write(prepare(self.registry, "create", obj, options))
 
-    async def update(self, obj: Object) -> Object:
-        return await self._write(prepare(self.registry, "update", obj))
+    async def update(self, obj: Object, *, options: WriteOptions = NO_OPTIONS) -> Object:
+        return await self._write(prepare(self.registry, "update", obj, options))
 
-    async def update_status(self, obj: Object) -> Object:
-        return await self._write(prepare(self.registry, "update_status", obj))
+    async def update_status(self, obj: Object, *, options: WriteOptions = NO_OPTIONS) -> Object:
+        return await self._write(prepare(self.registry, "update_status", obj, options))
 
     async def patch(
         self,
@@ -125,10 +152,13 @@ class Backend(ABC):
         patch: Any,
         namespace: str | None = "default",
         patch_type: str = "merge",
+        *,
+        options: WriteOptions = NO_OPTIONS,
     ) -> Object:
         k = self.registry.get(api_version, kind)
         key = key_of(k, name, namespace)
-        return await self._write(Write("patch", key, k, patch=patch, patch_type=patch_type))
+        write = Write("patch", key, k, patch=patch, patch_type=patch_type, options=options)
+        return await self._write(write)
 
     async def delete(
         self,
@@ -140,6 +170,7 @@ class Backend(ABC):
         propagation_policy: str = "Background",
         uid: str | None = None,
         resource_version: str | None = None,
+        options: WriteOptions = NO_OPTIONS,
     ) -> Object:
         k = self.registry.get(api_version, kind)
         key = key_of(k, name, namespace)
@@ -150,6 +181,7 @@ class Backend(ABC):
             k,
             propagation=propagation_policy,
             preconditions={f: v for f, v in preconditions.items() if v is not None},
+            options=options,
         )
         return await self._write(write)
 

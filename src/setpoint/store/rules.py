@@ -3,7 +3,9 @@ finalizers. Pure: each function takes the current stored object and the request 
 returns what to write, or raises; the backend supplies the revision and does the I/O.
 
 A backend runs a write as: `decide` inside its transaction (so the compare-and-swap
-sees the latest committed state), then `stamp` with the revision it assigns.
+sees the latest committed state), then `stamp` with the revision it assigns. A dry run
+(`WriteOptions.dry_run`) is the same `prepare` and `decide` on the object as it is, and
+nothing more (`Backend._write`).
 """
 
 from __future__ import annotations
@@ -17,12 +19,13 @@ from setpoint.clock import rfc3339
 from setpoint.errors import AlreadyExists, Conflict, Invalid
 from setpoint.model import Kind, Object, Registry, apply_patch, codec
 from setpoint.model.meta import object_key
+from setpoint.store.base import NO_OPTIONS, WriteOptions
 from setpoint.store.keys import Key as Key
 from setpoint.store.keys import key_of as key_of
 from setpoint.store.keys import not_found as not_found
 
 if TYPE_CHECKING:
-    from setpoint.store.base import EventType
+    from setpoint.store.base import EventType, Verb
 
 
 MAX_OBJECT_BYTES = 3 * 1024 * 1024 // 2  # 1.5 MiB, as etcd's default request limit
@@ -41,7 +44,7 @@ PROPAGATION_FINALIZERS = {"Background": None, "Foreground": FOREGROUND_DELETION,
 class Write:
     """A write request, carried to the backend's transaction."""
 
-    op: str  # create | update | update_status | patch | delete
+    op: Verb
     key: Key
     kind: Kind
     obj: Object | None = None
@@ -49,6 +52,7 @@ class Write:
     patch_type: str = "merge"
     propagation: str = "Background"
     preconditions: dict[str, str] | None = None  # delete only: {"uid", "resourceVersion"}
+    options: WriteOptions = NO_OPTIONS
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +75,9 @@ def encode(obj: Object) -> bytes:
     return data
 
 
-def prepare(registry: Registry, op: str, obj: Object) -> Write:
+def prepare(
+    registry: Registry, op: Verb, obj: Object, options: WriteOptions = NO_OPTIONS
+) -> Write:
     """Check an incoming object for create/update/update_status before any transaction."""
     if not isinstance(obj, dict):
         raise Invalid("an object must be a mapping")
@@ -89,7 +95,7 @@ def prepare(registry: Registry, op: str, obj: Object) -> Write:
         kind.validate(obj)
     if op in ("update", "update_status") and not obj["metadata"].get("resourceVersion"):
         raise Invalid("must be specified for an update", field="metadata.resourceVersion")
-    return Write(op, object_key(obj), kind, obj=obj)
+    return Write(op, object_key(obj), kind, obj=obj, options=options)
 
 
 def decide(write: Write, current: Object | None, now: float) -> Change | None:
