@@ -4,10 +4,11 @@ makes. No validation of its own: a write goes through `Store.create/update/patch
 (admission in `setpoint.model`, rules in `setpoint.store.rules`) with its `WriteOptions`:
 a dry run (`dryRun=All`) is the store's, and the actor is the authenticated user, the
 field manager (`fieldManager`, else the User-Agent's product) and the User-Agent, kept
-with the write's revision (the timeline's "who"); server-side apply is `setpoint.store.apply`, and so are a PATCH and a PUT that
-record the writer's fields (a PUT only when it names a `fieldManager` or carries
-`managedFields`). `kubectl get`'s Accept header gets a Table (`setpoint.api.tables`); one
-asking `as=PartialObjectMetadata(List)` gets the metadata only.
+with the write's revision (the timeline's "who"); server-side apply is
+`setpoint.store.apply`, and so are a PATCH and a PUT that record the writer's fields (a
+PUT only when it names a `fieldManager` or carries `managedFields`). `kubectl get`'s Accept
+header gets a Table (`setpoint.api.tables`); one asking `as=PartialObjectMetadata(List)`
+gets the metadata only.
 
 Reading bodies: at most `ApiSettings.max_body_bytes` (413 before reading when the
 Content-Length says more, else as soon as the stream passes it), within

@@ -4,12 +4,16 @@ timeline entries (`setpoint.insight.timeline`).
 What it records, per object of every registered kind (but `Lease`, whose renewals
 are no news), each entry stamped with the time the recorder saw it:
 
+* `write`: every write the watch shows (not what a list finds), the audit trail: its
+  `verb` (`create`, `update`, `update_status`, `patch`, `delete`), `revision`, and the
+  `user`, `manager` and `agent` the write named (`setpoint.store.base.Actor`; null when
+  it named none, as a controller writing to its store directly);
 * `change`: spec, labels, annotations or deletion mark changed (`diff` of dotted
   paths, `[old, new]`), with `action` `created` / `updated` / `deleted` and the
-  `actor`: the `setpoint.dev/changed-by` annotation when the write set it (a
-  controller naming itself, e.g. `controller/deployment`), else the person that
-  `setpoint apply` noted in the timeline for that very spec (`Timeline.note_actor`),
-  else `controller` or `unknown` (`actor_of`);
+  `actor`: the user (else the field manager) the write itself names, for a write seen
+  by the watch; else the `setpoint.dev/changed-by` annotation when the write set it (a
+  controller naming itself, e.g. `controller/deployment`), else `controller` or
+  `unknown` (`actor_of`);
 * `condition`: a condition's status or reason changed (probe results show here:
   `Ready` with reason `ReadinessProbeFailed` ...);
 * `exit`: `status.lastExit` changed (code, signal, reason, `stoppedOnRequest`, and the
@@ -36,7 +40,8 @@ and misses no change it could observe (it sees the state a change left, not
 every intermediate write it slept through). Entries are written in batches (every
 `flush_interval` or `batch_size` entries, one transaction) from a worker thread.
 
-The decisions (`project`, `entries_for`, `diff_paths`, `actor_of`, `LogSampler`)
+The decisions (`project`, `entries_for`, `diff_paths`, `actor_of`, `write_entry`,
+`LogSampler`)
 are pure functions of their arguments; `Recorder` and `LogTailer` do the I/O.
 """
 
@@ -57,19 +62,12 @@ from typing import Any
 from setpoint.clock import SYSTEM_CLOCK, Clock
 from setpoint.errors import Gone, StoreClosed, UnknownKind
 from setpoint.insight.templates import TemplateMiner
-from setpoint.insight.timeline import (
-    ACTOR_DIGEST,
-    Checkpoint,
-    Entry,
-    Timeline,
-    spec_digest,
-    timeline_path_for,
-)
+from setpoint.insight.timeline import Checkpoint, Entry, Timeline, timeline_path_for
 from setpoint.model import Object
 from setpoint.model.redaction import Redactor, secret_values
 from setpoint.model.wellknown import CHANGED_AT, CHANGED_BY, child_name
 from setpoint.runtime.manager import Manager
-from setpoint.store.base import Store
+from setpoint.store.base import Actor, Store, Verb
 
 log = logging.getLogger("setpoint.insight.recorder")
 
@@ -293,6 +291,23 @@ def entries_for(old: Snapshot | None, new: Snapshot | None, *, now: float) -> li
         out.append(_exit_entry(ref, new["lastExit"], now))
     out += _edge_entries(ref, old, new, now)
     return out
+
+
+def write_entry(
+    now: float, ref: dict[str, Any], revision: int, verb: Verb, actor: Actor | None
+) -> Entry:
+    """The audit entry of one write: who (`actor`, None: the write named nobody) did which
+    `verb` to the object `ref`, making `revision`. Pure."""
+    return {
+        "ts": now,
+        "type": "write",
+        "object": ref,
+        "verb": verb,
+        "revision": revision,
+        "user": actor.user if actor else None,
+        "manager": actor.manager if actor else None,
+        "agent": actor.agent if actor else None,
+    }
 
 
 def _change(
@@ -636,7 +651,13 @@ class Recorder:
                 since = await self._resync()
                 self._watching.set()
                 async for change in self.store.watch(None, None, since=since):
-                    self._observe(change.object, change.revision, deleted=change.type == "DELETED")
+                    self._observe(
+                        change.object,
+                        change.revision,
+                        deleted=change.type == "DELETED",
+                        verb=change.verb,
+                        actor=change.actor,
+                    )
                 return
             except Gone:
                 log.info("timeline recorder: watch history expired; relisting")
@@ -672,7 +693,18 @@ class Recorder:
         self._wake.set()
         return min(revisions, default=await self.store.revision())
 
-    def _observe(self, obj: Object, revision: int, *, deleted: bool, listing: bool = False) -> None:
+    def _observe(
+        self,
+        obj: Object,
+        revision: int,
+        *,
+        deleted: bool,
+        listing: bool = False,
+        verb: Verb | None = None,
+        actor: Actor | None = None,
+    ) -> None:
+        """Record what `obj` (at `revision`) changed since it was last seen; a change the
+        watch shows comes with the `verb` and `actor` of its write (None: not known)."""
         api_version, kind = str(obj.get("apiVersion")), str(obj.get("kind"))
         if kind in IGNORED_KINDS:
             return
@@ -691,17 +723,16 @@ class Recorder:
         exited = new is not None and new.get("lastExit") not in (None, (old or {}).get("lastExit"))
         if exited:
             self._read_log_of(key)  # its last lines go first, and onto the exit entry
-        entries = entries_for(old, new, now=self.clock.now())
+        now = self.clock.now()
+        entries = entries_for(old, new, now=now)
         for entry in entries:
             if entry["type"] == "exit":
                 entry["lines"] = self._recent_lines(key)
-            elif (
-                entry["type"] == "change"
-                and entry["actor"] in ("controller", "unknown")
-                and new is not None
-                and any(path.startswith("spec") for path in entry["diff"])
-            ):
-                entry[ACTOR_DIGEST] = spec_digest(new["declared"]["spec"])
+            elif entry["type"] == "change" and actor is not None:
+                entry["actor"] = actor.name()
+        if verb is not None:
+            ref = object_ref(kind, key[3], key[2] or None)
+            entries.insert(0, write_entry(now, ref, revision, verb, actor))
         self._remember(key, new)
         self._revision = max(self._revision, revision)
         self._add(entries)

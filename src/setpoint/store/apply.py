@@ -10,14 +10,15 @@ compare-and-swap, and reads again on a lost race.
     obj = await update_recorded(store, kind, obj, manager="kubectl-edit")
 
 Each takes the `WriteOptions` of its writes (`options`: a dry run decides and writes
-nothing; the actor goes with the write). `server_side_apply` is what the HTTP API's `PATCH` with `application/apply-patch+yaml`
-does (`kubectl apply --server-side`). A `Conflict` with `causes` (fields owned by other
-managers) is the caller's to show; a lost race (`Conflict` without causes) is retried
-here. `patch_recorded` and `update_recorded` are a plain PATCH and PUT that take the
-fields they change (an `Update` entry), so that a later apply of another value conflicts
-instead of silently undoing them. They cost a read and a second validation, so the API
-uses them only when recording matters (`docs/api.md`); a PATCH of an object with no
-managed fields, not `always`, is the store's plain `patch`.
+nothing; the actor goes with the write). `server_side_apply` is what the HTTP API's
+`PATCH` with `application/apply-patch+yaml` does (`kubectl apply --server-side`). A
+`Conflict` with `causes` (fields owned by other managers) is the caller's to show; a lost
+race (`Conflict` without causes) is retried here. `patch_recorded` and `update_recorded`
+are a plain PATCH and PUT that take the fields they change (an `Update` entry), so that a
+later apply of another value conflicts instead of silently undoing them. They cost a
+read and a second validation, so the API uses them only when recording matters
+(`docs/api.md`); a PATCH of an object with no managed fields, not `always`, is the store's
+plain `patch`.
 """
 
 from __future__ import annotations
@@ -113,9 +114,7 @@ async def patch_recorded(
             )
         pinned = meta.get("resourceVersion") != live["metadata"]["resourceVersion"]
         try:
-            return await store.update(
-                _recorded(kind, live, patched, manager, now), options=options
-            )
+            return await store.update(_recorded(kind, live, patched, manager, now), options=options)
         except Conflict:
             if pinned:
                 raise

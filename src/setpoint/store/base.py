@@ -127,9 +127,7 @@ class Store(Protocol):
 
     async def update(self, obj: Object, *, options: WriteOptions = NO_OPTIONS) -> Object: ...
 
-    async def update_status(
-        self, obj: Object, *, options: WriteOptions = NO_OPTIONS
-    ) -> Object: ...
+    async def update_status(self, obj: Object, *, options: WriteOptions = NO_OPTIONS) -> Object: ...
 
     async def patch(
         self,

@@ -7,9 +7,10 @@ empty namespace for cluster-scoped kinds), its value the object's JSON without
 `resourceVersion`, with the verb and actor of the write that put it as one more member at
 its end (`"setpoint.dev/writer": {...}`, `encoded_writer`), stripped on every read (a
 value without it, written before, has no known writer). A delete that removes the key
-leaves no value: its event names no verb or actor. The key `<prefix>store` marks the store (its creation revision is the
-store's birth). etcd's store-wide revision is the store's revision, and an object's
-`resourceVersion` is its key's mod revision, set on every read.
+leaves no value: its event names no verb or actor. The key `<prefix>store` marks the
+store (its creation revision is the store's birth). etcd's store-wide revision is the
+store's revision, and an object's `resourceVersion` is its key's mod revision, set on
+every read.
 
 Writes: read the key, `decide` (`setpoint.store.rules`), then one transaction that commits
 only if the key's mod revision is still the one decided on (0: absent); when another writer
@@ -474,7 +475,9 @@ can only be a member name (a quote inside a string is escaped), so the last one 
 def _with_writer(data: bytes, write: Write) -> bytes:
     """The stored value: the object's JSON with the write's verb and actor as its last
     member."""
-    return b"".join((data[:-1], _WRITER, encoded_writer(write.op, write.options.actor).encode(), b"}"))
+    return b"".join(
+        (data[:-1], _WRITER, encoded_writer(write.op, write.options.actor).encode(), b"}")
+    )
 
 
 def _without_writer(value: bytes) -> tuple[bytes, bytes | None]:

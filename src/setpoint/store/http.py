@@ -387,9 +387,7 @@ class HttpStore:
             return body
         raise status_error(response.status_code, body, self.credentials)
 
-    async def _write(
-        self, method: str, path: str, options: WriteOptions, **kwargs: Any
-    ) -> Object:
+    async def _write(self, method: str, path: str, options: WriteOptions, **kwargs: Any) -> Object:
         """`_object` for a write, with the query of its `options`."""
         params: dict[str, str] = {}
         if options.dry_run:

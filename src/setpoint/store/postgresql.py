@@ -151,9 +151,7 @@ _RAISE_MARK = (  # keep about `history` revisions: raise the mark when twice tha
     " WHERE c.key = 'compacted' AND m.value - c.value > %s RETURNING c.value"
 )
 _NOTIFY = f"SELECT pg_notify(%s, m.value::text || %s) FROM {_NOW}"
-_LOG_COLUMNS = (
-    "revision, type, api_version, kind, namespace, data, labels, prev_labels, writer"
-)
+_LOG_COLUMNS = "revision, type, api_version, kind, namespace, data, labels, prev_labels, writer"
 _HISTORY = (  # the mark on every row; one row of NULLs when there is no row after `after`
     f"SELECT m.value, l.* FROM ({_COMPACTED}) AS m(value) LEFT JOIN"
     f" (SELECT {_LOG_COLUMNS} FROM setpoint_log WHERE revision > %s) AS l ON true"

@@ -75,9 +75,7 @@ def encode(obj: Object) -> bytes:
     return data
 
 
-def prepare(
-    registry: Registry, op: Verb, obj: Object, options: WriteOptions = NO_OPTIONS
-) -> Write:
+def prepare(registry: Registry, op: Verb, obj: Object, options: WriteOptions = NO_OPTIONS) -> Write:
     """Check an incoming object for create/update/update_status before any transaction."""
     if not isinstance(obj, dict):
         raise Invalid("an object must be a mapping")

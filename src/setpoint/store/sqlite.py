@@ -80,9 +80,7 @@ _REVISION_AND_COMPACTED = (
     "SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'log'), 0),"
     " (SELECT value FROM meta WHERE key = 'compacted')"
 )
-_LOG_COLUMNS = (
-    "revision, type, api_version, kind, namespace, data, labels, prev_labels, writer"
-)
+_LOG_COLUMNS = "revision, type, api_version, kind, namespace, data, labels, prev_labels, writer"
 _MAX_BATCH = 1000
 
 
