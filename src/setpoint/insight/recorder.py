@@ -33,7 +33,8 @@ uid) to tell that it changed, and its entries say only which keys changed (`(hid
 messages. Log lines are taken only once the first list has shown every Secret.
 
 How: one watch of every kind from the store, after a list of each (and again after
-`Gone`); the last view of each object (a small projection, `project`) is kept in
+`Gone`), whose changes carry their writers; what a list finds changed is attributed to the
+writer the store's history names for its revision, while that history is kept; the last view of each object (a small projection, `project`) is kept in
 memory and, with the last revision recorded, saved in the timeline as its
 checkpoint, so a restarted recorder diffs what it finds against what it last saw
 and misses no change it could observe (it sees the state a change left, not
@@ -54,10 +55,10 @@ import logging
 import re
 import threading
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from setpoint.clock import SYSTEM_CLOCK, Clock
 from setpoint.errors import Gone, StoreClosed, UnknownKind
@@ -67,7 +68,7 @@ from setpoint.model import Object
 from setpoint.model.redaction import Redactor, secret_values
 from setpoint.model.wellknown import CHANGED_AT, CHANGED_BY, child_name
 from setpoint.runtime.manager import Manager
-from setpoint.store.base import Actor, Store, Verb
+from setpoint.store.base import Actor, Store, Verb, WatchEvent
 
 log = logging.getLogger("setpoint.insight.recorder")
 
@@ -81,6 +82,10 @@ EVENT_KIND = "Event"
 _ERROR_WORDS = re.compile(r"\b(error|fatal|panic|critical|traceback|exception)\b", re.IGNORECASE)
 _PLAIN_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 _PATH_PART = re.compile(r'\.([A-Za-z_][A-Za-z0-9_-]*)|\[(\d+)\]|\[("(?:[^"\\]|\\.)*")\]')
+
+HISTORY_WAIT = 5.0
+"""Seconds a resync may spend reading the store's history for the writers of what it
+listed (`Recorder._writers_of`)."""
 
 _MAX_LINE = 64 * 1024
 """Bytes of a log line without a newline after which it is taken as one line anyway."""
@@ -674,6 +679,7 @@ class Recorder:
         revisions: list[int] = []
         listed: set[tuple[str, str]] = set()
         present: set[_Key] = set()
+        found: list[tuple[Object, _Key, int]] = []
         for kind in list(self.store.registry):
             if kind.kind in IGNORED_KINDS:
                 continue
@@ -682,16 +688,49 @@ class Recorder:
             listed.add((kind.api_version, kind.kind))
             self._listed_at[(kind.api_version, kind.kind)] = revision
             for item in items:
-                present.add(_key_of(item))
+                key = _key_of(item)
+                present.add(key)
                 rv = int((item.get("metadata") or {}).get("resourceVersion") or 0)
-                self._observe(item, rv, deleted=False, listing=True)
-            self._revision = max(self._revision, revision)
+                found.append((item, key, rv))
+        unseen = {
+            (key, rv)
+            for _, key, rv in found
+            if rv > int((self._seen.get(key) or {}).get("revision") or 0)
+        }
+        writers = await self._writers_of(unseen, max(revisions, default=0))
+        for item, key, rv in found:
+            verb, actor = writers.get((key, rv), (None, None))
+            self._observe(item, rv, deleted=False, listing=True, verb=verb, actor=actor)
+        self._revision = max([self._revision, *revisions])
         for key in [k for k in self._seen if (k[0], k[1]) in listed and k not in present]:
             old = self._seen[key]
             self._remember(key, None)
             self._add(entries_for(old, None, now=self.clock.now()))
         self._wake.set()
         return min(revisions, default=await self.store.revision())
+
+    async def _writers_of(
+        self, wanted: set[tuple[_Key, int]], until: int
+    ) -> dict[tuple[_Key, int], tuple[Verb | None, Actor | None]]:
+        """The verb and actor of the writes that left listed objects as a list found them
+        (`wanted`: key and revision), read from the store's history up to `until`; none for
+        a write whose history is gone (compacted) or cannot be read in `HISTORY_WAIT`."""
+        writers: dict[tuple[_Key, int], tuple[Verb | None, Actor | None]] = {}
+        if not wanted:
+            return writers
+        since = min(rv for _, rv in wanted) - 1
+        events = cast(AsyncGenerator[WatchEvent, None], self.store.watch(None, None, since=since))
+        try:
+            async with asyncio.timeout(HISTORY_WAIT), contextlib.aclosing(events):
+                async for event in events:
+                    at = (_key_of(event.object), event.revision)
+                    if at in wanted:
+                        writers[at] = (event.verb, event.actor)
+                    if event.revision >= until or len(writers) == len(wanted):
+                        break
+        except (Gone, TimeoutError):
+            pass
+        return writers
 
     def _observe(
         self,
