@@ -58,9 +58,11 @@ async def test_a_dry_run_decides_as_a_write_and_writes_nothing(store) -> None:
     start = await store.revision()
 
     created = await store.create(widget("w2", 5), options=DRY)
-    assert created["spec"]["size"] == 5 and created["metadata"]["uid"]
+    assert created["spec"]["size"] == 5
+    assert created["metadata"]["uid"]
     updated = await store.update(dict(live, spec={"size": 2}), options=DRY)
-    assert updated["spec"]["size"] == 2 and updated["metadata"]["generation"] == 2
+    assert updated["spec"]["size"] == 2
+    assert updated["metadata"]["generation"] == 2
     status = await store.update_status(dict(live, status={"phase": "Ready"}), options=DRY)
     assert status["status"]["phase"] == "Ready"
     patched = await store.patch(API, "Widget", "w1", {"spec": {"size": 7}}, options=DRY)

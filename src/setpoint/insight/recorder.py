@@ -34,7 +34,8 @@ messages. Log lines are taken only once the first list has shown every Secret.
 
 How: one watch of every kind from the store, after a list of each (and again after
 `Gone`), whose changes carry their writers; what a list finds changed is attributed to the
-writer the store's history names for its revision, while that history is kept; the last view of each object (a small projection, `project`) is kept in
+writer the store's history names for its revision, while that history is kept; the
+last view of each object (a small projection, `project`) is kept in
 memory and, with the last revision recorded, saved in the timeline as its
 checkpoint, so a restarted recorder diffs what it finds against what it last saw
 and misses no change it could observe (it sees the state a change left, not
