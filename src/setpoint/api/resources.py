@@ -5,8 +5,9 @@ makes. No validation of its own: a write goes through `Store.create/update/patch
 a dry run (`dryRun=All`) is the store's, and the actor is the authenticated user, the
 field manager (`fieldManager`, else the User-Agent's product) and the User-Agent, kept
 with the write's revision (the timeline's "who"); server-side apply is
-`setpoint.store.apply`, and so are a PATCH and a PUT that record the writer's fields (a
-PUT only when it names a `fieldManager` or carries `managedFields`). `kubectl get`'s Accept
+`setpoint.store.apply`; a PATCH or PUT that names a `fieldManager` records the fields it
+changes as that manager's (`WriteOptions.record_fields`; the store does so for any writer
+of an object that has managed fields). `kubectl get`'s Accept
 header gets a Table (`setpoint.api.tables`); one asking `as=PartialObjectMetadata(List)`
 gets the metadata only.
 
@@ -332,8 +333,6 @@ class Resources:
         options = _options(request, params)
         if subresource == "status":
             written = await self.store.update_status(obj, options=options)
-        elif params.get("fieldManager") or obj["metadata"].get("managedFields"):
-            written = await self._update_recorded(request, kind, obj, params)
         else:
             written = await self.store.update(obj, options=options)
         return self._answer(request, kind, written, params)
@@ -355,18 +354,8 @@ class Resources:
         if subresource == "status":
             written = await self._patch_status(kind, name, namespace, body, patch_type, options)
             return self._answer(request, kind, written, params)
-        from setpoint.store.apply import patch_recorded
-
-        written = await patch_recorded(
-            self.store,
-            kind,
-            name,
-            namespace,
-            body,
-            patch_type,
-            manager=_manager(request, params),
-            always=bool(params.get("fieldManager")),
-            options=options,
+        written = await self.store.patch(
+            kind.api_version, kind.kind, name, body, namespace, patch_type, options=options
         )
         return self._answer(request, kind, written, params)
 
@@ -422,20 +411,6 @@ class Resources:
             options=_options(request, params),
         )
         return self._answer(request, kind, applied, params)
-
-    async def _update_recorded(
-        self, request: Request, kind: Kind, obj: Object, params: dict[str, str]
-    ) -> Object:
-        """A PUT that records the fields it changes (`setpoint.store.apply`)."""
-        from setpoint.store.apply import update_recorded
-
-        return await update_recorded(
-            self.store,
-            kind,
-            obj,
-            manager=_manager(request, params),
-            options=_options(request, params),
-        )
 
     async def _delete(
         self,
@@ -671,7 +646,9 @@ def _options(request: Request, params: dict[str, str]) -> WriteOptions:
     (the user `handle` was given, the field manager, the User-Agent)."""
     agent = request.headers.get("user-agent")
     actor = Actor(request.state.user_name, _manager(request, params), agent)
-    return WriteOptions(dry_run=_dry_run(params), actor=actor)
+    return WriteOptions(
+        dry_run=_dry_run(params), actor=actor, record_fields=bool(params.get("fieldManager"))
+    )
 
 
 def _dry_run(params: dict[str, str]) -> bool:

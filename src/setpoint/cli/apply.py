@@ -56,14 +56,13 @@ async def apply_object(store: Store, obj: Object, *, actor: Actor | None = None)
     Present: its declared fields and labels/annotations are replaced by `obj`'s
     and the result is written with compare-and-swap on the stored
     `resourceVersion`; on `Conflict` it re-reads and tries again. Nothing to
-    change: `unchanged`, and nothing is written. Raises `Invalid` (naming the
-    field) before writing when `obj` does not validate. Every write names `actor`
-    (default: `local_actor()`), which the store keeps with it (the timeline's "who").
+    change (as the store decides, on `obj` validated): `unchanged`, and nothing is
+    written. Raises `Invalid` (naming the field), writing nothing, when `obj` does not
+    validate. Every write names `actor` (default: `local_actor()`), which the store keeps
+    with it (the timeline's "who").
     """
     kind = store.registry.for_object(obj)
-    desired = copy.deepcopy(obj)
-    kind.validate(desired)  # normalised as the store stores it, so "unchanged" is exact
-    meta = desired["metadata"]
+    meta = obj["metadata"]
     options = WriteOptions(actor=actor or local_actor())
     for _ in range(ATTEMPTS):
         try:
@@ -72,7 +71,7 @@ async def apply_object(store: Store, obj: Object, *, actor: Actor | None = None)
             )
         except NotFound:
             try:
-                await store.create(_for_create(desired), options=options)
+                await store.create(_for_create(obj), options=options)
             except AlreadyExists:
                 continue  # created meanwhile: update it instead
             return "created"
@@ -83,14 +82,13 @@ async def apply_object(store: Store, obj: Object, *, actor: Actor | None = None)
                 f"{object_ref(kind, name)} is being deleted: apply again once it is gone "
                 f"(setpoint wait --for=delete {kind.singular}/{name})"
             )
-        updated = _declared_onto(current, desired)
-        if updated == current:
-            return "unchanged"
         try:
-            await store.update(updated, options=options)
+            # The store validates it (once) and writes nothing when nothing changes.
+            written = await store.update(_declared_onto(current, obj), options=options)
         except (Conflict, NotFound):
             continue  # changed or deleted meanwhile: read again
-        return "configured"
+        version = current["metadata"]["resourceVersion"]
+        return "unchanged" if written["metadata"]["resourceVersion"] == version else "configured"
     raise Conflict(
         f"{object_ref(kind, meta['name'])} kept changing while being applied "
         f"({ATTEMPTS} attempts); try again"

@@ -22,6 +22,11 @@ Every write (`create`, `update`, `update_status`, `patch`, `delete`) takes one k
   log row of the revision it writes, and hands both to watchers (`WatchEvent.verb` and
   `.actor`; None for history written before they were kept, `actor` None for a write
   that named none).
+* `record_fields`: the fields an `update` or `patch` changes become the actor's manager's
+  (its `Update` entry in `metadata.managedFields`, `setpoint.model.managed_fields`),
+  decided in the write on the object as validated and as stored. A write whose actor
+  names a manager records them on an object that has managed fields already, with or
+  without it.
 
 No backend code lives here.
 """
@@ -62,6 +67,7 @@ class WriteOptions:
 
     dry_run: bool = False
     actor: Actor | None = None
+    record_fields: bool = False
 
 
 NO_OPTIONS = WriteOptions()
