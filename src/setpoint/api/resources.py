@@ -7,9 +7,9 @@ field manager (`fieldManager`, else the User-Agent's product) and the User-Agent
 with the write's revision (the timeline's "who"); server-side apply is
 `setpoint.store.apply`; a PATCH or PUT that names a `fieldManager` records the fields it
 changes as that manager's (`WriteOptions.record_fields`; the store does so for any writer
-of an object that has managed fields). `kubectl get`'s Accept
-header gets a Table (`setpoint.api.tables`); one asking `as=PartialObjectMetadata(List)`
-gets the metadata only.
+of an object that has managed fields). `kubectl get`'s Accept header gets a Table
+(`setpoint.api.tables`); one asking `as=PartialObjectMetadata(List)` gets the metadata
+only.
 
 Reading bodies: at most `ApiSettings.max_body_bytes` (413 before reading when the
 Content-Length says more, else as soon as the stream passes it), within
