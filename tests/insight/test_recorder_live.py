@@ -249,3 +249,40 @@ async def test_secret_values_never_reach_the_timeline(store: Store, tmp_path: Pa
     [line] = of_type(entries, "log")
     assert line["line"] == "ERROR: cannot log in with ***"
     assert password not in repr(entries)
+
+
+async def test_writes_made_while_no_recorder_watched_are_audited_once(
+    store: Store, tmp_path: Path
+) -> None:
+    """As `setpoint serve` alone, then `up`: the recorder reads the writes it did not watch
+    from the store's history (each once, also across a restart), and names the writer of
+    what its list finds."""
+    timeline = Timeline.open(tmp_path / "state.db")
+    made = await store.create(process("db", ["db"]), options=WriteOptions(actor=ALICE))
+    await store.update({**made, "spec": {"args": ["db", "-v"]}}, options=WriteOptions(actor=BOB))
+    await store.create(process("tmp", ["tmp"]), options=WriteOptions(actor=CAROL))
+    await store.delete(PROCESS.api_version, PROCESS.kind, "tmp", options=WriteOptions(actor=CAROL))
+
+    def audit(entries: list[dict[str, Any]]) -> list[tuple[str, str, str | None]]:
+        return [(w["object"]["name"], w["verb"], w["user"] or w["manager"])
+                for w in of_type(entries, "write")]  # fmt: skip
+
+    async with recording(store, timeline):
+        await store.create(process("web", ["web"]), options=WriteOptions(actor=ALICE))
+        entries = await wait_for_entries(timeline, lambda es: len(audit(es)) == 5)
+    assert audit(entries) == [
+        ("db", "create", "alice@h"),
+        ("db", "update", "bob@h"),
+        ("tmp", "create", "kubectl"),
+        ("tmp", "delete", "kubectl"),
+        ("web", "create", "alice@h"),
+    ]
+    db_change = [c for c in of_type(entries, "change") if c["object"]["name"] == "db"]
+    assert [(c["action"], c["actor"]) for c in db_change] == [("created", "bob@h")]
+
+    await store.delete(PROCESS.api_version, PROCESS.kind, "web", options=WriteOptions(actor=BOB))
+    async with recording(store, timeline):  # restarted: from its checkpoint
+        await store.create(process("api", ["api"]), options=WriteOptions(actor=ALICE))
+        entries = await wait_for_entries(timeline, lambda es: len(audit(es)) == 7)
+    assert audit(entries)[5:] == [("web", "delete", "bob@h"), ("api", "create", "alice@h")]
+    assert audit(timeline.query()) == audit(entries)  # stopped: nothing more came

@@ -4,7 +4,8 @@ timeline entries (`setpoint.insight.timeline`).
 What it records, per object of every registered kind (but `Lease`, whose renewals
 are no news), each entry stamped with the time the recorder saw it:
 
-* `write`: every write the watch shows (not what a list finds), the audit trail: its
+* `write`: every write, the audit trail (from the watch, or, for writes made while the
+  recorder was not watching, from the store's history while it keeps them): its
   `verb` (`create`, `update`, `update_status`, `patch`, `delete`), `revision`, and the
   `user`, `manager` and `agent` the write named (`setpoint.store.base.Actor`; null when
   it named none, as a controller writing to its store directly);
@@ -33,8 +34,10 @@ uid) to tell that it changed, and its entries say only which keys changed (`(hid
 messages. Log lines are taken only once the first list has shown every Secret.
 
 How: one watch of every kind from the store, after a list of each (and again after
-`Gone`), whose changes carry their writers; what a list finds changed is attributed to the
-writer the store's history names for its revision, while that history is kept; the
+`Gone`), whose changes carry their writers; the writes a list cannot show (made while the
+recorder was not watching) are read from the store's history after the last revision
+recorded, while it is kept: each is audited, and what the list finds changed is attributed
+to the writer of its revision; the
 last view of each object (a small projection, `project`) is kept in
 memory and, with the last revision recorded, saved in the timeline as its
 checkpoint, so a restarted recorder diffs what it finds against what it last saw
@@ -85,8 +88,8 @@ _PLAIN_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 _PATH_PART = re.compile(r'\.([A-Za-z_][A-Za-z0-9_-]*)|\[(\d+)\]|\[("(?:[^"\\]|\\.)*")\]')
 
 HISTORY_WAIT = 5.0
-"""Seconds a resync may spend reading the store's history for the writers of what it
-listed (`Recorder._writers_of`)."""
+"""Seconds a resync may spend reading the store's history for the writes it did not watch
+(`Recorder._missed_writes`)."""
 
 _MAX_LINE = 64 * 1024
 """Bytes of a log line without a newline after which it is taken as one line anyway."""
@@ -698,7 +701,12 @@ class Recorder:
             for _, key, rv in found
             if rv > int((self._seen.get(key) or {}).get("revision") or 0)
         }
-        writers = await self._writers_of(unseen, max(revisions, default=0))
+        since = min([self._revision, *(rv - 1 for _, rv in unseen)])
+        watch_from = min(revisions, default=0)
+        writers, missed = await self._missed_writes(
+            since, max(revisions, default=0), unseen, watch_from
+        )
+        self._add(missed)
         for item, key, rv in found:
             verb, actor = writers.get((key, rv), (None, None))
             self._observe(item, rv, deleted=False, listing=True, verb=verb, actor=actor)
@@ -710,28 +718,38 @@ class Recorder:
         self._wake.set()
         return min(revisions, default=await self.store.revision())
 
-    async def _writers_of(
-        self, wanted: set[tuple[_Key, int]], until: int
-    ) -> dict[tuple[_Key, int], tuple[Verb | None, Actor | None]]:
-        """The verb and actor of the writes that left listed objects as a list found them
-        (`wanted`: key and revision), read from the store's history up to `until`; none for
-        a write whose history is gone (compacted) or cannot be read in `HISTORY_WAIT`."""
+    async def _missed_writes(
+        self, since: int, until: int, listed: set[tuple[_Key, int]], watch_from: int
+    ) -> tuple[dict[tuple[_Key, int], tuple[Verb | None, Actor | None]], list[Entry]]:
+        """The writes after `since` up to `until`, read from the store's history: the audit
+        entry of each that no watch of this recorder sees (it was not running, or relisted;
+        the watch from `watch_from` audits what `_observe` takes), and the verb and actor of
+        those that left `listed` objects (key, revision) as the list found them. Nothing for
+        history that is gone (compacted) or that cannot be read within `HISTORY_WAIT`
+        seconds."""
         writers: dict[tuple[_Key, int], tuple[Verb | None, Actor | None]] = {}
-        if not wanted:
-            return writers
-        since = min(rv for _, rv in wanted) - 1
+        audit: list[Entry] = []
+        if since >= until:
+            return writers, audit
         events = cast(AsyncGenerator[WatchEvent, None], self.store.watch(None, None, since=since))
+        now = self.clock.now()
         try:
             async with asyncio.timeout(HISTORY_WAIT), contextlib.aclosing(events):
                 async for event in events:
-                    at = (_key_of(event.object), event.revision)
-                    if at in wanted:
-                        writers[at] = (event.verb, event.actor)
-                    if event.revision >= until or len(writers) == len(wanted):
+                    key = _key_of(event.object)
+                    if (key, event.revision) in listed:
+                        writers[(key, event.revision)] = (event.verb, event.actor)
+                    watched = event.revision > max(
+                        watch_from, self._listed_at.get((key[0], key[1]), 0)
+                    )
+                    if event.verb is not None and key[1] not in IGNORED_KINDS and not watched:
+                        ref = object_ref(key[1], key[3], key[2] or None)
+                        audit.append(write_entry(now, ref, event.revision, event.verb, event.actor))
+                    if event.revision >= until:
                         break
         except (Gone, TimeoutError):
             pass
-        return writers
+        return writers, audit
 
     def _observe(
         self,
@@ -770,7 +788,7 @@ class Recorder:
                 entry["lines"] = self._recent_lines(key)
             elif entry["type"] == "change" and actor is not None:
                 entry["actor"] = actor.name()
-        if verb is not None:
+        if verb is not None and not listing:  # a listing's writes: `_missed_writes`
             ref = object_ref(kind, key[3], key[2] or None)
             entries.insert(0, write_entry(now, ref, revision, verb, actor))
         self._remember(key, new)
