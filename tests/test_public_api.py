@@ -19,9 +19,9 @@ PINNED = {
         "parse_selector", "set_condition",
     },
     setpoint.store: {
-        "FOREGROUND_DELETION", "ORPHAN", "AlreadyExists", "Conflict", "EventType", "Gone",
-        "Invalid", "NotFound", "Store", "StoreClosed", "UnknownKind", "WatchEvent", "open_store",
-        "read_kinds",
+        "FOREGROUND_DELETION", "ORPHAN", "Actor", "AlreadyExists", "Conflict", "EventType",
+        "Gone", "Invalid", "NotFound", "Store", "StoreClosed", "UnknownKind", "WatchEvent",
+        "WriteOptions", "open_store", "read_kinds",
     },
     setpoint.model: {
         "READY", "RECONCILING", "STALLED", "Kind", "Object", "PrinterColumn",

@@ -104,3 +104,19 @@ def test_the_python_client_is_refused_a_cycle(server: Server) -> None:
         refused.value.body
     )
     assert absent(server, "py-b")
+
+
+def test_a_server_side_dry_run_of_a_cycle_is_refused_too(server: Server) -> None:
+    server.ok("apply", "-f", str(server.write("dry.yaml", depending("dry-a", "dry-b"))))
+    path = server.write("dry-b.yaml", depending("dry-b", "dry-a"))
+
+    result = server.kubectl("apply", "--dry-run=server", "-f", str(path))
+    assert result.code != 0, result
+    assert "dependsOn cycle: Process/dry-b -> Process/dry-a -> Process/dry-b" in result.err
+    assert absent(server, "dry-b")
+
+    fine = server.kubectl(
+        "apply", "--dry-run=server", "-f", str(server.write("dry-c.yaml", depending("dry-c")))
+    )
+    assert fine.code == 0, fine
+    assert absent(server, "dry-c")

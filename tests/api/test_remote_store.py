@@ -1,6 +1,7 @@
 """`HttpStore` and `HttpReader` against a real server, for what the conformance suite's
 `http` backend does not reach: watches the server ends (resumed with nothing lost or
-repeated), the merged watch of every kind, Status errors mapped back (the field of an
+repeated), the merged watch of every kind, the writer of a write (its manager sent, its
+user the token's), Status errors mapped back (the field of an
 Invalid, Unauthorized and Forbidden naming the token), pages, and compaction refused.
 
 The server is `setpoint.api.app` under uvicorn in a thread (tests/conformance/served.py)
@@ -26,6 +27,7 @@ from setpoint.api.resources import ApiSettings
 from setpoint.api.watch import WatchLimits
 from setpoint.errors import Forbidden, Invalid, Unauthorized
 from setpoint.store import open_reader, open_store
+from setpoint.store.base import Actor, WriteOptions
 from setpoint.store.http import Credentials, HttpStore
 
 TOKENS = {"edit-token": User("ed", Role.EDIT), "view-token": User("vi", Role.VIEW)}
@@ -132,3 +134,27 @@ async def test_pages_and_the_reader(served: Served, store: HttpStore) -> None:
         assert reader.get(API, "Widget", "w3") == items[3]
     finally:
         reader.close()
+
+
+async def test_a_write_names_its_manager_and_the_server_names_its_user(
+    store: HttpStore, tmp_path: Path
+) -> None:
+    """The server's own store keeps the token's user, whatever user the client names, the
+    manager the client sends (`fieldManager`, or its User-Agent `setpoint`) and its agent."""
+    local = await open_store(f"sqlite:///{tmp_path / 'state.db'}", make_registry())
+    try:
+        events = local.watch(API, "Widget", since=await local.revision())
+        try:
+            claimed = WriteOptions(actor=Actor("someone-else", "tuner", "other-agent"))
+            made = await store.create(widget("w"), options=claimed)
+            cli = WriteOptions(actor=Actor("me@host", "setpoint", "setpoint"))
+            await store.update(dict(made, spec={"size": 3}), options=cli)
+            got = await take(events, 2)
+        finally:
+            await close_watch(events)
+    finally:
+        await local.close()
+    assert [(e.verb, e.actor) for e in got] == [
+        ("create", Actor("ed", "tuner", "setpoint")),
+        ("update", Actor("ed", "setpoint", "setpoint")),
+    ]

@@ -15,13 +15,14 @@ from setpoint.api.app import create_app
 from setpoint.api.auth import Authenticator, Role, User
 from setpoint.engine.kinds import builtin_kinds
 from setpoint.model import Object
+from setpoint.store.base import NO_OPTIONS, WriteOptions
 from setpoint.store.memory import MemoryStore
 
 
 class FailingStore(MemoryStore):
     """A store whose creates fail as a bug would: not with a `setpoint.Error`."""
 
-    async def create(self, obj: Object) -> Object:
+    async def create(self, obj: Object, *, options: WriteOptions = NO_OPTIONS) -> Object:
         raise RuntimeError("a bug")
 
 

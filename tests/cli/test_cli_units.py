@@ -11,6 +11,7 @@ from setpoint.clock import parse_rfc3339
 from setpoint.errors import Conflict, Invalid
 from setpoint.model import Kind, Object, PrinterColumn, Registry, Schema
 from setpoint.store import Store, open_store
+from setpoint.store.base import NO_OPTIONS, WriteOptions
 
 
 @pytest.mark.parametrize(
@@ -127,16 +128,16 @@ class Racing:
     async def get(self, *args: object, **kwargs: object) -> Object:
         return await self.store.get(*args, **kwargs)  # type: ignore[arg-type]
 
-    async def create(self, obj: Object) -> Object:
-        return await self.store.create(obj)
+    async def create(self, obj: Object, *, options: WriteOptions = NO_OPTIONS) -> Object:
+        return await self.store.create(obj, options=options)
 
-    async def update(self, obj: Object) -> Object:
+    async def update(self, obj: Object, *, options: WriteOptions = NO_OPTIONS) -> Object:
         if self.races:
             self.races -= 1
             other = await self.store.get("test.dev/v1", "Thing", "t")
             other["metadata"].setdefault("annotations", {})["other"] = str(self.races)
             await self.store.update(other)
-        return await self.store.update(obj)
+        return await self.store.update(obj, options=options)
 
 
 async def test_apply_object_retries_on_conflict_and_gives_up_eventually() -> None:

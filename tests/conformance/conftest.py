@@ -46,6 +46,10 @@ class Backend:
 
 
 _SERVER_COMPACTS = "a client cannot compact: the API server owns its history (HttpStore.compact)"
+_NO_WRITER_ON_THE_WIRE = (
+    "a Kubernetes watch event carries no writer: the server's own store keeps it "
+    "(tests/api/test_api_writers.py)"
+)
 _NO_WATCH_FROM_0 = (
     "watch(since=0) over the Kubernetes API is resourceVersion=0: the current state, then "
     "changes, not the history from revision 0 (served.py)"
@@ -67,6 +71,10 @@ BACKENDS = (
                 "etcd has no revision log to catch up from: an opener's dependency index learns "
                 "another's edges only when it is built (setpoint.store.dependency_index)",
             ),
+            (
+                "test_the_actor_of_a_delete_that_removes",
+                "etcd keeps the writer in the stored value, and a delete leaves none",
+            ),
         ),
     ),
     Backend(
@@ -85,6 +93,7 @@ BACKENDS = (
         cannot=(
             ("test_watch_before_the_compaction_mark_is_gone", _SERVER_COMPACTS),
             ("test_compaction_keeps_every_object", _SERVER_COMPACTS),
+            ("test_the_actor_of_", _NO_WRITER_ON_THE_WIRE),
             ("test_relist_and_watch_from_the_list_revision_recovers", _SERVER_COMPACTS),
             ("test_a_live_watcher_keeps_streaming_across_compaction", _SERVER_COMPACTS),
             ("test_compaction_mark_survives_a_restart", _SERVER_COMPACTS),

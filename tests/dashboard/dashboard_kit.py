@@ -201,10 +201,14 @@ def condition(type_: str, status: str, reason: str, message: str = "") -> dict[s
     }
 
 
+MARKUP_USER = '<img src=x onerror="document.title=1">alice'
+"""A user name that is markup: the dashboard shows it as text."""
+
+
 def record_failure(database: Path) -> None:
     """A timeline as `setpoint up` records it: `api` depends on `cache`, both run; then
     kubectl changes cache's args (the injected cause), cache exits and crash-loops, api
-    stops being Ready."""
+    stops being Ready. Each write is in the audit trail (`MARKUP_USER` made the change)."""
     t = time.time() - 60
 
     def ref(name: str) -> dict[str, str]:
@@ -227,6 +231,10 @@ def record_failure(database: Path) -> None:
         became(t + 1, "cache", "True", "Running"),
         became(t + 2, "api", "True", "Running"),
         change(t + 30, "cache", "updated", ["sleep", "1000"], ["cache-server", "--port", "bad"]),
+        {"ts": t + 30, "type": "write", "object": ref("cache"), "verb": "patch", "revision": 9}
+        | {"user": MARKUP_USER, "manager": "kubectl-patch", "agent": "kubectl/v1.31.0"},
+        {"ts": t + 31.5, "type": "write", "object": ref("cache"), "verb": "update_status"}
+        | {"revision": 10, "user": None, "manager": None, "agent": None},
         {"ts": t + 31, "type": "exit", "object": ref("cache"), "exitCode": 2, "signal": None}
         | {"reason": "Error", "finishedAt": None, "stoppedOnRequest": False},
         became(t + 31.5, "cache", "False", "CrashLoopBackOff"),

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from dashboard_kit import (
     API,
+    MARKUP_USER,
     ROOT,
     TOKENS,
     Served,
@@ -136,6 +137,12 @@ def test_timeline_explain_ranks_the_injected_cause_first(tmp_path: Path) -> None
             first = page.locator("#causes li").first
             expect(first).to_contain_text("Process/cache spec.args changed")
             expect(page.locator("#timeline-svg circle.evidence").first).to_be_visible()
+            writes = page.locator("#audit li")
+            expect(writes).to_have_count(2)
+            expect(writes.first.locator(".user")).to_have_text("unnamed writer")
+            expect(writes.nth(1).locator(".user")).to_have_text(MARKUP_USER)
+            expect(writes.nth(1)).to_contain_text("patch Process/cache rev 9 (kubectl-patch)")
+            assert page.locator("#audit img").count() == 0
             page.screenshot(path=str(tmp_path / "timeline.png"))
             page.goto(f"{served.url}/ui/#/object/Process/default/api")
             expect(page.locator("#root-blocker")).to_contain_text("Process/cache")

@@ -23,9 +23,13 @@ from setpoint.model import Object
 from setpoint.runtime import EventRecorder
 from setpoint.runtime.manager import Manager, ManagerOptions
 from setpoint.store import Store, open_store
+from setpoint.store.base import Actor, WriteOptions
 from setpoint.workloads.process import PROCESS, ProcessController, ProcessSettings
 
 REF = {"kind": "Process", "name": "db", "namespace": "default"}
+ALICE = Actor("alice@h", "setpoint", "setpoint")
+BOB = Actor("bob@h", "setpoint", "setpoint")
+CAROL = Actor(None, "kubectl", "kubectl/v1.31.0")
 
 
 def process(name: str, args: list[str], **spec: Any) -> Object:
@@ -65,12 +69,8 @@ async def test_records_changes_with_actors_conditions_events_and_deletion(
 ) -> None:
     timeline = Timeline.open(tmp_path / "state.db")
     async with recording(store, timeline):
-        await apply_object(
-            store, process("db", ["db", "--max-conn=100"]), notes=timeline, actor="alice@h"
-        )
-        await apply_object(
-            store, process("db", ["db", "--max-conn=5"]), notes=timeline, actor="bob@h"
-        )
+        await apply_object(store, process("db", ["db", "--max-conn=100"]), actor=ALICE)
+        await apply_object(store, process("db", ["db", "--max-conn=5"]), actor=BOB)
         current = await store.get(PROCESS.api_version, PROCESS.kind, "db")
         status = {"conditions": [{"type": "Ready", "status": "False", "reason": "ProbeFailed"}]}
         await store.update_status({**current, "status": status})
@@ -79,7 +79,9 @@ async def test_records_changes_with_actors_conditions_events_and_deletion(
         by_nobody = copy.deepcopy(current)
         by_nobody["spec"]["args"].append("--verbose")
         await store.update(by_nobody)
-        await store.delete(PROCESS.api_version, PROCESS.kind, "db")
+        await store.delete(
+            PROCESS.api_version, PROCESS.kind, "db", options=WriteOptions(actor=CAROL)
+        )
         entries = await wait_for_entries(
             timeline,
             lambda es: any(e.get("action") == "deleted" for e in es),
@@ -90,8 +92,18 @@ async def test_records_changes_with_actors_conditions_events_and_deletion(
         ("created", "alice@h"),
         ("updated", "bob@h"),
         ("updated", "unknown"),
-        ("deleted", "unknown"),
+        ("deleted", "kubectl"),  # no user named: the field manager
     ]
+    audit = [(w["verb"], w["user"], w["manager"]) for w in of_type(entries, "write")]
+    assert audit == [
+        ("create", "alice@h", "setpoint"),
+        ("update", "bob@h", "setpoint"),
+        ("update_status", None, None),
+        ("update", None, None),
+        ("delete", None, "kubectl"),
+    ]
+    revisions = [w["revision"] for w in of_type(entries, "write")]
+    assert revisions == sorted(revisions)
     assert changes[1]["diff"] == {"spec.args[1]": ["--max-conn=100", "--max-conn=5"]}
     assert changes[2]["diff"] == {"spec.args[2]": [None, "--verbose"]}
     [condition] = of_type(entries, "condition")
@@ -225,9 +237,9 @@ async def test_secret_values_never_reach_the_timeline(store: Store, tmp_path: Pa
         secret = {"apiVersion": SECRET.api_version, "kind": SECRET.kind,
                   "metadata": {"name": "db", "namespace": "default"},
                   "stringData": {"password": password}}  # fmt: skip
-        await apply_object(store, secret, notes=timeline, actor="alice@h")
+        await apply_object(store, secret, actor=ALICE)
         secret["stringData"] = {"password": password + "-2"}
-        await apply_object(store, secret, notes=timeline, actor="alice@h")
+        await apply_object(store, secret, actor=ALICE)
         (logs / "default_db.log").write_text(f"ERROR: cannot log in with {password}\n")
         entries = await wait_for_entries(
             timeline, lambda es: len(of_type(es, "change")) == 2 and bool(of_type(es, "log"))
@@ -237,3 +249,40 @@ async def test_secret_values_never_reach_the_timeline(store: Store, tmp_path: Pa
     [line] = of_type(entries, "log")
     assert line["line"] == "ERROR: cannot log in with ***"
     assert password not in repr(entries)
+
+
+async def test_writes_made_while_no_recorder_watched_are_audited_once(
+    store: Store, tmp_path: Path
+) -> None:
+    """As `setpoint serve` alone, then `up`: the recorder reads the writes it did not watch
+    from the store's history (each once, also across a restart), and names the writer of
+    what its list finds."""
+    timeline = Timeline.open(tmp_path / "state.db")
+    made = await store.create(process("db", ["db"]), options=WriteOptions(actor=ALICE))
+    await store.update({**made, "spec": {"args": ["db", "-v"]}}, options=WriteOptions(actor=BOB))
+    await store.create(process("tmp", ["tmp"]), options=WriteOptions(actor=CAROL))
+    await store.delete(PROCESS.api_version, PROCESS.kind, "tmp", options=WriteOptions(actor=CAROL))
+
+    def audit(entries: list[dict[str, Any]]) -> list[tuple[str, str, str | None]]:
+        return [(w["object"]["name"], w["verb"], w["user"] or w["manager"])
+                for w in of_type(entries, "write")]  # fmt: skip
+
+    async with recording(store, timeline):
+        await store.create(process("web", ["web"]), options=WriteOptions(actor=ALICE))
+        entries = await wait_for_entries(timeline, lambda es: len(audit(es)) == 5)
+    assert audit(entries) == [
+        ("db", "create", "alice@h"),
+        ("db", "update", "bob@h"),
+        ("tmp", "create", "kubectl"),
+        ("tmp", "delete", "kubectl"),
+        ("web", "create", "alice@h"),
+    ]
+    db_change = [c for c in of_type(entries, "change") if c["object"]["name"] == "db"]
+    assert [(c["action"], c["actor"]) for c in db_change] == [("created", "bob@h")]
+
+    await store.delete(PROCESS.api_version, PROCESS.kind, "web", options=WriteOptions(actor=BOB))
+    async with recording(store, timeline):  # restarted: from its checkpoint
+        await store.create(process("api", ["api"]), options=WriteOptions(actor=ALICE))
+        entries = await wait_for_entries(timeline, lambda es: len(audit(es)) == 7)
+    assert audit(entries)[5:] == [("web", "delete", "bob@h"), ("api", "create", "alice@h")]
+    assert audit(timeline.query()) == audit(entries)  # stopped: nothing more came

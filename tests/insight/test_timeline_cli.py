@@ -140,3 +140,17 @@ async def test_apply_names_who_ran_it_on_the_change_the_recorder_sees(tmp_path: 
     assert of_type(entries, "change")[1]["diff"] == {
         "spec.args[1]": ["--max-conn=100", "--max-conn=5"]
     }
+
+    audit = setpoint(tmp_path, "timeline", "--audit")
+    assert audit.returncode == 0, audit.stderr
+    header, *rows = audit.stdout.splitlines()
+    assert header.split() == ["TIME", "USER", "MANAGER", "VERB", "OBJECT", "REVISION"]
+    assert [row.split()[1:] for row in rows] == [
+        [me, "setpoint", "create", "Process/db", "1"],
+        [me, "setpoint", "update", "Process/db", "2"],
+    ]
+    table = setpoint(tmp_path, "timeline")
+    assert table.returncode == 0, table.stderr
+    assert [line.split()[1] for line in table.stdout.splitlines()[1:]] == ["change", "change"]
+    assert f"updated by {me}:" in table.stdout
+    assert max(len(line) for line in audit.stdout.splitlines()) <= 100

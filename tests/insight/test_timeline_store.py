@@ -1,5 +1,5 @@
 """The timeline's storage: appending, querying by object, time and type, retention,
-checkpoints, actor notes, JSON Lines, and where `setpoint up` keeps it."""
+checkpoints, JSON Lines, and where `setpoint up` keeps it."""
 
 from __future__ import annotations
 
@@ -13,14 +13,7 @@ import pytest
 
 from setpoint.errors import Invalid
 from setpoint.insight.entries import parse_timeline, read_timeline
-from setpoint.insight.timeline import (
-    ACTOR_DIGEST,
-    Checkpoint,
-    Timeline,
-    dump_jsonl,
-    spec_digest,
-    timeline_path_for,
-)
+from setpoint.insight.timeline import Checkpoint, Timeline, dump_jsonl, timeline_path_for
 from setpoint.testing import ManualClock
 
 T0 = 1_700_000_000.0
@@ -122,22 +115,17 @@ def test_checkpoint_is_saved_with_entries_and_updates_by_key(tmp_path: Path) -> 
         assert reopened.count() == 1
 
 
-def test_an_actor_noted_for_a_spec_names_the_change_that_writes_it_once(
-    timeline: Timeline,
-) -> None:
-    obj = {"kind": "Process", "metadata": {"name": "db", "namespace": "default"}, "spec": {"a": 1}}
-    timeline.note_actor(obj, "alice@host", T0)
-    change = {"ts": T0, "type": "change", "object": ref("db"), "actor": "unknown"}
-    same_spec = spec_digest({"a": 1})
-    timeline.append_many(
-        [
-            {**change, ACTOR_DIGEST: spec_digest({"a": 2})},  # another spec: not alice's
-            {**change, ACTOR_DIGEST: same_spec},
-            {**change, ACTOR_DIGEST: same_spec},  # the note was used up
-        ]
-    )
-    assert [e["actor"] for e in timeline.query()] == ["unknown", "alice@host", "unknown"]
-    assert all(ACTOR_DIGEST not in e for e in timeline.query())
+def test_an_older_file_loses_its_actor_notes_table(tmp_path: Path) -> None:
+    """Actors come with the store's writes now; the side table of notes goes."""
+    conn = sqlite3.connect(tmp_path / "state.db")
+    conn.execute("CREATE TABLE timeline_actors (kind TEXT, digest TEXT, actor TEXT)")
+    conn.close()
+    Timeline.open(tmp_path / "state.db").close()
+    conn = sqlite3.connect(tmp_path / "state.db")
+    tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master")}
+    conn.close()
+    assert "timeline_actors" not in tables
+    assert "timeline" in tables
 
 
 def test_queries_use_the_indexes(tmp_path: Path) -> None:

@@ -23,6 +23,7 @@ from setpoint.model.managed_fields import (
     manager_of,
     update,
 )
+from setpoint.store.base import WriteOptions
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 
@@ -191,7 +192,13 @@ async def test_server_side_apply_against_a_store() -> None:
             "spec": {"args": ["true"]},
         }
         dry = await server_side_apply(
-            store, PROCESS, "p", "default", applied, field_manager="m", dry_run=True
+            store,
+            PROCESS,
+            "p",
+            "default",
+            applied,
+            field_manager="m",
+            options=WriteOptions(dry_run=True),
         )
         assert dry["spec"]["restartPolicy"] == "Always"  # validated, defaults filled
         assert await store.revision() == 0  # nothing written

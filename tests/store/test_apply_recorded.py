@@ -1,11 +1,10 @@
-"""Plain writes recorded as field managers' (`setpoint.store.apply`): concurrent patches
-of one object each land and each is recorded (a lost compare-and-swap is retried), a patch
+"""Plain writes recorded as field managers' (`WriteOptions.record_fields`, decided in the
+store's write): concurrent patches of one object each land and each is recorded, a patch
 pinned to an old resourceVersion is refused, and a patch may not rename the object."""
 
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -13,10 +12,13 @@ import pytest
 from setpoint.engine import builtin_kinds
 from setpoint.errors import Conflict, Invalid
 from setpoint.store import open_store
-from setpoint.store.apply import patch_recorded, server_side_apply
+from setpoint.store.apply import server_side_apply
+from setpoint.store.base import Actor, WriteOptions
 from setpoint.workloads.kinds import PROCESS
 
-NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+def by(manager: str, *, record_fields: bool = False) -> WriteOptions:
+    return WriteOptions(actor=Actor(None, manager, None), record_fields=record_fields)
 
 
 async def test_concurrent_recorded_patches_all_land(tmp_path: Path) -> None:
@@ -32,8 +34,7 @@ async def test_concurrent_recorded_patches_all_land(tmp_path: Path) -> None:
 
         async def label(i: int) -> None:
             patch = {"metadata": {"labels": {f"l{i}": "x"}}}
-            await patch_recorded(store, PROCESS, "p", "default", patch, "merge",
-                                 manager=f"w{i}", always=False, now=NOW)  # fmt: skip
+            await store.patch(PROCESS.api_version, "Process", "p", patch, options=by(f"w{i}"))
 
         await asyncio.gather(*(label(i) for i in range(8)))
         obj = await store.get(PROCESS.api_version, "Process", "p", "default")
@@ -45,12 +46,12 @@ async def test_concurrent_recorded_patches_all_land(tmp_path: Path) -> None:
 
         stale = {"metadata": {"resourceVersion": "1", "labels": {"late": "x"}}}
         with pytest.raises(Conflict):
-            await patch_recorded(store, PROCESS, "p", "default", stale, "merge",
-                                 manager="late", always=True)  # fmt: skip
+            await store.patch(PROCESS.api_version, "Process", "p", stale,
+                              options=by("late", record_fields=True))  # fmt: skip
         renamed = {"metadata": {"name": "q"}}
         with pytest.raises(Invalid) as refused:
-            await patch_recorded(store, PROCESS, "p", "default", renamed, "merge",
-                                 manager="late", always=True)  # fmt: skip
+            await store.patch(PROCESS.api_version, "Process", "p", renamed,
+                              options=by("late", record_fields=True))  # fmt: skip
         assert refused.value.field == "patch"
     finally:
         await store.close()

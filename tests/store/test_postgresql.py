@@ -30,6 +30,7 @@ from conformance_kit import (
     make_registry,
     replay,
     rv,
+    take,
     take_until,
     widget,
 )
@@ -108,6 +109,36 @@ def log_rows(url: str) -> int:
         row = conn.execute("SELECT count(*) FROM setpoint_log").fetchone()
         assert row is not None
         return int(row[0])
+
+
+async def test_a_store_of_schema_1_is_migrated_and_keeps_working(
+    url: str, stores: list[Any]
+) -> None:
+    """A store an older setpoint made (no `writer` in the log, schema 1) opens: its history
+    names no writer, new writes do, and the schema is 2 once."""
+    from setpoint.store.base import Actor, WriteOptions
+
+    store = await opened(stores, url)
+    created = await store.create(widget("old"))
+    await store.close()
+    with psycopg.connect(url.split("?", 1)[0], autocommit=True) as conn:
+        conn.execute("ALTER TABLE setpoint_log DROP COLUMN writer")
+        conn.execute("UPDATE setpoint_meta SET value = 1 WHERE key = 'schema'")
+
+    alice = Actor("alice", "kubectl", "kubectl/v1.31.0")
+    store = await opened(stores, url)
+    again = await opened(stores, url)  # another process: it finds schema 2
+    events = store.watch(API, "Widget", since=0)
+    try:
+        await again.update(dict(created, spec={"size": 2}), options=WriteOptions(actor=alice))
+        old, new = await take(events, 2)
+    finally:
+        await close_watch(events)
+    assert (old.verb, old.actor) == (None, None)
+    assert (new.verb, new.actor) == ("update", alice)
+    with psycopg.connect(url.split("?", 1)[0]) as conn:
+        row = conn.execute("SELECT value FROM setpoint_meta WHERE key = 'schema'").fetchone()
+    assert row == (2,)
 
 
 async def test_compaction_deletes_the_history_it_does_not_keep(url: str, stores: list[Any]) -> None:

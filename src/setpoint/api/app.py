@@ -271,7 +271,7 @@ class _Api:
             authorize(user, "create", kind, _shown(path))  # an apply creates what is missing
         if kind is not None:  # details name the group too, when known
             request.state.target = target_of(kind, path.name)
-        return await self.resources.handle(request, path)
+        return await self.resources.handle(request, path, user.name)
 
     # -- OpenAPI -------------------------------------------------------------------------
 

@@ -1,12 +1,15 @@
 """Resource requests: GET/POST a collection, GET/PUT/PATCH/DELETE an object, its `status`
 and `scale` subresources, and watches, each carried out with the `Store` calls the CLI
 makes. No validation of its own: a write goes through `Store.create/update/patch/delete`
-(admission in `setpoint.model`, rules in `setpoint.store.rules`); a dry run
-(`dryRun=All`) runs the same `prepare` and `decide` of `setpoint.store.rules` and writes
-nothing; server-side apply is `setpoint.store.apply`, and so are a PATCH and a PUT that
-record the writer's fields (a PUT only when it names a `fieldManager` or carries
-`managedFields`). `kubectl get`'s Accept header gets a Table (`setpoint.api.tables`); one
-asking `as=PartialObjectMetadata(List)` gets the metadata only.
+(admission in `setpoint.model`, rules in `setpoint.store.rules`) with its `WriteOptions`:
+a dry run (`dryRun=All`) is the store's, and the actor is the authenticated user, the
+field manager (`fieldManager`, else the User-Agent's product) and the User-Agent, kept
+with the write's revision (the timeline's "who"); server-side apply is
+`setpoint.store.apply`; a PATCH or PUT that names a `fieldManager` records the fields it
+changes as that manager's (`WriteOptions.record_fields`; the store does so for any writer
+of an object that has managed fields). `kubectl get`'s Accept header gets a Table
+(`setpoint.api.tables`); one asking `as=PartialObjectMetadata(List)` gets the metadata
+only.
 
 Reading bodies: at most `ApiSettings.max_body_bytes` (413 before reading when the
 Content-Length says more, else as soon as the stream passes it), within
@@ -61,8 +64,7 @@ from setpoint.errors import (
 from setpoint.model import Kind, Object, Registry, Selector, apply_patch, codec
 from setpoint.model.manifests import Limits, parse_manifests
 from setpoint.runtime.scale import Scale, read_scale, scale_of, write_scale
-from setpoint.store.base import Store
-from setpoint.store.rules import Write, decide, key_of, prepare
+from setpoint.store.base import Actor, Store, WriteOptions
 
 MAX_BODY_BYTES = 3 * 1024 * 1024
 """Request bodies over 3 MiB are refused (413), as the Kubernetes API server's limit."""
@@ -158,7 +160,9 @@ class Resources:
         self.snapshots = ListSnapshots(settings.list_snapshot_ttl, settings.max_list_snapshots)
         self.watches = WatchCounts()
 
-    async def handle(self, request: Request, path: ResourcePath) -> Response:
+    async def handle(self, request: Request, path: ResourcePath, user: str) -> Response:
+        """Serve `request` to the user named `user` (authenticated and authorized already)."""
+        request.state.user_name = user
         kind = kind_for(self.store.registry, path.api_version, path.resource)
         namespace = path.namespace
         if namespace is not None and not kind.namespaced:
@@ -308,13 +312,7 @@ class Resources:
             meta["name"] = meta["generateName"] + secrets.token_hex(3)[:5]
         if isinstance(meta.get("name"), str):
             request.state.target = target_of(kind, meta["name"])
-        if _dry_run(params):
-            write = prepare(self.store.registry, "create", obj)
-            current = await self._current(write)
-            change = decide(write, current, self.clock.now())
-            assert change is not None
-            return self._answer(request, kind, change.object, params, 201)
-        created = await self.store.create(obj)
+        created = await self.store.create(obj, options=_options(request, params))
         return self._answer(request, kind, created, params, 201)
 
     async def _update(
@@ -332,18 +330,11 @@ class Resources:
                 f"the name of the object ({obj['metadata'].get('name')!r}) does not match the "
                 f'name on the URL ("{name}")'
             )
-        op = "update_status" if subresource == "status" else "update"
-        if _dry_run(params):
-            write = prepare(self.store.registry, op, obj)
-            current = await self._current(write)
-            change = decide(write, current, self.clock.now())
-            return self._answer(request, kind, change.object if change else current or {}, params)
+        options = _options(request, params)
         if subresource == "status":
-            written = await self.store.update_status(obj)
-        elif params.get("fieldManager") or obj["metadata"].get("managedFields"):
-            written = await self._update_recorded(request, kind, obj, params)
+            written = await self.store.update_status(obj, options=options)
         else:
-            written = await self.store.update(obj)
+            written = await self.store.update(obj, options=options)
         return self._answer(request, kind, written, params)
 
     async def _patch(
@@ -359,26 +350,12 @@ class Resources:
         body = await self._body(request, patch=patch_type)
         if patch_type == "apply":
             return await self._apply(request, kind, name, namespace, params, body)
+        options = _options(request, params)
         if subresource == "status":
-            written = await self._patch_status(kind, name, namespace, body, patch_type, params)
+            written = await self._patch_status(kind, name, namespace, body, patch_type, options)
             return self._answer(request, kind, written, params)
-        if _dry_run(params):
-            key = key_of(kind, name, namespace)
-            write = Write("patch", key, kind, patch=body, patch_type=patch_type)
-            current = await self.store.get(kind.api_version, kind.kind, name, namespace)
-            change = decide(write, current, self.clock.now())
-            return self._answer(request, kind, change.object if change else current, params)
-        from setpoint.store.apply import patch_recorded
-
-        written = await patch_recorded(
-            self.store,
-            kind,
-            name,
-            namespace,
-            body,
-            patch_type,
-            manager=_manager(request, params),
-            always=bool(params.get("fieldManager")),
+        written = await self.store.patch(
+            kind.api_version, kind.kind, name, body, namespace, patch_type, options=options
         )
         return self._answer(request, kind, written, params)
 
@@ -389,7 +366,7 @@ class Resources:
         namespace: str | None,
         patch: Any,
         patch_type: str,
-        params: dict[str, str],
+        options: WriteOptions,
     ) -> Object:
         """Patch the status only: read, patch, write with compare-and-swap; retried on a
         conflict unless the patch names the resourceVersion it expects."""
@@ -404,12 +381,8 @@ class Resources:
                 new.pop("status", None)
             else:
                 new["status"] = patched["status"]
-            if _dry_run(params):
-                write = prepare(self.store.registry, "update_status", new)
-                change = decide(write, current, self.clock.now())
-                return change.object if change else current
             try:
-                return await self.store.update_status(new)
+                return await self.store.update_status(new, options=options)
             except Conflict:
                 if pinned:
                     raise
@@ -435,17 +408,9 @@ class Resources:
             body,
             field_manager=params.get("fieldManager") or "kubectl",
             force=params.get("force") in ("true", "1"),
-            dry_run=_dry_run(params),
+            options=_options(request, params),
         )
         return self._answer(request, kind, applied, params)
-
-    async def _update_recorded(
-        self, request: Request, kind: Kind, obj: Object, params: dict[str, str]
-    ) -> Object:
-        """A PUT that records the fields it changes (`setpoint.store.apply`)."""
-        from setpoint.store.apply import update_recorded
-
-        return await update_recorded(self.store, kind, obj, manager=_manager(request, params))
 
     async def _delete(
         self,
@@ -456,18 +421,7 @@ class Resources:
         params: dict[str, str],
     ) -> Response:
         propagation, uid, version = await self._delete_options(request, params)
-        if _dry_run(params):
-            current = await self.store.get(kind.api_version, kind.kind, name, namespace)
-            preconditions = {"uid": uid, "resourceVersion": version}
-            write = Write(
-                "delete",
-                key_of(kind, name, namespace),
-                kind,
-                propagation=propagation,
-                preconditions={k: v for k, v in preconditions.items() if v is not None},
-            )
-            change = decide(write, current, self.clock.now())
-            return self._answer(request, kind, change.object if change else current, params)
+        options = _options(request, params)
         last = await self.store.delete(
             kind.api_version,
             kind.kind,
@@ -476,7 +430,10 @@ class Resources:
             propagation_policy=propagation,
             uid=uid,
             resource_version=version,
+            options=options,
         )
+        if options.dry_run:  # the object as the delete would leave it (or its last state)
+            return self._answer(request, kind, last, params)
         meta = last.get("metadata") or {}
         if meta.get("deletionTimestamp") and meta.get("finalizers"):
             try:  # it lingers until its finalizers go: answer with it, as it now is
@@ -493,14 +450,12 @@ class Resources:
         selector = _label_selector(params)
         fields = FieldSelector.parse(params.get("fieldSelector"), kind)
         items, revision = await self.store.list(kind.api_version, kind.kind, namespace, selector)
+        options = _options(request, params)
         deleted = []
         for obj in items:
             if not fields.matches(obj):
                 continue
             meta = obj["metadata"]
-            if _dry_run(params):
-                deleted.append(obj)
-                continue
             try:
                 deleted.append(
                     await self.store.delete(
@@ -510,6 +465,7 @@ class Resources:
                         meta.get("namespace"),
                         propagation_policy=propagation,
                         uid=meta.get("uid"),
+                        options=options,
                     )
                 )
             except (NotFound, Conflict):
@@ -588,6 +544,7 @@ class Resources:
             namespace,
             replicas,
             resource_version=str(version) if version is not None else None,
+            options=WriteOptions(actor=_options(request, {}).actor),
         )
         obj = await self.store.get(kind.api_version, kind.kind, name, namespace)
         return json_response(_scale_body(obj, scale_of(kind, obj)))
@@ -659,15 +616,6 @@ class Resources:
             raise BadRequest(f"the request body must hold one object, not {len(manifests)}")
         return manifests[0].obj
 
-    async def _current(self, write: Write) -> Object | None:
-        _, _, namespace, name = write.key
-        try:
-            return await self.store.get(
-                write.kind.api_version, write.kind.kind, name, namespace or None
-            )
-        except NotFound:
-            return None
-
 
 def _list_body(
     api_version: str, list_kind: str, metadata: dict[str, Any], items: list[bytes]
@@ -691,6 +639,16 @@ def _manager(request: Request, params: dict[str, str]) -> str:
     from setpoint.model.managed_fields import manager_of
 
     return manager_of(params.get("fieldManager"), request.headers.get("user-agent"))
+
+
+def _options(request: Request, params: dict[str, str]) -> WriteOptions:
+    """The store's options for the write `request` asks for: its dry run, and its actor
+    (the user `handle` was given, the field manager, the User-Agent)."""
+    agent = request.headers.get("user-agent")
+    actor = Actor(request.state.user_name, _manager(request, params), agent)
+    return WriteOptions(
+        dry_run=_dry_run(params), actor=actor, record_fields=bool(params.get("fieldManager"))
+    )
 
 
 def _dry_run(params: dict[str, str]) -> bool:

@@ -26,7 +26,6 @@ import argparse
 import copy
 import getpass
 import socket
-import time
 from collections.abc import Sequence
 from typing import Literal
 
@@ -34,7 +33,6 @@ from setpoint.cli.context import Context
 from setpoint.cli.load import KINDS_HINT, Manifest, identify, read_manifests
 from setpoint.cli.render import object_ref
 from setpoint.errors import AlreadyExists, Conflict, Error, Invalid, NotFound, UnknownKind
-from setpoint.insight.timeline import ActorNotes, Timeline, timeline_path_for
 from setpoint.model import Kind, Object, Registry
 from setpoint.model.admission import refuse_duplicates
 from setpoint.model.dependency_graph import (
@@ -46,7 +44,7 @@ from setpoint.model.dependency_graph import (
     node_of,
 )
 from setpoint.model.wellknown import RESTARTED_AT
-from setpoint.store.base import Store
+from setpoint.store.base import Actor, Store, WriteOptions
 from setpoint.store.rules import encode as stored_form
 
 ApplyResult = Literal["created", "configured", "unchanged"]
@@ -58,9 +56,7 @@ _USER_METADATA = ("labels", "annotations")
 _NOT_DECLARED = ("apiVersion", "kind", "metadata", "status")
 
 
-async def apply_object(
-    store: Store, obj: Object, *, notes: ActorNotes | None = None, actor: str | None = None
-) -> ApplyResult:
+async def apply_object(store: Store, obj: Object, *, actor: Actor | None = None) -> ApplyResult:
     """Make the stored object say what `obj` declares; return what that took.
 
     Absent: created (status and server-set metadata in `obj` are ignored).
@@ -68,24 +64,22 @@ async def apply_object(
     Present: its declared fields and labels/annotations are replaced by `obj`'s
     and the result is written with compare-and-swap on the stored
     `resourceVersion`; on `Conflict` it re-reads and tries again. Nothing to
-    change: `unchanged`, and nothing is written. Raises `Invalid` (naming the
-    field) before writing when `obj` does not validate. Before writing a new spec,
-    `actor` (default: `local_actor()`) is noted in `notes`, if given.
+    change (as the store decides, on `obj` validated): `unchanged`, and nothing is
+    written. Raises `Invalid` (naming the field), writing nothing, when `obj` does not
+    validate. Every write names `actor` (default: `local_actor()`), which the store keeps
+    with it (the timeline's "who").
     """
     kind = store.registry.for_object(obj)
-    desired = copy.deepcopy(obj)
-    kind.validate(desired)  # normalised as the store stores it, so "unchanged" is exact
-    meta = desired["metadata"]
-    noted = False  # one note per spec written, however many attempts that takes
+    meta = obj["metadata"]
+    options = WriteOptions(actor=actor or local_actor())
     for _ in range(ATTEMPTS):
         try:
             current = await store.get(
                 kind.api_version, kind.kind, meta["name"], namespace=meta.get("namespace")
             )
         except NotFound:
-            noted = noted or _note(notes, actor, desired)
             try:
-                await store.create(_for_create(desired))
+                await store.create(_for_create(obj), options=options)
             except AlreadyExists:
                 continue  # created meanwhile: update it instead
             return "created"
@@ -96,37 +90,31 @@ async def apply_object(
                 f"{object_ref(kind, name)} is being deleted: apply again once it is gone "
                 f"(setpoint wait --for=delete {kind.singular}/{name})"
             )
-        updated = _declared_onto(current, desired)
-        if updated == current:
-            return "unchanged"
-        if updated.get("spec") != current.get("spec"):
-            noted = noted or _note(notes, actor, updated)
         try:
-            await store.update(updated)
+            # The store validates it (once) and writes nothing when nothing changes.
+            written = await store.update(_declared_onto(current, obj), options=options)
         except (Conflict, NotFound):
             continue  # changed or deleted meanwhile: read again
-        return "configured"
+        version = current["metadata"]["resourceVersion"]
+        return "unchanged" if written["metadata"]["resourceVersion"] == version else "configured"
     raise Conflict(
         f"{object_ref(kind, meta['name'])} kept changing while being applied "
         f"({ATTEMPTS} attempts); try again"
     )
 
 
-def local_actor() -> str:
-    """`user@host`: who runs this command, as the timeline names the author of a change."""
+MANAGER = "setpoint"
+"""The field manager of the CLI's writes (as its HTTP client's User-Agent names it)."""
+
+
+def local_actor() -> Actor:
+    """Who runs this command: `user@host`, manager `setpoint` (a server the store is reached
+    through names the user its token authenticates instead)."""
     try:
         user = getpass.getuser()
     except (KeyError, OSError):
         user = "unknown"
-    return f"{user}@{socket.gethostname()}"
-
-
-def _note(notes: ActorNotes | None, actor: str | None, obj: Object) -> bool:
-    """Note who writes `obj`'s spec; whether a note was made."""
-    if notes is None or "spec" not in obj:
-        return False
-    notes.note_actor(obj, actor or local_actor(), time.time())
-    return True
+    return Actor(f"{user}@{socket.gethostname()}", MANAGER, MANAGER)
 
 
 def _for_create(desired: Object) -> Object:
@@ -283,28 +271,23 @@ async def run(ctx: Context, args: argparse.Namespace) -> int:
     )
     if problems:
         raise Invalid(problems[0])
-    timeline_path = timeline_path_for(ctx.store_url)
     async with ctx.open_store(create=True) as store:
         await refuse_dependency_cycles(store, [obj for _, _, obj in checked])
-        notes = Timeline.open(timeline_path) if timeline_path is not None else None
-        try:
-            written: list[str] = []
-            for i, (manifest, kind, obj) in enumerate(checked):
-                ref = object_ref(kind, obj["metadata"]["name"])
-                try:
-                    result = await apply_object(store, obj, notes=notes)
-                except Error as exc:
-                    left = [object_ref(k, o["metadata"]["name"]) for _, k, o in checked[i + 1 :]]
-                    raise type(exc)(
-                        f"{manifest.where(getattr(exc, 'field', None))}: {ref}: {exc}; "
-                        f"{_listed('applied before it', written)}; "
-                        f"{_listed('not applied', [ref, *left])}"
-                    ) from None
-                written.append(ref)
-                print(f"{ref} {result}", flush=True)
-        finally:
-            if notes is not None:
-                notes.close()
+        actor = local_actor()
+        written: list[str] = []
+        for i, (manifest, kind, obj) in enumerate(checked):
+            ref = object_ref(kind, obj["metadata"]["name"])
+            try:
+                result = await apply_object(store, obj, actor=actor)
+            except Error as exc:
+                left = [object_ref(k, o["metadata"]["name"]) for _, k, o in checked[i + 1 :]]
+                raise type(exc)(
+                    f"{manifest.where(getattr(exc, 'field', None))}: {ref}: {exc}; "
+                    f"{_listed('applied before it', written)}; "
+                    f"{_listed('not applied', [ref, *left])}"
+                ) from None
+            written.append(ref)
+            print(f"{ref} {result}", flush=True)
     return 0
 
 

@@ -1,5 +1,9 @@
-"""`setpoint timeline [KIND/NAME] [--since 10m] [--type TYPE ...] [-o table|json|jsonl]`: what
-happened, oldest first, from the timeline `setpoint up` records beside its store.
+"""`setpoint timeline [KIND/NAME] [--since 10m] [--type TYPE ...] [--audit] [-o table|json|jsonl]`:
+what happened, oldest first, from the timeline `setpoint up` records beside its store.
+
+The table leaves out the audit trail (`write` entries: one per write, whoever made it) unless
+asked for: `--audit` shows only those, as TIME USER MANAGER VERB OBJECT REVISION (`--type
+write` shows them among the rest); a change's row names who made it either way.
 
 The timeline is read from the store's SQLite file (`setpoint.insight.timeline`);
 a `memory://` store has none outside its process. `-o jsonl` writes the file
@@ -19,10 +23,19 @@ import orjson
 from setpoint.cli import render
 from setpoint.cli.context import Context, check_name, count
 from setpoint.errors import Invalid, UnknownKind
-from setpoint.insight.timeline import Entry, Timeline, dump_jsonl, object_of, timeline_path_for
+from setpoint.insight.timeline import (
+    TYPES,
+    Entry,
+    Timeline,
+    dump_jsonl,
+    object_of,
+    timeline_path_for,
+)
 from setpoint.model.durations import parse_duration
 
 _DETAIL_WIDTH = 120
+AUDIT = "write"
+"""The type of the audit trail's entries (`setpoint.insight.recorder`)."""
 
 
 def add_parser(
@@ -45,8 +58,13 @@ def add_parser(
         dest="types",
         action="append",
         metavar="TYPE",
-        help="only entries of this type: change, condition, event, exit, log, edge "
-        "(repeatable, or comma-separated)",
+        help="only entries of this type: write, change, condition, event, exit, log, edge "
+        "(repeatable, or comma-separated; default: all but write)",
+    )
+    p.add_argument(
+        "--audit",
+        action="store_true",
+        help="the audit trail: every write, with the user, field manager and verb that made it",
     )
     p.add_argument("--limit", type=count, metavar="N", help="only the newest N entries")
     p.add_argument(
@@ -73,6 +91,12 @@ async def run(ctx: Context, args: argparse.Namespace) -> int:
     about = _object(ctx, args.object)
     since = time.time() - parse_duration(args.since, "--since") if args.since else None
     types = [t.strip() for arg in args.types or [] for t in arg.split(",") if t.strip()] or None
+    if args.audit:
+        if types is not None:
+            raise Invalid("--audit shows write entries only: leave out --type")
+        types = [AUDIT]
+    elif types is None and args.output == "table":
+        types = [t for t in TYPES if t != AUDIT]
     path = timeline_path_for(ctx.store_url)
     if path is None:
         raise Invalid(
@@ -96,18 +120,35 @@ async def run(ctx: Context, args: argparse.Namespace) -> int:
     if not entries:
         print("No timeline entries found.", file=sys.stderr)
         return 0
-    rows = [["TIME", "TYPE", "OBJECT", "DETAIL"]] + [_row(e) for e in entries]
+    if args.audit:
+        rows = [["TIME", "USER", "MANAGER", "VERB", "OBJECT", "REVISION"]]
+        rows += [_audit_row(e) for e in entries]
+    else:
+        rows = [["TIME", "TYPE", "OBJECT", "DETAIL"]] + [_row(e) for e in entries]
     widths = render.column_widths(rows)
     for row in rows:
         print(render.format_row(row, widths), flush=True)
     return 0
 
 
-def _row(entry: Entry) -> list[str]:
+def _when(entry: Entry) -> str:
     ts = float(entry.get("ts") or 0.0)
-    when = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ts)) + f".{int(ts % 1 * 1000):03d}Z"
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ts)) + f".{int(ts % 1 * 1000):03d}Z"
+
+
+def _ref(entry: Entry) -> str:
     about = object_of(entry)
-    ref = f"{about.get('kind')}/{about.get('name')}" if about else "-"
+    return f"{about.get('kind')}/{about.get('name')}" if about else "-"
+
+
+def _audit_row(entry: Entry) -> list[str]:
+    user, manager = entry.get("user") or "-", entry.get("manager") or "-"
+    return [_when(entry), str(user), str(manager), str(entry.get("verb")), _ref(entry),
+            str(entry.get("revision"))]  # fmt: skip
+
+
+def _row(entry: Entry) -> list[str]:
+    when, ref = _when(entry), _ref(entry)
     detail = " ".join(describe_entry(entry).split())
     if len(detail) > _DETAIL_WIDTH:
         detail = detail[: _DETAIL_WIDTH - 3] + "..."
@@ -117,6 +158,10 @@ def _row(entry: Entry) -> list[str]:
 def describe_entry(entry: Entry) -> str:
     """One line saying what an entry records."""
     kind = entry.get("type")
+    if kind == AUDIT:
+        who = entry.get("user") or entry.get("manager") or "an unnamed writer"
+        manager = f" ({entry['manager']})" if entry.get("user") and entry.get("manager") else ""
+        return f"{entry.get('verb')} by {who}{manager}, revision {entry.get('revision')}"
     if kind == "change":
         diff = entry.get("diff") or {}
         parts = [f"{path}: {_short(v[0])} -> {_short(v[1])}" for path, v in _pairs(diff)]

@@ -55,7 +55,12 @@ from dataclasses import replace
 from pathlib import Path
 
 from setpoint.api.serving import ServeOptions, serve_api
-from setpoint.cli.apply import apply_object, check_manifests, refuse_dependency_cycles
+from setpoint.cli.apply import (
+    apply_object,
+    check_manifests,
+    local_actor,
+    refuse_dependency_cycles,
+)
 from setpoint.cli.background import START_TIMEOUT, Readiness, start_engine
 from setpoint.cli.context import Context
 from setpoint.cli.live import StatusBoard, view_for
@@ -306,10 +311,10 @@ async def _run_engine(
         engine.manager.informer(kind).add_handler(board.on_change)
     signalled = _on_signals(engine)
     try:
-        notes = engine.recorder.timeline if engine.recorder is not None else None
+        actor = local_actor()
         for kind, obj in objects:
             try:
-                result = await apply_object(engine.store, obj, notes=notes)
+                result = await apply_object(engine.store, obj, actor=actor)
             except Conflict as exc:  # being deleted: the engine finishes that first
                 print(f"error: {exc}", file=sys.stderr, flush=True)
                 continue

@@ -4,12 +4,17 @@ timeline entries (`setpoint.insight.timeline`).
 What it records, per object of every registered kind (but `Lease`, whose renewals
 are no news), each entry stamped with the time the recorder saw it:
 
+* `write`: every write, the audit trail (from the watch, or, for writes made while the
+  recorder was not watching, from the store's history while it keeps them): its
+  `verb` (`create`, `update`, `update_status`, `patch`, `delete`), `revision`, and the
+  `user`, `manager` and `agent` the write named (`setpoint.store.base.Actor`; null when
+  it named none, as a controller writing to its store directly);
 * `change`: spec, labels, annotations or deletion mark changed (`diff` of dotted
   paths, `[old, new]`), with `action` `created` / `updated` / `deleted` and the
-  `actor`: the `setpoint.dev/changed-by` annotation when the write set it (a
-  controller naming itself, e.g. `controller/deployment`), else the person that
-  `setpoint apply` noted in the timeline for that very spec (`Timeline.note_actor`),
-  else `controller` or `unknown` (`actor_of`);
+  `actor`: the user (else the field manager) the write itself names, for a write seen
+  by the watch; else the `setpoint.dev/changed-by` annotation when the write set it (a
+  controller naming itself, e.g. `controller/deployment`), else `controller` or
+  `unknown` (`actor_of`);
 * `condition`: a condition's status or reason changed (probe results show here:
   `Ready` with reason `ReadinessProbeFailed` ...);
 * `exit`: `status.lastExit` changed (code, signal, reason, `stoppedOnRequest`, and the
@@ -29,14 +34,19 @@ uid) to tell that it changed, and its entries say only which keys changed (`(hid
 messages. Log lines are taken only once the first list has shown every Secret.
 
 How: one watch of every kind from the store, after a list of each (and again after
-`Gone`); the last view of each object (a small projection, `project`) is kept in
+`Gone`), whose changes carry their writers; the writes a list cannot show (made while the
+recorder was not watching) are read from the store's history after the last revision
+recorded, while it is kept: each is audited, and what the list finds changed is attributed
+to the writer of its revision; the
+last view of each object (a small projection, `project`) is kept in
 memory and, with the last revision recorded, saved in the timeline as its
 checkpoint, so a restarted recorder diffs what it finds against what it last saw
 and misses no change it could observe (it sees the state a change left, not
 every intermediate write it slept through). Entries are written in batches (every
 `flush_interval` or `batch_size` entries, one transaction) from a worker thread.
 
-The decisions (`project`, `entries_for`, `diff_paths`, `actor_of`, `LogSampler`)
+The decisions (`project`, `entries_for`, `diff_paths`, `actor_of`, `write_entry`,
+`LogSampler`)
 are pure functions of their arguments; `Recorder` and `LogTailer` do the I/O.
 """
 
@@ -49,27 +59,20 @@ import logging
 import re
 import threading
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from setpoint.clock import SYSTEM_CLOCK, Clock
 from setpoint.errors import Gone, StoreClosed, UnknownKind
 from setpoint.insight.templates import TemplateMiner
-from setpoint.insight.timeline import (
-    ACTOR_DIGEST,
-    Checkpoint,
-    Entry,
-    Timeline,
-    spec_digest,
-    timeline_path_for,
-)
+from setpoint.insight.timeline import Checkpoint, Entry, Timeline, timeline_path_for
 from setpoint.model import Object
 from setpoint.model.redaction import Redactor, secret_values
 from setpoint.model.wellknown import CHANGED_AT, CHANGED_BY, child_name
 from setpoint.runtime.manager import Manager
-from setpoint.store.base import Store
+from setpoint.store.base import Actor, Store, Verb, WatchEvent
 
 log = logging.getLogger("setpoint.insight.recorder")
 
@@ -83,6 +86,10 @@ EVENT_KIND = "Event"
 _ERROR_WORDS = re.compile(r"\b(error|fatal|panic|critical|traceback|exception)\b", re.IGNORECASE)
 _PLAIN_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 _PATH_PART = re.compile(r'\.([A-Za-z_][A-Za-z0-9_-]*)|\[(\d+)\]|\[("(?:[^"\\]|\\.)*")\]')
+
+HISTORY_WAIT = 5.0
+"""Seconds a resync may spend reading the store's history for the writes it did not watch
+(`Recorder._missed_writes`)."""
 
 _MAX_LINE = 64 * 1024
 """Bytes of a log line without a newline after which it is taken as one line anyway."""
@@ -293,6 +300,23 @@ def entries_for(old: Snapshot | None, new: Snapshot | None, *, now: float) -> li
         out.append(_exit_entry(ref, new["lastExit"], now))
     out += _edge_entries(ref, old, new, now)
     return out
+
+
+def write_entry(
+    now: float, ref: dict[str, Any], revision: int, verb: Verb, actor: Actor | None
+) -> Entry:
+    """The audit entry of one write: who (`actor`, None: the write named nobody) did which
+    `verb` to the object `ref`, making `revision`. Pure."""
+    return {
+        "ts": now,
+        "type": "write",
+        "object": ref,
+        "verb": verb,
+        "revision": revision,
+        "user": actor.user if actor else None,
+        "manager": actor.manager if actor else None,
+        "agent": actor.agent if actor else None,
+    }
 
 
 def _change(
@@ -636,7 +660,13 @@ class Recorder:
                 since = await self._resync()
                 self._watching.set()
                 async for change in self.store.watch(None, None, since=since):
-                    self._observe(change.object, change.revision, deleted=change.type == "DELETED")
+                    self._observe(
+                        change.object,
+                        change.revision,
+                        deleted=change.type == "DELETED",
+                        verb=change.verb,
+                        actor=change.actor,
+                    )
                 return
             except Gone:
                 log.info("timeline recorder: watch history expired; relisting")
@@ -653,6 +683,7 @@ class Recorder:
         revisions: list[int] = []
         listed: set[tuple[str, str]] = set()
         present: set[_Key] = set()
+        found: list[tuple[Object, _Key, int]] = []
         for kind in list(self.store.registry):
             if kind.kind in IGNORED_KINDS:
                 continue
@@ -661,10 +692,25 @@ class Recorder:
             listed.add((kind.api_version, kind.kind))
             self._listed_at[(kind.api_version, kind.kind)] = revision
             for item in items:
-                present.add(_key_of(item))
+                key = _key_of(item)
+                present.add(key)
                 rv = int((item.get("metadata") or {}).get("resourceVersion") or 0)
-                self._observe(item, rv, deleted=False, listing=True)
-            self._revision = max(self._revision, revision)
+                found.append((item, key, rv))
+        unseen = {
+            (key, rv)
+            for _, key, rv in found
+            if rv > int((self._seen.get(key) or {}).get("revision") or 0)
+        }
+        since = min([self._revision, *(rv - 1 for _, rv in unseen)])
+        watch_from = min(revisions, default=0)
+        writers, missed = await self._missed_writes(
+            since, max(revisions, default=0), unseen, watch_from
+        )
+        self._add(missed)
+        for item, key, rv in found:
+            verb, actor = writers.get((key, rv), (None, None))
+            self._observe(item, rv, deleted=False, listing=True, verb=verb, actor=actor)
+        self._revision = max([self._revision, *revisions])
         for key in [k for k in self._seen if (k[0], k[1]) in listed and k not in present]:
             old = self._seen[key]
             self._remember(key, None)
@@ -672,7 +718,51 @@ class Recorder:
         self._wake.set()
         return min(revisions, default=await self.store.revision())
 
-    def _observe(self, obj: Object, revision: int, *, deleted: bool, listing: bool = False) -> None:
+    async def _missed_writes(
+        self, since: int, until: int, listed: set[tuple[_Key, int]], watch_from: int
+    ) -> tuple[dict[tuple[_Key, int], tuple[Verb | None, Actor | None]], list[Entry]]:
+        """The writes after `since` up to `until`, read from the store's history: the audit
+        entry of each that no watch of this recorder sees (it was not running, or relisted;
+        the watch from `watch_from` audits what `_observe` takes), and the verb and actor of
+        those that left `listed` objects (key, revision) as the list found them. Nothing for
+        history that is gone (compacted) or that cannot be read within `HISTORY_WAIT`
+        seconds."""
+        writers: dict[tuple[_Key, int], tuple[Verb | None, Actor | None]] = {}
+        audit: list[Entry] = []
+        if since >= until:
+            return writers, audit
+        events = cast(AsyncGenerator[WatchEvent, None], self.store.watch(None, None, since=since))
+        now = self.clock.now()
+        try:
+            async with asyncio.timeout(HISTORY_WAIT), contextlib.aclosing(events):
+                async for event in events:
+                    key = _key_of(event.object)
+                    if (key, event.revision) in listed:
+                        writers[(key, event.revision)] = (event.verb, event.actor)
+                    watched = event.revision > max(
+                        watch_from, self._listed_at.get((key[0], key[1]), 0)
+                    )
+                    if event.verb is not None and key[1] not in IGNORED_KINDS and not watched:
+                        ref = object_ref(key[1], key[3], key[2] or None)
+                        audit.append(write_entry(now, ref, event.revision, event.verb, event.actor))
+                    if event.revision >= until:
+                        break
+        except (Gone, TimeoutError):
+            pass
+        return writers, audit
+
+    def _observe(
+        self,
+        obj: Object,
+        revision: int,
+        *,
+        deleted: bool,
+        listing: bool = False,
+        verb: Verb | None = None,
+        actor: Actor | None = None,
+    ) -> None:
+        """Record what `obj` (at `revision`) changed since it was last seen; a change the
+        watch shows comes with the `verb` and `actor` of its write (None: not known)."""
         api_version, kind = str(obj.get("apiVersion")), str(obj.get("kind"))
         if kind in IGNORED_KINDS:
             return
@@ -691,17 +781,16 @@ class Recorder:
         exited = new is not None and new.get("lastExit") not in (None, (old or {}).get("lastExit"))
         if exited:
             self._read_log_of(key)  # its last lines go first, and onto the exit entry
-        entries = entries_for(old, new, now=self.clock.now())
+        now = self.clock.now()
+        entries = entries_for(old, new, now=now)
         for entry in entries:
             if entry["type"] == "exit":
                 entry["lines"] = self._recent_lines(key)
-            elif (
-                entry["type"] == "change"
-                and entry["actor"] in ("controller", "unknown")
-                and new is not None
-                and any(path.startswith("spec") for path in entry["diff"])
-            ):
-                entry[ACTOR_DIGEST] = spec_digest(new["declared"]["spec"])
+            elif entry["type"] == "change" and actor is not None:
+                entry["actor"] = actor.name()
+        if verb is not None and not listing:  # a listing's writes: `_missed_writes`
+            ref = object_ref(kind, key[3], key[2] or None)
+            entries.insert(0, write_entry(now, ref, revision, verb, actor))
         self._remember(key, new)
         self._revision = max(self._revision, revision)
         self._add(entries)

@@ -4,7 +4,8 @@ Each entry is one JSON object (the format `setpoint explain` reads):
 
     {"ts": 1700000000.5, "type": "change", "object": {"kind", "name", "namespace"}, ...}
 
-with `type` one of `change`, `condition`, `event`, `exit`, `log`, `edge` (an edge
+with `type` one of `write` (the audit trail: who wrote what, `setpoint.insight.recorder`),
+`change`, `condition`, `event`, `exit`, `log`, `edge` (an edge
 names its `from` and `to` objects instead of `object`); readers ignore types and
 fields they do not know. Rows live in the table
 
@@ -32,13 +33,12 @@ This module does I/O (SQLite, files); what goes into entries is decided by
 
 from __future__ import annotations
 
-import hashlib
 import sqlite3
 import threading
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import IO, Any
 from urllib.parse import urlsplit
 
 import orjson
@@ -59,35 +59,14 @@ CREATE INDEX IF NOT EXISTS timeline_ts ON timeline (ts);
 CREATE INDEX IF NOT EXISTS timeline_object ON timeline (kind, namespace, name, ts);
 CREATE TABLE IF NOT EXISTS timeline_seen (key TEXT PRIMARY KEY, body BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS timeline_meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS timeline_actors (
-    kind TEXT NOT NULL, namespace TEXT NOT NULL, name TEXT NOT NULL, digest TEXT NOT NULL,
-    actor TEXT NOT NULL, ts REAL NOT NULL
-);
-CREATE INDEX IF NOT EXISTS timeline_actors_object
-    ON timeline_actors (kind, namespace, name, digest);
+DROP TABLE IF EXISTS timeline_actors;
 """
-
-ACTOR_DIGEST = "_actorDigest"
-"""A field the recorder puts on a `change` entry whose actor it does not know: the
-`spec_digest` of the new spec. `append_many` looks for an actor noted against it
-(`note_actor`), takes it (a note names one write), and drops the field."""
 
 _INSERT = "INSERT INTO timeline (ts, type, kind, namespace, name, body) VALUES (?, ?, ?, ?, ?, ?)"
 _PRUNE_CHUNK = 20_000
 
-TYPES = ("change", "condition", "event", "exit", "log", "edge")
+TYPES = ("write", "change", "condition", "event", "exit", "log", "edge")
 """The entry types the recorder writes (readers must accept others too)."""
-
-
-class ActorNotes(Protocol):
-    """Where a writer of desired state (`setpoint apply`) says who is about to change a spec."""
-
-    def note_actor(self, obj: Mapping[str, Any], actor: str, ts: float) -> None: ...
-
-
-def spec_digest(spec: Any) -> str:
-    """A short digest of a spec, the same for equal specs whatever their key order."""
-    return hashlib.sha256(orjson.dumps(spec, option=orjson.OPT_SORT_KEYS)).hexdigest()[:32]
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,7 +150,7 @@ class Timeline:
         with self._lock:
             self._conn.execute("BEGIN IMMEDIATE")
             try:
-                rows = [_row(self._with_actor(e)) for e in entries]
+                rows = [_row(e) for e in entries]
                 self._conn.executemany(_INSERT, rows)
                 if checkpoint is not None:
                     self._save_checkpoint(checkpoint)
@@ -180,43 +159,6 @@ class Timeline:
                 raise
             self._conn.execute("COMMIT")
         return len(rows)
-
-    def note_actor(self, obj: Mapping[str, Any], actor: str, ts: float) -> None:
-        """Note that `actor` is about to write `obj`'s spec (see `ACTOR_DIGEST`)."""
-        meta = obj.get("metadata") or {}
-        row = (
-            str(obj.get("kind") or ""),
-            str(meta.get("namespace") or ""),
-            str(meta.get("name") or ""),
-            spec_digest(obj.get("spec")),
-            actor,
-            ts,
-        )
-        with self._lock:
-            self._conn.execute("INSERT INTO timeline_actors VALUES (?, ?, ?, ?, ?, ?)", row)
-
-    def _with_actor(self, entry: Entry) -> Entry:
-        """`entry` without `ACTOR_DIGEST`, naming the actor noted for it (the note is taken)."""
-        digest = entry.get(ACTOR_DIGEST)
-        if digest is None:
-            return entry
-        entry = {k: v for k, v in entry.items() if k != ACTOR_DIGEST}
-        about = object_of(entry)
-        key = (
-            str(about.get("kind") or ""),
-            str(about.get("namespace") or ""),
-            str(about.get("name") or ""),
-            str(digest),
-        )
-        row = self._conn.execute(
-            "SELECT rowid, actor FROM timeline_actors WHERE kind = ? AND namespace = ? "
-            "AND name = ? AND digest = ? ORDER BY ts DESC LIMIT 1",
-            key,
-        ).fetchone()
-        if row is not None:
-            self._conn.execute("DELETE FROM timeline_actors WHERE rowid = ?", (row[0],))
-            entry["actor"] = row[1]
-        return entry
 
     def _save_checkpoint(self, checkpoint: Checkpoint) -> None:
         gone = [(k,) for k, v in checkpoint.seen.items() if v is None]
@@ -251,8 +193,6 @@ class Timeline:
         deleted = 0
         if max_age_s is not None:
             cutoff = self._clock.now() - max_age_s
-            with self._lock:
-                self._conn.execute("DELETE FROM timeline_actors WHERE ts < ?", (cutoff,))
             deleted += self._delete_chunks(
                 "DELETE FROM timeline WHERE id IN (SELECT id FROM timeline WHERE ts < ? LIMIT ?)",
                 (cutoff,),

@@ -19,7 +19,7 @@ from typing import Any
 
 from setpoint.errors import Conflict, Invalid
 from setpoint.model import Kind, Object, ScaleSubresource
-from setpoint.store.base import Store
+from setpoint.store.base import NO_OPTIONS, Store, WriteOptions
 
 __all__ = ["Scale", "read_scale", "scale_of", "write_scale"]
 
@@ -77,8 +77,10 @@ async def write_scale(
     replicas: int,
     *,
     resource_version: str | None = None,
+    options: WriteOptions = NO_OPTIONS,
 ) -> Scale:
-    """Set the desired replicas of `name` to `replicas`; return the scale written."""
+    """Set the desired replicas of `name` to `replicas`; return the scale written (with a
+    dry run in `options`, as it would be)."""
     sub = _subresource(kind)
     if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 0:
         raise Invalid(f"replicas must be a whole number >= 0, not {replicas!r}", field="replicas")
@@ -99,7 +101,7 @@ async def write_scale(
             node = node.setdefault(part, {})
         node[leaf] = replicas
         try:
-            return scale_of(kind, await store.update(updated))
+            return scale_of(kind, await store.update(updated, options=options))
         except Conflict:
             if resource_version is not None:
                 raise

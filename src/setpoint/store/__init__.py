@@ -2,8 +2,9 @@
 
     store = await open_store("sqlite:///state.db")   # or "memory://"
 
-The contract (revisions, compare-and-swap, ordered resumable watch, durability)
-is in `setpoint.store.base`; each backend keeps it, and tests/conformance/
+The contract (revisions, compare-and-swap, ordered resumable watch, durability, and the
+`WriteOptions` every write takes: a dry run, the `Actor` who writes) is in
+`setpoint.store.base`; each backend keeps it, and tests/conformance/
 checks that they do.
 
 URLs
@@ -44,7 +45,7 @@ from setpoint.errors import Invalid, NotFound
 if TYPE_CHECKING:
     from setpoint.errors import AlreadyExists, Conflict, Gone, StoreClosed, UnknownKind
     from setpoint.model import Registry
-    from setpoint.store.base import EventType, Reader, Store, WatchEvent
+    from setpoint.store.base import Actor, EventType, Reader, Store, WatchEvent, WriteOptions
     from setpoint.store.http import Credentials
     from setpoint.store.postgresql import Sync as PgSync
     from setpoint.store.rules import FOREGROUND_DELETION, ORPHAN
@@ -53,7 +54,7 @@ __getattr__, __dir__ = lazy.exports(
     __name__,
     {
         "setpoint.errors": ("AlreadyExists", "Conflict", "Gone", "StoreClosed", "UnknownKind"),
-        "setpoint.store.base": ("EventType", "Store", "WatchEvent"),
+        "setpoint.store.base": ("Actor", "EventType", "Store", "WatchEvent", "WriteOptions"),
         "setpoint.store.rules": ("FOREGROUND_DELETION", "ORPHAN"),
     },
 )
@@ -61,6 +62,7 @@ __getattr__, __dir__ = lazy.exports(
 __all__ = [
     "FOREGROUND_DELETION",
     "ORPHAN",
+    "Actor",
     "AlreadyExists",
     "Conflict",
     "EventType",
@@ -71,6 +73,7 @@ __all__ = [
     "StoreClosed",
     "UnknownKind",
     "WatchEvent",
+    "WriteOptions",
     "open_store",
     "read_kinds",
 ]

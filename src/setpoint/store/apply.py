@@ -1,22 +1,20 @@
-"""Field managers against a store: server-side apply, and plain writes recorded in
-`metadata.managedFields`. Each reads the live object, lets `setpoint.model.managed_fields`
-decide (`apply`, `update`; the kind's schema says how its lists merge), writes that with
-compare-and-swap, and reads again on a lost race.
+"""Server-side apply against a store: it reads the live object, lets
+`setpoint.model.managed_fields.apply` decide (the kind's schema says how its lists merge),
+writes that with compare-and-swap, and reads again on a lost race.
 
     obj = await server_side_apply(store, kind, name, namespace, applied,
                                   field_manager="kubectl", force=False)
-    obj = await patch_recorded(store, kind, name, namespace, patch, "merge",
-                               manager="kubectl-patch", always=True)
-    obj = await update_recorded(store, kind, obj, manager="kubectl-edit")
 
-`server_side_apply` is what the HTTP API's `PATCH` with `application/apply-patch+yaml`
-does (`kubectl apply --server-side`). A `Conflict` with `causes` (fields owned by other
-managers) is the caller's to show; a lost race (`Conflict` without causes) is retried
-here. `patch_recorded` and `update_recorded` are a plain PATCH and PUT that take the
-fields they change (an `Update` entry), so that a later apply of another value conflicts
-instead of silently undoing them. They cost a read and a second validation, so the API
-uses them only when recording matters (`docs/api.md`); a PATCH of an object with no
-managed fields, not `always`, is the store's plain `patch`.
+(A plain PUT or PATCH that records the fields it changes, so that a later apply of another
+value conflicts instead of silently undoing them, is the store's own `update` or `patch`
+with `WriteOptions.record_fields`: `setpoint.store.rules` records them in the write, on the
+object as validated once.)
+
+It takes the `WriteOptions` of its writes (`options`: a dry run decides and writes
+nothing; the actor goes with the write). It is what the HTTP API's `PATCH` with
+`application/apply-patch+yaml` does (`kubectl apply --server-side`). A `Conflict` with
+`causes` (fields owned by other managers) is the caller's to show; a lost race (`Conflict`
+without causes) is retried here.
 """
 
 from __future__ import annotations
@@ -26,10 +24,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from setpoint.errors import AlreadyExists, Conflict, Invalid, NotFound
-from setpoint.model import Kind, Object, apply_patch
+from setpoint.model import Kind, Object
 from setpoint.model.crd import apply_schema
-from setpoint.model.managed_fields import apply, update
-from setpoint.store.base import Store
+from setpoint.model.managed_fields import apply
+from setpoint.store.base import NO_OPTIONS, Store, WriteOptions
 
 ATTEMPTS = 10
 """Read-decide-write rounds before a busy object's `Conflict` is given to the caller."""
@@ -44,11 +42,11 @@ async def server_side_apply(
     *,
     field_manager: str,
     force: bool = False,
-    dry_run: bool = False,
+    options: WriteOptions = NO_OPTIONS,
     now: datetime | None = None,
 ) -> Object:
     """Apply `applied` (the manager's whole configuration of the object `name` of `kind`)
-    and return the object as stored (with `dry_run`: as it would be, nothing written)."""
+    and return the object as stored (with a dry run: as it would be, nothing written)."""
     intent = _intent(kind, name, namespace, applied)
     schema = apply_schema(kind)
     for _ in range(ATTEMPTS):
@@ -58,13 +56,10 @@ async def server_side_apply(
             live = None
         at = now or datetime.now(UTC)
         merged = apply(live, intent, manager=field_manager, force=force, now=at, schema=schema)
-        if dry_run:
-            kind.validate(merged)
-            return merged
         try:
             if live is None:
-                return await store.create(merged)
-            return await store.update(merged)
+                return await store.create(merged, options=options)
+            return await store.update(merged, options=options)
         except AlreadyExists:
             continue
         except Conflict as exc:
@@ -72,69 +67,6 @@ async def server_side_apply(
                 raise
             continue  # changed meanwhile: apply onto what is there now
     raise _busy(kind, name)
-
-
-async def patch_recorded(
-    store: Store,
-    kind: Kind,
-    name: str,
-    namespace: str | None,
-    patch: Any,
-    patch_type: str,
-    *,
-    manager: str,
-    always: bool,
-    now: datetime | None = None,
-) -> Object:
-    """Patch the object (`merge` or `json`, as `Store.patch`) and record the fields the
-    patch changed as `manager`'s, when the object has managed fields or `always`. Retried
-    on a lost race unless the patch names the resourceVersion it expects."""
-    for _ in range(ATTEMPTS):
-        live = await store.get(kind.api_version, kind.kind, name, namespace)
-        if not always and not live["metadata"].get("managedFields"):
-            return await store.patch(
-                kind.api_version, kind.kind, name, patch, namespace, patch_type=patch_type
-            )
-        patched = apply_patch(live, patch, patch_type)
-        meta = patched.get("metadata")
-        if not isinstance(meta, dict):
-            raise Invalid("a patch may not remove metadata", field="metadata")
-        identity = ("apiVersion", "kind")
-        if any(patched.get(k) != live.get(k) for k in identity) or any(
-            meta.get(k) != live["metadata"].get(k) for k in ("name", "namespace")
-        ):
-            raise Invalid(
-                "a patch may not change apiVersion, kind, name or namespace", field="patch"
-            )
-        pinned = meta.get("resourceVersion") != live["metadata"]["resourceVersion"]
-        try:
-            return await store.update(_recorded(kind, live, patched, manager, now))
-        except Conflict:
-            if pinned:
-                raise
-    raise _busy(kind, name)
-
-
-async def update_recorded(
-    store: Store, kind: Kind, obj: Object, *, manager: str, now: datetime | None = None
-) -> Object:
-    """Replace the object (a PUT: `obj` names the resourceVersion it replaces) and record
-    the fields it changed as `manager`'s."""
-    meta = obj["metadata"]
-    live = await store.get(kind.api_version, kind.kind, meta.get("name"), meta.get("namespace"))
-    if meta.get("resourceVersion") != live["metadata"]["resourceVersion"]:
-        return await store.update(obj)  # stale (or none given): the store says why
-    return await store.update(_recorded(kind, live, obj, manager, now))
-
-
-def _recorded(kind: Kind, live: Object, new: Object, manager: str, now: datetime | None) -> Object:
-    """`new` with `manager`'s `Update` entry, decided on its validated form (defaults
-    filled, as it will be stored), so a default is no change."""
-    validated = copy.deepcopy(new)
-    validated.pop("status", None)
-    kind.validate(validated)
-    at = now or datetime.now(UTC)
-    return update(live, validated, manager=manager, now=at, schema=apply_schema(kind))
 
 
 def _busy(kind: Kind, name: str) -> Conflict:

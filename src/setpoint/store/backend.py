@@ -3,15 +3,18 @@ requests, and serving `watch` (and `watch_encoded`, objects left as JSON bytes) 
 shared fan-out.
 
 A backend subclasses `Backend` and supplies `_execute` (run one write in a
-transaction), `_history` (the log after a revision) and the reads. One that publishes
-through the shared fan-out passes every entry to `_learn_committed` too, so that CRDs
-written by any process define kinds in this one (`setpoint.store.kinds`) and its dependency
-index sees every process's edges (`setpoint.store.dependency_index`); a write made here is
-learnt as soon as it returns. (etcd serves each watch from etcd itself: it learns the CRDs
-when opened, the edges when first needed, and both from its own writes.)
+transaction, keeping `write.op` and `write.options.actor` with its log row), `_history`
+(the log after a revision) and the reads. One that publishes through the shared fan-out
+passes every entry to `_learn_committed` too, so that CRDs written by any process define
+kinds in this one (`setpoint.store.kinds`) and its dependency index sees every process's
+edges (`setpoint.store.dependency_index`); a write made here is learnt as soon as it
+returns. (etcd serves each watch from etcd itself: it learns the CRDs when opened, the edges
+when first needed, and both from its own writes.)
 
-Every write passes the dependency index's `admit` first, in `_write`, before `_execute`:
-a write that would close a `dependsOn` cycle is refused there, nothing written.
+Every write passes the dependency index's `admit` first, in `_write`: a write that would
+close a `dependsOn` cycle is refused there, nothing written. A dry run is admitted the same
+way but never reaches `_execute`: `_write` decides it on the object as `get` reads it and
+returns what it would write, learning nothing.
 """
 
 from __future__ import annotations
@@ -22,11 +25,13 @@ from collections.abc import AsyncIterator, Sequence
 from functools import cached_property
 from typing import Any
 
+from setpoint.clock import Clock
+from setpoint.errors import NotFound
 from setpoint.model import Object, Registry, Selector, codec
-from setpoint.store.base import WatchEvent
+from setpoint.store.base import NO_OPTIONS, WatchEvent, WriteOptions
 from setpoint.store.dependency_index import DependencyIndex
 from setpoint.store.kinds import is_crd, learn_change
-from setpoint.store.rules import Write, key_of, prepare
+from setpoint.store.rules import Write, decide, encode, key_of, prepare
 from setpoint.store.watchers import EncodedEvent, LogEntry, Watchers, WatchFilter
 
 
@@ -46,6 +51,7 @@ def encoded_matching(
 class Backend(ABC):
     registry: Registry
     _watchers: Watchers
+    _clock: Clock
 
     @abstractmethod
     async def _execute(self, write: Write) -> Object:
@@ -110,9 +116,12 @@ class Backend(ABC):
 
     async def _write(self, write: Write) -> Object:
         """`_execute` once the dependency index admits the write (no `dependsOn` cycle);
-        then a CRD's kind and the object's edges are learnt (or forgotten) at once."""
+        then a CRD's kind and the object's edges are learnt (or forgotten) at once. A dry
+        run is admitted and decided, never executed nor learnt."""
         admitted = await self._dependencies.admit(write)
         try:
+            if write.options.dry_run:
+                return await self._dry_run(write)
             written = await self._execute(write)
         finally:
             self._dependencies.done(admitted)
@@ -126,6 +135,21 @@ class Backend(ABC):
             learn_change(self.registry, written, deleted=gone)
         return written
 
+    async def _dry_run(self, write: Write) -> Object:
+        """The object as `write` would leave it, decided by `decide` on the object as it is
+        (refused as the write would be, the size limit too); nothing written."""
+        api_version, kind, namespace, name = write.key
+        try:
+            current: Object | None = await self.get(api_version, kind, name, namespace or None)
+        except NotFound:
+            current = None
+        change = decide(write, current, self._clock.now())
+        if change is None:
+            assert current is not None
+            return current
+        encode(change.object)
+        return change.object
+
     def _learn_committed(self, entries: Sequence[LogEntry]) -> None:
         """Learn from committed `entries` (whoever wrote them): the kinds of the CRDs among
         them, and the dependency edges of the objects of kinds that declare them."""
@@ -135,14 +159,14 @@ class Backend(ABC):
                 learn_change(self.registry, obj, deleted=entry.type == "DELETED")
         self._dependencies.learn_entries(entries)
 
-    async def create(self, obj: Object) -> Object:
-        return await self._write(prepare(self.registry, "create", obj))
+    async def create(self, obj: Object, *, options: WriteOptions = NO_OPTIONS) -> Object:
+        return await self._write(prepare(self.registry, "create", obj, options))
 
-    async def update(self, obj: Object) -> Object:
-        return await self._write(prepare(self.registry, "update", obj))
+    async def update(self, obj: Object, *, options: WriteOptions = NO_OPTIONS) -> Object:
+        return await self._write(prepare(self.registry, "update", obj, options))
 
-    async def update_status(self, obj: Object) -> Object:
-        return await self._write(prepare(self.registry, "update_status", obj))
+    async def update_status(self, obj: Object, *, options: WriteOptions = NO_OPTIONS) -> Object:
+        return await self._write(prepare(self.registry, "update_status", obj, options))
 
     async def patch(
         self,
@@ -152,10 +176,13 @@ class Backend(ABC):
         patch: Any,
         namespace: str | None = "default",
         patch_type: str = "merge",
+        *,
+        options: WriteOptions = NO_OPTIONS,
     ) -> Object:
         k = self.registry.get(api_version, kind)
         key = key_of(k, name, namespace)
-        return await self._write(Write("patch", key, k, patch=patch, patch_type=patch_type))
+        write = Write("patch", key, k, patch=patch, patch_type=patch_type, options=options)
+        return await self._write(write)
 
     async def delete(
         self,
@@ -167,6 +194,7 @@ class Backend(ABC):
         propagation_policy: str = "Background",
         uid: str | None = None,
         resource_version: str | None = None,
+        options: WriteOptions = NO_OPTIONS,
     ) -> Object:
         k = self.registry.get(api_version, kind)
         key = key_of(k, name, namespace)
@@ -177,6 +205,7 @@ class Backend(ABC):
             k,
             propagation=propagation_policy,
             preconditions={f: v for f, v in preconditions.items() if v is not None},
+            options=options,
         )
         return await self._write(write)
 

@@ -11,6 +11,23 @@
   history raises `Gone`: relist and watch from the list's revision.
 * A write is durable when its call returns.
 
+Every write (`create`, `update`, `update_status`, `patch`, `delete`) takes one keyword,
+`options: WriteOptions` (default `NO_OPTIONS`):
+
+* `dry_run`: the write is decided against the current state exactly as a real one (the
+  same `setpoint.store.rules.prepare` and `decide`, the same refusals), and the call returns
+  the object as it would be; nothing is written and no revision is used.
+* `actor`: who writes (`Actor`: the authenticated user, the field manager, the client's
+  User-Agent). Every backend keeps it, with the verb (the write's method name), in the
+  log row of the revision it writes, and hands both to watchers (`WatchEvent.verb` and
+  `.actor`; None for history written before they were kept, `actor` None for a write
+  that named none).
+* `record_fields`: the fields an `update` or `patch` changes become the actor's manager's
+  (its `Update` entry in `metadata.managedFields`, `setpoint.model.managed_fields`),
+  decided in the write on the object as validated and as stored. A write whose actor
+  names a manager records them on an object that has managed fields already, with or
+  without it.
+
 No backend code lives here.
 """
 
@@ -24,15 +41,49 @@ from typing import Any, Literal, Protocol
 from setpoint.model import Object, Registry, Selector
 
 EventType = Literal["ADDED", "MODIFIED", "DELETED"]
+Verb = Literal["create", "update", "update_status", "patch", "delete"]
+"""The store method that made a write."""
+
+
+@dataclass(frozen=True, slots=True)
+class Actor:
+    """Who makes a write: `user`, the authenticated user (`user@host` for the CLI on its own
+    store); `manager`, the field manager (`fieldManager`, else the User-Agent's product, as
+    `setpoint.model.managed_fields.manager_of` names it; a controller's name); `agent`, the
+    client's User-Agent. Any may be None (not known)."""
+
+    user: str | None = None
+    manager: str | None = None
+    agent: str | None = None
+
+    def name(self) -> str:
+        """How the timeline names it: the user, else the manager, else `unknown`."""
+        return self.user or self.manager or "unknown"
+
+
+@dataclass(frozen=True, slots=True)
+class WriteOptions:
+    """How to make one write (see the module docstring)."""
+
+    dry_run: bool = False
+    actor: Actor | None = None
+    record_fields: bool = False
+
+
+NO_OPTIONS = WriteOptions()
+"""A real write by an unnamed writer."""
 
 
 @dataclass(frozen=True, slots=True)
 class WatchEvent:
-    """One change: `object` is the object as that revision left it (for DELETED, its last state)."""
+    """One change: `object` is the object as that revision left it (for DELETED, its last
+    state); `verb` and `actor` say how and by whom it was written (None: not known)."""
 
     type: EventType
     object: Object
     revision: int
+    verb: Verb | None = None
+    actor: Actor | None = None
 
 
 class Store(Protocol):
@@ -40,7 +91,7 @@ class Store(Protocol):
 
     registry: Registry
 
-    async def create(self, obj: Object) -> Object: ...
+    async def create(self, obj: Object, *, options: WriteOptions = NO_OPTIONS) -> Object: ...
 
     async def get(
         self, api_version: str, kind: str, name: str, namespace: str | None = "default"
@@ -80,9 +131,9 @@ class Store(Protocol):
         object decoded at once, like an informer filling its cache."""
         ...
 
-    async def update(self, obj: Object) -> Object: ...
+    async def update(self, obj: Object, *, options: WriteOptions = NO_OPTIONS) -> Object: ...
 
-    async def update_status(self, obj: Object) -> Object: ...
+    async def update_status(self, obj: Object, *, options: WriteOptions = NO_OPTIONS) -> Object: ...
 
     async def patch(
         self,
@@ -92,6 +143,8 @@ class Store(Protocol):
         patch: Any,
         namespace: str | None = "default",
         patch_type: str = "merge",
+        *,
+        options: WriteOptions = NO_OPTIONS,
     ) -> Object: ...
 
     async def delete(
@@ -104,6 +157,7 @@ class Store(Protocol):
         propagation_policy: str = "Background",
         uid: str | None = None,
         resource_version: str | None = None,
+        options: WriteOptions = NO_OPTIONS,
     ) -> Object:
         """Delete now, or (with finalizers) mark for deletion. Foreground: dependents go first;
         Orphan: dependents are kept and lose their owner reference. `uid` and

@@ -4,9 +4,13 @@
 
 Layout: every object is one key, `<prefix>o/<apiVersion>/<kind>/<namespace>/<name>` (an
 empty namespace for cluster-scoped kinds), its value the object's JSON without
-`resourceVersion`; the key `<prefix>store` marks the store (its creation revision is the
-store's birth). etcd's store-wide revision is the store's revision, and an object's
-`resourceVersion` is its key's mod revision, set on every read.
+`resourceVersion`, with the verb and actor of the write that put it as one more member at
+its end (`"setpoint.dev/writer": {...}`, `encoded_writer`), stripped on every read (a
+value without it, written before, has no known writer). A delete that removes the key
+leaves no value: its event names no verb or actor. The key `<prefix>store` marks the
+store (its creation revision is the store's birth). etcd's store-wide revision is the
+store's revision, and an object's `resourceVersion` is its key's mod revision, set on
+every read.
 
 Writes: read the key, `decide` (`setpoint.store.rules`), then one transaction that commits
 only if the key's mod revision is still the one decided on (0: absent); when another writer
@@ -49,7 +53,14 @@ from setpoint.store.backend import Backend
 from setpoint.store.base import EventType, WatchEvent
 from setpoint.store.kinds import learn_kinds
 from setpoint.store.rules import Key, Write, decide, encode, key_of, not_found, stamp
-from setpoint.store.watchers import EncodedEvent, LogEntry, WatchFilter, matcher
+from setpoint.store.watchers import (
+    EncodedEvent,
+    LogEntry,
+    WatchFilter,
+    decoded_writer,
+    encoded_writer,
+    matcher,
+)
 
 log = logging.getLogger("setpoint.store.etcd")
 
@@ -222,7 +233,7 @@ class EtcdStore(Backend):
             )
             if change.type != "DELETED":
                 change.object["metadata"].pop("resourceVersion", None)
-                request.success[0].request_put.value = encode(change.object)
+                request.success[0].request_put.value = _with_writer(encode(change.object), write)
             response = await self._call(self._kv.Txn, request)
             if response.succeeded:
                 break
@@ -431,10 +442,13 @@ class EtcdStore(Backend):
         revision = event.kv.mod_revision
         if event.type == _DELETE:
             type_: EventType = "DELETED"
-            data = prev = event.prev_kv.value
+            data, _ = _without_writer(event.prev_kv.value)
+            prev, writer = data, None  # the writer of the value before, not of the delete
         else:
             type_ = "ADDED" if event.kv.create_revision == revision else "MODIFIED"
-            data, prev = event.kv.value, event.prev_kv.value
+            data, writer = _without_writer(event.kv.value)
+            prev = event.prev_kv.value
+        verb, actor = decoded_writer(writer)
         return LogEntry(
             revision,
             type_,
@@ -444,6 +458,8 @@ class EtcdStore(Backend):
             data,
             _labels(data) if labels else None,
             _labels(prev) if labels and prev else None,
+            verb,
+            actor,
         )
 
     async def _history(self, after: int) -> builtins.list[LogEntry]:
@@ -458,8 +474,30 @@ class EtcdStore(Backend):
         await self._channel.close()
 
 
+_WRITER = b',"setpoint.dev/writer":'
+"""Where a stored value's writer begins (`_with_writer`). Within the JSON of an object it
+can only be a member name (a quote inside a string is escaped), so the last one is ours."""
+
+
+def _with_writer(data: bytes, write: Write) -> bytes:
+    """The stored value: the object's JSON with the write's verb and actor as its last
+    member."""
+    return b"".join(
+        (data[:-1], _WRITER, encoded_writer(write.op, write.options.actor).encode(), b"}")
+    )
+
+
+def _without_writer(value: bytes) -> tuple[bytes, bytes | None]:
+    """(the object's JSON, its writer's) of a stored value (None: written before writers
+    were kept)."""
+    at = value.rfind(_WRITER)
+    if at < 0:
+        return value, None
+    return value[:at] + b"}", value[at + len(_WRITER) : -1]
+
+
 def _object(value: bytes, revision: int) -> Object:
-    obj: Object = codec.decode(value)
+    obj: Object = codec.decode(_without_writer(value)[0])
     obj["metadata"]["resourceVersion"] = str(revision)
     return obj
 

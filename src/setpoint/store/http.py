@@ -22,6 +22,10 @@ the conventions): `HttpStore` (the `Store` contract, on httpx's async client) an
   write of a kind not watched here) is skipped once `GAP_WAIT` seconds pass with later
   ones waiting. `since=0` is the API's `resourceVersion=0`: the current state as ADDED
   events, then changes (the history from revision 0 cannot be asked for).
+* Write options (`WriteOptions`): a dry run is `dryRun=All`; the actor's manager, unless
+  it is `setpoint` (the server takes that from the User-Agent, `setpoint`), is
+  `fieldManager=` (which makes the server record the fields it writes, as kubectl's). The
+  actor's user is not sent: the server names the user its token authenticates.
 * A failure answered as a Kubernetes `Status` is raised as the error of `setpoint.errors`
   it stands for (`status_error`): NotFound, AlreadyExists, Conflict, Invalid (with the field
   of `details.causes`), Gone, BadRequest, Unauthorized, Forbidden... A server that cannot be
@@ -61,7 +65,7 @@ from setpoint.errors import (
     UnsupportedMediaType,
 )
 from setpoint.model import Kind, Object, Registry, Selector, codec
-from setpoint.store.base import WatchEvent
+from setpoint.store.base import NO_OPTIONS, WatchEvent, WriteOptions
 
 if TYPE_CHECKING:
     from setpoint.store.base import EventType
@@ -80,6 +84,8 @@ PATCH_CONTENT_TYPES = {
     "json": "application/json-patch+json",
 }
 JSON = "application/json"
+USER_AGENT = "setpoint"
+"""What this client calls itself; the server takes it as the field manager of its writes."""
 SIMPLE_ERRORS: dict[int, type[Error]] = {
     400: BadRequest,
     413: RequestEntityTooLarge,
@@ -101,7 +107,7 @@ class Credentials:
     """Where the token came from (`--token`, a kubeconfig's path), named by auth errors."""
 
     def headers(self) -> dict[str, str]:
-        headers = {"Accept": JSON, "User-Agent": "setpoint"}
+        headers = {"Accept": JSON, "User-Agent": USER_AGENT}
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
         return headers
@@ -381,16 +387,27 @@ class HttpStore:
             return body
         raise status_error(response.status_code, body, self.credentials)
 
+    async def _write(self, method: str, path: str, options: WriteOptions, **kwargs: Any) -> Object:
+        """`_object` for a write, with the query of its `options`."""
+        params: dict[str, str] = {}
+        if options.dry_run:
+            params["dryRun"] = "All"
+        manager = options.actor.manager if options.actor is not None else None
+        if manager and manager != USER_AGENT:
+            params["fieldManager"] = manager
+        return await self._object(method, path, params=params or None, **kwargs)
+
     async def _object(self, method: str, path: str, **kwargs: Any) -> Object:
         body = self._answer(await self._send(method, path, **kwargs))
         if not isinstance(body, dict):
             raise Error(f"the server answered {method} {path} with no object")
         return body
 
-    async def create(self, obj: Object) -> Object:
+    async def create(self, obj: Object, *, options: WriteOptions = NO_OPTIONS) -> Object:
         kind = self.registry.for_object(_mapping(obj))
         _name_of(obj)
-        return await self._object("POST", collection_path(kind, _namespace_of(kind, obj)), body=obj)
+        path = collection_path(kind, _namespace_of(kind, obj))
+        return await self._write("POST", path, options, body=obj)
 
     async def get(
         self, api_version: str, kind: str, name: str, namespace: str | None = "default"
@@ -444,15 +461,15 @@ class HttpStore:
                 return
             params["continue"] = token
 
-    async def update(self, obj: Object) -> Object:
+    async def update(self, obj: Object, *, options: WriteOptions = NO_OPTIONS) -> Object:
         kind = self.registry.for_object(_mapping(obj))
         path = item_path(kind, _name_of(obj), _namespace_of(kind, obj))
-        return await self._object("PUT", path, body=obj)
+        return await self._write("PUT", path, options, body=obj)
 
-    async def update_status(self, obj: Object) -> Object:
+    async def update_status(self, obj: Object, *, options: WriteOptions = NO_OPTIONS) -> Object:
         kind = self.registry.for_object(_mapping(obj))
         path = item_path(kind, _name_of(obj), _namespace_of(kind, obj)) + "/status"
-        return await self._object("PUT", path, body=obj)
+        return await self._write("PUT", path, options, body=obj)
 
     async def patch(
         self,
@@ -462,6 +479,8 @@ class HttpStore:
         patch: Any,
         namespace: str | None = "default",
         patch_type: str = "merge",
+        *,
+        options: WriteOptions = NO_OPTIONS,
     ) -> Object:
         k = self.registry.get(api_version, kind)
         content_type = PATCH_CONTENT_TYPES.get(patch_type)
@@ -474,7 +493,7 @@ class HttpStore:
         ):
             raise Invalid("a JSON patch must be a list of operations", field="patch")
         path = item_path(k, name, namespace)
-        return await self._object("PATCH", path, body=patch, content_type=content_type)
+        return await self._write("PATCH", path, options, body=patch, content_type=content_type)
 
     async def delete(
         self,
@@ -486,11 +505,13 @@ class HttpStore:
         propagation_policy: str = "Background",
         uid: str | None = None,
         resource_version: str | None = None,
+        options: WriteOptions = NO_OPTIONS,
     ) -> Object:
         k = self.registry.get(api_version, kind)
-        deleted = await self._object(
+        deleted = await self._write(
             "DELETE",
             item_path(k, name, namespace),
+            options,
             body=delete_options(propagation_policy, uid, resource_version),
         )
         if deleted.get("kind") == "Status":  # removed at once, and the answer says only that

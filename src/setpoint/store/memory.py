@@ -2,7 +2,8 @@
 
 Keeps the same contract as every backend (see `setpoint.store.base`): objects are
 held encoded, so callers never share state with the store; every write takes the
-next revision and is published to watchers before the call returns. Not durable.
+next revision and is published to watchers before the call returns; its log entry keeps
+the write's verb and actor. Not durable.
 """
 
 from __future__ import annotations
@@ -65,6 +66,8 @@ class MemoryStore(Backend):
             data,
             change.object["metadata"].get("labels"),
             change.prev_labels,
+            write.op,
+            write.options.actor,
         )
         self._log.append(entry)
         if len(self._log) > 2 * self._history_size:

@@ -4,8 +4,10 @@ with the write rules of `setpoint.store.rules`, as the SQLite backend does; it m
 decide anything those rules decide.
 
 Layout (as the SQLite backend): `setpoint_objects` holds each object's current JSON,
-`setpoint_log` one row per change, and `setpoint_meta` the store's revision, its compaction
-mark and the schema version.
+`setpoint_log` one row per change (its `writer`: the write's verb and actor,
+`encoded_writer`), and `setpoint_meta` the store's revision, its compaction mark and the
+schema version. Opening a store of an older schema brings it up to this one (`_MIGRATIONS`,
+under the schema lock); a newer one is refused.
 
 Revisions are assigned in commit order, by construction. A write transaction starts by
 advancing the one `revision` row of `setpoint_meta` (UPDATE ... RETURNING), which locks it
@@ -63,16 +65,22 @@ from setpoint.errors import Error, Gone, Invalid, NotFound, StoreClosed, StoreUn
 from setpoint.model import Object, Registry, Selector, codec
 from setpoint.model.crd import CRD
 from setpoint.store.backend import Backend
-from setpoint.store.base import EventType
+from setpoint.store.base import Actor, EventType, Verb
 from setpoint.store.kinds import learn_kinds
 from setpoint.store.rules import Change, Key, Write, decide, encode, key_of, not_found, stamp
-from setpoint.store.watchers import LogEntry, Watchers, encoded_labels, matcher
+from setpoint.store.watchers import (
+    LogEntry,
+    Watchers,
+    encoded_labels,
+    encoded_writer,
+    matcher,
+)
 
 log = logging.getLogger("setpoint.store.postgresql")
 
 Sync = Literal["full", "normal", "off"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """The layout this module reads and writes; a store with a newer one is refused."""
 CHANNEL = "setpoint_log"
 """The NOTIFY channel every write transaction signals with its last revision."""
@@ -86,11 +94,15 @@ _SCHEMA = (
     revision bigint PRIMARY KEY,
     type text NOT NULL, api_version text NOT NULL, kind text NOT NULL,
     namespace text NOT NULL, name text NOT NULL, data text NOT NULL,
-    labels text, prev_labels text)""",
+    labels text, prev_labels text, writer text)""",
     "CREATE TABLE IF NOT EXISTS setpoint_meta (key text PRIMARY KEY, value bigint NOT NULL)",
     f"""INSERT INTO setpoint_meta VALUES ('revision', 0), ('compacted', 0),
     ('schema', {SCHEMA_VERSION}) ON CONFLICT DO NOTHING""",
 )
+_MIGRATIONS = {
+    2: ("ALTER TABLE setpoint_log ADD COLUMN IF NOT EXISTS writer text",),
+}
+"""The statements that bring a store of schema version N - 1 to N."""
 _SCHEMA_LOCK = 0x5E7_9017
 """Advisory lock that serializes creating the schema (several processes open at once)."""
 
@@ -117,10 +129,10 @@ _CHECK = (  # a division by zero, aborting the transaction, if an object read ha
 )
 _INSERT_LOG = (
     "INSERT INTO setpoint_log SELECT m.value - %s + k.off, k.type, k.a, k.b, k.c, k.d,"
-    " k.pre || (m.value - %s + k.off)::text || k.post, k.labels, k.prev"
+    " k.pre || (m.value - %s + k.off)::text || k.post, k.labels, k.prev, k.writer"
     f" FROM {_NOW}, unnest(%s::bigint[], %s::text[], %s::text[], %s::text[], %s::text[],"
-    " %s::text[], %s::text[], %s::text[], %s::text[], %s::text[])"
-    " AS k(off, type, a, b, c, d, pre, post, labels, prev)"
+    " %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[])"
+    " AS k(off, type, a, b, c, d, pre, post, labels, prev, writer)"
 )
 _UPSERT = (
     "INSERT INTO setpoint_objects SELECT k.a, k.b, k.c, k.d, m.value - %s + k.off,"
@@ -139,7 +151,7 @@ _RAISE_MARK = (  # keep about `history` revisions: raise the mark when twice tha
     " WHERE c.key = 'compacted' AND m.value - c.value > %s RETURNING c.value"
 )
 _NOTIFY = f"SELECT pg_notify(%s, m.value::text || %s) FROM {_NOW}"
-_LOG_COLUMNS = "revision, type, api_version, kind, namespace, data, labels, prev_labels"
+_LOG_COLUMNS = "revision, type, api_version, kind, namespace, data, labels, prev_labels, writer"
 _HISTORY = (  # the mark on every row; one row of NULLs when there is no row after `after`
     f"SELECT m.value, l.* FROM ({_COMPACTED}) AS m(value) LEFT JOIN"
     f" (SELECT {_LOG_COLUMNS} FROM setpoint_log WHERE revision > %s) AS l ON true"
@@ -165,12 +177,25 @@ class _Plan:
     upserts: dict[Key, int] = field(default_factory=dict)  # key -> index of its last change
     deletes: list[Key] = field(default_factory=list)
 
-    def add(self, change: Change, encoded: bytes, placeholder: str, read: int) -> None:
+    def add(
+        self, change: Change, encoded: bytes, placeholder: str, read: int, write: Write
+    ) -> None:
         pre, found, post = encoded.decode().partition(f'"{placeholder}"')
         if not found or placeholder in post:
             raise Error(f"the object holds this store's placeholder {placeholder!r}")
         labels = change.object["metadata"].get("labels")
-        row = _Row(change.type, change.key, pre + '"', '"' + post, labels, change.prev_labels)
+        actor = write.options.actor
+        row = _Row(
+            change.type,
+            change.key,
+            pre + '"',
+            '"' + post,
+            labels,
+            change.prev_labels,
+            write.op,
+            actor,
+            encoded_writer(write.op, actor),
+        )
         self.read.setdefault(change.key, read)
         self.upserts.pop(change.key, None)
         if change.key in self.deletes:
@@ -198,10 +223,11 @@ class _Plan:
                 r.post,
                 encoded_labels(r.labels),
                 encoded_labels(r.prev_labels),
+                r.writer,
             )
             for i, (_, r) in enumerate(self.entries, 1)
         ]
-        return _columns(rows, 10)
+        return _columns(rows, 11)
 
     def upsert_columns(self) -> list[list[Any]]:
         rows = []
@@ -221,12 +247,24 @@ class _Row:
     post: str
     labels: dict[str, str] | None
     prev_labels: dict[str, str] | None
+    verb: Verb
+    actor: Actor | None
+    writer: str  # `encoded_writer` of verb and actor
 
     def numbered(self, revision: int) -> LogEntry:
         data = f"{self.pre}{revision}{self.post}".encode()
         api_version, kind, namespace, _ = self.key
         return LogEntry(
-            revision, self.type, api_version, kind, namespace, data, self.labels, self.prev_labels
+            revision,
+            self.type,
+            api_version,
+            kind,
+            namespace,
+            data,
+            self.labels,
+            self.prev_labels,
+            self.verb,
+            self.actor,
         )
 
 
@@ -335,6 +373,8 @@ class PostgresStore(Backend):
                     f"knows up to {SCHEMA_VERSION}: upgrade setpoint",
                     field="store",
                 )
+            if row is not None and row[0] < SCHEMA_VERSION:
+                await self._migrate(conn)
             self._published = await self._revision_on(conn)
         except _Unreachable as exc:
             await conn.close()
@@ -357,6 +397,24 @@ class PostgresStore(Backend):
         crds, _ = await self.list(CRD.api_version, CRD.kind)
         learn_kinds(self.registry, crds)  # kinds as data (`setpoint.store.kinds`)
         return self
+
+    @staticmethod
+    async def _migrate(conn: AsyncConnection[Any]) -> None:
+        """Bring the store's schema up to `SCHEMA_VERSION` (one transaction, under the schema
+        lock, so processes opening it at once migrate it once)."""
+        async with conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+            found = await (
+                await conn.execute("SELECT value FROM setpoint_meta WHERE key = 'schema'")
+            ).fetchone()
+            version = found[0] if found is not None else SCHEMA_VERSION
+            for step in range(version + 1, SCHEMA_VERSION + 1):
+                for statement in _MIGRATIONS[step]:
+                    await conn.execute(statement)
+            await conn.execute(
+                "UPDATE setpoint_meta SET value = greatest(value, %s) WHERE key = 'schema'",
+                (SCHEMA_VERSION,),
+            )
 
     async def _connect(self) -> AsyncConnection[Any]:
         try:
@@ -471,7 +529,7 @@ class PostgresStore(Backend):
                     continue
                 change.object["metadata"]["resourceVersion"] = self._placeholder
                 encoded = encode(change.object)
-                plan.add(change, encoded, self._placeholder, read[key])
+                plan.add(change, encoded, self._placeholder, read[key], pending.write)
             except Exception as exc:  # this write alone fails; nothing of it is written
                 pending.result = exc
                 continue

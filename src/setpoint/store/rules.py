@@ -1,9 +1,12 @@
 """The write rules every backend applies: validation, server-set metadata, CAS, generation,
-finalizers. Pure: each function takes the current stored object and the request and
-returns what to write, or raises; the backend supplies the revision and does the I/O.
+finalizers, managed fields of plain writes. Pure: each function takes the current stored
+object and the request and returns what to write, or raises; the backend supplies the
+revision and does the I/O.
 
 A backend runs a write as: `decide` inside its transaction (so the compare-and-swap
-sees the latest committed state), then `stamp` with the revision it assigns.
+sees the latest committed state), then `stamp` with the revision it assigns. A dry run
+(`WriteOptions.dry_run`) is the same `prepare` and `decide` on the object as it is, and
+nothing more (`Backend._write`).
 """
 
 from __future__ import annotations
@@ -11,18 +14,22 @@ from __future__ import annotations
 import copy
 import uuid
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from setpoint.clock import rfc3339
 from setpoint.errors import AlreadyExists, Conflict, Invalid
 from setpoint.model import Kind, Object, Registry, apply_patch, codec
+from setpoint.model.crd import apply_schema
+from setpoint.model.managed_fields import update as record_update
 from setpoint.model.meta import object_key
+from setpoint.store.base import NO_OPTIONS, WriteOptions
 from setpoint.store.keys import Key as Key
 from setpoint.store.keys import key_of as key_of
 from setpoint.store.keys import not_found as not_found
 
 if TYPE_CHECKING:
-    from setpoint.store.base import EventType
+    from setpoint.store.base import EventType, Verb
 
 
 MAX_OBJECT_BYTES = 3 * 1024 * 1024 // 2  # 1.5 MiB, as etcd's default request limit
@@ -41,7 +48,7 @@ PROPAGATION_FINALIZERS = {"Background": None, "Foreground": FOREGROUND_DELETION,
 class Write:
     """A write request, carried to the backend's transaction."""
 
-    op: str  # create | update | update_status | patch | delete
+    op: Verb
     key: Key
     kind: Kind
     obj: Object | None = None
@@ -49,6 +56,7 @@ class Write:
     patch_type: str = "merge"
     propagation: str = "Background"
     preconditions: dict[str, str] | None = None  # delete only: {"uid", "resourceVersion"}
+    options: WriteOptions = NO_OPTIONS
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +79,7 @@ def encode(obj: Object) -> bytes:
     return data
 
 
-def prepare(registry: Registry, op: str, obj: Object) -> Write:
+def prepare(registry: Registry, op: Verb, obj: Object, options: WriteOptions = NO_OPTIONS) -> Write:
     """Check an incoming object for create/update/update_status before any transaction."""
     if not isinstance(obj, dict):
         raise Invalid("an object must be a mapping")
@@ -89,7 +97,7 @@ def prepare(registry: Registry, op: str, obj: Object) -> Write:
         kind.validate(obj)
     if op in ("update", "update_status") and not obj["metadata"].get("resourceVersion"):
         raise Invalid("must be specified for an update", field="metadata.resourceVersion")
-    return Write(op, object_key(obj), kind, obj=obj)
+    return Write(op, object_key(obj), kind, obj=obj, options=options)
 
 
 def decide(write: Write, current: Object | None, now: float) -> Change | None:
@@ -106,7 +114,7 @@ def decide(write: Write, current: Object | None, now: float) -> Change | None:
         _check_preconditions(write.preconditions or {}, current)
         return _deleted(write.key, current, now, write.propagation)
     if write.op == "patch":
-        return _patched(write, current)
+        return _patched(write, current, now)
     assert write.obj is not None
     _check_version(write.obj, current)
     if write.op == "update_status":
@@ -116,7 +124,7 @@ def decide(write: Write, current: Object | None, now: float) -> Change | None:
         else:
             new["status"] = write.obj["status"]
         return _change(write.key, current, new)
-    return _updated(write.key, current, write.obj)
+    return _updated(write.key, current, _recorded(write, current, write.obj, now))
 
 
 def stamp(change: Change, revision: int) -> Change:
@@ -233,7 +241,21 @@ def _updated(key: Key, current: Object, obj: Object) -> Change | None:
     return _change(key, current, new)
 
 
-def _patched(write: Write, current: Object) -> Change | None:
+def _recorded(write: Write, current: Object, new: Object, now: float) -> Object:
+    """`new` (validated) with the fields it changes recorded as the write's manager's, when
+    the write records fields (`WriteOptions.record_fields`, or an object already managed)."""
+    actor = write.options.actor
+    if actor is None or not actor.manager:
+        return new
+    if not (write.options.record_fields or current["metadata"].get("managedFields")):
+        return new
+    at = datetime.fromtimestamp(now, UTC)
+    return record_update(
+        current, new, manager=actor.manager, now=at, schema=apply_schema(write.kind)
+    )
+
+
+def _patched(write: Write, current: Object, now: float) -> Change | None:
     patched = apply_patch(current, write.patch, write.patch_type)
     if not isinstance(patched.get("metadata"), dict):
         raise Invalid("a patch may not remove metadata", field="metadata")
@@ -243,7 +265,7 @@ def _patched(write: Write, current: Object) -> Change | None:
     patched["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
     patched.pop("status", None)
     write.kind.validate(patched)
-    return _updated(write.key, current, patched)
+    return _updated(write.key, current, _recorded(write, current, patched, now))
 
 
 def _deleted(key: Key, current: Object, now: float, propagation: str) -> Change | None:

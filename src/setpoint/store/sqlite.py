@@ -1,8 +1,10 @@
 """The `sqlite:///path.db` backend: the embedded default, durable, shared by processes.
 
 Layout (after kine): `objects` holds each object's current JSON; `log` holds one
-row per change, and its `revision` is the store's revision. A write inserts its
-`log` row and upserts `objects` in one transaction.
+row per change, and its `revision` is the store's revision; its `writer` column keeps the
+write's verb and actor (`encoded_writer`; NULL in rows written before it was added, which
+opening a file of an older layout does, `_migrate`). A write inserts its `log` row and
+upserts `objects` in one transaction.
 
 Writes are group-committed: one writer thread owns the writing connection, drains
 every pending write into one transaction with one fsync, then resolves each
@@ -46,7 +48,13 @@ from setpoint.store.backend import Backend, encoded_matching
 from setpoint.store.kinds import learn_kinds
 from setpoint.store.rules import Change, Write, decide, encode, key_of, not_found, stamp
 from setpoint.store.sqlite_reader import GET, list_query, read_crds, revision_now
-from setpoint.store.watchers import LogEntry, Watchers, encoded_labels, matcher
+from setpoint.store.watchers import (
+    LogEntry,
+    Watchers,
+    encoded_labels,
+    encoded_writer,
+    matcher,
+)
 
 log = logging.getLogger("setpoint.store.sqlite")
 
@@ -62,7 +70,7 @@ CREATE TABLE IF NOT EXISTS log (
     revision INTEGER PRIMARY KEY AUTOINCREMENT,
     type TEXT NOT NULL, api_version TEXT NOT NULL, kind TEXT NOT NULL,
     namespace TEXT NOT NULL, name TEXT NOT NULL, data TEXT NOT NULL,
-    labels TEXT, prev_labels TEXT
+    labels TEXT, prev_labels TEXT, writer TEXT
 );
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
 INSERT OR IGNORE INTO meta VALUES ('compacted', 0);
@@ -72,7 +80,7 @@ _REVISION_AND_COMPACTED = (
     "SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'log'), 0),"
     " (SELECT value FROM meta WHERE key = 'compacted')"
 )
-_LOG_COLUMNS = "revision, type, api_version, kind, namespace, data, labels, prev_labels"
+_LOG_COLUMNS = "revision, type, api_version, kind, namespace, data, labels, prev_labels, writer"
 _MAX_BATCH = 1000
 
 
@@ -81,6 +89,14 @@ class _Pending:
     write: Write
     future: asyncio.Future[Object]
     result: Object | BaseException | None = None
+
+
+def _migrate(conn: sqlite3.Connection) -> None:
+    """Bring a file of an older layout up to this one: the log's `writer` column (added
+    empty: older history has no known writer)."""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(log)")}
+    if "writer" not in columns:
+        conn.execute("ALTER TABLE log ADD COLUMN writer TEXT")
 
 
 def _connect(path: str, sync: Sync) -> sqlite3.Connection:
@@ -127,6 +143,7 @@ class SqliteStore(Backend):
             self._conn = _connect(self.path, self._sync)
             make_private(*sqlite_files(self.path))  # before anything is written to it
             self._conn.executescript(_SCHEMA)
+            _migrate(self._conn)
             self._published = revision_now(self._conn)
             learn_kinds(self.registry, read_crds(self._conn))
         except (OSError, sqlite3.Error) as exc:
@@ -231,7 +248,7 @@ class SqliteStore(Backend):
                     pending.result = exc
                     continue
                 revision += 1
-                entries.append(self._apply(conn, revision, change, data))
+                entries.append(self._apply(conn, revision, change, data, pending.write))
                 pending.result = change.object
             if revision - compacted > 2 * self._history_size:  # keep about `history` revisions
                 self._compact_in(conn, revision - self._history_size)
@@ -252,14 +269,15 @@ class SqliteStore(Backend):
         return decide(write, current, now), current
 
     def _apply(
-        self, conn: sqlite3.Connection, revision: int, change: Change, data: bytes
+        self, conn: sqlite3.Connection, revision: int, change: Change, data: bytes, write: Write
     ) -> LogEntry:
         api_version, kind, namespace, _ = change.key
         labels = change.object["metadata"].get("labels")
         text = data.decode()  # stored as TEXT, so the file reads well in the sqlite3 shell
+        actor = write.options.actor
         conn.execute(
             "INSERT INTO log (revision, type, api_version, kind, namespace, name, data, labels,"
-            " prev_labels) VALUES (?,?,?,?,?,?,?,?,?)",
+            " prev_labels, writer) VALUES (?,?,?,?,?,?,?,?,?,?)",
             (
                 revision,
                 change.type,
@@ -267,6 +285,7 @@ class SqliteStore(Backend):
                 text,
                 encoded_labels(labels),
                 encoded_labels(change.prev_labels),
+                encoded_writer(write.op, actor),
             ),
         )
         if change.type == "DELETED":
@@ -281,7 +300,16 @@ class SqliteStore(Backend):
                 (*change.key, revision, text),
             )
         return LogEntry(
-            revision, change.type, api_version, kind, namespace, data, labels, change.prev_labels
+            revision,
+            change.type,
+            api_version,
+            kind,
+            namespace,
+            data,
+            labels,
+            change.prev_labels,
+            write.op,
+            actor,
         )
 
     @staticmethod

@@ -26,12 +26,13 @@ from typing import Any, NamedTuple, Protocol, TypeVar, runtime_checkable
 
 from setpoint.errors import Gone, StoreClosed
 from setpoint.model import Selector, codec
-from setpoint.store.base import EventType, WatchEvent
+from setpoint.store.base import Actor, EventType, Verb, WatchEvent
 
 
 @dataclass(frozen=True, slots=True)
 class LogEntry:
-    """One committed change as the revision log keeps it."""
+    """One committed change as the revision log keeps it, with the verb and actor of its
+    write (None for history written before they were kept)."""
 
     revision: int
     type: EventType
@@ -41,12 +42,16 @@ class LogEntry:
     data: bytes | str  # the object, JSON-encoded (setpoint.model.codec)
     labels: dict[str, str] | None
     prev_labels: dict[str, str] | None
+    verb: Verb | None = None
+    actor: Actor | None = None
 
     @classmethod
     def of_row(cls, row: Sequence[Any]) -> LogEntry:
         """The entry of a SQL log row: (revision, type, apiVersion, kind, namespace, data,
-        labels, previous labels), the labels as `encoded_labels` stored them."""
-        rev, type_, api_version, kind, namespace, data, labels, prev = row
+        labels, previous labels, writer), the labels as `encoded_labels` stored them and the
+        writer as `encoded_writer` did."""
+        rev, type_, api_version, kind, namespace, data, labels, prev, writer = row
+        verb, actor = decoded_writer(writer)
         return cls(
             rev,
             type_,
@@ -56,12 +61,40 @@ class LogEntry:
             data,
             codec.decode(labels) if labels else None,
             codec.decode(prev) if prev else None,
+            verb,
+            actor,
         )
 
 
 def encoded_labels(labels: dict[str, str] | None) -> str | None:
     """Labels as a SQL log row keeps them (JSON, or NULL for none)."""
     return codec.encode(labels).decode() if labels else None
+
+
+_VERBS: tuple[Verb, ...] = ("create", "update", "update_status", "patch", "delete")
+_VERB_ONLY = {verb: codec.encode({"verb": verb}).decode() for verb in _VERBS}
+
+
+def encoded_writer(verb: Verb, actor: Actor | None) -> str:
+    """The verb and actor of a write as its log row keeps them: JSON, `{"verb": ...}` with
+    the actor's `user`, `manager` and `agent` that are known."""
+    if actor is None:
+        return _VERB_ONLY[verb]
+    fields = {"user": actor.user, "manager": actor.manager, "agent": actor.agent}
+    return codec.encode({"verb": verb, **{k: v for k, v in fields.items() if v}}).decode()
+
+
+def decoded_writer(text: str | bytes | None) -> tuple[Verb | None, Actor | None]:
+    """(verb, actor) of `encoded_writer`'s text; (None, None) for none (older history)."""
+    if not text:
+        return None, None
+    writer = codec.decode(text)
+    if not isinstance(writer, dict):
+        return None, None
+    verb = writer.get("verb")
+    user, manager, agent = (writer.get(k) for k in ("user", "manager", "agent"))
+    actor = Actor(user, manager, agent) if user or manager or agent else None
+    return (verb if verb in _VERBS else None), actor
 
 
 class EncodedEvent(NamedTuple):
@@ -127,7 +160,7 @@ class WatchFilter:
 
 
 def _decoded(type_: EventType, entry: LogEntry) -> WatchEvent:
-    return WatchEvent(type_, codec.decode(entry.data), entry.revision)
+    return WatchEvent(type_, codec.decode(entry.data), entry.revision, entry.verb, entry.actor)
 
 
 def _encoded(type_: EventType, entry: LogEntry) -> EncodedEvent:

@@ -170,7 +170,8 @@ export function summary(e) {
   }
   if (e.type === "event") return `${who} ${e.reason || ""}: ${e.message || ""}`;
   if (e.type === "exit") return `${who} exited ${e.exitCode ?? ""}${e.signal ? " signal " + e.signal : ""} ${e.reason || ""}`;
-  if (e.type === "change") return `${who} ${e.action || "changed"} ${Object.keys(e.diff || {}).join(", ")}`;
+  if (e.type === "change") return `${who} ${e.action || "changed"}${e.actor ? " by " + e.actor : ""}: ${Object.keys(e.diff || {}).join(", ")}`;
+  if (e.type === "write") return `${who} ${e.verb || "write"} by ${e.user || e.manager || "an unnamed writer"}, revision ${e.revision}`;
   if (e.type === "edge") return `${who} -> ${(e.to || {}).kind}/${(e.to || {}).name} ${e.relation || ""}`;
   if (e.type === "log") return `${who}: ${e.line || ""}`;
   return `${who} ${JSON.stringify(e).slice(0, 120)}`;

@@ -1,6 +1,7 @@
 // Timeline: changes, condition transitions, events and exits on a time axis, one lane per
 // object, failures highlighted; choosing a failure shows explain's ranked causes and marks
-// their evidence entries on the axis.
+// their evidence entries on the axis. Beside it, the audit trail: who (user, else field
+// manager) made which write (verb, object, revision), newest first.
 import { INSIGHT, get, live } from "./api.js";
 import { el, svg, when } from "./util.js";
 import { summary } from "./object.js";
@@ -18,6 +19,18 @@ export function isFailure(e) {
   return false;
 }
 
+// One write of the audit trail; every part is text (textContent), whatever a user is called.
+function auditRow(e) {
+  const o = e.object || {};
+  return el("li", { class: "write", "data-object": refKey(o) },
+    el("span", { class: "when", text: when(e.ts).slice(11, 19) }), " ",
+    el("span", { class: "user", text: e.user || e.manager || "unnamed writer" }), " ",
+    el("span", { class: "verb", text: e.verb || "" }), " ",
+    el("span", { class: "object", text: `${o.kind}/${o.name}` }), " ",
+    el("span", { class: "revision", text: `rev ${e.revision}` }),
+    e.user && e.manager ? el("span", { class: "manager", text: ` (${e.manager})` }) : null);
+}
+
 function refKey(o) { return `${o.kind}/${o.namespace || "default"}/${o.name}`; }
 function sameEntry(a, b) {
   return a.ts === b.ts && a.type === b.type && refKey(a.object || a.from || {}) === refKey(b.object || b.from || {});
@@ -26,15 +39,18 @@ function sameEntry(a, b) {
 export function showTimeline({ main, kinds }) {
   const chart = el("div", { class: "chart", id: "timeline-chart" });
   const failures = el("ul", { class: "failures", id: "failures" });
+  const audit = el("ul", { class: "audit", id: "audit" });
   const panel = el("section", { class: "explain", id: "explain" }, el("p", { class: "hint", text: "choose a failure to see its probable causes" }));
-  main.append(el("div", { class: "timeline-page" }, el("div", {}, el("h2", { text: "Failures" }), failures), chart), panel);
+  main.append(el("div", { class: "timeline-page" }, el("div", {}, el("h2", { text: "Failures" }), failures, el("h2", { text: "Who changed what" }), audit), chart), panel);
   let entries = [];
   let evidence = [];
   let chosen = null;
   let reload = null;
 
   function draw() {
-    const shown = entries.filter((e) => e.type !== "edge" && e.type !== "log" && !HIDDEN.has((e.object || {}).kind));
+    const shown = entries.filter((e) => e.type !== "edge" && e.type !== "log" && e.type !== "write" && !HIDDEN.has((e.object || {}).kind));
+    const writes = entries.filter((e) => e.type === "write" && !HIDDEN.has((e.object || {}).kind));
+    audit.replaceChildren(...writes.reverse().slice(0, 200).map(auditRow));
     const lanes = [...new Set(shown.map((e) => refKey(e.object || {})))].sort();
     if (!shown.length) { chart.replaceChildren(el("p", { class: "hint", text: "no recorded timeline (setpoint up records one beside a sqlite store)" })); return; }
     const t0 = shown[0].ts, t1 = Math.max(shown[shown.length - 1].ts, t0 + 1);
