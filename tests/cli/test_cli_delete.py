@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import getpass
+import socket
+import sqlite3
+
 from cli_kit import CLI, GREETINGS
+
+from setpoint.store.watchers import decoded_writer
 
 
 def names(cli: CLI) -> list[str]:
@@ -53,3 +60,14 @@ def test_a_missing_object_is_an_error_and_the_rest_are_still_deleted(applied: CL
 def test_ignore_not_found(applied: CLI) -> None:
     result = applied.ok("delete", "greeting", "nope", "--ignore-not-found")
     assert result.out == ""
+
+
+def test_a_delete_names_who_ran_it(applied: CLI) -> None:
+    applied.ok("delete", "greeting", "hello")
+    with contextlib.closing(sqlite3.connect(applied.directory / "state.db")) as db:
+        (text,) = db.execute("SELECT writer FROM log ORDER BY revision DESC LIMIT 1").fetchone()
+    verb, actor = decoded_writer(text)
+    assert verb == "delete"
+    assert actor is not None
+    assert actor.user == f"{getpass.getuser()}@{socket.gethostname()}"
+    assert actor.manager == "setpoint"

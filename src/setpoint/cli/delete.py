@@ -10,11 +10,13 @@ from __future__ import annotations
 import argparse
 import sys
 
+from setpoint.cli.apply import local_actor
 from setpoint.cli.context import Context, kind_and_names
 from setpoint.cli.load import identify, read_manifests
 from setpoint.cli.render import resource_name
 from setpoint.errors import Error, Invalid, NotFound
 from setpoint.model import Kind, Selector, parse_selector
+from setpoint.store import WriteOptions
 
 
 def add_parser(
@@ -84,7 +86,13 @@ async def run(ctx: Context, args: argparse.Namespace) -> int:
                 print("No resources found", file=sys.stderr)
         for kind, name, namespace in targets:
             try:
-                await store.delete(kind.api_version, kind.kind, name, namespace=namespace)
+                await store.delete(
+                    kind.api_version,
+                    kind.kind,
+                    name,
+                    namespace=namespace,
+                    options=WriteOptions(actor=local_actor()),
+                )
             except NotFound as exc:
                 if not args.ignore_not_found:
                     print(f"error: {exc}", file=sys.stderr)

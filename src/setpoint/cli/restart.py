@@ -17,13 +17,14 @@ import contextlib
 import copy
 import time
 
+from setpoint.cli.apply import local_actor
 from setpoint.cli.context import Context, kind_and_names
 from setpoint.cli.render import object_ref
 from setpoint.errors import Conflict, Invalid
 from setpoint.model import Kind, Object
 from setpoint.model.wellknown import CHANGED_BY, RESTARTED_AT
 from setpoint.runtime.leases import micro_time
-from setpoint.store import Store
+from setpoint.store import Store, WriteOptions
 from setpoint.workloads.deployment import DEPLOYMENT
 from setpoint.workloads.job import JOB
 from setpoint.workloads.process import PROCESS
@@ -81,5 +82,5 @@ async def request_restart(
             obj["metadata"].setdefault("annotations", {})[CHANGED_BY] = "setpoint restart"
         target.setdefault("metadata", {}).setdefault("annotations", {})[RESTARTED_AT] = stamp
         with contextlib.suppress(Conflict):  # someone wrote meanwhile: read again
-            return await store.update(obj)
+            return await store.update(obj, options=WriteOptions(actor=local_actor()))
     raise Invalid(f'{kind.singular} "{name}" keeps changing; try again')

@@ -26,6 +26,7 @@ from collections.abc import Callable
 
 import yaml
 
+from setpoint.cli.apply import local_actor
 from setpoint.cli.context import Context, kind_and_names, until_signalled
 from setpoint.cli.render import human_duration, object_ref
 from setpoint.cli.restart import request_restart
@@ -35,6 +36,7 @@ from setpoint.model.durations import parse_duration
 from setpoint.model.wellknown import CHANGE_CAUSE, CHANGED_BY, DEPLOYMENT_LABEL
 from setpoint.runtime.leases import micro_time
 from setpoint.runtime.scale import read_scale, write_scale
+from setpoint.store import WriteOptions
 from setpoint.store.base import Store
 from setpoint.workloads.deployment import (
     CONTROLLER_REVISION,
@@ -213,7 +215,7 @@ async def _update_template(
         annotations = updated["metadata"].setdefault("annotations", {})
         annotations[CHANGED_BY] = "setpoint rollout"
         with contextlib.suppress(Conflict):  # someone wrote meanwhile: read again
-            return await store.update(updated), True
+            return await store.update(updated, options=WriteOptions(actor=local_actor())), True
     raise Invalid(f'deployment "{name}" keeps changing; try again')
 
 
@@ -272,6 +274,14 @@ async def scale(ctx: Context, args: argparse.Namespace) -> int:
                     field="current-replicas",
                 )
             version = current.resource_version
-        await write_scale(store, kind, names[0], namespace, args.replicas, resource_version=version)
+        await write_scale(
+            store,
+            kind,
+            names[0],
+            namespace,
+            args.replicas,
+            resource_version=version,
+            options=WriteOptions(actor=local_actor()),
+        )
     print(f"{object_ref(kind, names[0])} scaled")
     return 0
