@@ -3,7 +3,8 @@
     Error
     ├── Invalid            input refused before anything was written (names the field)
     │   ├── UnknownKind    apiVersion/kind not registered
-    │   └── SecretUnavailable  a Secret (or key) a child's environment needs is missing
+    │   ├── SecretUnavailable  a Secret (or key) a child's environment needs is missing
+    │   └── UserRefused    a `user:` the engine will not run commands as (setpoint.runtime.run_as)
     ├── NotFound           the object does not exist
     ├── AlreadyExists      create of a name that is taken
     ├── Conflict           stale resourceVersion: re-read, re-apply, retry
@@ -195,3 +196,13 @@ class TerminalError(Error):
         super().__init__(message)
         self.reason = reason
         self.retry_after = retry_after
+
+
+class UserRefused(Invalid):
+    """A `user:` the engine will not run a command as (`setpoint.runtime.run_as`);
+    `condition_reason` is the reason of the condition that reports it (`UserUnknown`,
+    `UserNotAllowed`)."""
+
+    def __init__(self, condition_reason: str, message: str) -> None:
+        super().__init__(message, field="spec.user")
+        self.condition_reason = condition_reason

@@ -34,9 +34,9 @@ import os
 import pwd
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
-from setpoint.errors import Invalid
+from setpoint.errors import Invalid, UserRefused
 from setpoint.runtime.venv import activation
 
 __all__ = [
@@ -50,17 +50,6 @@ __all__ = [
 
 INHERITED = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "HOME", "USER", "LOGNAME")
 """The engine's variables a command inherits (when they are set); nothing else of it."""
-
-RefusalReason = Literal["UserUnknown", "UserNotAllowed"]
-
-
-class UserRefused(Invalid):
-    """A `user:` this engine will not run a command as; `condition_reason` is the reason
-    of the condition that reports it (`UserUnknown`, `UserNotAllowed`)."""
-
-    def __init__(self, condition_reason: RefusalReason, message: str) -> None:
-        super().__init__(message, field="spec.user")
-        self.condition_reason: RefusalReason = condition_reason
 
 
 def _name_of(uid: int) -> str:
