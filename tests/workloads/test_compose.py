@@ -7,6 +7,7 @@ makes of it: the objects, the warnings, or the one-line refusal naming the field
 from __future__ import annotations
 
 import re
+import textwrap
 from typing import Any
 
 import pytest
@@ -21,18 +22,22 @@ from setpoint.workloads.compose.project import resolve_extends
 from setpoint.workloads.compose.template import render
 
 
+def load(text: str) -> Any:
+    return yaml.safe_load(textwrap.dedent(text))
+
+
 def objects(text: str, **options: Any) -> dict[str, dict[str, Any]]:
     """The translated objects of a project written in YAML, by name."""
-    return {o["metadata"]["name"]: o for o in translate(yaml.safe_load(text), **options).objects}
+    return {o["metadata"]["name"]: o for o in translate(load(text), **options).objects}
 
 
 def warnings(text: str) -> list[str]:
-    return translate(yaml.safe_load(text)).warnings
+    return translate(load(text)).warnings
 
 
 def refusal(text: str) -> str:
     with pytest.raises(Invalid) as exc:
-        translate(yaml.safe_load(text))
+        translate(load(text))
     return str(exc.value)
 
 
@@ -73,7 +78,8 @@ def test_environment_list_and_map_over_the_global_one_and_env_files_in_order() -
     assert out["a"]["spec"]["envFile"] == [".env", "/srv/a.env"]  # env_file is relative to it
     assert out["a"]["spec"]["cwd"] == "/srv"
     assert out["b"]["spec"]["env"]["SHARED"] == "b"
-    assert out["b"]["spec"]["env"]["N"] == "3" and out["b"]["spec"]["env"]["T"] == "true"
+    assert out["b"]["spec"]["env"]["N"] == "3"
+    assert out["b"]["spec"]["env"]["T"] == "true"
     assert "envFile" not in out["b"]["spec"]
     assert warnings(project) == [
         "processes.a.env_file: the global environment wins over it here "
@@ -121,7 +127,10 @@ def test_depends_on_refusals_name_the_field() -> None:
     assert refusal("processes: {a: {command: x, depends_on: {nope: {}}}}") == (
         "processes.a.depends_on.nope: 'nope': no such process"
     )
-    healthy = "processes: {a: {command: x}, b: {command: y, depends_on: {a: {condition: process_healthy}}}}"
+    healthy = (
+        "processes: {a: {command: x}, "
+        "b: {command: y, depends_on: {a: {condition: process_healthy}}}}"
+    )
     assert refusal(healthy) == (
         "processes.b.depends_on.a.condition: process_healthy: a has no readiness_probe or "
         "liveness_probe"
@@ -203,7 +212,9 @@ def test_availability_maps_onto_restart_policy_and_a_constant_backoff() -> None:
 def test_a_process_others_wait_on_to_complete_successfully_is_a_job() -> None:
     project = """
     processes:
-      migrate: {command: m, availability: {restart: on_failure, max_restarts: 2, backoff_seconds: 5}}
+      migrate:
+        command: m
+        availability: {restart: on_failure, max_restarts: 2, backoff_seconds: 5}
       app: {command: a, depends_on: {migrate: {condition: process_completed_successfully}}}
     """
     job = objects(project)["migrate"]
@@ -212,7 +223,7 @@ def test_a_process_others_wait_on_to_complete_successfully_is_a_job() -> None:
     assert job["spec"]["backoff"] == {"initialSeconds": 5, "maxSeconds": 5}
     assert "restartPolicy" not in job["spec"]
     assert "which has no probes" in refusal(
-        project.replace("command: m,", "command: m, ready_log_line: done,")
+        project.replace("command: m\n", "command: m\n        ready_log_line: done\n")
     )
 
 
@@ -298,7 +309,7 @@ def test_disabled_namespace_description_and_what_is_warned() -> None:
         "processes.main.log_location: ignored: setpoint writes the output to "
         ".setpoint/logs/<namespace>_main.log (setpoint logs main)",
     ]
-    assert refusal("is_strict: true\n" + project) == (
+    assert refusal("is_strict: true\n" + textwrap.dedent(project)) == (
         "processes.main.colour: unknown field (is_strict: true)"
     )
 
@@ -326,7 +337,8 @@ def test_process_extends() -> None:
     """
     child = objects(project)["child"]["spec"]
     assert child["args"] == ["bash", "-c", "serve"]
-    assert child["env"]["A"] == "1" and child["env"]["B"] == "2"
+    assert child["env"]["A"] == "1"
+    assert child["env"]["B"] == "2"
     assert child["restartPolicy"] == "Always"
     assert child["backoff"] == {"initialSeconds": 3, "maxSeconds": 3}
     with pytest.raises(Invalid, match=r"processes.b.extends: circular extends: a -> b -> a"):
@@ -334,14 +346,14 @@ def test_process_extends() -> None:
 
 
 def test_merge_as_process_compose_merges_an_override() -> None:
-    base = yaml.safe_load("""
+    base = load("""
     environment: [A=1, B=1]
     processes:
       web: {command: serve, environment: [X=1], availability: {restart: always, backoff_seconds: 2},
             depends_on: {db: {condition: process_healthy}}, namespace: [a]}
       db: {command: db}
     """)
-    override = yaml.safe_load("""
+    override = load("""
     environment: [B=2]
     processes:
       web: {command: serve --debug, environment: [Y=2], availability: {backoff_seconds: 5,
