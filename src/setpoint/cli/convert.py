@@ -42,7 +42,7 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
     sys.stdout.write(f"# setpoint manifests converted from {sources} by `setpoint convert`\n")
     sys.stdout.write(
         yaml.safe_dump_all(
-            [m.obj for m in manifests], sort_keys=False, allow_unicode=True, width=100
+            [m.obj for m in manifests], sort_keys=False, allow_unicode=True, width=1 << 16
         )
     )
     return 0

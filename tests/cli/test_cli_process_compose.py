@@ -1,0 +1,132 @@
+"""process-compose files through the real command line: `setpoint up` runs
+examples/process-compose/process-compose.yaml as it is, `convert` prints manifests that
+`apply -f` reads back, a directory's override is merged, `.env` fills `${VAR}`, what is
+not honoured is warned about once, and a docker compose file or a circle is refused in
+one line.
+
+Real `setpoint` processes and real children; every wait is on a line of output with a
+timeout, never a sleep. Nothing is left running.
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+from pathlib import Path
+
+import yaml
+from cli_kit import CLI, REPO
+from test_cli_up import alive
+
+EXAMPLE = REPO / "examples" / "process-compose"
+
+
+def environ_of(pid: int) -> dict[str, str]:
+    """The environment a live process was started with, from /proc."""
+    raw = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    return dict(item.decode().partition("=")[::2] for item in raw if b"=" in item)
+
+
+def test_up_runs_the_process_compose_example_as_it_is(cli: CLI) -> None:
+    shutil.copytree(EXAMPLE, cli.directory / "examples" / "process-compose")
+    up = cli.start("up", "examples/process-compose")
+    pids: dict[str, int] = {}
+
+    def note(line: str) -> bool:
+        name = line.split()[0] if line else ""
+        if " pid=" in line:
+            pid = line.split(" pid=")[1].split()[0]
+            if pid.isdigit():
+                pids[name] = int(pid)
+        return name == "Process/client" and " ready=True " in line
+
+    up.expect(note, "client Ready")
+    text = "\n".join(up.seen)
+    assert "Process/seed ready=False phase=Failed" in text  # it exits 3, on purpose
+    assert "matched: server listening on port 8099" in text  # ready_log_line
+    client = environ_of(pids["Process/client"])
+    assert client["GREETING"] == "hello from app.env"  # env_file
+    assert client["TARGET"] == "client"  # environment wins over env_file
+    assert client["PC_PROC_NAME"] == "client"
+    code, err = up.stop(signal.SIGTERM)
+    assert code == 0, err
+    assert not [pid for pid in pids.values() if alive(pid)]
+
+
+def test_convert_prints_manifests_that_apply_reads_back(cli: CLI) -> None:
+    shutil.copytree(EXAMPLE, cli.directory / "pc")
+    result = cli("convert", "pc")
+    assert result.code == 0, result
+    docs = list(yaml.safe_load_all(result.out))
+    assert [(d["kind"], d["metadata"]["name"]) for d in docs] == [
+        ("Process", "client"), ("Process", "seed"), ("Process", "server"),
+    ]  # fmt: skip
+    assert docs[2]["spec"]["readinessProbe"] == {"logLine": {"pattern": "listening on port"}}
+    converted = cli.write("converted.yaml", result.out)
+    cli.ok("apply", "-f", str(converted))
+    assert cli.ok("get", "processes", "-o", "name").lines == [
+        "process.setpoint.dev/client", "process.setpoint.dev/seed", "process.setpoint.dev/server",
+    ]  # fmt: skip
+
+
+def test_an_override_beside_the_default_file_is_merged_and_warnings_come_once(cli: CLI) -> None:
+    (cli.directory / "app").mkdir()
+    (cli.directory / "app" / "process-compose.yaml").write_text(
+        "processes:\n"
+        "  web:\n"
+        "    command: serve\n"
+        "    environment: [A=1, B=1]\n"
+        "    availability: {restart: always, max_restarts: 3}\n"
+    )
+    (cli.directory / "app" / "process-compose.override.yaml").write_text(
+        "processes:\n  web:\n    command: serve --debug\n    environment: [B=2]\n"
+    )
+    result = cli("convert", "app")
+    assert result.code == 0, result
+    (web,) = yaml.safe_load_all(result.out)
+    assert web["spec"]["args"] == ["bash", "-c", "serve --debug"]
+    assert web["spec"]["env"]["A"] == "1"
+    assert web["spec"]["env"]["B"] == "2"
+    assert result.err_lines == [
+        "warning: app/process-compose.yaml: processes.web.availability.max_restarts: ignored: "
+        "a setpoint Process restarts without limit, with back-off"
+    ]
+    # -f several files: merged in order, the later overriding
+    apply = cli(
+        "apply", "-f", "app/process-compose.override.yaml", "-f", "app/process-compose.yaml"
+    )
+    assert apply.code == 0, apply
+    web = cli.ok("get", "process", "web", "-o", "yaml").yaml()
+    assert web["spec"]["args"] == ["bash", "-c", "serve"]
+
+
+def test_dotenv_fills_variables_of_the_file_and_every_process_reads_it(cli: CLI) -> None:
+    (cli.directory / ".env").write_text("PORT=9000\n")
+    cli.write("process-compose.yaml", "processes:\n  web: {command: 'serve ${PORT} $${HOME}'}\n")
+    result = cli("convert", "process-compose.yaml", env={"PORT": "1"})
+    assert result.code == 0, result
+    (web,) = yaml.safe_load_all(result.out)
+    assert web["spec"]["args"][-1] == "serve 9000 ${HOME}"  # .env wins, $$ is one $
+    assert web["spec"]["envFile"] == [".env"]
+
+
+def test_a_docker_compose_file_or_a_circle_is_refused_in_one_line(cli: CLI) -> None:
+    cli.write("docker-compose.yml", "services:\n  web: {image: nginx}\n")
+    result = cli("up", "docker-compose.yml")
+    assert result.code == 1
+    assert result.err_lines == [
+        "error: docker-compose.yml: a docker compose file (services:): setpoint runs "
+        "process-compose files (processes:) and its own manifests (apiVersion, kind), "
+        "not containers"
+    ]
+    cli.write(
+        "pc.yaml",
+        "processes:\n"
+        "  a: {command: x, depends_on: {b: {condition: process_started}}}\n"
+        "  b: {command: x, depends_on: {a: {condition: process_started}}}\n",
+    )
+    result = cli("apply", "-f", "pc.yaml")
+    assert result.code == 1
+    assert result.err_lines == [
+        "error: pc.yaml: processes.a.depends_on: circular dependency: a -> b -> a"
+    ]
