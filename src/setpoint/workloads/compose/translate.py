@@ -760,13 +760,15 @@ def _namespace(value: Any, where: str, notes: _Notes) -> str | None:
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
         raise Invalid("must be a string or a list of strings", field=f"{where}.namespace")
     names = [n for n in dict.fromkeys(names) if n]
+    if not names:
+        return None
     if len(names) > 1:
         notes.warn(
             f"{where}.namespace",
             f"several: only {names[0]!r} is kept, as the label {NAMESPACE_LABEL}",
         )
     check_label_value(names[0], f"{where}.namespace")
-    return names[0] if names else None
+    return names[0]
 
 
 def _name(name: str, where: str) -> str:
