@@ -415,3 +415,56 @@ def test_replica_names_are_unique_sorted_and_as_wide_as_the_count(count: int) ->
     assert len(set(names)) == count == len(names)
     assert names == sorted(names)
     assert all(re.fullmatch(rf"w-\d{{{len(str(count))}}}", n) for n in names)
+
+
+_scalars = st.none() | st.booleans() | st.integers(-5, 70000) | st.text(max_size=8)
+_values = st.recursive(
+    _scalars,
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+_fields = st.sampled_from([
+    "command", "entrypoint", "working_dir", "environment", "env_file", "depends_on",
+    "readiness_probe", "liveness_probe", "ready_log_line", "availability", "shutdown",
+    "replicas", "namespace", "disabled", "is_disabled", "vars", "extends", "description",
+    "success_exit_codes", "log_location", "is_daemon", "unknown",
+])  # fmt: skip
+
+
+@given(
+    st.dictionaries(
+        st.sampled_from(["a", "b", "web"]),
+        st.dictionaries(_fields, _values, max_size=4).map(lambda c: {"command": "x", **c}),
+        min_size=1,
+        max_size=3,
+    ),
+    st.dictionaries(
+        st.sampled_from(["environment", "vars", "shell", "is_strict", "x"]), _values, max_size=2
+    ),
+)
+def test_any_file_is_translated_or_refused_in_one_line(
+    processes: dict[str, Any], top: dict[str, Any]
+) -> None:
+    try:
+        translation = translate({**top, "processes": processes})
+    except Invalid as exc:
+        refused = str(exc)
+    else:
+        assert all(len(w.splitlines()) == 1 for w in translation.warnings)
+        return
+    assert len(refused.splitlines()) == 1
+
+
+@given(st.text(alphabet="ab${}:-+=?_ \n", max_size=30))
+def test_interpolation_substitutes_or_refuses_in_one_line(text: str) -> None:
+    env = {"a": "A", "b": ""}
+    try:
+        out = interpolate(text, env.get, "f.yaml")
+    except Invalid as exc:
+        refused = str(exc)
+    else:
+        assert "$$" not in text or "$" in out
+        return
+    assert refused.startswith("f.yaml: ")

@@ -172,7 +172,7 @@ class _Notes:
     warnings: list[str] = field(default_factory=list)
 
     def warn(self, where: str, message: str) -> None:
-        self.warnings.append(f"{where}: {message}")
+        self.warnings.append(_one_line(f"{where}: {message}"))
 
     def unknown(self, where: str) -> None:
         if self.strict:
@@ -201,13 +201,31 @@ def translate(
     warnings. `dotenv_file`: the `.env` the caller found (every process reads it first,
     unless `is_dotenv_disabled`); `default_shell`: the shell when the file names none
     (process-compose's is `bash -c`, or `$COMPOSE_SHELL -c`). Raises `Invalid` naming the
-    field for what setpoint cannot run as the file says."""
+    field for what setpoint cannot run as the file says. Every message is one line (a
+    line break in a name of the file is written `\\n`)."""
+    try:
+        return _translate(project, dotenv_file, default_shell)
+    except Invalid as exc:
+        if "\n" not in str(exc) and "\r" not in str(exc):
+            raise
+        raise Invalid(_one_line(str(exc))) from None
+
+
+def _one_line(text: str) -> str:
+    return text.replace("\r", "\\r").replace("\n", "\\n")
+
+
+def _translate(
+    project: Mapping[str, Any], dotenv_file: str | None, default_shell: tuple[str, str]
+) -> Translation:
     notes = _Notes(strict=project.get("is_strict") is True)
     _check_top(project, notes)
     processes = _mapping(project.get("processes"), "processes")
     if not processes:
         raise Invalid("required: at least one process", field="processes")
     for name, config in processes.items():
+        if not isinstance(name, str):
+            raise Invalid(f"{name!r}: a process's name must be a string", field="processes")
         _mapping(config, f"processes.{name}")
     resolved = resolve_extends(processes)
     shell = _shell(project.get("shell"), default_shell, notes)
@@ -222,7 +240,14 @@ def translate(
         else:
             enabled[name] = config
     replicas = {name: _replicas(name, config) for name, config in enabled.items()}
-    by_name = {r.name: r for group in replicas.values() for r in group}
+    by_name: dict[str, _Replica] = {}
+    for group in replicas.values():
+        for replica in group:
+            if replica.name in by_name:
+                raise Invalid(
+                    f"the name of a replica of {replica.base}", field=f"processes.{replica.name}"
+                )
+            by_name[replica.name] = replica
     deps = {r.name: _dependencies(r, resolved, replicas, by_name, notes) for r in by_name.values()}
     cycle = find_cycle({name: [d for d, _ in targets] for name, targets in deps.items()})
     if cycle is not None:
