@@ -53,6 +53,50 @@ def test_up_runs_the_process_compose_example_as_it_is(cli: CLI) -> None:
     assert not [pid for pid in pids.values() if alive(pid)]
 
 
+ORDERED = """
+processes:
+  setup:                          # a Job: others wait for it to complete successfully
+    command: echo setup >> order.txt
+  worker:
+    command: >-
+      echo "worker {{.PC_REPLICA_NUM}}" >> order.txt &&
+      echo "worker $$PC_REPLICA_NUM up" && exec sleep 600
+    replicas: 2
+    ready_log_line: up
+    depends_on:
+      setup: {condition: process_completed_successfully}
+  final:
+    command: echo final >> order.txt && exec sleep 600
+    depends_on:
+      worker: {condition: process_log_ready}   # every replica
+"""
+
+
+def test_up_starts_in_dependency_order_with_replicas_as_process_compose(cli: CLI) -> None:
+    cli.write("process-compose.yaml", ORDERED)
+    up = cli.start("up", "process-compose.yaml")
+    pids: list[int] = []
+
+    def note(line: str) -> bool:
+        pid = line.split(" pid=")[1].split()[0] if " pid=" in line else ""
+        if pid.isdigit():
+            pids.append(int(pid))
+        return line.startswith("Process/final ready=True ")
+
+    up.expect(note, "final Ready")
+    text = "\n".join(up.seen)
+    assert "Job/setup ready=True" in text
+    assert "Process/worker-0 ready=True" in text
+    assert "Process/worker-1 ready=True" in text
+    order = (cli.directory / "order.txt").read_text().splitlines()
+    assert order[0] == "setup"
+    assert sorted(order[1:3]) == ["worker 0", "worker 1"]
+    assert order[3:] == ["final"]
+    code, err = up.stop(signal.SIGTERM)
+    assert code == 0, err
+    assert not [pid for pid in pids if alive(pid)]
+
+
 def test_convert_prints_manifests_that_apply_reads_back(cli: CLI) -> None:
     shutil.copytree(EXAMPLE, cli.directory / "pc")
     result = cli("convert", "pc")
@@ -67,6 +111,8 @@ def test_convert_prints_manifests_that_apply_reads_back(cli: CLI) -> None:
     assert cli.ok("get", "processes", "-o", "name").lines == [
         "process.setpoint.dev/client", "process.setpoint.dev/seed", "process.setpoint.dev/server",
     ]  # fmt: skip
+    cli.ok("delete", "-f", "pc")  # the file itself names the same objects
+    assert cli.ok("get", "processes", "-o", "name").lines == []
 
 
 def test_an_override_beside_the_default_file_is_merged_and_warnings_come_once(cli: CLI) -> None:

@@ -223,11 +223,11 @@ def _translate(
     processes = _mapping(project.get("processes"), "processes")
     if not processes:
         raise Invalid("required: at least one process", field="processes")
-    for name, config in processes.items():
+    for name in processes:
         if not isinstance(name, str):
             raise Invalid(f"{name!r}: a process's name must be a string", field="processes")
-        _mapping(config, f"processes.{name}")
-    resolved = resolve_extends(processes)
+    configs = {name: dict(_mapping(c, f"processes.{name}")) for name, c in processes.items()}
+    resolved = resolve_extends(configs)
     shell = _shell(project.get("shell"), default_shell, notes)
     global_env = _environment(project.get("environment"), "environment", {})
     global_vars = _mapping(project.get("vars"), "vars")
