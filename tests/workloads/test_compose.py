@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 
 from setpoint.errors import Invalid
 from setpoint.model.patterns import compile_pattern
-from setpoint.workloads.compose import file_kind, interpolate, merge, translate
-from setpoint.workloads.compose.project import resolve_extends
+from setpoint.workloads.compose.project import file_kind, interpolate, merge, resolve_extends
 from setpoint.workloads.compose.template import render
+from setpoint.workloads.compose.translate import translate
 
 
 def load(text: str) -> Any:

@@ -29,7 +29,7 @@ from typing import Any
 
 from setpoint.errors import EnvFileUnavailable, Invalid
 from setpoint.model.manifests import Limits, Manifest, parse_manifests
-from setpoint.workloads.compose import file_kind, interpolate, merge, translate
+from setpoint.workloads.compose.project import file_kind, interpolate, merge
 from setpoint.workloads.env_files import MAX_ENV_FILE_BYTES, parse_env_file
 
 __all__ = ["DEFAULT_FILES", "OVERRIDE_FILES", "default_files", "read_project", "sniff"]
@@ -78,6 +78,8 @@ def read_project(
 ) -> tuple[list[Manifest], list[str]]:
     """The setpoint manifests of the process-compose files `paths`, merged, and the
     warnings (see the module docstring)."""
+    from setpoint.workloads.compose.translate import translate  # the kinds' schemas: pydantic
+
     environ = os.environ if environ is None else environ
     dotenv = _dotenv(environ)
     lookup: Callable[[str], str | None] = lambda name: dotenv.get(name, environ.get(name))  # noqa: E731
