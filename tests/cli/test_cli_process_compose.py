@@ -156,6 +156,30 @@ def test_dotenv_fills_variables_of_the_file_and_every_process_reads_it(cli: CLI)
     assert web["spec"]["envFile"] == [".env"]
 
 
+def test_a_project_extends_another_file_whose_processes_run_in_its_directory(cli: CLI) -> None:
+    (cli.directory / "base").mkdir()
+    cli.write("base/common.yaml", "processes:\n  db: {command: db}\n  cache: {command: c}\n")
+    cli.write(
+        "pc.yaml",
+        "extends: base/common.yaml\n"
+        "disable_env_expansion: true\n"
+        "processes:\n"
+        "  cache: {command: 'cache $$HOME', working_dir: /tmp}\n"
+        "  web: {command: web, depends_on: {db: {condition: process_started}}}\n",
+    )
+    result = cli("convert", "pc.yaml")
+    assert result.code == 0, result
+    docs = {d["metadata"]["name"]: d["spec"] for d in yaml.safe_load_all(result.out)}
+    assert docs["db"]["cwd"] == "base"
+    assert docs["cache"]["cwd"] == "/tmp"
+    assert docs["cache"]["args"][-1] == "cache $$HOME"  # not expanded: the file says so
+    assert "cwd" not in docs["web"]
+    cli.write("loop.yaml", "extends: loop.yaml\nprocesses: {a: {command: x}}\n")
+    assert cli("convert", "loop.yaml").err_lines == [
+        "error: loop.yaml: extends: loop.yaml: extends itself in a circle"
+    ]
+
+
 def test_a_docker_compose_file_or_a_circle_is_refused_in_one_line(cli: CLI) -> None:
     cli.write("docker-compose.yml", "services:\n  web: {image: nginx}\n")
     result = cli("up", "docker-compose.yml")

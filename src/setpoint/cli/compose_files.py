@@ -128,7 +128,7 @@ def _load(
         return [project]
     if not isinstance(base, str):
         raise Invalid(f"{path}: extends: want the path of a process-compose file")
-    extended = path.parent / base
+    extended = Path(os.path.normpath(path.parent / base))
     if extended.resolve() in {p.resolve() for p in (*seen, path)}:
         raise Invalid(f"{path}: extends: {base}: extends itself in a circle")
     parents = _load(extended, read, limits, lookup, (*seen, path))
