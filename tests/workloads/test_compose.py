@@ -325,8 +325,56 @@ def test_what_setpoint_cannot_run_is_refused_naming_the_field(field: str, value:
     )
 
 
-def test_names_setpoint_cannot_keep_are_refused() -> None:
-    assert "rename the process" in refusal("processes: {Web_Server: {command: x}}")
+def test_names_are_lower_case_with_dashes_in_setpoint_and_references_follow() -> None:
+    project = """
+    processes:
+      Web_Server: {command: x, replicas: 2}
+      db_init: {command: y}
+      app: {command: z, depends_on: {Web_Server: {condition: process_started},
+                                     Web_Server-1: {condition: process_started},
+                                     db_init: {condition: process_completed_successfully}}}
+    """
+    out = objects(project)
+    assert sorted(out) == ["app", "db-init", "web-server-0", "web-server-1"]
+    assert out["web-server-1"]["spec"]["env"]["PC_PROC_NAME"] == "Web_Server"  # the file's
+    assert out["app"]["spec"]["dependsOn"] == [
+        {"kind": "Job", "name": "db-init", "condition": "Complete"},
+        {"kind": "Process", "name": "web-server-0", "condition": "Started"},
+        {"kind": "Process", "name": "web-server-1", "condition": "Started"},
+    ]
+    assert warnings(project)[:2] == [
+        "processes.Web_Server: named web-server in setpoint (names there are lower case, "
+        "with '-' for '_')",
+        "processes.db_init: named db-init in setpoint (names there are lower case, "
+        "with '-' for '_')",
+    ]
+    assert refusal("processes: {a_b: {command: x}, a-b: {command: y}}") == (
+        "processes.a_b: a-b: the same setpoint name as processes.a-b"
+    )
+    assert refusal("processes: {'web server': {command: x}}").endswith(": rename the process")
+
+
+def test_a_job_retries_as_process_compose_restarts_it() -> None:
+    project = """
+    processes:
+      seed: {command: s, availability: {restart: on_failure}}
+      once: {command: o, availability: {restart: always, max_restarts: 2}}
+      app:
+        command: a
+        depends_on:
+          seed: {condition: process_completed_successfully}
+          once: {condition: process_completed_successfully}
+    """
+    out = objects(project)
+    assert out["seed"]["spec"]["backoffLimit"] == 6  # setpoint's default: a warning says so
+    assert out["once"]["spec"]["backoffLimit"] == 2
+    assert warnings(project) == [
+        "processes.once.availability.restart: always: it runs as a setpoint Job, once after a "
+        "success (process-compose runs it again, 3 times in all)",
+        "processes.seed.availability.max_restarts: unset (no limit in process-compose): a "
+        "setpoint Job retries at most 6 times",
+    ]
+    assert "which it then never is" in refusal(project.replace(", max_restarts: 2", ""))
 
 
 def test_process_extends() -> None:

@@ -241,11 +241,19 @@ def _translate(
             enabled[name] = config
     replicas = {name: _replicas(name, config) for name, config in enabled.items()}
     by_name: dict[str, _Replica] = {}
-    for group in replicas.values():
+    for name, group in replicas.items():
+        if _setpoint_name(name) != name:
+            notes.warn(
+                f"processes.{name}",
+                f"named {_setpoint_name(name)} in setpoint (names "
+                "there are lower case, with '-' for '_')",
+            )
         for replica in group:
-            if replica.name in by_name:
+            other = by_name.get(replica.name)
+            if other is not None:
                 raise Invalid(
-                    f"the name of a replica of {replica.base}", field=f"processes.{replica.name}"
+                    f"{replica.name}: the same setpoint name as processes.{other.base}",
+                    field=f"processes.{name}",
                 )
             by_name[replica.name] = replica
     deps = {r.name: _dependencies(r, resolved, replicas, by_name, notes) for r in by_name.values()}
@@ -320,10 +328,11 @@ def _replicas(name: str, config: Mapping[str, Any]) -> list[_Replica]:
         raise Invalid(
             f"{count!r}: want a whole number of at least 1", field=f"processes.{name}.replicas"
         )
+    base = _name(_setpoint_name(name), f"processes.{name}")
     if count == 1:
-        return [_Replica(name, name, 0, config)]
+        return [_Replica(base, name, 0, config)]
     width = len(str(count))  # process-compose's 1 + log10(replicas)
-    return [_Replica(f"{name}-{n:0{width}d}", name, n, config) for n in range(count)]
+    return [_Replica(f"{base}-{n:0{width}d}", name, n, config) for n in range(count)]
 
 
 def _dependencies(
@@ -353,8 +362,8 @@ def _dependencies(
             )
         if dep in replicas:
             targets = [r.name for r in replicas[dep]]
-        elif dep in by_name:
-            targets = [dep]
+        elif isinstance(dep, str) and _setpoint_name(dep) in by_name:
+            targets = [_setpoint_name(dep)]  # one replica, by its name
         elif dep in processes:
             notes.warn(here, f"{dep} is disabled: not waited for")
             continue
@@ -464,7 +473,7 @@ def _translate_process(
                 )
         schema = JobSpecSchema
         api_version = JOB.api_version
-    metadata: dict[str, Any] = {"name": _name(replica.name, where)}
+    metadata: dict[str, Any] = {"name": replica.name}
     namespace = _namespace(config.get("namespace"), where, notes)
     if namespace:
         metadata["labels"] = {NAMESPACE_LABEL: namespace}
@@ -622,17 +631,24 @@ def _availability(
             "exit_on_failure: not restarted, but setpoint up keeps running until stopped",
         )
     if kind == "Job":
-        if restart == "always":
+        if restart == "always" and not max_restarts:
             raise Invalid(
                 "always: others wait for this process with "
                 "process_completed_successfully, which it then never is",
                 field=f"{here}.restart",
             )
         limit = 0
+        if restart == "always":
+            limit = max_restarts
+            notes.warn(
+                f"{here}.restart",
+                "always: it runs as a setpoint Job, once after a "
+                f"success (process-compose runs it again, {max_restarts + 1} times in all)",
+            )
         if restart == "on_failure":
             limit = max_restarts
             if not max_restarts:
-                limit = JobSpecSchema().backoff_limit
+                limit = JobSpecSchema.model_fields["backoff_limit"].default
                 notes.warn(
                     f"{here}.max_restarts",
                     f"unset (no limit in process-compose): "
@@ -796,11 +812,17 @@ def _namespace(value: Any, where: str, notes: _Notes) -> str | None:
     return names[0]
 
 
+def _setpoint_name(name: str) -> str:
+    """The name a process of the file gets in setpoint, whose names are lower case and
+    have no `_`: `test_env` is `test-env`, `procA` is `proca`."""
+    return name.lower().replace("_", "-")
+
+
 def _name(name: str, where: str) -> str:
     try:
         return check_dns1123_subdomain(name, where)
     except Invalid as exc:
-        raise Invalid(f"{exc} (setpoint keeps the file's names: rename the process)") from None
+        raise Invalid(f"{exc}: rename the process") from None
 
 
 def _literal_pattern(text: str) -> str:
