@@ -6,6 +6,8 @@ API calls too. Every failure is a `setpoint.errors.Invalid` whose message names 
 file and, where there is one, the line: a missing or oversized file, YAML or JSON that
 does not parse or exceeds a limit, a document that is not an object. Kind modules are
 loaded by `setpoint.cli.kind_modules` (re-exported here), which imports no YAML.
+A process-compose file (`processes:` at the top, no `apiVersion`) is read, with the other
+process-compose files given, by `setpoint.cli.compose_files` and translated into manifests.
 Nothing here touches a store.
 """
 

@@ -4,7 +4,8 @@ manifests (wire form) and the warnings, one line each naming the field.
 
 What becomes what (docs/process-compose.md has the whole table):
 
-* each process becomes a `Process` with the name the file gives it, or, when another
+* each process becomes a `Process` with the name the file gives it (in lower case, `-`
+  for `_`, with a warning when that changes it: setpoint's names are DNS names), or, when another
   process waits for it with `process_completed_successfully` (setpoint's `Complete`, a
   condition only a Job reports), a `Job`. `replicas: N` (N > 1) makes N of them, named
   as process-compose names them (`web-0`, `web-1`; `web-00` from ten on), each with
