@@ -97,6 +97,43 @@ def test_up_starts_in_dependency_order_with_replicas_as_process_compose(cli: CLI
     assert not [pid for pid in pids if alive(pid)]
 
 
+STOPPER = """
+import signal, sys, time
+name, signame = sys.argv[1], sys.argv[2]
+def stop(*_):
+    with open("stops.txt", "a") as f:
+        f.write(name + "\\n")
+    sys.exit(0)
+signal.signal(getattr(signal, signame), stop)
+print(name, "up", flush=True)
+time.sleep(600)
+"""
+
+SHUTDOWN = """
+processes:
+  db:
+    command: python3 stopper.py db SIGINT
+    ready_log_line: db up
+    shutdown: {signal: 2, timeout_seconds: 20}
+  web:
+    command: python3 stopper.py web SIGTERM
+    ready_log_line: web up
+    depends_on:
+      db: {condition: process_log_ready}
+"""
+
+
+def test_up_stops_dependents_first_each_with_its_shutdown_signal(cli: CLI) -> None:
+    (cli.directory / "stopper.py").write_text(STOPPER)
+    cli.write("process-compose.yaml", SHUTDOWN)
+    up = cli.start("up", "process-compose.yaml")
+    up.expect(lambda line: line.startswith("Process/web ready=True "), "web Ready")
+    code, err = up.stop(signal.SIGTERM)
+    assert code == 0, err
+    # db caught SIGINT (its shutdown.signal), after web had stopped
+    assert (cli.directory / "stops.txt").read_text().splitlines() == ["web", "db"]
+
+
 def test_convert_prints_manifests_that_apply_reads_back(cli: CLI) -> None:
     shutil.copytree(EXAMPLE, cli.directory / "pc")
     result = cli("convert", "pc")
