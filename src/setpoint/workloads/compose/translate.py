@@ -68,7 +68,6 @@ _IGNORED_TOP = frozenset(
         "name",
         "is_tui_disabled",
         "disable_env_expansion",
-        "extends",
         "ordered_shutdown",
         "processes",
         "environment",
@@ -89,6 +88,8 @@ _WARNED_TOP = {
 _REFUSED_TOP = {
     "env_cmds": "commands run to make variables are not supported",
     "mcp_server": "setpoint is no MCP server",
+    "extends": "not resolved: the files it names are merged before translating "
+    "(setpoint.cli.compose_files reads them)",
 }
 _KNOWN_PROCESS = frozenset(
     {
