@@ -82,7 +82,10 @@ def read_project(
 
     environ = os.environ if environ is None else environ
     dotenv = _dotenv(environ)
-    lookup: Callable[[str], str | None] = lambda name: dotenv.get(name, environ.get(name))  # noqa: E731
+
+    def lookup(name: str) -> str | None:  # .env wins, as in process-compose
+        return dotenv.get(name, environ.get(name))
+
     project: dict[str, Any] = {}
     for path in paths:
         for loaded in _load(path, read, limits, lookup, seen=()):
