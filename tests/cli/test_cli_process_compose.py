@@ -10,8 +10,11 @@ timeout, never a sleep. Nothing is left running.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
 import signal
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import yaml
@@ -27,6 +30,19 @@ def environ_of(pid: int) -> dict[str, str]:
     return dict(item.decode().partition("=")[::2] for item in raw if b"=" in item)
 
 
+@contextlib.contextmanager
+def reaped(pids: Iterable[int]) -> Iterator[None]:
+    """Kill what is left of the children `pids` (each in a session of its own) when the
+    test fails: a failed test leaves nothing running."""
+    try:
+        yield
+    except BaseException:  # pytest's failures too
+        for pid in list(pids):
+            with contextlib.suppress(OSError):
+                os.killpg(pid, signal.SIGKILL)
+        raise
+
+
 def test_up_runs_the_process_compose_example_as_it_is(cli: CLI) -> None:
     shutil.copytree(EXAMPLE, cli.directory / "examples" / "process-compose")
     up = cli.start("up", "examples/process-compose")
@@ -40,17 +56,18 @@ def test_up_runs_the_process_compose_example_as_it_is(cli: CLI) -> None:
                 pids[name] = int(pid)
         return name == "Process/client" and " ready=True " in line
 
-    up.expect(note, "client Ready")
-    text = "\n".join(up.seen)
-    assert "Process/seed ready=False phase=Failed" in text  # it exits 3, on purpose
-    assert "matched: server listening on port 8099" in text  # ready_log_line
-    client = environ_of(pids["Process/client"])
-    assert client["GREETING"] == "hello from app.env"  # env_file
-    assert client["TARGET"] == "client"  # environment wins over env_file
-    assert client["PC_PROC_NAME"] == "client"
-    code, err = up.stop(signal.SIGTERM)
-    assert code == 0, err
-    assert not [pid for pid in pids.values() if alive(pid)]
+    with reaped(pids.values()):
+        up.expect(note, "client Ready")
+        text = "\n".join(up.seen)
+        assert "Process/seed ready=False phase=Failed" in text  # it exits 3, on purpose
+        assert "matched: server listening on port 8099" in text  # ready_log_line
+        client = environ_of(pids["Process/client"])
+        assert client["GREETING"] == "hello from app.env"  # env_file
+        assert client["TARGET"] == "client"  # environment wins over env_file
+        assert client["PC_PROC_NAME"] == "client"
+        code, err = up.stop(signal.SIGTERM)
+        assert code == 0, err
+        assert not [pid for pid in pids.values() if alive(pid)]
 
 
 ORDERED = """
@@ -83,18 +100,19 @@ def test_up_starts_in_dependency_order_with_replicas_as_process_compose(cli: CLI
             pids.append(int(pid))
         return line.startswith("Process/final ready=True ")
 
-    up.expect(note, "final Ready")
-    text = "\n".join(up.seen)
-    assert "Job/setup ready=True" in text
-    assert "Process/worker-0 ready=True" in text
-    assert "Process/worker-1 ready=True" in text
-    order = (cli.directory / "order.txt").read_text().splitlines()
-    assert order[0] == "setup"
-    assert sorted(order[1:3]) == ["worker 0", "worker 1"]
-    assert order[3:] == ["final"]
-    code, err = up.stop(signal.SIGTERM)
-    assert code == 0, err
-    assert not [pid for pid in pids if alive(pid)]
+    with reaped(pids):
+        up.expect(note, "final Ready")
+        text = "\n".join(up.seen)
+        assert "Job/setup ready=True" in text
+        assert "Process/worker-0 ready=True" in text
+        assert "Process/worker-1 ready=True" in text
+        order = (cli.directory / "order.txt").read_text().splitlines()
+        assert order[0] == "setup"
+        assert sorted(order[1:3]) == ["worker 0", "worker 1"]
+        assert order[3:] == ["final"]
+        code, err = up.stop(signal.SIGTERM)
+        assert code == 0, err
+        assert not [pid for pid in pids if alive(pid)]
 
 
 STOPPER = """
@@ -127,11 +145,20 @@ def test_up_stops_dependents_first_each_with_its_shutdown_signal(cli: CLI) -> No
     (cli.directory / "stopper.py").write_text(STOPPER)
     cli.write("process-compose.yaml", SHUTDOWN)
     up = cli.start("up", "process-compose.yaml")
-    up.expect(lambda line: line.startswith("Process/web ready=True "), "web Ready")
-    code, err = up.stop(signal.SIGTERM)
-    assert code == 0, err
-    # db caught SIGINT (its shutdown.signal), after web had stopped
-    assert (cli.directory / "stops.txt").read_text().splitlines() == ["web", "db"]
+    pids: list[int] = []
+
+    def note(line: str) -> bool:
+        pid = line.split(" pid=")[1].split()[0] if " pid=" in line else ""
+        if pid.isdigit():
+            pids.append(int(pid))
+        return line.startswith("Process/web ready=True ")
+
+    with reaped(pids):
+        up.expect(note, "web Ready")
+        code, err = up.stop(signal.SIGTERM)
+        assert code == 0, err
+        # db caught SIGINT (its shutdown.signal), after web had stopped
+        assert (cli.directory / "stops.txt").read_text().splitlines() == ["web", "db"]
 
 
 def test_convert_prints_manifests_that_apply_reads_back(cli: CLI) -> None:
