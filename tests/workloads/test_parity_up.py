@@ -19,7 +19,7 @@ WANTED = {"Process/server", "Process/client"}
 
 
 def test_up_runs_the_process_compose_example(tmp_path: Path) -> None:
-    manifest = (EXAMPLE / "compose.yaml").read_text()
+    manifest = (EXAMPLE / "setpoint.yaml").read_text()
     manifest = manifest.replace("python3", sys.executable).replace("time.sleep(2); ", "")
     (tmp_path / "examples" / "process-compose").mkdir(parents=True)
     (tmp_path / "examples" / "process-compose" / "app.env").write_text(

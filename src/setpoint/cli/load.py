@@ -6,6 +6,8 @@ API calls too. Every failure is a `setpoint.errors.Invalid` whose message names 
 file and, where there is one, the line: a missing or oversized file, YAML or JSON that
 does not parse or exceeds a limit, a document that is not an object. Kind modules are
 loaded by `setpoint.cli.kind_modules` (re-exported here), which imports no YAML.
+A process-compose file (`processes:` at the top, no `apiVersion`) is read, with the other
+process-compose files given, by `setpoint.cli.compose_files` and translated into manifests.
 Nothing here touches a store.
 """
 
@@ -14,10 +16,11 @@ from __future__ import annotations
 import copy
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
+from setpoint.cli import compose_files
 from setpoint.cli.kind_modules import KINDS_HINT, load_kinds
 from setpoint.errors import Invalid
 from setpoint.model import Kind, Object, Registry
@@ -56,26 +59,65 @@ def manifest_limits() -> Limits:
 def read_manifests(paths: Sequence[str], stdin: BinaryIO | None = None) -> list[Manifest]:
     """Every object in `paths`, in order: files, directories (their *.yaml, *.yml and
     *.json files, sorted, not recursive) and `-` for stdin. `kind: List` is unpacked.
-    Every file is parsed (within `manifest_limits()`) before any object is returned."""
+    Every file is parsed (within `manifest_limits()`) before any object is returned.
+
+    process-compose files (`setpoint.cli.compose_files`) are read as process-compose
+    reads them: all of them merged in order into one project (a directory holding one
+    gives its default file and override), translated, in the place of the first, and
+    what the translation does not honour is printed once on stderr (`warning: ...`)."""
     limits = manifest_limits()
     out: list[Manifest] = []
+    compose: list[Path] = []
+    compose_at = 0
+
+    def read(path: Path) -> bytes:
+        return _read(path, limits)
+
+    def add_compose(files: list[Path]) -> None:
+        nonlocal compose_at
+        if not compose:
+            compose_at = len(out)
+        compose.extend(files)
+
     for path in paths:
         if path == "-":
             data = (stdin or sys.stdin.buffer).read(limits.max_bytes + 1)
-            out += parse_manifests(data, "stdin", limits=limits)
+            parsed = parse_manifests(data, "stdin", limits=limits)
+            if compose_files.sniff(parsed, "stdin"):
+                raise Invalid("stdin: a process-compose file: give its path, not stdin")
+            out += parsed
             continue
         p = Path(path)
         if p.is_dir():
+            found = compose_files.default_files(p, read, limits)
+            if found is not None:
+                add_compose(found)
+                continue
             files = sorted(f for f in p.iterdir() if f.suffix in MANIFEST_SUFFIXES and f.is_file())
             for f in files:
-                out += parse_manifests(
-                    _read(f, limits), str(f), as_json=f.suffix == ".json", limits=limits
-                )
+                out += _parse_file(f, str(f), limits, add_compose)
         else:
-            out += parse_manifests(
-                _read(p, limits), path, as_json=p.suffix == ".json", limits=limits
-            )
+            out += _parse_file(p, path, limits, add_compose)
+    if compose:
+        translated, warnings = compose_files.read_project(compose, read, limits)
+        for warning in warnings:
+            print(f"warning: {warning}", file=sys.stderr)
+        out[compose_at:compose_at] = translated
     return out
+
+
+def _parse_file(
+    path: Path, source: str, limits: Limits, add_compose: Callable[[list[Path]], None]
+) -> list[Manifest]:
+    """The manifests of one file; none when it is a process-compose file (it is handed to
+    `add_compose`, to be merged with the others)."""
+    parsed = parse_manifests(
+        _read(path, limits), source, as_json=path.suffix == ".json", limits=limits
+    )
+    if compose_files.sniff(parsed, source):
+        add_compose([path])
+        return []
+    return parsed
 
 
 def _read(path: Path, limits: Limits) -> bytes:

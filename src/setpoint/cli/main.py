@@ -110,6 +110,10 @@ VERBS: tuple[Verb, ...] = (
         "setpoint up examples/webapp --logs # the children's output under the live view",
         "setpoint up --metrics-address 127.0.0.1:9090 app/   # /metrics, /healthz, /readyz",
     )),
+    Verb("convert", "convert", "print the setpoint manifests equivalent to process-compose files", (
+        "setpoint convert process-compose.yaml > app.yaml",
+        "setpoint convert process-compose.yaml process-compose.override.yaml",
+    )),
     Verb("serve", "serve", "serve the store over a Kubernetes-compatible HTTP API (kubectl works against it)", (  # noqa: E501
         "setpoint serve --port 8080 --token-file tokens.csv",
         "KUBECONFIG=.setpoint/kubeconfig kubectl get processes",

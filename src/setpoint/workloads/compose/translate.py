@@ -1,0 +1,846 @@
+"""A process-compose project (its files parsed and merged: `setpoint.workloads.compose.project`)
+translated into setpoint objects: `translate(project)` returns the `Process` and `Job`
+manifests (wire form) and the warnings, one line each naming the field.
+
+What becomes what (docs/process-compose.md has the whole table):
+
+* each process becomes a `Process` with the name the file gives it (in lower case, `-`
+  for `_`, with a warning when that changes it: setpoint's names are DNS names), or, when another
+  process waits for it with `process_completed_successfully` (setpoint's `Complete`, a
+  condition only a Job reports), a `Job`. `replicas: N` (N > 1) makes N of them, named
+  as process-compose names them (`web-0`, `web-1`; `web-00` from ten on), each with
+  `PC_REPLICA_NUM`; a `depends_on` naming the process waits for every replica.
+* `command` runs as process-compose runs it: `[bash, -c, COMMAND]` (the global `shell`'s
+  `shell_command` and `shell_argument` instead when given); `entrypoint` is the argv;
+  `working_dir` is `cwd`; `environment` (list or mapping, over the global one, over
+  `PC_PROC_NAME` and `PC_REPLICA_NUM`) is `env`; `.env` (when the caller found one) and
+  `env_file` (relative to `working_dir`) are `envFile`.
+* `vars` (global, then the process's, then `PC_REPLICA_NUM`) fill `{{.NAME}}` in
+  `command` (unless `is_template_disabled`), `working_dir`, `environment`, `description`,
+  `log_location` and the probes' `exec.command` and `http_get` fields
+  (`setpoint.workloads.compose.template`).
+* `depends_on` conditions become `dependsOn` conditions
+  (`setpoint.workloads.dependencies.PROCESS_COMPOSE_NAMES`); a circle is refused.
+* `readiness_probe` / `liveness_probe` (`exec`, `http_get`, timings with
+  process-compose's defaults) and `ready_log_line` (a plain substring: written as an
+  escaped pattern) become probes; `availability` the restart policy and a constant
+  back-off of `backoff_seconds` (at least 1, as process-compose waits); `shutdown.signal`
+  and `shutdown.timeout_seconds` the stop signal and grace period.
+
+What setpoint cannot honour is refused (`Invalid` naming the field: what the processes
+would do depends on it) or warned about (one line naming the field: only how it is shown
+or logged, or when `up` ends, would differ); an unknown field is a warning, refused when
+the file says `is_strict: true`. Nothing is silently dropped.
+
+Pure: no I/O, no clock. The caller reads the files, the environment and `.env`.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from setpoint.errors import Invalid
+from setpoint.model import Object
+from setpoint.model.meta import check_dns1123_subdomain, check_label_value
+from setpoint.model.schema import validated
+from setpoint.workloads.compose.project import resolve_extends
+from setpoint.workloads.compose.template import render
+from setpoint.workloads.dependencies import PROCESS_COMPOSE_NAMES, find_cycle
+from setpoint.workloads.job import JobSpecSchema
+from setpoint.workloads.kinds import JOB, PROCESS
+from setpoint.workloads.process import ProcessSpecSchema
+
+__all__ = ["DEFAULT_SHELL", "NAMESPACE_LABEL", "Translation", "translate"]
+
+DEFAULT_SHELL = ("bash", "-c")
+"""How process-compose runs a `command` when the file names no `shell`."""
+NAMESPACE_LABEL = "setpoint.dev/compose-namespace"
+"""The label that carries a process's process-compose `namespace`."""
+DESCRIPTION_ANNOTATION = "setpoint.dev/description"
+
+# What process-compose has and what setpoint does with it (fields not listed: unknown).
+_IGNORED_TOP = frozenset(
+    {
+        "version",
+        "name",
+        "is_tui_disabled",
+        "disable_env_expansion",
+        "ordered_shutdown",
+        "processes",
+        "environment",
+        "shell",
+        "is_strict",
+        "vars",
+    }
+)
+"""Read by the loader or by `translate`, or without effect on what runs (no TUI; setpoint
+always stops dependents first)."""
+_WARNED_TOP = {
+    "log_location": "setpoint writes each process's output to its own log (setpoint logs NAME)",
+    "log_level": "setpoint's own log level is not set by the file",
+    "log_length": "setpoint keeps each process's log in a file, rotated at 10 MiB",
+    "log_format": "setpoint's own log format is not set by the file",
+    "log_configuration": "setpoint writes each process's log as the process prints it",
+}
+_REFUSED_TOP = {
+    "env_cmds": "commands run to make variables are not supported",
+    "mcp_server": "setpoint is no MCP server",
+    "extends": "not resolved: the files it names are merged before translating "
+    "(setpoint.cli.compose_files reads them)",
+}
+_KNOWN_PROCESS = frozenset(
+    {
+        "command",
+        "entrypoint",
+        "working_dir",
+        "environment",
+        "env_file",
+        "depends_on",
+        "readiness_probe",
+        "liveness_probe",
+        "ready_log_line",
+        "availability",
+        "shutdown",
+        "replicas",
+        "namespace",
+        "disabled",
+        "is_disabled",
+        "success_exit_codes",
+        "log_location",
+        "vars",
+        "extends",
+        "description",
+        "is_dotenv_disabled",
+        "is_template_disabled",
+        "name",
+    }
+)
+_WARNED_PROCESS = {
+    "disable_ansi_colors": "setpoint shows output as the process writes it",
+    "is_tty": "the process runs without a terminal",
+    "launch_timeout_seconds": "only for is_daemon, which setpoint does not run",
+    "truncate_log": "setpoint appends to the process's log",
+    "log_configuration": "setpoint writes the process's log as the process prints it",
+    "monitor_for": "setpoint has no terminal UI to notify",
+    "monitor_silence_threshold": "setpoint has no terminal UI to notify",
+}
+_REFUSED_PROCESS = {
+    "is_daemon": "setpoint supervises a process that stays in the foreground: run the "
+    "daemon in the foreground (most have a flag for it)",
+    "is_foreground": "setpoint runs no process in its own terminal",
+    "is_interactive": "setpoint runs no process interactively",
+    "is_elevated": "setpoint runs no command through sudo (see user: in docs/workloads.md)",
+    "schedule": "scheduled processes are not supported",
+    "watch": "restarting on file changes is not supported",
+    "mcp": "setpoint is no MCP server",
+}
+_RESTART_POLICIES = {
+    "no": "Never",
+    "always": "Always",
+    "on_failure": "OnFailure",
+    "exit_on_failure": "Never",
+}
+_PROBE_FIELDS = frozenset(
+    {
+        "exec",
+        "http_get",
+        "initial_delay_seconds",
+        "period_seconds",
+        "timeout_seconds",
+        "success_threshold",
+        "failure_threshold",
+    }
+)
+_RE2_SPECIAL = frozenset("\\.+*?()|[]{}^$")
+
+
+@dataclass(frozen=True, slots=True)
+class Translation:
+    """The setpoint objects of a project, in the file's order of processes (sorted by name),
+    and the warnings about what they do not honour, one line each naming the field."""
+
+    objects: list[Object]
+    warnings: list[str]
+
+
+@dataclass(slots=True)
+class _Notes:
+    """The warnings so far; under `strict`, an unknown field is refused instead."""
+
+    strict: bool
+    warnings: list[str] = field(default_factory=list)
+
+    def warn(self, where: str, message: str) -> None:
+        self.warnings.append(_one_line(f"{where}: {message}"))
+
+    def unknown(self, where: str) -> None:
+        if self.strict:
+            raise Invalid("unknown field (is_strict: true)", field=where)
+        self.warn(where, "unknown field, ignored")
+
+
+@dataclass(frozen=True, slots=True)
+class _Replica:
+    """One process to run: `name` (a replica's name), `base` (the name in the file),
+    `number` (`PC_REPLICA_NUM`) and its configuration (extends resolved)."""
+
+    name: str
+    base: str
+    number: int
+    config: Mapping[str, Any]
+
+
+def translate(
+    project: Mapping[str, Any],
+    *,
+    dotenv_file: str | None = None,
+    default_shell: tuple[str, str] = DEFAULT_SHELL,
+) -> Translation:
+    """The setpoint objects of `project` (a parsed, merged process-compose file) and the
+    warnings. `dotenv_file`: the `.env` the caller found (every process reads it first,
+    unless `is_dotenv_disabled`); `default_shell`: the shell when the file names none
+    (process-compose's is `bash -c`, or `$COMPOSE_SHELL -c`). Raises `Invalid` naming the
+    field for what setpoint cannot run as the file says. Every message is one line (a
+    line break in a name of the file is written `\\n`)."""
+    try:
+        return _translate(project, dotenv_file, default_shell)
+    except Invalid as exc:
+        if "\n" not in str(exc) and "\r" not in str(exc):
+            raise
+        raise Invalid(_one_line(str(exc))) from None
+
+
+def _one_line(text: str) -> str:
+    return text.replace("\r", "\\r").replace("\n", "\\n")
+
+
+def _translate(
+    project: Mapping[str, Any], dotenv_file: str | None, default_shell: tuple[str, str]
+) -> Translation:
+    notes = _Notes(strict=project.get("is_strict") is True)
+    _check_top(project, notes)
+    processes = _mapping(project.get("processes"), "processes")
+    if not processes:
+        raise Invalid("required: at least one process", field="processes")
+    for name in processes:
+        if not isinstance(name, str):
+            raise Invalid(f"{name!r}: a process's name must be a string", field="processes")
+    configs = {name: dict(_mapping(c, f"processes.{name}")) for name, c in processes.items()}
+    resolved = resolve_extends(configs)
+    shell = _shell(project.get("shell"), default_shell, notes)
+    global_env = _environment(project.get("environment"), "environment", {})
+    global_vars = _mapping(project.get("vars"), "vars")
+
+    enabled: dict[str, Mapping[str, Any]] = {}
+    for name in sorted(resolved):
+        config = resolved[name]
+        if _disabled(config, f"processes.{name}"):
+            notes.warn(f"processes.{name}.disabled", "not created: apply it by itself to run it")
+        else:
+            enabled[name] = config
+    replicas = {name: _replicas(name, config) for name, config in enabled.items()}
+    by_name: dict[str, _Replica] = {}
+    for name, group in replicas.items():
+        if _setpoint_name(name) != name:
+            notes.warn(
+                f"processes.{name}",
+                f"named {_setpoint_name(name)} in setpoint (names "
+                "there are lower case, with '-' for '_')",
+            )
+        for replica in group:
+            other = by_name.get(replica.name)
+            if other is not None:
+                raise Invalid(
+                    f"{replica.name}: the same setpoint name as processes.{other.base}",
+                    field=f"processes.{name}",
+                )
+            by_name[replica.name] = replica
+    deps = {r.name: _dependencies(r, resolved, replicas, by_name, notes) for r in by_name.values()}
+    cycle = find_cycle({name: [d for d, _ in targets] for name, targets in deps.items()})
+    if cycle is not None:
+        raise Invalid(
+            f"circular dependency: {' -> '.join(cycle)}",
+            field=f"processes.{by_name[cycle[0]].base}.depends_on",
+        )
+    jobs = {target for targets in deps.values() for target, cond in targets if cond == "Complete"}
+    kinds = {name: ("Job" if name in jobs else "Process") for name in by_name}
+
+    objects: list[Object] = []
+    for name, replica in by_name.items():
+        where = f"processes.{replica.base}"
+        objects.append(
+            _translate_process(
+                replica,
+                [(d, kinds[d], c) for d, c in deps[name]],
+                _Context(where, notes, shell, global_env, global_vars, dotenv_file),
+                kinds[name],
+            )
+        )
+    return Translation(objects, list(dict.fromkeys(notes.warnings)))
+
+
+def _check_top(project: Mapping[str, Any], notes: _Notes) -> None:
+    for key in project:
+        if key in _IGNORED_TOP or str(key).startswith("x-"):
+            continue
+        if key in _REFUSED_TOP:
+            raise Invalid(_REFUSED_TOP[key], field=str(key))
+        if key in _WARNED_TOP:
+            notes.warn(str(key), f"ignored: {_WARNED_TOP[key]}")
+        else:
+            notes.unknown(str(key))
+
+
+def _shell(value: Any, default: tuple[str, str], notes: _Notes) -> tuple[str, str]:
+    if value is None:
+        return default
+    shell = _mapping(value, "shell")
+    for key in shell:
+        if key not in (
+            "shell_command",
+            "shell_argument",
+            "elevated_shell_command",
+            "elevated_shell_argument",
+        ):
+            notes.unknown(f"shell.{key}")
+    command = shell.get("shell_command") or default[0]
+    argument = shell.get("shell_argument") or default[1]
+    if not isinstance(command, str) or not isinstance(argument, str):
+        raise Invalid("shell_command and shell_argument must be strings", field="shell")
+    return command, argument
+
+
+def _disabled(config: Mapping[str, Any], where: str) -> bool:
+    flag = config.get("is_disabled")
+    if flag in ("true", "false"):  # process-compose's string form wins
+        return bool(flag == "true")
+    if flag not in (None, ""):
+        raise Invalid(f"{flag!r}: want 'true' or 'false'", field=f"{where}.is_disabled")
+    return bool(config.get("disabled") is True)
+
+
+def _replicas(name: str, config: Mapping[str, Any]) -> list[_Replica]:
+    """The processes `name` runs as: itself, or `name-0` ... with process-compose's
+    zero-padding (one digit more per power of ten of `replicas`)."""
+    count = config.get("replicas") or 1
+    if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+        raise Invalid(
+            f"{count!r}: want a whole number of at least 1", field=f"processes.{name}.replicas"
+        )
+    base = _name(_setpoint_name(name), f"processes.{name}")
+    if count == 1:
+        return [_Replica(base, name, 0, config)]
+    width = len(str(count))  # process-compose's 1 + log10(replicas)
+    return [_Replica(f"{base}-{n:0{width}d}", name, n, config) for n in range(count)]
+
+
+def _dependencies(
+    replica: _Replica,
+    processes: Mapping[str, Any],
+    replicas: Mapping[str, list[_Replica]],
+    by_name: Mapping[str, _Replica],
+    notes: _Notes,
+) -> list[tuple[str, str]]:
+    """(name, setpoint condition) of what `replica` waits for, replica names expanded as
+    process-compose expands them; a dependency on a disabled process is dropped (with a
+    warning: process-compose does not wait for it either)."""
+    where = f"processes.{replica.base}.depends_on"
+    out: dict[str, str] = {}
+    for dep, entry in _mapping(replica.config.get("depends_on"), where).items():
+        here = f"{where}.{dep}"
+        entry = _mapping(entry, here)
+        for key in entry:
+            if key != "condition":
+                notes.unknown(f"{here}.{key}")
+        raw = entry.get("condition") or "process_completed"  # process-compose's zero value
+        condition = PROCESS_COMPOSE_NAMES.get(raw) if isinstance(raw, str) else None
+        if condition is None:
+            raise Invalid(
+                f"{raw!r}: want one of {', '.join(PROCESS_COMPOSE_NAMES)}",
+                field=f"{here}.condition",
+            )
+        if dep in replicas:
+            targets = [r.name for r in replicas[dep]]
+        elif isinstance(dep, str) and _setpoint_name(dep) in by_name:
+            targets = [_setpoint_name(dep)]  # one replica, by its name
+        elif dep in processes:
+            notes.warn(here, f"{dep} is disabled: not waited for")
+            continue
+        else:
+            raise Invalid(f"{dep!r}: no such process", field=here)
+        target = by_name[targets[0]].config
+        if raw == "process_healthy" and not (
+            target.get("readiness_probe") or target.get("liveness_probe")
+        ):
+            raise Invalid(
+                f"process_healthy: {dep} has no readiness_probe or liveness_probe",
+                field=f"{here}.condition",
+            )
+        if raw == "process_log_ready" and not target.get("ready_log_line"):
+            raise Invalid(
+                f"process_log_ready: {dep} has no ready_log_line", field=f"{here}.condition"
+            )
+        for name in targets:
+            out.setdefault(name, condition)
+    return sorted(out.items())
+
+
+@dataclass(frozen=True, slots=True)
+class _Context:
+    """What translating one process needs besides its own configuration."""
+
+    where: str
+    notes: _Notes
+    shell: tuple[str, str]
+    global_env: Mapping[str, str]
+    global_vars: Mapping[str, Any]
+    dotenv_file: str | None
+
+
+def _translate_process(
+    replica: _Replica, deps: Sequence[tuple[str, str, str]], ctx: _Context, kind: str
+) -> Object:
+    config, where, notes = replica.config, ctx.where, ctx.notes
+    for key in config:
+        if key in _REFUSED_PROCESS:
+            if config[key] not in (None, False, ""):
+                raise Invalid(_REFUSED_PROCESS[key], field=f"{where}.{key}")
+        elif key in _WARNED_PROCESS:
+            if config[key] not in (None, False, "", 0):
+                notes.warn(f"{where}.{key}", f"ignored: {_WARNED_PROCESS[key]}")
+        elif key not in _KNOWN_PROCESS and not str(key).startswith("x-"):
+            notes.unknown(f"{where}.{key}")
+    variables = {
+        **ctx.global_vars,
+        **_mapping(config.get("vars"), f"{where}.vars"),
+        "PC_REPLICA_NUM": replica.number,
+    }
+
+    def rendered(key: str) -> str:
+        return _rendered(config.get(key), variables, f"{where}.{key}")
+
+    spec: dict[str, Any] = {"args": _args(config, where, ctx, rendered)}
+    cwd = rendered("working_dir")
+    if cwd:
+        spec["cwd"] = cwd
+    env = {"PC_PROC_NAME": replica.base, "PC_REPLICA_NUM": str(replica.number)}
+    env.update(ctx.global_env)
+    env.update(_environment(config.get("environment"), f"{where}.environment", variables))
+    spec["env"] = env
+    env_files = []
+    if ctx.dotenv_file and config.get("is_dotenv_disabled") is not True:
+        env_files.append(ctx.dotenv_file)
+    env_file = config.get("env_file")
+    if env_file:
+        if not isinstance(env_file, str):
+            raise Invalid("must be a string (one file)", field=f"{where}.env_file")
+        relative = cwd and not env_file.startswith("/")
+        env_files.append(f"{cwd.rstrip('/')}/{env_file}" if relative and cwd else env_file)
+        if ctx.global_env:
+            notes.warn(
+                f"{where}.env_file",
+                "the global environment wins over it here "
+                "(in process-compose env_file wins over the global environment)",
+            )
+    if env_files:
+        spec["envFile"] = env_files
+    _shutdown(config, where, notes, spec)
+    _availability(config, where, notes, spec, kind)
+    if config.get("success_exit_codes"):
+        notes.warn(
+            f"{where}.success_exit_codes", "ignored: setpoint counts only exit code 0 as success"
+        )
+    if rendered("log_location"):
+        notes.warn(
+            f"{where}.log_location",
+            "ignored: setpoint writes the output to "
+            f".setpoint/logs/<namespace>_{replica.name}.log (setpoint logs {replica.name})",
+        )
+    if deps:
+        spec["dependsOn"] = [{"kind": k, "name": n, "condition": c} for n, k, c in deps]
+    if kind == "Process":
+        _probes(config, where, notes, spec, variables, ctx.shell)
+        schema: type[ProcessSpecSchema | JobSpecSchema] = ProcessSpecSchema
+        api_version = PROCESS.api_version
+    else:
+        for key in ("readiness_probe", "liveness_probe", "ready_log_line"):
+            if config.get(key):
+                raise Invalid(
+                    "others wait for this process with process_completed_successfully, "
+                    "so it runs as a setpoint Job, which has no probes",
+                    field=f"{where}.{key}",
+                )
+        schema = JobSpecSchema
+        api_version = JOB.api_version
+    metadata: dict[str, Any] = {"name": replica.name}
+    namespace = _namespace(config.get("namespace"), where, notes)
+    if namespace:
+        metadata["labels"] = {NAMESPACE_LABEL: namespace}
+    description = rendered("description")
+    if description:
+        metadata["annotations"] = {DESCRIPTION_ANNOTATION: description}
+    try:
+        validated(schema, spec, "spec")
+    except Invalid as exc:
+        raise Invalid(f"as a setpoint {kind}: {exc}", field=where) from None
+    return {"apiVersion": api_version, "kind": kind, "metadata": metadata, "spec": spec}
+
+
+def _args(
+    config: Mapping[str, Any], where: str, ctx: _Context, rendered: Callable[[str], str]
+) -> list[str]:
+    """The argv, as process-compose builds it: `command` through the shell (it wins over
+    `entrypoint`, with a warning, as process-compose warns), else `entrypoint`."""
+    entrypoint = config.get("entrypoint")
+    if entrypoint is not None and (
+        not isinstance(entrypoint, list) or not all(isinstance(a, str) for a in entrypoint)
+    ):
+        raise Invalid("must be a list of strings", field=f"{where}.entrypoint")
+    raw = config.get("command")
+    if raw:
+        if config.get("is_template_disabled") is True:
+            if not isinstance(raw, str):
+                raise Invalid("must be a string", field=f"{where}.command")
+            command = raw
+        else:
+            command = rendered("command")
+        if entrypoint:
+            ctx.notes.warn(
+                f"{where}.entrypoint",
+                "ignored: command is set too, and wins (as in process-compose)",
+            )
+        return [*ctx.shell, command]
+    if entrypoint:
+        return list(entrypoint)
+    raise Invalid("required: command or entrypoint", field=where)
+
+
+def _environment(value: Any, where: str, variables: Mapping[str, Any]) -> dict[str, str]:
+    """`environment` as a mapping: a list of `NAME=VALUE` (process-compose's form) or a
+    mapping; each entry rendered with `variables` (not the global one: `variables` empty)."""
+    if value is None:
+        return {}
+    if isinstance(value, Mapping):
+        items = [
+            (str(k), "" if v is None else _scalar(v, f"{where}.{k}")) for k, v in value.items()
+        ]
+        return {k: render(v, variables, f"{where}.{k}") if variables else v for k, v in items}
+    if not isinstance(value, list):
+        raise Invalid("must be a list of NAME=VALUE or a mapping", field=where)
+    out: dict[str, str] = {}
+    for i, item in enumerate(value):
+        if not isinstance(item, str):
+            raise Invalid("must be a string NAME=VALUE", field=f"{where}[{i}]")
+        text = render(item, variables, f"{where}[{i}]") if variables else item
+        name, equals, val = text.partition("=")
+        if not equals or not name:
+            raise Invalid(f"{item!r}: want NAME=VALUE", field=f"{where}[{i}]")
+        out[name] = val
+    return out
+
+
+def _rendered(value: Any, variables: Mapping[str, Any], where: str) -> str:
+    """A string field of the file with its `{{.NAME}}` filled ("" when not set)."""
+    if value is None or value == "":
+        return ""
+    if not isinstance(value, str):
+        raise Invalid("must be a string", field=where)
+    return render(value, variables, where)
+
+
+def _scalar(value: Any, where: str) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float | str):
+        return str(value)
+    raise Invalid("must be a string, number or boolean", field=where)
+
+
+def _shutdown(config: Mapping[str, Any], where: str, notes: _Notes, spec: dict[str, Any]) -> None:
+    shutdown = _mapping(config.get("shutdown"), f"{where}.shutdown")
+    here = f"{where}.shutdown"
+    for key, value in shutdown.items():
+        if key == "command" and value:
+            raise Invalid(
+                "setpoint stops a process with a signal (shutdown.signal), not a command",
+                field=f"{here}.command",
+            )
+        if key == "parent_only" and value is True:
+            raise Invalid(
+                "setpoint signals the process's whole group, never its parent alone",
+                field=f"{here}.parent_only",
+            )
+        if key == "send_keys" and value:
+            raise Invalid("setpoint runs no process interactively", field=f"{here}.send_keys")
+        if key not in ("command", "parent_only", "send_keys", "signal", "timeout_seconds"):
+            notes.unknown(f"{here}.{key}")
+    number = shutdown.get("signal")
+    if number:
+        try:
+            name = signal.Signals(number).name
+        except (ValueError, TypeError):
+            raise Invalid(f"{number!r}: not a signal number", field=f"{here}.signal") from None
+        allowed = ("SIGTERM", "SIGINT", "SIGQUIT", "SIGHUP", "SIGUSR1", "SIGUSR2", "SIGKILL")
+        if name not in allowed:
+            raise Invalid(
+                f"{name}: setpoint stops a process with one of {', '.join(allowed)}",
+                field=f"{here}.signal",
+            )
+        if name != "SIGTERM":
+            spec["stopSignal"] = name
+    timeout = shutdown.get("timeout_seconds")
+    if timeout:
+        if not isinstance(timeout, int | float) or isinstance(timeout, bool) or timeout < 0:
+            raise Invalid(f"{timeout!r}: want a number of seconds", field=f"{here}.timeout_seconds")
+        spec["terminationGracePeriodSeconds"] = timeout
+
+
+def _availability(
+    config: Mapping[str, Any], where: str, notes: _Notes, spec: dict[str, Any], kind: str
+) -> None:
+    here = f"{where}.availability"
+    availability = _mapping(config.get("availability"), here)
+    for key in availability:
+        if key not in (
+            "restart",
+            "backoff_seconds",
+            "max_restarts",
+            "exit_on_end",
+            "exit_on_skipped",
+        ):
+            notes.unknown(f"{here}.{key}")
+    restart = availability.get("restart") or "no"
+    if restart not in _RESTART_POLICIES:
+        raise Invalid(
+            f"{restart!r}: want one of {', '.join(_RESTART_POLICIES)}", field=f"{here}.restart"
+        )
+    backoff = availability.get("backoff_seconds") or 1
+    if not isinstance(backoff, int | float) or isinstance(backoff, bool):
+        raise Invalid(f"{backoff!r}: want a number of seconds", field=f"{here}.backoff_seconds")
+    seconds = max(backoff, 1)
+    max_restarts = availability.get("max_restarts") or 0
+    if not isinstance(max_restarts, int) or isinstance(max_restarts, bool) or max_restarts < 0:
+        raise Invalid(f"{max_restarts!r}: want a whole number", field=f"{here}.max_restarts")
+    for flag in ("exit_on_end", "exit_on_skipped"):
+        if availability.get(flag) is True:
+            notes.warn(f"{here}.{flag}", "ignored: setpoint up keeps running until stopped")
+    if restart == "exit_on_failure":
+        notes.warn(
+            f"{here}.restart",
+            "exit_on_failure: not restarted, but setpoint up keeps running until stopped",
+        )
+    if kind == "Job":
+        if restart == "always" and not max_restarts:
+            raise Invalid(
+                "always: others wait for this process with "
+                "process_completed_successfully, which it then never is",
+                field=f"{here}.restart",
+            )
+        limit = 0
+        if restart == "always":
+            limit = max_restarts
+            notes.warn(
+                f"{here}.restart",
+                "always: it runs as a setpoint Job, once after a "
+                f"success (process-compose runs it again, {max_restarts + 1} times in all)",
+            )
+        if restart == "on_failure":
+            limit = max_restarts
+            if not max_restarts:
+                limit = JobSpecSchema.model_fields["backoff_limit"].default
+                notes.warn(
+                    f"{here}.max_restarts",
+                    f"unset (no limit in process-compose): "
+                    f"a setpoint Job retries at most {limit} times",
+                )
+        spec["backoffLimit"] = limit
+        spec["backoff"] = {"initialSeconds": seconds, "maxSeconds": seconds}
+        return
+    spec["restartPolicy"] = _RESTART_POLICIES[restart]
+    if restart in ("always", "on_failure"):
+        spec["backoff"] = {"initialSeconds": seconds, "maxSeconds": seconds}
+        if max_restarts:
+            notes.warn(
+                f"{here}.max_restarts",
+                "ignored: a setpoint Process restarts without limit, with back-off",
+            )
+
+
+def _probes(
+    config: Mapping[str, Any],
+    where: str,
+    notes: _Notes,
+    spec: dict[str, Any],
+    variables: Mapping[str, Any],
+    shell: tuple[str, str],
+) -> None:
+    line = config.get("ready_log_line")
+    if line:
+        if config.get("readiness_probe"):
+            raise Invalid(
+                "ready_log_line and readiness_probe cannot both be set "
+                "(process-compose refuses it too)",
+                field=f"{where}.ready_log_line",
+            )
+        if not isinstance(line, str):
+            raise Invalid("must be a string", field=f"{where}.ready_log_line")
+        spec["readinessProbe"] = {"logLine": {"pattern": _literal_pattern(line)}}
+    for key, wire in (("readiness_probe", "readinessProbe"), ("liveness_probe", "livenessProbe")):
+        probe = config.get(key)
+        if probe:
+            spec[wire] = _probe(
+                probe,
+                f"{where}.{key}",
+                config,
+                notes,
+                variables,
+                shell,
+                liveness=key == "liveness_probe",
+            )
+
+
+def _probe(
+    value: Any,
+    where: str,
+    config: Mapping[str, Any],
+    notes: _Notes,
+    variables: Mapping[str, Any],
+    shell: tuple[str, str],
+    *,
+    liveness: bool,
+) -> dict[str, Any]:
+    probe = _mapping(value, where)
+    for key in probe:
+        if key not in _PROBE_FIELDS:
+            notes.unknown(f"{where}.{key}")
+    out: dict[str, Any] = {}
+    defaults = {
+        "initial_delay_seconds": (0, 0),
+        "period_seconds": (1, 10),
+        "timeout_seconds": (1, 1),
+        "success_threshold": (1, 1),
+        "failure_threshold": (1, 3),
+    }
+    for key, (least, default) in defaults.items():
+        number = probe.get(key) or 0
+        if not isinstance(number, int) or isinstance(number, bool):
+            raise Invalid(f"{number!r}: want a whole number", field=f"{where}.{key}")
+        number = number if number >= least else default  # process-compose's defaults
+        if number != default:  # its defaults are Kubernetes', setpoint's
+            out[_camel(key)] = number
+    if liveness and out.get("successThreshold", 1) != 1:
+        notes.warn(
+            f"{where}.success_threshold", "1 for a liveness probe in setpoint (as in Kubernetes)"
+        )
+        del out["successThreshold"]
+    exec_, http = probe.get("exec"), probe.get("http_get")
+    if bool(exec_) == bool(http):
+        raise Invalid("want exactly one of exec and http_get", field=where)
+    if exec_:
+        action = _mapping(exec_, f"{where}.exec")
+        for key in action:
+            if key not in ("command", "working_dir"):
+                notes.unknown(f"{where}.exec.{key}")
+        command = _rendered(action.get("command"), variables, f"{where}.exec.command")
+        if not command:
+            raise Invalid("required: a command", field=f"{where}.exec.command")
+        probe_dir = action.get("working_dir")
+        if probe_dir and probe_dir != config.get("working_dir"):
+            notes.warn(
+                f"{where}.exec.working_dir",
+                "ignored: an exec probe runs in the process's working_dir",
+            )
+        out["exec"] = {"command": [*shell, command]}
+    else:
+        out["httpGet"] = _http_get(
+            _mapping(http, f"{where}.http_get"), f"{where}.http_get", notes, variables
+        )
+    return out
+
+
+def _http_get(
+    action: Mapping[str, Any], where: str, notes: _Notes, variables: Mapping[str, Any]
+) -> dict[str, Any]:
+    for key in action:
+        if key not in ("host", "path", "scheme", "port", "headers", "status_code"):
+            notes.unknown(f"{where}.{key}")
+
+    def text(key: str) -> str:
+        value = action.get(key)
+        if isinstance(value, int) and not isinstance(value, bool):
+            value = str(value)  # a port written as a number
+        return _rendered(value, variables, f"{where}.{key}")
+
+    port_text = text("port").strip()
+    if not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
+        raise Invalid(f"{action.get('port')!r}: want a port, 1-65535", field=f"{where}.port")
+    out: dict[str, Any] = {"port": int(port_text)}
+    out["host"] = text("host").strip() or "127.0.0.1"
+    out["path"] = text("path").strip() or "/"
+    scheme = (text("scheme").strip() or "http").upper()
+    if scheme not in ("HTTP", "HTTPS"):
+        raise Invalid(f"{scheme.lower()!r}: want http or https", field=f"{where}.scheme")
+    out["scheme"] = scheme
+    headers = _mapping(action.get("headers"), f"{where}.headers")
+    if headers:
+        out["httpHeaders"] = [
+            {"name": str(k), "value": _scalar(v, f"{where}.headers.{k}")}
+            for k, v in headers.items()
+        ]
+    code = action.get("status_code")
+    if code and code != 200:
+        notes.warn(f"{where}.status_code", "ignored: setpoint counts any status 200-399 as success")
+    return out
+
+
+def _namespace(value: Any, where: str, notes: _Notes) -> str | None:
+    names = [value] if isinstance(value, str) else value
+    if not names:
+        return None
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise Invalid("must be a string or a list of strings", field=f"{where}.namespace")
+    names = [n for n in dict.fromkeys(names) if n]
+    if not names:
+        return None
+    if len(names) > 1:
+        notes.warn(
+            f"{where}.namespace",
+            f"several: only {names[0]!r} is kept, as the label {NAMESPACE_LABEL}",
+        )
+    check_label_value(names[0], f"{where}.namespace")
+    return names[0]
+
+
+def _setpoint_name(name: str) -> str:
+    """The name a process of the file gets in setpoint, whose names are lower case and
+    have no `_`: `test_env` is `test-env`, `procA` is `proca`."""
+    return name.lower().replace("_", "-")
+
+
+def _name(name: str, where: str) -> str:
+    try:
+        return check_dns1123_subdomain(name, where)
+    except Invalid as exc:
+        raise Invalid(f"{exc}: rename the process") from None
+
+
+def _literal_pattern(text: str) -> str:
+    """An RE2 pattern that matches `text` anywhere in a line (process-compose's
+    `ready_log_line` is a plain substring)."""
+    return "".join("\\" + c if c in _RE2_SPECIAL else c for c in text)
+
+
+def _camel(key: str) -> str:
+    first, *rest = key.split("_")
+    return first + "".join(part.title() for part in rest)
+
+
+def _mapping(value: Any, where: str) -> Mapping[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise Invalid(f"must be a mapping, not {type(value).__name__}", field=where)
+    return value

@@ -1,0 +1,266 @@
+"""process-compose files through the real command line: `setpoint up` runs
+examples/process-compose/process-compose.yaml as it is, `convert` prints manifests that
+`apply -f` reads back, a directory's override is merged, `.env` fills `${VAR}`, what is
+not honoured is warned about once, and a docker compose file or a circle is refused in
+one line.
+
+Real `setpoint` processes and real children; every wait is on a line of output with a
+timeout, never a sleep. Nothing is left running.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import yaml
+from cli_kit import CLI, REPO
+from test_cli_up import alive
+
+EXAMPLE = REPO / "examples" / "process-compose"
+
+
+def environ_of(pid: int) -> dict[str, str]:
+    """The environment a live process was started with, from /proc."""
+    raw = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    return dict(item.decode().partition("=")[::2] for item in raw if b"=" in item)
+
+
+@contextlib.contextmanager
+def reaped(pids: Iterable[int]) -> Iterator[None]:
+    """Kill what is left of the children `pids` (each in a session of its own) when the
+    test fails: a failed test leaves nothing running."""
+    try:
+        yield
+    except BaseException:  # pytest's failures too
+        for pid in list(pids):
+            with contextlib.suppress(OSError):
+                os.killpg(pid, signal.SIGKILL)
+        raise
+
+
+def test_up_runs_the_process_compose_example_as_it_is(cli: CLI) -> None:
+    shutil.copytree(EXAMPLE, cli.directory / "examples" / "process-compose")
+    up = cli.start("up", "examples/process-compose")
+    pids: dict[str, int] = {}
+
+    def note(line: str) -> bool:
+        name = line.split()[0] if line else ""
+        if " pid=" in line:
+            pid = line.split(" pid=")[1].split()[0]
+            if pid.isdigit():
+                pids[name] = int(pid)
+        return name == "Process/client" and " ready=True " in line
+
+    with reaped(pids.values()):
+        up.expect(note, "client Ready")
+        text = "\n".join(up.seen)
+        assert "Process/seed ready=False phase=Failed" in text  # it exits 3, on purpose
+        assert "matched: server listening on port 8099" in text  # ready_log_line
+        client = environ_of(pids["Process/client"])
+        assert client["GREETING"] == "hello from app.env"  # env_file
+        assert client["TARGET"] == "client"  # environment wins over env_file
+        assert client["PC_PROC_NAME"] == "client"
+        code, err = up.stop(signal.SIGTERM)
+        assert code == 0, err
+        assert not [pid for pid in pids.values() if alive(pid)]
+
+
+ORDERED = """
+processes:
+  setup:                          # a Job: others wait for it to complete successfully
+    command: echo setup >> order.txt
+  worker:
+    command: >-
+      echo "worker {{.PC_REPLICA_NUM}}" >> order.txt &&
+      echo "worker $$PC_REPLICA_NUM up" && exec sleep 600
+    replicas: 2
+    ready_log_line: up
+    depends_on:
+      setup: {condition: process_completed_successfully}
+  final:
+    command: echo final >> order.txt && exec sleep 600
+    depends_on:
+      worker: {condition: process_log_ready}   # every replica
+"""
+
+
+def test_up_starts_in_dependency_order_with_replicas_as_process_compose(cli: CLI) -> None:
+    cli.write("process-compose.yaml", ORDERED)
+    up = cli.start("up", "process-compose.yaml")
+    pids: list[int] = []
+
+    def note(line: str) -> bool:
+        pid = line.split(" pid=")[1].split()[0] if " pid=" in line else ""
+        if pid.isdigit():
+            pids.append(int(pid))
+        return line.startswith("Process/final ready=True ")
+
+    with reaped(pids):
+        up.expect(note, "final Ready")
+        text = "\n".join(up.seen)
+        assert "Job/setup ready=True" in text
+        assert "Process/worker-0 ready=True" in text
+        assert "Process/worker-1 ready=True" in text
+        order = (cli.directory / "order.txt").read_text().splitlines()
+        assert order[0] == "setup"
+        assert sorted(order[1:3]) == ["worker 0", "worker 1"]
+        assert order[3:] == ["final"]
+        code, err = up.stop(signal.SIGTERM)
+        assert code == 0, err
+        assert not [pid for pid in pids if alive(pid)]
+
+
+STOPPER = """
+import signal, sys, time
+name, signame = sys.argv[1], sys.argv[2]
+def stop(*_):
+    with open("stops.txt", "a") as f:
+        f.write(name + "\\n")
+    sys.exit(0)
+signal.signal(getattr(signal, signame), stop)
+print(name, "up", flush=True)
+time.sleep(600)
+"""
+
+SHUTDOWN = """
+processes:
+  db:
+    command: python3 stopper.py db SIGINT
+    ready_log_line: db up
+    shutdown: {signal: 2, timeout_seconds: 20}
+  web:
+    command: python3 stopper.py web SIGTERM
+    ready_log_line: web up
+    depends_on:
+      db: {condition: process_log_ready}
+"""
+
+
+def test_up_stops_dependents_first_each_with_its_shutdown_signal(cli: CLI) -> None:
+    (cli.directory / "stopper.py").write_text(STOPPER)
+    cli.write("process-compose.yaml", SHUTDOWN)
+    up = cli.start("up", "process-compose.yaml")
+    pids: list[int] = []
+
+    def note(line: str) -> bool:
+        pid = line.split(" pid=")[1].split()[0] if " pid=" in line else ""
+        if pid.isdigit():
+            pids.append(int(pid))
+        return line.startswith("Process/web ready=True ")
+
+    with reaped(pids):
+        up.expect(note, "web Ready")
+        code, err = up.stop(signal.SIGTERM)
+        assert code == 0, err
+        # db caught SIGINT (its shutdown.signal), after web had stopped
+        assert (cli.directory / "stops.txt").read_text().splitlines() == ["web", "db"]
+
+
+def test_convert_prints_manifests_that_apply_reads_back(cli: CLI) -> None:
+    shutil.copytree(EXAMPLE, cli.directory / "pc")
+    result = cli("convert", "pc")
+    assert result.code == 0, result
+    docs = list(yaml.safe_load_all(result.out))
+    assert [(d["kind"], d["metadata"]["name"]) for d in docs] == [
+        ("Process", "client"), ("Process", "seed"), ("Process", "server"),
+    ]  # fmt: skip
+    assert docs[2]["spec"]["readinessProbe"] == {"logLine": {"pattern": "listening on port"}}
+    converted = cli.write("converted.yaml", result.out)
+    cli.ok("apply", "-f", str(converted))
+    assert cli.ok("get", "processes", "-o", "name").lines == [
+        "process.setpoint.dev/client", "process.setpoint.dev/seed", "process.setpoint.dev/server",
+    ]  # fmt: skip
+    cli.ok("delete", "-f", "pc")  # the file itself names the same objects
+    assert cli.ok("get", "processes", "-o", "name").lines == []
+
+
+def test_an_override_beside_the_default_file_is_merged_and_warnings_come_once(cli: CLI) -> None:
+    (cli.directory / "app").mkdir()
+    (cli.directory / "app" / "process-compose.yaml").write_text(
+        "processes:\n"
+        "  web:\n"
+        "    command: serve\n"
+        "    environment: [A=1, B=1]\n"
+        "    availability: {restart: always, max_restarts: 3}\n"
+    )
+    (cli.directory / "app" / "process-compose.override.yaml").write_text(
+        "processes:\n  web:\n    command: serve --debug\n    environment: [B=2]\n"
+    )
+    result = cli("convert", "app")
+    assert result.code == 0, result
+    (web,) = yaml.safe_load_all(result.out)
+    assert web["spec"]["args"] == ["bash", "-c", "serve --debug"]
+    assert web["spec"]["env"]["A"] == "1"
+    assert web["spec"]["env"]["B"] == "2"
+    assert result.err_lines == [
+        "warning: app/process-compose.yaml: processes.web.availability.max_restarts: ignored: "
+        "a setpoint Process restarts without limit, with back-off"
+    ]
+    # -f several files: merged in order, the later overriding
+    apply = cli(
+        "apply", "-f", "app/process-compose.override.yaml", "-f", "app/process-compose.yaml"
+    )
+    assert apply.code == 0, apply
+    web = cli.ok("get", "process", "web", "-o", "yaml").yaml()
+    assert web["spec"]["args"] == ["bash", "-c", "serve"]
+
+
+def test_dotenv_fills_variables_of_the_file_and_every_process_reads_it(cli: CLI) -> None:
+    (cli.directory / ".env").write_text("PORT=9000\n")
+    cli.write("process-compose.yaml", "processes:\n  web: {command: 'serve ${PORT} $${HOME}'}\n")
+    result = cli("convert", "process-compose.yaml", env={"PORT": "1"})
+    assert result.code == 0, result
+    (web,) = yaml.safe_load_all(result.out)
+    assert web["spec"]["args"][-1] == "serve 9000 ${HOME}"  # .env wins, $$ is one $
+    assert web["spec"]["envFile"] == [".env"]
+
+
+def test_a_project_extends_another_file_whose_processes_run_in_its_directory(cli: CLI) -> None:
+    (cli.directory / "base").mkdir()
+    cli.write("base/common.yaml", "processes:\n  db: {command: db}\n  cache: {command: c}\n")
+    cli.write(
+        "pc.yaml",
+        "extends: base/common.yaml\n"
+        "disable_env_expansion: true\n"
+        "processes:\n"
+        "  cache: {command: 'cache $$HOME', working_dir: /tmp}\n"
+        "  web: {command: web, depends_on: {db: {condition: process_started}}}\n",
+    )
+    result = cli("convert", "pc.yaml")
+    assert result.code == 0, result
+    docs = {d["metadata"]["name"]: d["spec"] for d in yaml.safe_load_all(result.out)}
+    assert docs["db"]["cwd"] == "base"
+    assert docs["cache"]["cwd"] == "/tmp"
+    assert docs["cache"]["args"][-1] == "cache $$HOME"  # not expanded: the file says so
+    assert "cwd" not in docs["web"]
+    cli.write("loop.yaml", "extends: loop.yaml\nprocesses: {a: {command: x}}\n")
+    assert cli("convert", "loop.yaml").err_lines == [
+        "error: loop.yaml: extends: loop.yaml: extends itself in a circle"
+    ]
+
+
+def test_a_docker_compose_file_or_a_circle_is_refused_in_one_line(cli: CLI) -> None:
+    cli.write("docker-compose.yml", "services:\n  web: {image: nginx}\n")
+    result = cli("up", "docker-compose.yml")
+    assert result.code == 1
+    assert result.err_lines == [
+        "error: docker-compose.yml: a docker compose file (services:): setpoint runs "
+        "process-compose files (processes:) and its own manifests (apiVersion, kind), "
+        "not containers"
+    ]
+    cli.write(
+        "pc.yaml",
+        "processes:\n"
+        "  a: {command: x, depends_on: {b: {condition: process_started}}}\n"
+        "  b: {command: x, depends_on: {a: {condition: process_started}}}\n",
+    )
+    result = cli("apply", "-f", "pc.yaml")
+    assert result.code == 1
+    assert result.err_lines == [
+        "error: pc.yaml: processes.a.depends_on: circular dependency: a -> b -> a"
+    ]
