@@ -25,4 +25,6 @@ def test_the_cli_refuses_another_platform_in_one_line() -> None:
 def test_pyproject_says_linux_only() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert "Operating System :: POSIX :: Linux" in project["classifiers"]
-    assert not any(c.startswith("Operating System :: OS Independent") for c in project["classifiers"])
+    assert not any(
+        c.startswith("Operating System :: OS Independent") for c in project["classifiers"]
+    )
