@@ -36,7 +36,7 @@ def test_the_kubectl_example_runs(tmp_path: Path) -> None:
         "process.setpoint.dev/web",
         "process.setpoint.dev/web labeled",
         "front",
-        'process.setpoint.dev "web" deleted',
+        'process.setpoint.dev "web" deleted from default namespace',  # kubectl 1.37's words
     ]
     assert "kubectl label process web tier=front" in (ROOT / "docs/api.md").read_text()
 

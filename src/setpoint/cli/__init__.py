@@ -8,3 +8,10 @@ own thin module (`apply.py`, `get.py`, `delete.py`, `describe.py`, `events.py`,
 holds what every verb shares (`store_location.py`: where the store is).
 `apply.apply_object` is the create-or-update that later writers of desired state can reuse.
 """
+
+import sys
+
+# Linux only (children in process groups, /proc, the store's file locks): one line, not an
+# error from deep inside the first verb that touches one of them.
+if sys.platform != "linux":
+    sys.exit(f"setpoint runs on Linux only (this is {sys.platform})")
