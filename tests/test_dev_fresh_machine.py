@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tomllib
 import urllib.request
 from pathlib import Path
 
@@ -45,10 +46,17 @@ def system_python3() -> str:
     if too_old.returncode != 0:
         unavailable(f"{found} is older than 3.11")
     try:
-        urllib.request.urlopen("https://pypi.org/simple/uv/", timeout=20).close()
+        urllib.request.urlopen(uv_wheel_url(), timeout=20).close()
     except OSError as exc:
         unavailable(f"PyPI cannot be reached ({exc})")
     return found
+
+
+def uv_wheel_url() -> str:
+    """The address of a uv wheel uv.lock pins (what ./dev fetches)."""
+    with (REPO / "uv.lock").open("rb") as lock:
+        (uv,) = [p for p in tomllib.load(lock)["package"] if p["name"] == "uv"]
+    return str(uv["wheels"][0]["url"])
 
 
 def fresh_clone(tmp_path: Path) -> Path:
