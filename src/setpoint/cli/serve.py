@@ -109,11 +109,16 @@ INSECURE_WARNING = (
 
 
 def workspace_base(ctx: Context) -> Path:
-    """The store's workspace directory (`.setpoint/` for the default store), made private."""
+    """The store's workspace directory (`.setpoint/` for the default store, made private and
+    checked as setpoint's own); the directory of a store elsewhere is made if missing and
+    otherwise left as it is (it is the user's: `/tmp` for `sqlite:////tmp/x.db`)."""
     from setpoint.engine import workspace_of
-    from setpoint.files import ensure_private_dir
+    from setpoint.files import PRIVATE_DIR_NAME, ensure_private_dir
 
-    return ensure_private_dir(workspace_of(ctx.store_url).state_dir.parent)
+    base = workspace_of(ctx.store_url).state_dir.parent
+    if base.name == PRIVATE_DIR_NAME or not base.exists():
+        return ensure_private_dir(base)
+    return base
 
 
 def run(ctx: Context, args: argparse.Namespace) -> int:
