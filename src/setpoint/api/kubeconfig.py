@@ -3,7 +3,8 @@ kubectl get processes` (or the kubernetes Python client) needs no other flag.
 
 `kubeconfig(url, token)` builds it (one cluster, one user, one context, made current);
 `write_kubeconfig(path, ...)` writes it with mode 0600 (it holds a token), replacing the
-file in one rename, never writing through a symbolic link. No decisions about where the file goes: that is the caller's.
+file in one rename, never writing through a symbolic link. No decisions about where the
+file goes: that is the caller's.
 """
 
 from __future__ import annotations
