@@ -142,7 +142,8 @@ async def _postgresql(
             raise
         raise Invalid(
             f"{shown_url(url)!r}: the PostgreSQL store needs its driver (psycopg), which is not"
-            " installed: install setpoint with the postgresql extra (pip install 'setpoint[postgresql]')",
+            " installed: install setpoint with the postgresql extra"
+            " (pip install 'setpoint[postgresql]')",
             field="store",
         ) from None
     parts = urlsplit(url)
