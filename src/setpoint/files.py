@@ -90,13 +90,18 @@ def ensure_private_dir(path: str | os.PathLike[str]) -> Path:
     tightened to 0700 if it has group or other bits and is, or is inside, a `.setpoint/`.
     An existing directory elsewhere keeps its mode (it may be the user's, or `/tmp`)."""
     path = Path(path)
+    parts = path.parts
+    first = parts.index(PRIVATE_DIR_NAME) if PRIVATE_DIR_NAME in parts else len(parts) - 1
+    checked = [Path(*parts[:end]) for end in range(first + 1, len(parts) + 1)]
+    for directory in checked:  # before anything is made in them
+        if not os.path.lexists(directory):
+            break
+        _check_own_dir(directory)
     path.parent.mkdir(parents=True, exist_ok=True)
     with contextlib.suppress(FileExistsError):
         os.mkdir(path, PRIVATE_DIR_MODE)
-    parts = path.parts
-    first = parts.index(PRIVATE_DIR_NAME) if PRIVATE_DIR_NAME in parts else len(parts) - 1
-    for end in range(first + 1, len(parts) + 1):
-        _check_own_dir(Path(*parts[:end]))
+    for directory in checked:  # and as they are now
+        _check_own_dir(directory)
     if PRIVATE_DIR_NAME in parts:
         fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
         try:
