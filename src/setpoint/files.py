@@ -203,8 +203,10 @@ def read_secret(path: str | os.PathLike[str], *, what: str) -> str:
 
 
 def others_may_read(path: str | os.PathLike[str]) -> bool:
-    """Whether the group or other permission bits of `path` let other users read it."""
-    return bool(os.stat(path).st_mode & 0o044)
+    """Whether other users may read the secret file `path` that `read_secret` accepts (a
+    file it refuses is not one to warn about: it is not used)."""
+    st = os.stat(path)
+    return bool(st.st_mode & 0o044) and not st.st_mode & 0o022 and st.st_uid == os.geteuid()
 
 
 def sqlite_files(database: str | os.PathLike[str]) -> tuple[str, str, str]:
