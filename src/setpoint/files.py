@@ -84,9 +84,10 @@ def _tighten(fd: int) -> None:
 
 
 def ensure_private_dir(path: str | os.PathLike[str]) -> Path:
-    """`path` as a directory of setpoint's own, returned: made mode 0700 if missing (its
-    missing parents get the usual mode); refused if it, or any directory between it and
-    the `.setpoint` it is in, is a symbolic link, not a directory or another user's;
+    """`path` as a directory of setpoint's own, returned: made mode 0700 if missing (and
+    so are its missing parents from the `.setpoint` it is in; others get the usual mode);
+    refused if it, or any directory between it and the `.setpoint` it is in, is a
+    symbolic link, not a directory or another user's (checked before anything is made);
     tightened to 0700 if it has group or other bits and is, or is inside, a `.setpoint/`.
     An existing directory elsewhere keeps its mode (it may be the user's, or `/tmp`)."""
     path = Path(path)
@@ -97,9 +98,10 @@ def ensure_private_dir(path: str | os.PathLike[str]) -> Path:
         if not os.path.lexists(directory):
             break
         _check_own_dir(directory)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with contextlib.suppress(FileExistsError):
-        os.mkdir(path, PRIVATE_DIR_MODE)
+    checked[0].parent.mkdir(parents=True, exist_ok=True)
+    for directory in checked:
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(directory, PRIVATE_DIR_MODE)
     for directory in checked:  # and as they are now
         _check_own_dir(directory)
     if PRIVATE_DIR_NAME in parts:
