@@ -206,8 +206,11 @@ def read_secret(path: str | os.PathLike[str], *, what: str) -> str:
 
 def others_may_read(path: str | os.PathLike[str]) -> bool:
     """Whether other users may read the secret file `path` that `read_secret` accepts (a
-    file it refuses is not one to warn about: it is not used)."""
-    st = os.stat(path)
+    file it refuses, or cannot read, is not one to warn about: it is not used)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
     return bool(st.st_mode & 0o044) and not st.st_mode & 0o022 and st.st_uid == os.geteuid()
 
 
