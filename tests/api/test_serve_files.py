@@ -6,6 +6,7 @@ changed (one others may read is used, with a warning line)."""
 from __future__ import annotations
 
 import os
+import signal
 import stat
 import subprocess
 import sys
@@ -13,6 +14,8 @@ from pathlib import Path
 
 import pytest
 from api_kit import TIMEOUT, TOKENS, start_server
+
+from running import Running
 
 NOBODY = 65534
 root_only = pytest.mark.skipif(
@@ -56,6 +59,44 @@ def test_a_store_elsewhere_does_not_make_its_directory_private(tmp_path: Path) -
         assert mode(server.kubeconfig) == 0o600
     finally:
         server.stop()
+
+
+def test_up_on_a_store_elsewhere_does_not_make_its_directory_private(tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SETPOINT_", "KUBE"))}
+    store = f"sqlite:///{shared / 'x.db'}"
+    manifest = tmp_path / "secret.yaml"
+    manifest.write_text("apiVersion: v1\nkind: Secret\nmetadata: {name: s}\n")
+    up = Running(
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "setpoint",
+                "--store",
+                store,
+                "up",
+                str(manifest),
+                "--api-port",
+                "0",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=tmp_path,
+            env=env,
+        ),
+        timeout=TIMEOUT,
+    )
+    try:
+        up.expect(lambda text: text.startswith("serving the API on "), "the API's address")
+        assert mode(shared) == 0o755
+        assert {mode(shared / name) for name in ("run", "logs", "tls")} == {0o700}
+        assert mode(shared / "kubeconfig") == 0o600
+    finally:
+        up.stop(signal.SIGINT)
 
 
 @pytest.mark.parametrize("planted", ["tls/server.key", "tls/server.crt", "kubeconfig"])
