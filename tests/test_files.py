@@ -6,8 +6,10 @@ elsewhere: a planted symbolic link, FIFO, file or directory of theirs is refused
 
 from __future__ import annotations
 
+import fcntl
 import os
 import stat
+import subprocess
 import sys
 from pathlib import Path
 
@@ -253,3 +255,32 @@ async def test_the_background_engine_log_is_not_written_through_a_symbolic_link(
     with pytest.raises(PermissionError, match="symbolic link"):
         await start_engine(["--version"], log, within=60)
     assert victim.read_text() == "precious\n"
+
+
+def test_tightening_a_file_keeps_the_locks_this_process_holds_on_it(tmp_path: Path) -> None:
+    """SQLite holds its database's locks as POSIX locks, which closing any descriptor
+    opened on the file drops: `make_private` must not open it (two engines on one store
+    died of SIGBUS when it did)."""
+    database = tmp_path / "state.db"
+    database.write_text("x")
+    database.chmod(0o644)
+    with database.open("r+") as held:
+        fcntl.lockf(held, fcntl.LOCK_EX)
+        make_private(database)
+        other = subprocess.run(
+            [sys.executable, "-c", LOCK_NOW, str(database)], capture_output=True, text=True
+        )
+    assert mode(database) == 0o600
+    assert other.stdout == "locked by another process\n", other.stderr
+
+
+LOCK_NOW = """
+import fcntl, sys
+with open(sys.argv[1], "r+") as f:
+    try:
+        fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        print("locked by another process")
+    else:
+        print("free")
+"""

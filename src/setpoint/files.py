@@ -6,7 +6,8 @@ Modes are set where a file or directory is made (`os.open` with 0600, `mkdir` wi
 never through the process umask, which children would inherit. Files made by an earlier,
 laxer version are tightened when opened (`make_private`: group and other bits removed).
 A database file that SQLite creates itself is made private right after it is opened,
-before anything is written to it; SQLite gives its `-wal` and `-shm` files the mode of
+before anything is written to it (through an `O_PATH` descriptor: closing an opened one
+would drop SQLite's POSIX locks); SQLite gives its `-wal` and `-shm` files the mode of
 the database file.
 
 Directories: `ensure_private_dir` makes a missing one 0700. An existing directory is
@@ -51,7 +52,6 @@ PRIVATE_FILE_MODE = 0o600
 PRIVATE_DIR_NAME = ".setpoint"
 """The name of setpoint's own directories: the only existing directories it tightens."""
 _GROUP_AND_OTHER = 0o077
-_NOT_FOLLOWED = frozenset({errno.ELOOP, errno.ENOENT, errno.EACCES, errno.EPERM, errno.ENXIO})
 
 
 def refusal(path: str | os.PathLike[str], reason: str) -> PermissionError:
@@ -63,16 +63,22 @@ def make_private(*paths: str | os.PathLike[str]) -> None:
     """Remove the group and other permission bits of each path that exists and is ours
     (a 0644 file becomes 0600, a 0755 directory 0700). Missing paths, paths of another
     user (which only their owner or root may change) and symbolic links (whose target is
-    not ours to change) are left as they are."""
+    not ours to change) are left as they are.
+
+    The file is reached through an `O_PATH` descriptor, never opened for reading: closing
+    a descriptor that was opened drops every POSIX lock this process holds on the file,
+    and SQLite keeps its database's locks that way."""
     for path in paths:
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-        except OSError as exc:
-            if exc.errno in _NOT_FOLLOWED:
-                continue
-            raise
+            fd = os.open(path, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except (FileNotFoundError, PermissionError):
+            continue
         try:
-            _tighten(fd)
+            st = os.fstat(fd)
+            if stat.S_ISLNK(st.st_mode) or st.st_uid != os.geteuid():
+                continue
+            if st.st_mode & _GROUP_AND_OTHER:
+                os.chmod(f"/proc/self/fd/{fd}", stat.S_IMODE(st.st_mode) & ~_GROUP_AND_OTHER)
         finally:
             os.close(fd)
 
