@@ -157,6 +157,7 @@ def start_server(directory: Path, *extra: str, roles: dict[str, str] | None = No
     tokens = directory / "tokens.csv"
     by_token = {token: role for role, token in TOKENS.items()} | (roles or {})
     tokens.write_text("".join(f"{token},{role},{role}\n" for token, role in by_token.items()))
+    tokens.chmod(0o600)
     store = f"sqlite:///{directory / 'state.db'}"
     env = {k: v for k, v in os.environ.items() if not k.startswith("SETPOINT_")}
     proc = subprocess.Popen(

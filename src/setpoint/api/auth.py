@@ -47,6 +47,7 @@ from typing import Any, ClassVar
 import yaml
 
 from setpoint.errors import Error, Forbidden, Invalid, Unauthorized
+from setpoint.files import read_secret
 from setpoint.model import Kind, Registry
 
 VERBS = ("get", "list", "watch", "create", "update", "patch", "delete", "deletecollection")
@@ -135,8 +136,10 @@ class Authenticator:
         roles: Mapping[str, Role] | None = None,
     ) -> Authenticator:
         """Read a token file; `Invalid` naming `path:line` for a line that is not
-        `token,name,role` (a built-in role, or one of `roles`)."""
-        text = Path(path).read_text(encoding="utf-8")
+        `token,name,role` (a built-in role, or one of `roles`); refused (`PermissionError`,
+        `setpoint.files.read_secret`) if it is another user's or others may write it (they
+        could add a token of their own)."""
+        text = read_secret(path, what="token file")
         return cls(parse_token_file(text, str(path), roles), anonymous_read=anonymous_read)
 
     def authenticate(self, authorization: str | None) -> User:

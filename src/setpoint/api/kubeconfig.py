@@ -3,7 +3,8 @@ kubectl get processes` (or the kubernetes Python client) needs no other flag.
 
 `kubeconfig(url, token)` builds it (one cluster, one user, one context, made current);
 `write_kubeconfig(path, ...)` writes it with mode 0600 (it holds a token), replacing the
-file in one rename. No decisions about where the file goes: that is the caller's.
+file in one rename, never writing through a symbolic link. No decisions about where the
+file goes: that is the caller's.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from setpoint.files import open_private
+from setpoint.files import write_private
 
 
 def kubeconfig(
@@ -46,15 +47,7 @@ def kubeconfig(
 
 
 def write_kubeconfig(path: str | os.PathLike[str], config: dict[str, Any]) -> Path:
-    """Write `config` to `path` (mode 0600; its directory must exist); return the path."""
-    path = Path(path)
-    partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = open_private(partial, os.O_WRONLY | os.O_TRUNC)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            yaml.safe_dump(config, out, sort_keys=False)
-        os.replace(partial, path)
-    except BaseException:
-        partial.unlink(missing_ok=True)
-        raise
-    return path
+    """Write `config` to `path` (mode 0600, in one rename; never through a symbolic link:
+    `setpoint.files.write_private`; its directory must exist); return the path."""
+    write_private(path, yaml.safe_dump(config, sort_keys=False).encode())
+    return Path(path)

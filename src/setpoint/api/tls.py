@@ -1,7 +1,8 @@
 """The server's TLS certificate: kubectl and client-go send a bearer token only over
 HTTPS, so a server with tokens serves HTTPS. `ensure_certificate(directory, hosts)`
 makes (once) a self-signed certificate for the hosts and a private key, keeps them in
-`directory` (key mode 0600), and reuses them while they are valid for those hosts; the
+`directory` (a private directory: key mode 0600, written by rename, never through a
+symbolic link: `setpoint.files`), and reuses them while they are valid for those hosts; the
 kubeconfig carries the certificate as its `certificate-authority-data`, so clients
 verify the server without a flag. Bring your own with `TlsFiles(cert, key)`.
 
@@ -12,11 +13,10 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from setpoint.files import ensure_private_dir, open_private
+from setpoint.files import ensure_private_dir, write_private
 
 VALIDITY = datetime.timedelta(days=365)
 """How long a certificate made here is valid; it is made again when it is near its end."""
@@ -39,13 +39,13 @@ def ensure_certificate(directory: Path, hosts: list[str]) -> TlsFiles:
     """`server.crt` and `server.key` in `directory`, valid for `hosts` (addresses or
     names; loopback's are always added): made if missing, expiring or not for them."""
     wanted = sorted({"127.0.0.1", "::1", "localhost", *hosts})
+    ensure_private_dir(directory)
     files = TlsFiles(directory / "server.crt", directory / "server.key")
     if files.cert.exists() and files.key.exists() and _still_good(files.cert, wanted):
         return files
-    ensure_private_dir(directory)
     cert, key = _self_signed(wanted)
-    _write(files.key, key)
-    _write(files.cert, cert)
+    write_private(files.key, key)
+    write_private(files.cert, cert)
     return files
 
 
@@ -96,9 +96,3 @@ def _self_signed(hosts: list[str]) -> tuple[bytes, bytes]:
         serialization.NoEncryption(),
     )
     return cert.public_bytes(serialization.Encoding.PEM), key_pem
-
-
-def _write(path: Path, data: bytes) -> None:
-    fd = open_private(path, os.O_WRONLY | os.O_TRUNC)
-    with os.fdopen(fd, "wb") as out:
-        out.write(data)

@@ -22,7 +22,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,12 +52,19 @@ class Started:
     failure: str = ""
 
 
-async def start_engine(argv: Sequence[str], log_file: Path, *, within: float) -> Started:
-    """Run `setpoint ARGV --ready-fd N` in the background (see the module docstring) and
-    wait up to `within` seconds until it is up or has stopped."""
+async def start_engine(
+    argv: Sequence[str],
+    log_file: Path,
+    *,
+    within: float,
+    environ: Mapping[str, str] | None = None,
+) -> Started:
+    """Run `setpoint ARGV --ready-fd N` in the background (see the module docstring), with
+    `environ` (default: this process's), and wait up to `within` seconds until it is up or
+    has stopped."""
     read_end, write_end = os.pipe()
     try:
-        proc = _spawn(argv, log_file, write_end)
+        proc = _spawn(argv, log_file, write_end, environ)
     finally:
         os.close(write_end)
     said = await _read_to_end(read_end, within)
@@ -76,7 +83,9 @@ async def start_engine(argv: Sequence[str], log_file: Path, *, within: float) ->
     return Started(proc.pid, None, log_tail(log_file))
 
 
-def _spawn(argv: Sequence[str], log_file: Path, ready_fd: int) -> subprocess.Popen[bytes]:
+def _spawn(
+    argv: Sequence[str], log_file: Path, ready_fd: int, environ: Mapping[str, str] | None
+) -> subprocess.Popen[bytes]:
     """`setpoint ARGV --ready-fd READY_FD` in a new session, its output appended to
     `log_file` after a header line (`log_file` moved aside first when it is too big)."""
     with contextlib.suppress(FileNotFoundError):
@@ -92,6 +101,7 @@ def _spawn(argv: Sequence[str], log_file: Path, ready_fd: int) -> subprocess.Pop
             stderr=log_fd,
             start_new_session=True,
             pass_fds=(ready_fd,),
+            env=environ,
         )
     finally:
         os.close(log_fd)

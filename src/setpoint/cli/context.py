@@ -35,6 +35,7 @@ from setpoint.model import Kind, Object, Registry, Selector
 from setpoint.model.admission import INT64_MAX
 from setpoint.model.meta import check_dns1123_label, check_dns1123_subdomain
 from setpoint.store import open_reader, open_store, sqlite_path
+from setpoint.store.urls import shown_url
 
 if TYPE_CHECKING:
     from setpoint.store.base import Reader, Store
@@ -106,6 +107,11 @@ class Context:
         """The store is reached through an API server."""
         return self.store_url.startswith(("http://", "https://"))
 
+    @property
+    def store_shown(self) -> str:
+        """The store's URL as messages show it: without its password (`shown_url`)."""
+        return shown_url(self.store_url)
+
     def check_verb(self, verb: str) -> None:
         """`Invalid` if `verb` needs the store's machine (`LOCAL_VERBS`) and the store is
         behind a server."""
@@ -113,7 +119,7 @@ class Context:
             raise Invalid(
                 f"`setpoint {verb}` {LOCAL_VERBS[verb]}, so it needs a local store "
                 f"(--store sqlite:///path.db, or run it where the store is), not the "
-                f"server {self.store_url}"
+                f"server {self.store_shown}"
             )
 
     def require_store(self) -> None:

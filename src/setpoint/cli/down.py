@@ -76,19 +76,19 @@ async def run(ctx: Context, args: argparse.Namespace) -> int:
         return await _stop_left_behind(ctx, timeout)
     if not holder.on_this_host:
         raise Error(
-            f"the engine on {ctx.store_url} runs on host {holder.host} (pid {holder.pid}): "
+            f"the engine on {ctx.store_shown} runs on host {holder.host} (pid {holder.pid}): "
             "run `setpoint down` there"
         )
     with _pinned(holder) as engine_fd:
         if engine_fd is None:
-            print(f"no engine runs on {ctx.store_url}: nothing to stop")
+            print(f"no engine runs on {ctx.store_shown}: nothing to stop")
             return 0
         with _pinned_children(ctx.store_url) as children:
             try:
                 signal.pidfd_send_signal(engine_fd, signal.SIGTERM)
             except PermissionError:
                 raise Error(
-                    f"the engine on {ctx.store_url} (pid {holder.pid}) is another user's: "
+                    f"the engine on {ctx.store_shown} (pid {holder.pid}) is another user's: "
                     "run `setpoint down` as that user"
                 ) from None
             ended = await _wait_ended([*children, engine_fd], timeout, _say(children))
@@ -151,9 +151,9 @@ async def _stop_left_behind(ctx: Context, within: float) -> int:
     its lease), by running one here that stops at once, in the same order."""
     with _pinned_children(ctx.store_url) as children:
         if not children:
-            print(f"no engine runs on {ctx.store_url}: nothing to stop")
+            print(f"no engine runs on {ctx.store_shown}: nothing to stop")
             return 0
-        print(f"no engine runs on {ctx.store_url}; stopping what an earlier one left running")
+        print(f"no engine runs on {ctx.store_shown}; stopping what an earlier one left running")
         settings = EngineSettings(store_url=ctx.store_url, record_timeline=False)
         async with ctx.open_store() as store, Engine(store, settings) as engine:
             engine.stop()

@@ -240,7 +240,7 @@ def _recorded(ctx: Context, at: float | None) -> list[dict[str, Any]]:
     path = timeline_path_for(ctx.store_url)
     if path is None or not path.exists():
         raise Invalid(
-            f"no recorded timeline for {ctx.store_url} (it is kept by `setpoint up` beside a "
+            f"no recorded timeline for {ctx.store_shown} (it is kept by `setpoint up` beside a "
             "sqlite store); give one with --timeline FILE.jsonl"
         )
     timeline = Timeline.open(path)

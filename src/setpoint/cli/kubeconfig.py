@@ -6,8 +6,9 @@ server and a token, for kubectl and the Kubernetes client libraries.
 
 `--server` and `--token` are the global options (`setpoint.cli.store_location`): with
 none, the server of the kubeconfig found is printed back. With `--token-file`, the line of
-`--user` (default: the most capable token: admin, else edit, else view). No I/O beyond
-reading the token file and writing the output.
+`--user` (default: the most capable token: admin, else edit, else view; the file is
+checked as `setpoint serve --token-file` checks it). No I/O beyond reading the token file
+and writing the output.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
     from setpoint.api.auth import Authenticator
     from setpoint.api.kubeconfig import kubeconfig, write_kubeconfig
     from setpoint.api.serving import kubeconfig_token
+    from setpoint.cli.serve import warn_if_others_may_read
 
     if not ctx.remote:
         raise Invalid("say which server, e.g. --server http://127.0.0.1:8080", field="--server")
@@ -50,6 +52,7 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
     if args.token_file and token:
         raise Invalid("give --token or --token-file, not both", field="--token-file")
     if args.token_file:
+        warn_if_others_may_read(args.token_file)
         auth = Authenticator.from_file(args.token_file)
         if args.user:
             named = [t for t, user in auth.tokens.items() if user.name == args.user]

@@ -14,7 +14,10 @@ token, with mode 0600. It serves HTTPS (kubectl sends tokens over nothing else):
 self-signed certificate made once in the workspace's `tls/` (the kubeconfig trusts it), or
 your own. `--insecure-allow-anonymous-admin` serves plain HTTP with no token, every caller
 an admin (loopback only; a warning on stderr says so). Host names beyond loopback (and the
-address it listens on) are served only with `--accept-hosts`.
+address it listens on) are served only with `--accept-hosts`. A token file of another
+user, or one others may write, is refused; one others may read is used with a warning
+line. The workspace is made private only when it is a `.setpoint/`: the directory of a
+store elsewhere is left as it is (`setpoint.files`).
 This module is the terminal's part: options, warnings, one line saying where it serves,
 signals.
 """
@@ -109,11 +112,28 @@ INSECURE_WARNING = (
 
 
 def workspace_base(ctx: Context) -> Path:
-    """The store's workspace directory (`.setpoint/` for the default store), made private."""
+    """The store's workspace directory (`.setpoint/` for the default store, made private and
+    checked as setpoint's own); the directory of a store elsewhere is made if missing and
+    otherwise left as it is (it is the user's: `/tmp` for `sqlite:////tmp/x.db`)."""
     from setpoint.engine import workspace_of
-    from setpoint.files import ensure_private_dir
+    from setpoint.files import PRIVATE_DIR_NAME, ensure_private_dir
 
-    return ensure_private_dir(workspace_of(ctx.store_url).state_dir.parent)
+    base = workspace_of(ctx.store_url).state_dir.parent
+    if base.name == PRIVATE_DIR_NAME or not base.exists():
+        return ensure_private_dir(base)
+    return base
+
+
+def warn_if_others_may_read(token_file: str) -> None:
+    """A warning line on stderr if other users of the machine may read `token_file`."""
+    from setpoint.files import others_may_read
+
+    if others_may_read(token_file):
+        print(
+            f"warning: other users of this machine may read {token_file}, and with it its "
+            f"tokens: chmod 600 {token_file}",
+            file=sys.stderr,
+        )
 
 
 def run(ctx: Context, args: argparse.Namespace) -> int:
@@ -134,6 +154,8 @@ async def _serve(ctx: Context, args: argparse.Namespace) -> int:
     tls = None
     if args.tls_cert_file:
         tls = TlsFiles(Path(args.tls_cert_file), Path(args.tls_private_key_file))
+    if args.token_file:
+        warn_if_others_may_read(args.token_file)
     base = workspace_base(ctx)
     options = ServeOptions(
         host=args.address,

@@ -12,8 +12,13 @@
 
 A local `.setpoint/` comes before `$KUBECONFIG` on purpose: a kubeconfig set for a
 Kubernetes cluster must not turn `setpoint get` in a project directory into a call to that
-cluster. A server's token is `--token`, else its kubeconfig user's `token` (or
-`tokenFile`); a kubeconfig context's `namespace` becomes the default namespace.
+cluster. A `.setpoint/` found (not named) is used only if it belongs to the user running
+setpoint, as git refuses another user's repository (CVE-2022-24765): otherwise `Invalid`
+says so, and `--store` or `SETPOINT_STORE` name it if it is to be trusted.
+A kubeconfig others may write is refused, and so is a found one of another user; a
+`tokenFile` is read only if it is the caller's and no one else may write it. A server's
+token is `--token`, else its kubeconfig user's `token` (or `tokenFile`); a kubeconfig
+context's `namespace` becomes the default namespace.
 
 Kept apart so that `setpoint --help` can name the default without importing the store;
 paths are strings (`os.path`: pathlib costs a command's start more than it saves here).
@@ -104,7 +109,7 @@ def locate(
     if directory is not None:
         kubeconfig = os.path.join(directory, KUBECONFIG_FILE)
         if not os.path.exists(os.path.join(directory, STORE_FILE)) and os.path.isfile(kubeconfig):
-            return _with_token(read_kubeconfig(kubeconfig), token)
+            return _with_token(read_kubeconfig(kubeconfig, discovered=True), token)
         return Location(f"sqlite:///{os.path.join(directory, STORE_FILE)}")
     for path in environ.get("KUBECONFIG", "").split(os.pathsep):
         if path and os.path.isfile(path):
@@ -120,27 +125,51 @@ def _with_token(location: Location, token: str | None) -> Location:
 
 def _kubeconfig_for(environ: Mapping[str, str], start: str) -> Location | None:
     """The server a kubeconfig names (a found `.setpoint/kubeconfig`, else `$KUBECONFIG`)."""
-    directory, _ = _find_dir(start)
-    candidates = [os.path.join(directory, KUBECONFIG_FILE)] if directory else []
-    candidates += environ.get("KUBECONFIG", "").split(os.pathsep)
-    for path in candidates:
+    directory, _ = _find_dir(start, strict=False)
+    if directory and os.path.isfile(os.path.join(directory, KUBECONFIG_FILE)):
+        return read_kubeconfig(os.path.join(directory, KUBECONFIG_FILE), discovered=True)
+    for path in environ.get("KUBECONFIG", "").split(os.pathsep):
         if path and os.path.isfile(path):
             return read_kubeconfig(path)
     return None
 
 
-def _find_dir(start: str) -> tuple[str | None, tuple[str, ...]]:
-    """The nearest `.setpoint/` of `start` and its parents, and the directories searched."""
+def _find_dir(start: str, *, strict: bool = True) -> tuple[str | None, tuple[str, ...]]:
+    """The nearest `.setpoint/` of `start` and its parents, and the directories searched.
+    If it (or what its symbolic link names) is another user's: `Invalid`, or, not
+    `strict`, none found (the search stops there: `--server` needs no kubeconfig)."""
     searched: list[str] = []
     directory = start
     while True:
         searched.append(directory)
-        if os.path.isdir(os.path.join(directory, STORE_DIR)):
-            return os.path.join(directory, STORE_DIR), tuple(searched)
+        candidate = os.path.join(directory, STORE_DIR)
+        if os.path.isdir(candidate):
+            refusal = _foreign(candidate)
+            if refusal is None:
+                return candidate, tuple(searched)
+            if not strict:
+                return None, tuple(searched)
+            from setpoint.errors import Invalid
+
+            raise Invalid(refusal)
         parent = os.path.dirname(directory)
         if parent == directory:
             return None, tuple(searched)
         directory = parent
+
+
+def _foreign(found: str) -> str | None:
+    """Why the `.setpoint/` directory `found` is not to be used: it (or the link to it) is
+    another user's. As git refuses another user's repository, another user's store or
+    kubeconfig is never used unless it is named. None if it is the caller's."""
+    owners = {os.lstat(found).st_uid, os.stat(found).st_uid} - {os.geteuid()}
+    if not owners:
+        return None
+    return (
+        f"{found} belongs to another user (uid {owners.pop()}, not {os.geteuid()}): "
+        "refusing to use a store or kubeconfig they could have put there; name it with "
+        "--store or SETPOINT_STORE if you trust it"
+    )
 
 
 def find_store(start: str) -> tuple[str | None, tuple[str, ...]]:
@@ -162,9 +191,12 @@ def store_url_for(given: str | None, start: str) -> tuple[str, tuple[str, ...]]:
     return (found, ()) if found else (DEFAULT_STORE, searched)
 
 
-def read_kubeconfig(path: str) -> Location:
+def read_kubeconfig(path: str, *, discovered: bool = False) -> Location:
     """The server, credentials and namespace of the current context of the kubeconfig at
-    `path`; `Invalid` naming the file and the field when it cannot say."""
+    `path`; `Invalid` naming the file and the field when it cannot say, or when the file
+    is one other users may change (another user's, if `discovered` in a `.setpoint/`;
+    writable by group or other). A `tokenFile` is read only if it is the caller's and
+    no one else may write it (`setpoint.files.read_secret`)."""
     import base64
 
     import yaml
@@ -173,6 +205,7 @@ def read_kubeconfig(path: str) -> Location:
 
     try:
         with open(path, encoding="utf-8") as file:
+            _check_kubeconfig_file(path, os.fstat(file.fileno()), discovered)
             config = yaml.safe_load(file)
     except (OSError, yaml.YAMLError, UnicodeDecodeError) as exc:
         raise Invalid(f"{path}: cannot read this kubeconfig: {exc}", field="kubeconfig") from None
@@ -187,10 +220,11 @@ def read_kubeconfig(path: str) -> Location:
         raise Invalid(f"{path}: the cluster of context {current!r} has no server", field="server")
     token = user.get("token")
     if not token and isinstance(user.get("tokenFile"), str):
+        from setpoint.files import read_secret
+
         token_file = os.path.join(os.path.dirname(path), user["tokenFile"])
         try:
-            with open(token_file, encoding="utf-8") as file:
-                token = file.read().strip()
+            token = read_secret(token_file, what="token file").strip()
         except OSError as exc:
             raise Invalid(f"{path}: tokenFile: {exc}", field="kubeconfig") from None
     ca_data = cluster.get("certificate-authority-data")
@@ -204,6 +238,24 @@ def read_kubeconfig(path: str) -> Location:
         insecure=bool(cluster.get("insecure-skip-tls-verify")),
         namespace=context.get("namespace") or None,
     )
+
+
+def _check_kubeconfig_file(path: str, st: os.stat_result, discovered: bool) -> None:
+    """`Invalid` if another user could have chosen what the kubeconfig at `path` says."""
+    from setpoint.errors import Invalid
+
+    if discovered and st.st_uid != os.geteuid():
+        raise Invalid(
+            f"{path}: belongs to another user (uid {st.st_uid}, not {os.geteuid()}): "
+            "refusing to use it; name the server with --server and --token",
+            field="kubeconfig",
+        )
+    if st.st_mode & 0o022:
+        raise Invalid(
+            f"{path}: other users may write this kubeconfig (mode {st.st_mode & 0o777:04o}): "
+            f"refusing to use it; chmod go-w {path}",
+            field="kubeconfig",
+        )
 
 
 def _named(

@@ -100,7 +100,7 @@ async def run(ctx: Context, args: argparse.Namespace) -> int:
     path = timeline_path_for(ctx.store_url)
     if path is None:
         raise Invalid(
-            f"{ctx.store_url}: this store keeps no timeline on disk (only `setpoint up` "
+            f"{ctx.store_shown}: this store keeps no timeline on disk (only `setpoint up` "
             "on a sqlite:/// store does)",
             field="store",
         )

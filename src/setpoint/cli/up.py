@@ -255,7 +255,10 @@ async def _detach(ctx: Context, args: argparse.Namespace) -> int:
     workspace = workspace_of(ctx.store_url)
     workspace.make_private()
     log_file = workspace.engine_log
-    started = await start_engine(_engine_argv(ctx, args), log_file, within=START_TIMEOUT)
+    environ = {**os.environ, "SETPOINT_STORE": ctx.store_url}  # not in argv: a password
+    started = await start_engine(  # would show in every user's `ps`
+        _engine_argv(ctx, args), log_file, within=START_TIMEOUT, environ=environ
+    )
     shown = _shown_path(log_file)
     if started.applied is None:
         print(f"error: the engine did not start; from {shown}:", file=sys.stderr)
@@ -272,8 +275,8 @@ async def _detach(ctx: Context, args: argparse.Namespace) -> int:
 
 def _engine_argv(ctx: Context, args: argparse.Namespace) -> list[str]:
     """The arguments of the `setpoint up` that `up -d` starts in the background: the same
-    store, kinds, namespace, manifests and options."""
-    argv = ["--store", ctx.store_url]
+    kinds, namespace, manifests and options (the store goes in its environment)."""
+    argv = []
     for kinds in getattr(args, "kinds", []) + getattr(args, "kinds_after", []):
         argv += ["--kinds", kinds]
     if ctx.namespace_explicit:

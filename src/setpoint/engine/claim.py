@@ -42,6 +42,7 @@ from setpoint.model.wellknown import COORDINATION_LABEL
 from setpoint.runtime.kinds import LEASE
 from setpoint.runtime.leases import LeaderElector, LeaseSettings, parse_micro_time
 from setpoint.store import Store
+from setpoint.store.urls import shown_url
 
 log = logging.getLogger("setpoint.engine")
 
@@ -183,7 +184,7 @@ def _refusal(store_url: str, holder: str) -> EngineRunning:
 def engine_running(store_url: str, holder: str) -> EngineRunning:
     """The refusal of a second engine on `store_url`, naming the one that runs."""
     return EngineRunning(
-        f"an engine ({holder}) already runs on {store_url}; follow it with "
+        f"an engine ({holder}) already runs on {shown_url(store_url)}; follow it with "
         "`setpoint logs -f` (or `setpoint get -w`), stop it with `setpoint down`",
         holder=holder,
     )
@@ -222,7 +223,7 @@ async def running_members(store: Store, *, now: float) -> list[str]:
 def coordinated_running(store_url: str, members: list[str]) -> EngineRunning:
     """The refusal of a `single` engine beside coordinated ones."""
     return EngineRunning(
-        f"engines coordinated by leases (`up --ha`) run on {store_url}: "
+        f"engines coordinated by leases (`up --ha`) run on {shown_url(store_url)}: "
         f"{', '.join(members)}; start this one with --ha too, or stop them first",
         holder=members[0],
     )

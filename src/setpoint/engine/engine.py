@@ -98,8 +98,9 @@ class Workspace:
         return self.state_dir.parent / "engine.log"
 
     def make_private(self) -> None:
-        """Make (or tighten, if an earlier version made them 0755) its directories mode
-        0700, and `.setpoint/` too when they are in one; never the directory of a store
+        """Make its directories mode 0700 (`setpoint.files.ensure_private_dir`: one that is
+        a symbolic link or another user's is refused), tightening those in a `.setpoint/`
+        (and it) if an earlier version made them 0755; never the directory of a store
         elsewhere (`/tmp` for `sqlite:////tmp/x.db`)."""
         base = self.state_dir.parent
         if base.name == WORKSPACE.name:

@@ -41,6 +41,7 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 from setpoint import lazy
 from setpoint.clock import SYSTEM_CLOCK, Clock
 from setpoint.errors import Invalid, NotFound
+from setpoint.store.urls import shown_url
 
 if TYPE_CHECKING:
     from setpoint.errors import AlreadyExists, Conflict, Gone, StoreClosed, UnknownKind
@@ -115,7 +116,7 @@ async def open_store(
     if scheme == "etcd":
         return await _etcd(url, options, registry, clock=clock, history=history, create=create)
     raise Invalid(
-        f"{url!r}: unknown store; want memory://, sqlite:///path.db, postgresql://host/db,"
+        f"{shown_url(url)!r}: unknown store; want memory://, sqlite:///path.db, postgresql://host/db,"
         " etcd://host:port or http(s)://host:port",
         field="store",
     )
@@ -140,8 +141,9 @@ async def _postgresql(
         if not (exc.name or "psycopg").startswith("psycopg"):
             raise
         raise Invalid(
-            f"{url!r}: the PostgreSQL store needs its driver (psycopg), which is not installed:"
-            " install setpoint with the postgresql extra (pip install 'setpoint[postgresql]')",
+            f"{shown_url(url)!r}: the PostgreSQL store needs its driver (psycopg), which is not"
+            " installed: install setpoint with the postgresql extra"
+            " (pip install 'setpoint[postgresql]')",
             field="store",
         ) from None
     parts = urlsplit(url)
@@ -169,21 +171,21 @@ async def _etcd(
         raise Invalid(f"sync={sync!r}: want full, normal or off", field="store")
     _no_more(options, url)
     if not parts.hostname or parts.path not in ("", "/") or not prefix.endswith("/"):
-        raise Invalid(f"{url!r}: want etcd://host:port?prefix=/a/prefix/", field="store")
+        raise Invalid(f"{shown_url(url)!r}: want etcd://host:port?prefix=/a/prefix/", field="store")
     try:
         from setpoint.store.etcd import EtcdStore
     except ImportError as exc:
         if not (exc.name or "aetcd").startswith(("aetcd", "grpc", "google")):
             raise
         raise Invalid(
-            f"{url!r}: the etcd store needs its gRPC client (aetcd), which is not installed:"
-            " install setpoint with the etcd extra (pip install 'setpoint[etcd]')",
+            f"{shown_url(url)!r}: the etcd store needs its gRPC client (aetcd), which is not"
+            " installed: install setpoint with the etcd extra (pip install 'setpoint[etcd]')",
             field="store",
         ) from None
     try:
         port = parts.port or 2379
     except ValueError:
-        raise Invalid(f"{url!r}: the port is not a number", field="store") from None
+        raise Invalid(f"{shown_url(url)!r}: the port is not a number", field="store") from None
     host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
     address = f"{host}:{port}"
     store = EtcdStore(address, registry, prefix=prefix, clock=clock, history=history)
@@ -234,7 +236,7 @@ def _parse(url: str) -> tuple[str, dict[str, str]]:
         parts = urlsplit(url)
         return parts.scheme, {k: v[-1] for k, v in parse_qs(parts.query).items()}
     except ValueError as exc:
-        raise Invalid(f"{url!r}: not a URL ({exc})", field="store") from None
+        raise Invalid(f"{shown_url(url)!r}: not a URL ({exc})", field="store") from None
 
 
 def _sqlite(url: str, options: dict[str, str], *, create: bool) -> tuple[str, str]:
@@ -257,15 +259,19 @@ def sqlite_path(url: str) -> str:
     path = rest.split("?", 1)[0]
     if not separator or not path.startswith("/") or path == "/":
         raise Invalid(
-            f"{url!r}: want sqlite:///relative/path.db or sqlite:////abs/path.db", field="store"
+            f"{shown_url(url)!r}: want sqlite:///relative/path.db or sqlite:////abs/path.db",
+            field="store",
         )
     path = path[1:]
     if path == ":memory:" or path.startswith("file:") or "\0" in path:
         raise Invalid(
-            f"{url!r}: want a file path (for a store in memory, use memory://)", field="store"
+            f"{shown_url(url)!r}: want a file path (for a store in memory, use memory://)",
+            field="store",
         )
     if path.endswith("/"):
-        raise Invalid(f"{url!r}: want the path of a file, not of a directory", field="store")
+        raise Invalid(
+            f"{shown_url(url)!r}: want the path of a file, not of a directory", field="store"
+        )
     return path
 
 
@@ -281,4 +287,6 @@ def _int_option(value: str, name: str) -> int:
 
 def _no_more(options: dict[str, str], url: str) -> None:
     if options:
-        raise Invalid(f"{url!r}: unknown option(s) {', '.join(sorted(options))}", field="store")
+        raise Invalid(
+            f"{shown_url(url)!r}: unknown option(s) {', '.join(sorted(options))}", field="store"
+        )

@@ -68,6 +68,7 @@ from setpoint.store.backend import Backend
 from setpoint.store.base import Actor, EventType, Verb
 from setpoint.store.kinds import learn_kinds
 from setpoint.store.rules import Change, Key, Write, decide, encode, key_of, not_found, stamp
+from setpoint.store.urls import shown_url
 from setpoint.store.watchers import (
     LogEntry,
     Watchers,
@@ -316,7 +317,8 @@ class PostgresStore(Backend):
         try:
             info = psycopg.conninfo.conninfo_to_dict(conninfo)
         except psycopg.Error as exc:
-            raise Invalid(f"not a PostgreSQL connection URL: {exc}", field="store") from None
+            reason = " ".join(shown_url(str(exc)).split())
+            raise Invalid(f"not a PostgreSQL connection URL: {reason}", field="store") from None
         self._where = f"postgresql://{info.get('host', '')}:{info.get('port', '')}/" + str(
             info.get("dbname", "")
         )

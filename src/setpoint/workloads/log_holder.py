@@ -9,8 +9,8 @@ they come), rotates `LOG` by size only at a line end (`LOG` -> `LOG.1` -> `LOG.2
 `BACKUPS` kept; a line longer than 64 KiB may be cut to rotate anyway), drops what it
 cannot write (a full disk) rather than stop reading, and exits once every writer has
 closed the FIFO. It makes each log file mode 0600 (the mode `setpoint.files` gives every
-private file; this program cannot import it), and the supervisor tightens files an
-earlier version left wider before it starts a holder.
+private file; this program cannot import it) and never follows a symbolic link to one;
+the supervisor tightens files an earlier version left wider before it starts a holder.
 
 Beside each log file it keeps a time index, `LOG.times` (`LOG.1.times` for `LOG.1`...,
 rotated with it, mode 0600): a header naming the log file's inode, `setpoint-log-times 1
@@ -105,7 +105,7 @@ class LogFile:
         self._open()
 
     def _open(self) -> None:
-        flags = os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
+        flags = os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
         self._fd = os.open(self.path, os.O_WRONLY | flags, 0o600)
         st = os.fstat(self._fd)
         self._size = st.st_size

@@ -53,9 +53,11 @@ while the engine is down, and no line is lost across an engine restart. The
 child holds the FIFO open for reading and writing, so it never dies of SIGPIPE,
 even if its holder is killed (a new holder is started then). Linux only.
 
-Files are private (`setpoint.files`): the state and log directories are mode 0700;
-state files, the FIFO, log files and their time indexes 0600. A log file (or backup)
-or directory an earlier version left wider is tightened before a holder is started on it.
+Files are private (`setpoint.files`): the state and log directories are mode 0700 (an
+existing one that is a symbolic link or another user's is refused); state files, the FIFO,
+log files and their time indexes 0600, none written through a symbolic link (state files
+are replaced by rename). A log file (or backup) an earlier version left wider is
+tightened before a holder is started on it.
 """
 
 from __future__ import annotations
@@ -80,7 +82,7 @@ from typing import Any, NamedTuple
 
 from setpoint.clock import SYSTEM_CLOCK, Clock
 from setpoint.errors import AlreadyExists, Invalid
-from setpoint.files import ensure_private_dir, make_private, open_private
+from setpoint.files import ensure_private_dir, make_private, open_private, write_private
 from setpoint.runtime.run_as import UserPolicy, command_environment, switch_to
 from setpoint.workloads import log_holder
 
@@ -301,13 +303,7 @@ def _fifo_path(name: str, state_dir: Path) -> Path:
 
 
 def _write_atomically(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with os.fdopen(open_private(tmp, os.O_WRONLY | os.O_TRUNC), "w", encoding="utf-8") as f:
-        json.dump(data, f, sort_keys=True)
-        f.write("\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    write_private(path, (json.dumps(data, sort_keys=True) + "\n").encode())
 
 
 def _read_state(name: str, state_dir: Path) -> dict[str, Any] | None:
@@ -410,7 +406,7 @@ class _Holder:
         make_private(*log.files())
         argv = [sys.executable, "-I", "-S", str(_HOLDER_PROGRAM), str(log.path)]
         argv += [str(log.max_bytes), str(log.backups)]
-        read_end = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # never blocks, even unwritten
+        read_end = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)  # never blocks
         try:
             popen = subprocess.Popen(
                 argv,
@@ -679,7 +675,7 @@ async def start(
         log_start = _log_start(log)
         fifo.unlink(missing_ok=True)
         os.mkfifo(fifo, 0o600)
-        out = os.open(fifo, os.O_RDWR)
+        out = os.open(fifo, os.O_RDWR | os.O_NOFOLLOW)
     except OSError:
         fifo.unlink(missing_ok=True)
         raise  # the machine's (state or log directory, FIFO), not the spec's: transient
