@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(mktemp -d)"
 
 token=$(python3 -c 'import secrets; print(secrets.token_urlsafe(32))')
-echo "$token,grafana,view" > tokens.csv
+(umask 077; echo "$token,grafana,view" > tokens.csv)  # 0600
 
 cat > chain.yaml <<'YAML'
 apiVersion: setpoint.dev/v1alpha1

@@ -4,7 +4,7 @@ set -euo pipefail
 cd "$(mktemp -d)"
 
 # One admin token (the Kubernetes static token file's layout, the role third).
-echo "$(python3 -c 'import secrets; print(secrets.token_urlsafe(32))'),alice,admin" > tokens.csv
+(umask 077; echo "$(python3 -c 'import secrets; print(secrets.token_urlsafe(32))'),alice,admin" > tokens.csv)  # 0600
 
 setpoint serve --port 0 --token-file tokens.csv > serve.log &
 trap 'kill $!' EXIT
