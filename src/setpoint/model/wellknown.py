@@ -13,8 +13,10 @@ __all__ = [
     "CHANGED_AT",
     "CHANGED_BY",
     "CHANGE_CAUSE",
+    "COMPOSE_NAMESPACE_LABEL",
     "COORDINATION_LABEL",
     "DEPLOYMENT_LABEL",
+    "DESCRIPTION_ANNOTATION",
     "HASH_LABEL",
     "JOB_FINALIZER",
     "PROCESS_FINALIZER",
@@ -24,6 +26,7 @@ __all__ = [
     "SHARD_INCARNATION",
     "SHARD_MEMBERS",
     "SHARD_VIEW",
+    "STORED_WRITER",
     "child_log_file",
     "child_name",
 ]
@@ -55,6 +58,9 @@ SHARD_VIEW = "setpoint.dev/shard-view"
 SHARD_MEMBERS = "setpoint.dev/shard-members"
 """On a shard member's Lease: that view's members (for people; the digest decides)."""
 
+DESCRIPTION_ANNOTATION = "setpoint.dev/description"
+"""A person's description of an object (a process-compose process's `description`)."""
+
 # -- labels --------------------------------------------------------------------------
 
 DEPLOYMENT_LABEL = "setpoint.dev/deployment"
@@ -67,6 +73,15 @@ SHARD_GROUP_LABEL = "setpoint.dev/shard-group"
 COORDINATION_LABEL = "setpoint.dev/coordination"
 """On every lease a `leader` or `shard` manager holds (value: the mode), so that a `single`
 one can tell that coordinated managers run on its store."""
+
+COMPOSE_NAMESPACE_LABEL = "setpoint.dev/compose-namespace"
+"""On the objects made from a process-compose file: the process's `namespace` there."""
+
+# -- inside a stored value -------------------------------------------------------------
+
+STORED_WRITER = "setpoint.dev/writer"
+"""The member an etcd store appends to an object's stored JSON for who wrote it (stripped on
+every read; never seen by a client)."""
 
 # -- finalizers ----------------------------------------------------------------------
 

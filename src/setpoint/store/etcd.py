@@ -5,7 +5,7 @@
 Layout: every object is one key, `<prefix>o/<apiVersion>/<kind>/<namespace>/<name>` (an
 empty namespace for cluster-scoped kinds), its value the object's JSON without
 `resourceVersion`, with the verb and actor of the write that put it as one more member at
-its end (`"setpoint.dev/writer": {...}`, `encoded_writer`), stripped on every read (a
+its end (`STORED_WRITER`, `encoded_writer`), stripped on every read (a
 value without it, written before, has no known writer). A delete that removes the key
 leaves no value: its event names no verb or actor. The key `<prefix>store` marks the
 store (its creation revision is the store's birth). etcd's store-wide revision is the
@@ -49,6 +49,7 @@ from setpoint.clock import SYSTEM_CLOCK, Clock
 from setpoint.errors import Error, Gone, Invalid, NotFound, StoreClosed, StoreUnavailable
 from setpoint.model import Object, Registry, Selector, codec
 from setpoint.model.crd import CRD
+from setpoint.model.wellknown import STORED_WRITER
 from setpoint.store.backend import Backend
 from setpoint.store.base import EventType, WatchEvent
 from setpoint.store.kinds import learn_kinds
@@ -474,7 +475,7 @@ class EtcdStore(Backend):
         await self._channel.close()
 
 
-_WRITER = b',"setpoint.dev/writer":'
+_WRITER = b',"' + STORED_WRITER.encode() + b'":'
 """Where a stored value's writer begins (`_with_writer`). Within the JSON of an object it
 can only be a member name (a quote inside a string is escaped), so the last one is ours."""
 

@@ -46,6 +46,7 @@ from setpoint.errors import Invalid
 from setpoint.model import Object
 from setpoint.model.meta import check_dns1123_subdomain, check_label_value
 from setpoint.model.schema import validated
+from setpoint.model.wellknown import COMPOSE_NAMESPACE_LABEL, DESCRIPTION_ANNOTATION
 from setpoint.workloads.compose.project import resolve_extends
 from setpoint.workloads.compose.template import render
 from setpoint.workloads.dependencies import PROCESS_COMPOSE_NAMES, find_cycle
@@ -57,9 +58,8 @@ __all__ = ["DEFAULT_SHELL", "NAMESPACE_LABEL", "Translation", "translate"]
 
 DEFAULT_SHELL = ("bash", "-c")
 """How process-compose runs a `command` when the file names no `shell`."""
-NAMESPACE_LABEL = "setpoint.dev/compose-namespace"
+NAMESPACE_LABEL = COMPOSE_NAMESPACE_LABEL
 """The label that carries a process's process-compose `namespace`."""
-DESCRIPTION_ANNOTATION = "setpoint.dev/description"
 
 # What process-compose has and what setpoint does with it (fields not listed: unknown).
 _IGNORED_TOP = frozenset(
