@@ -17,8 +17,9 @@ import signal
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+import pytest
 import yaml
-from cli_kit import CLI, REPO
+from cli_kit import CLI, REPO, marked_processes
 from test_cli_up import alive
 
 EXAMPLE = REPO / "examples" / "process-compose"
@@ -264,3 +265,85 @@ def test_a_docker_compose_file_or_a_circle_is_refused_in_one_line(cli: CLI) -> N
     assert result.err_lines == [
         "error: pc.yaml: processes.a.depends_on: circular dependency: a -> b -> a"
     ]
+
+
+CHAIN_EXIT = """
+processes:
+  server:
+    command: echo server up && exec sleep 600
+    ready_log_line: server up
+  check:                          # succeeds: exit_on_failure does not end the run
+    command: "true"
+    availability: {restart: exit_on_failure}
+    depends_on:
+      server: {condition: process_log_ready}
+  migrate:
+    command: exit 42
+    availability: {restart: exit_on_failure}
+    depends_on:
+      check: {condition: process_completed}
+"""
+
+
+def test_exit_on_failure_ends_up_with_the_failed_process_s_code(cli: CLI) -> None:
+    """process-compose's ComposeChainExit: `restart: exit_on_failure` on a process that
+    fails stops everything, and `up` exits with its exit code; one that succeeds does not."""
+    cli.write("process-compose.yaml", CHAIN_EXIT)
+    up = cli.start("up", "process-compose.yaml")
+    pids: list[int] = []
+
+    def note(line: str) -> bool:
+        pid = line.split(" pid=")[1].split()[0] if " pid=" in line else ""
+        if pid.isdigit():
+            pids.append(int(pid))
+        return line.startswith("Process/server ready=True ")
+
+    with reaped(pids):
+        up.expect(note, "server Ready")
+        code, err = up.ended()
+        assert code == 42, err
+        assert (
+            "Process/migrate exited with code 42 (setpoint.dev/exit-on-failure): "
+            "stopping everything"
+        ) in err.splitlines()
+        assert "Process/check" not in err
+        assert not [pid for pid in pids if alive(pid)]
+
+
+EXIT_ON_END = """
+processes:
+  server:
+    command: exec -a {token} sleep 600
+  main:
+    command: {command}
+    availability: {{exit_on_end: true}}
+    success_exit_codes: {codes}
+    depends_on:
+      server: {{condition: process_started}}
+"""
+
+
+@pytest.mark.parametrize(
+    ("command", "codes", "want"),
+    [
+        ("exit 130", "[130]", 0),  # an allowed code ends the run cleanly
+        ("exit 130", "[]", 130),  # the same code, not allowed: up takes it
+        ("'true'", "[]", 0),
+        ("kill -KILL $$$$", "[]", 255),  # a signal: process-compose's -1, as an exit status
+    ],
+)
+def test_exit_on_end_ends_up_with_the_process_s_code_unless_it_is_a_success(
+    cli: CLI, command: str, codes: str, want: int
+) -> None:
+    """process-compose's SuccessExitCodesExitOnEnd: `exit_on_end` stops everything when the
+    process ends, and `up` exits with its code, 0 when `success_exit_codes` lists it."""
+    token = f"server-{cli.directory.name}"  # the server's argv[0]: found in /proc
+    text = EXIT_ON_END.format(command=command, codes=codes, token=token)
+    cli.write("process-compose.yaml", text)
+    up = cli.start("up", "process-compose.yaml")
+    code, err = up.ended()
+    assert code == want, err
+    assert "Process/main " in err
+    assert "(setpoint.dev/exit-on-end): stopping everything" in err
+    assert "error:" not in err
+    assert marked_processes(token) == []  # the server was stopped

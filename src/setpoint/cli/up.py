@@ -39,6 +39,12 @@ own `terminationGracePeriodSeconds`), and `up` exits 0. A second one stops the r
 (SIGKILL), as docker compose does. If `up` dies without stopping (SIGKILL, a crash) the
 children keep running and the next `up` re-adopts them.
 
+Ending by itself, as process-compose does: when a Process or Job annotated
+`setpoint.dev/exit-on-end` ends, or one annotated `setpoint.dev/exit-on-failure` fails
+(`setpoint.cli.run_end`; the process-compose translator writes them), `up` prints one line
+naming it, stops everything as on SIGTERM and exits with that child's exit code (0 for a
+success).
+
 This module is the terminal's part only: manifests, the live view, signals and messages.
 """
 
@@ -47,11 +53,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import math
 import os
 import re
 import signal
 import sys
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 from setpoint.api.serving import ServeOptions, serve_api
@@ -66,6 +74,7 @@ from setpoint.cli.context import Context
 from setpoint.cli.live import StatusBoard, view_for
 from setpoint.cli.load import read_manifests
 from setpoint.cli.render import object_ref
+from setpoint.cli.run_end import RunEnd, run_end
 from setpoint.cli.serve import accept_hosts, add_accept_hosts, workspace_base
 from setpoint.clock import SYSTEM_CLOCK
 from setpoint.control.kinds import AUTOSCALER, THERMOSTAT
@@ -75,6 +84,7 @@ from setpoint.errors import Conflict, Invalid
 from setpoint.model import Kind, Object
 from setpoint.runtime.coordination import Coordination
 from setpoint.runtime.health import split_address
+from setpoint.runtime.informer import InformerEvent
 from setpoint.runtime.manager import ManagerOptions
 from setpoint.runtime.run_as import UserPolicy
 from setpoint.workloads.kinds import DEPLOYMENT, JOB, PROCESS, SERVICE
@@ -310,6 +320,7 @@ async def _run_engine(
     for kind in SHOWN:
         engine.manager.informer(kind).add_handler(board.on_change)
     signalled = _on_signals(engine)
+    ended = _on_run_end(engine, since=math.floor(SYSTEM_CLOCK.now() * 1000) / 1000)
     try:
         actor = local_actor()
         for kind, obj in objects:
@@ -334,10 +345,32 @@ async def _run_engine(
             await asyncio.gather(*tasks, return_exceptions=True)
     finally:
         _restore_signals()
+    if ended:
+        return ended[0].code
     if not signalled.is_set():
         print("error: the engine stopped by itself; see the messages above", file=sys.stderr)
         return 1
     return 0
+
+
+def _on_run_end(engine: Engine, *, since: float) -> list[RunEnd]:
+    """Stop `engine` gracefully once a Process or Job says the run ends
+    (`setpoint.cli.run_end`: process-compose's `exit_on_end`, `exit_on_failure`); the list
+    returned then holds why, and the exit code `up` ends with."""
+    ended: list[RunEnd] = []
+
+    def on_change(kind: Kind, event: InformerEvent) -> None:
+        if ended or event.type == "DELETED":
+            return
+        end = run_end(kind, event.object, since)
+        if end is not None:
+            ended.append(end)
+            print(end.why, file=sys.stderr, flush=True)
+            engine.stop()
+
+    for kind in (PROCESS, JOB):
+        engine.manager.informer(kind).add_handler(partial(on_change, kind))
+    return ended
 
 
 async def _once_started(engine: Engine, readiness: Readiness) -> None:
