@@ -347,3 +347,37 @@ def test_exit_on_end_ends_up_with_the_process_s_code_unless_it_is_a_success(
     assert "(setpoint.dev/exit-on-end): stopping everything" in err
     assert "error:" not in err
     assert marked_processes(token) == []  # the server was stopped
+
+
+def test_up_with_no_path_runs_the_directory_s_process_compose_file_and_override(
+    cli: CLI,
+) -> None:
+    """As `process-compose up` with no `-f`: the working directory's process-compose.yaml,
+    with process-compose.override.yaml merged over it."""
+    cli.write(
+        "process-compose.yaml",
+        'processes:\n  hello:\n    command: echo "$$GREETING" && exec sleep 600\n'
+        "    ready_log_line: from the override\n"
+        "    environment: [GREETING=from the base file]\n",
+    )
+    cli.write(
+        "process-compose.override.yaml",
+        "processes:\n  hello:\n    environment: [GREETING=from the override]\n",
+    )
+    up = cli.start("up")
+    pids: list[int] = []
+
+    def note(line: str) -> bool:
+        pid = line.split(" pid=")[1].split()[0] if " pid=" in line else ""
+        if pid.isdigit():
+            pids.append(int(pid))
+        return line.startswith("Process/hello ready=True ")
+
+    with reaped(pids):
+        assert up.expect(lambda line: "hello" in line, "hello created") == (
+            "process.setpoint.dev/hello created"
+        )
+        up.expect(note, "hello Ready on the override's line")
+        code, err = up.stop(signal.SIGTERM)
+        assert code == 0, err
+        assert not [pid for pid in pids if alive(pid)]

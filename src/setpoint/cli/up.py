@@ -1,6 +1,9 @@
 """`setpoint up [PATH...]`: the main job. Runs the engine (`setpoint.engine`: every built-in
 controller and the timeline recorder) on the local store, applies the manifests and shows
-them converging until stopped. With no PATH it runs what the store already declares.
+them converging until stopped. With no PATH it runs the working directory's
+process-compose file (`process-compose.yaml` and the other names process-compose looks
+for, with its override: `setpoint.cli.load.compose_project_here`), as process-compose does
+with no `-f`; with none there, what the store already declares.
 
 The store is the CLI's (by default `sqlite:///.setpoint/state.db`), so `get`,
 `describe`, `events`, `logs`, `delete` and `apply` run from the same directory reach
@@ -72,7 +75,7 @@ from setpoint.cli.apply import (
 from setpoint.cli.background import START_TIMEOUT, Readiness, start_engine
 from setpoint.cli.context import Context
 from setpoint.cli.live import StatusBoard, view_for
-from setpoint.cli.load import read_manifests
+from setpoint.cli.load import compose_project_here, read_manifests
 from setpoint.cli.render import object_ref
 from setpoint.cli.run_end import RunEnd, run_end
 from setpoint.cli.serve import accept_hosts, add_accept_hosts, workspace_base
@@ -100,8 +103,10 @@ def add_parser(
     p = verbs.add_parser(
         "up",
         parents=parents,
-        description="Apply the manifests in each PATH (a file or a directory of them; none: "
-        "what the store already declares), run every built-in controller in this process and "
+        description="Apply the manifests in each PATH (a file or a directory of them, or "
+        "process-compose files; none: the process-compose.yaml of this directory, with its "
+        "process-compose.override.yaml, as process-compose finds it, else what the store "
+        "already declares), run every built-in controller in this process and "
         "show each object's readiness until Ctrl-C or SIGTERM, which stop every child cleanly, "
         "dependents first (a second one kills them at once). Running it again adopts children "
         "that still run; only one engine runs on a store at a time.",
@@ -201,6 +206,8 @@ async def run(ctx: Context, args: argparse.Namespace) -> int:
         coordination(args.ha, args.identity, detach=args.detach), health_address=address
     )
     UserPolicy.of(_allowed(args))  # refused here, not in the log of an engine sent away
+    if not args.paths:
+        args.paths = compose_project_here()
     if args.detach and "-" in args.paths:
         raise Invalid("up -d reads no manifests from stdin (`-`): give files or directories")
     objects = _checked_objects(ctx, args.paths)
