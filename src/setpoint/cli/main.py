@@ -104,6 +104,13 @@ VERBS: tuple[Verb, ...] = (
         "setpoint restart deployment/web        # rolling, as kubectl rollout restart",
         "setpoint restart process web worker    # several of one kind",
     )),
+    Verb("stop", "suspend", "stop Processes and keep them stopped (spec.suspend) until `start`", (
+        "setpoint stop web worker",
+        "setpoint start web",
+    )),
+    Verb("start", "suspend", "start Processes `stop` stopped", (
+        "setpoint start web",
+    )),
     Verb("up", "up", "run the workload controllers, apply manifests, show them converge", (
         "setpoint up examples/webapp        # in the foreground, Ctrl-C stops it",
         "setpoint up -d examples/webapp     # in the background, then `logs -f`, `down`",
