@@ -381,3 +381,47 @@ def test_up_with_no_path_runs_the_directory_s_process_compose_file_and_override(
         code, err = up.stop(signal.SIGTERM)
         assert code == 0, err
         assert not [pid for pid in pids if alive(pid)]
+
+
+SUBSET = """
+processes:
+  db:
+    command: echo db up && exec sleep 600
+    ready_log_line: db up
+  web:
+    command: exec sleep 600
+    depends_on:
+      db: {condition: process_log_ready}
+  other:
+    command: echo other >> other.txt && exec sleep 600
+"""
+
+
+def test_up_names_start_those_processes_and_what_they_depend_on(cli: CLI) -> None:
+    """As `process-compose up web`: web and db (which web depends on) run; other does not."""
+    cli.write("process-compose.yaml", SUBSET)
+    refused = cli("up", "nothere")
+    assert (refused.code, refused.err_lines) == (
+        1,
+        ["error: up nothere: no object of that name in the manifests given"],
+    )
+    up = cli.start("up", "web")
+    pids: list[int] = []
+
+    def note(line: str) -> bool:
+        pid = line.split(" pid=")[1].split()[0] if " pid=" in line else ""
+        if pid.isdigit():
+            pids.append(int(pid))
+        return line.startswith("Process/web ready=True ")
+
+    with reaped(pids):
+        up.expect(note, "web Ready")
+        applied = [line for line in up.seen if line.endswith(" created")]
+        assert applied == ["process.setpoint.dev/db created", "process.setpoint.dev/web created"]
+        assert cli.ok("get", "processes", "-o", "name").lines == [
+            "process.setpoint.dev/db",
+            "process.setpoint.dev/web",
+        ]
+        assert not (cli.directory / "other.txt").exists()
+        code, err = up.stop(signal.SIGTERM)
+        assert code == 0, err

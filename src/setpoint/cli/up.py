@@ -3,7 +3,10 @@ controller and the timeline recorder) on the local store, applies the manifests 
 them converging until stopped. With no PATH it runs the working directory's
 process-compose file (`process-compose.yaml` and the other names process-compose looks
 for, with its override: `setpoint.cli.load.compose_project_here`), as process-compose does
-with no `-f`; with none there, what the store already declares.
+with no `-f`; with none there, what the store already declares. A NAME among the
+arguments (no file of that name: `up web`, `up app.yaml web`) applies only the objects of
+that name and what they depend on (`spec.dependsOn`, transitively), as `process-compose up
+web` starts a subset; what the store already declares runs as ever.
 
 The store is the CLI's (by default `sqlite:///.setpoint/state.db`), so `get`,
 `describe`, `events`, `logs`, `delete` and `apply` run from the same directory reach
@@ -75,7 +78,7 @@ from setpoint.cli.apply import (
 from setpoint.cli.background import START_TIMEOUT, Readiness, start_engine
 from setpoint.cli.context import Context
 from setpoint.cli.live import StatusBoard, view_for
-from setpoint.cli.load import compose_project_here, read_manifests
+from setpoint.cli.load import MANIFEST_SUFFIXES, compose_project_here, read_manifests
 from setpoint.cli.render import object_ref
 from setpoint.cli.run_end import RunEnd, run_end
 from setpoint.cli.serve import accept_hosts, add_accept_hosts, workspace_base
@@ -84,7 +87,8 @@ from setpoint.control.kinds import AUTOSCALER, THERMOSTAT
 from setpoint.engine import Engine, EngineSettings, workspace_of
 from setpoint.engine.claim import engine_running, running_engine
 from setpoint.errors import Conflict, Invalid
-from setpoint.model import Kind, Object
+from setpoint.model import Kind, Object, Registry
+from setpoint.model.dependency_graph import Node, dependencies_of, node_of
 from setpoint.runtime.coordination import Coordination
 from setpoint.runtime.health import split_address
 from setpoint.runtime.informer import InformerEvent
@@ -112,7 +116,12 @@ def add_parser(
         "that still run; only one engine runs on a store at a time.",
     )
     p.add_argument(
-        "paths", nargs="*", metavar="PATH", help="a manifest file or a directory of them"
+        "paths",
+        nargs="*",
+        metavar="PATH|NAME",
+        help="a manifest file or a directory of them; a NAME (no such file): start only "
+        "that object and what it depends on, from the files given or this directory's "
+        "process-compose.yaml",
     )
     p.add_argument(
         "-d",
@@ -206,13 +215,21 @@ async def run(ctx: Context, args: argparse.Namespace) -> int:
         coordination(args.ha, args.identity, detach=args.detach), health_address=address
     )
     UserPolicy.of(_allowed(args))  # refused here, not in the log of an engine sent away
+    args.paths, args.names = paths_and_names(args.paths)
     if not args.paths:
         args.paths = compose_project_here()
+    if args.names and not args.paths:
+        raise Invalid(
+            f"up {' '.join(args.names)}: no manifests to find them in: give the files "
+            "(setpoint up FILE NAME...), or run it beside a process-compose.yaml"
+        )
     if args.detach and "-" in args.paths:
         raise Invalid("up -d reads no manifests from stdin (`-`): give files or directories")
     objects = _checked_objects(ctx, args.paths)
     if objects is None:
         return 1
+    if args.names:
+        objects = with_dependencies(ctx.registry, objects, args.names)
     async with ctx.open_store(create=bool(args.paths)) as store:
         await refuse_dependency_cycles(store, [obj for _, obj in objects])
         if args.detach:
@@ -230,6 +247,45 @@ async def run(ctx: Context, args: argparse.Namespace) -> int:
                 print(f"serving the API on {api.url} (KUBECONFIG={_api_kubeconfig(ctx)})")
                 return await _run_engine(engine, objects, readiness, logs=args.logs)
     return await _detach(ctx, args)
+
+
+_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?")
+
+
+def paths_and_names(given: list[str]) -> tuple[list[str], list[str]]:
+    """`up`'s arguments split: a PATH is `-`, something on disk, or has a `/` or a manifest
+    suffix; the rest, when it is an object's name, is a NAME to start (with what it depends
+    on)."""
+    paths, names = [], []
+    for arg in given:
+        on_disk = arg == "-" or os.path.exists(arg) or "/" in arg
+        if on_disk or arg.endswith(MANIFEST_SUFFIXES) or not _NAME.fullmatch(arg):
+            paths.append(arg)
+        else:
+            names.append(arg)
+    return paths, names
+
+
+def with_dependencies(
+    registry: Registry, objects: list[tuple[Kind, Object]], names: list[str]
+) -> list[tuple[Kind, Object]]:
+    """The objects named `names` and those they depend on (`spec.dependsOn`, transitively)
+    among `objects`, in their order; `Invalid` naming a name no object has."""
+    by_node = {node_of(kind, obj): (kind, obj) for kind, obj in objects}
+    wanted: set[Node] = set()
+    for name in names:
+        found = [node for node in by_node if node[2] == name]
+        if not found:
+            raise Invalid(f"up {name}: no object of that name in the manifests given")
+        wanted.update(found)
+    unread = list(wanted)
+    while unread:
+        kind, obj = by_node[unread.pop()]
+        for target in dependencies_of(registry, kind, obj):
+            if target in by_node and target not in wanted:
+                wanted.add(target)
+                unread.append(target)
+    return [(kind, obj) for node, (kind, obj) in by_node.items() if node in wanted]
 
 
 def _api_options(ctx: Context, args: argparse.Namespace) -> ServeOptions:
@@ -295,7 +351,7 @@ def _engine_argv(ctx: Context, args: argparse.Namespace) -> list[str]:
         argv += ["--kinds", kinds]
     if ctx.namespace_explicit:
         argv += ["--namespace", ctx.namespace]
-    argv += ["up", *(os.path.abspath(p) for p in args.paths)]
+    argv += ["up", *(os.path.abspath(p) for p in args.paths), *args.names]
     if args.metrics_address is not None:
         argv += ["--metrics-address", args.metrics_address]
     if args.api_port:
