@@ -1,6 +1,7 @@
 """`setpoint stop NAME` / `setpoint start NAME` against a running `setpoint up`: the child
 is stopped and stays stopped (`spec.suspend`, phase Suspended, `Ready=False` reason
-`Suspended`) whatever its restart policy, and starts again on `start`.
+`Suspended`, as `setpoint ps` shows) whatever its restart policy, and starts again on
+`start`.
 
 Real `setpoint` processes and real children; every wait is on a line of output with a
 timeout, never a sleep.
@@ -46,6 +47,9 @@ def test_stop_keeps_a_process_stopped_and_start_runs_it_again(cli: CLI) -> None:
         assert " Suspended: suspended (spec.suspend; setpoint start resumes it)" in line
         assert first is not None
         assert not alive(first)  # stopped, and not restarted (restart: always)
+        table = cli.ok("ps").lines  # the live view's table, once
+        assert table[0].split()[:3] == ["KIND/NAME", "READY", "PHASE"]
+        assert table[1].split()[:4] == ["Process/web", "False", "Suspended", "Suspended:"]
         got = cli.ok("get", "process", "web", "-o", "yaml")
         assert got.yaml()["spec"]["suspend"] is True
 

@@ -63,6 +63,10 @@ VERBS: tuple[Verb, ...] = (
         "setpoint get processes -l app=web -w    # then every change, until Ctrl-C",
         "setpoint get all -A",
     )),
+    Verb("ps", "ps", "show every workload as `up` does, once: readiness, phase, pid, what it waits for", (  # noqa: E501
+        "setpoint ps",
+        "setpoint ps -A -l app=web",
+    )),
     Verb("describe", "describe", "show objects in detail, with their conditions and events", (
         "setpoint describe process/db",
         "setpoint describe deployments",
