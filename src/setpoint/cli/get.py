@@ -54,6 +54,7 @@ def add_parser(
         "-o",
         "--output",
         type=_output,
+        choices=_Formats(OUTPUTS[1:]),
         default="table",
         metavar="FORMAT",
         help="wide, yaml, json, name, jsonpath=TEMPLATE (kubectl's, e.g. "
@@ -71,6 +72,18 @@ def add_parser(
     p.set_defaults(run=run)
 
 
+class _Formats(tuple[str, ...]):
+    """`-o`'s choices: the plain formats (what shell completion offers), and any
+    `jsonpath=...` or `custom-columns=...` (`_output` has checked them)."""
+
+    __slots__ = ()
+
+    def __contains__(self, value: object) -> bool:
+        return isinstance(value, str) and (
+            super().__contains__(value) or value.startswith(("jsonpath=", "custom-columns="))
+        )
+
+
 def _output(text: str) -> str:
     """`-o`'s value, checked: a format of OUTPUTS, or `jsonpath=` / `custom-columns=` and
     what follows (parsed here, so a bad template is refused before anything is read)."""
@@ -86,7 +99,7 @@ def _output(text: str) -> str:
             return text
     except Invalid as exc:
         raise argparse.ArgumentTypeError(f"{kind}: {exc}") from None
-    if text in OUTPUTS[1:]:
+    if text in OUTPUTS:  # "table": the default, which argparse passes through here too
         return text
     raise argparse.ArgumentTypeError(
         f"{text!r}: want one of {', '.join(OUTPUTS[1:])}, jsonpath=TEMPLATE or "
