@@ -112,7 +112,9 @@ def add_parser(
         "process-compose.override.yaml, as process-compose finds it, else what the store "
         "already declares), run every built-in controller in this process and "
         "show each object's readiness until Ctrl-C or SIGTERM, which stop every child cleanly, "
-        "dependents first (a second one kills them at once). Running it again adopts children "
+        "dependents first (a second one kills them at once). A Process or Job marked "
+        "setpoint.dev/exit-on-end (process-compose's exit_on_end) or exit-on-failure "
+        "ends it the same way, with that child's exit code. Running it again adopts children "
         "that still run; only one engine runs on a store at a time.",
     )
     p.add_argument(
