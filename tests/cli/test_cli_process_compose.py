@@ -394,18 +394,22 @@ processes:
       db: {condition: process_log_ready}
   other:
     command: echo other >> other.txt && exec sleep 600
+  work_er:
+    command: exec sleep 600
+    replicas: 2
 """
 
 
 def test_up_names_start_those_processes_and_what_they_depend_on(cli: CLI) -> None:
-    """As `process-compose up web`: web and db (which web depends on) run; other does not."""
+    """As `process-compose up web work_er`: web, db (which web depends on) and every
+    replica of work_er (named as the file names it) run; other does not."""
     cli.write("process-compose.yaml", SUBSET)
     refused = cli("up", "nothere")
-    assert (refused.code, refused.err_lines) == (
-        1,
-        ["error: up nothere: no object of that name in the manifests given"],
-    )
-    up = cli.start("up", "web")
+    assert refused.code == 1
+    assert refused.err_lines[-1:] == [
+        "error: up nothere: no object of that name in the manifests given"
+    ]
+    up = cli.start("up", "web", "work_er")
     pids: list[int] = []
 
     def note(line: str) -> bool:
@@ -417,10 +421,17 @@ def test_up_names_start_those_processes_and_what_they_depend_on(cli: CLI) -> Non
     with reaped(pids):
         up.expect(note, "web Ready")
         applied = [line for line in up.seen if line.endswith(" created")]
-        assert applied == ["process.setpoint.dev/db created", "process.setpoint.dev/web created"]
+        assert applied == [
+            "process.setpoint.dev/db created",
+            "process.setpoint.dev/web created",
+            "process.setpoint.dev/work-er-0 created",
+            "process.setpoint.dev/work-er-1 created",
+        ]
         assert cli.ok("get", "processes", "-o", "name").lines == [
             "process.setpoint.dev/db",
             "process.setpoint.dev/web",
+            "process.setpoint.dev/work-er-0",
+            "process.setpoint.dev/work-er-1",
         ]
         assert not (cli.directory / "other.txt").exists()
         code, err = up.stop(signal.SIGTERM)

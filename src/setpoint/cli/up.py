@@ -251,12 +251,12 @@ async def run(ctx: Context, args: argparse.Namespace) -> int:
     return await _detach(ctx, args)
 
 
-_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?")
+_NAME = re.compile(r"[A-Za-z0-9_][-A-Za-z0-9_.]*")
 
 
 def paths_and_names(given: list[str]) -> tuple[list[str], list[str]]:
     """`up`'s arguments split: a PATH is `-`, something on disk, or has a `/` or a manifest
-    suffix; the rest, when it is an object's name, is a NAME to start (with what it depends
+    suffix; the rest, when it looks like a name, is a NAME to start (with what it depends
     on)."""
     paths, names = [], []
     for arg in given:
@@ -272,11 +272,15 @@ def with_dependencies(
     registry: Registry, objects: list[tuple[Kind, Object]], names: list[str]
 ) -> list[tuple[Kind, Object]]:
     """The objects named `names` and those they depend on (`spec.dependsOn`, transitively)
-    among `objects`, in their order; `Invalid` naming a name no object has."""
+    among `objects`, in their order; `Invalid` naming a name no object has. A name is an
+    object's, or a process-compose process's as the file spells it (`PC_PROC_NAME`: every
+    replica of `worker`, `db_init` for `db-init`)."""
     by_node = {node_of(kind, obj): (kind, obj) for kind, obj in objects}
     wanted: set[Node] = set()
     for name in names:
-        found = [node for node in by_node if node[2] == name]
+        found = [
+            node for node, (_, obj) in by_node.items() if name in (node[2], _compose_name(obj))
+        ]
         if not found:
             raise Invalid(f"up {name}: no object of that name in the manifests given")
         wanted.update(found)
@@ -288,6 +292,13 @@ def with_dependencies(
                 wanted.add(target)
                 unread.append(target)
     return [(kind, obj) for node, (kind, obj) in by_node.items() if node in wanted]
+
+
+def _compose_name(obj: Object) -> str | None:
+    """The process-compose name an object was translated from (its `PC_PROC_NAME`)."""
+    env = (obj.get("spec") or {}).get("env")
+    name = env.get("PC_PROC_NAME") if isinstance(env, dict) else None
+    return name if isinstance(name, str) else None
 
 
 def _api_options(ctx: Context, args: argparse.Namespace) -> ServeOptions:
