@@ -436,3 +436,23 @@ def test_up_names_start_those_processes_and_what_they_depend_on(cli: CLI) -> Non
         assert not (cli.directory / "other.txt").exists()
         code, err = up.stop(signal.SIGTERM)
         assert code == 0, err
+
+
+JOB_EXIT = """
+processes:
+  migrate:                        # a Job: web waits for it to complete successfully
+    command: exit 3
+    availability: {restart: exit_on_failure}
+  web:
+    command: exec sleep 600
+    depends_on:
+      migrate: {condition: process_completed_successfully}
+"""
+
+
+def test_exit_on_failure_of_a_process_run_as_a_job_ends_up_too(cli: CLI) -> None:
+    cli.write("process-compose.yaml", JOB_EXIT)
+    up = cli.start("up", "process-compose.yaml")
+    code, err = up.ended()
+    assert code == 3, err
+    assert "Job/migrate exited with code 3 (setpoint.dev/exit-on-failure): " in err
