@@ -349,6 +349,25 @@ def test_exit_on_end_ends_up_with_the_process_s_code_unless_it_is_a_success(
     assert marked_processes(token) == []  # the server was stopped
 
 
+RETRIED = """
+processes:
+  flaky:                          # fails once, then succeeds
+    command: test -f ran || { touch ran; exit 7; }
+    availability: {restart: on_failure, exit_on_end: true}
+"""
+
+
+def test_exit_on_end_waits_until_the_process_is_not_restarted(cli: CLI) -> None:
+    """As process-compose: `exit_on_end` acts once the process stops restarting (here
+    once it succeeded), not at a failure its restart policy restarts."""
+    cli.write("process-compose.yaml", RETRIED)
+    up = cli.start("up", "process-compose.yaml")
+    code, err = up.ended()
+    assert code == 0, err
+    assert "Process/flaky exited with code 0 (setpoint.dev/exit-on-end): " in err
+    assert (cli.directory / "ran").exists()
+
+
 def test_up_with_no_path_runs_the_directory_s_process_compose_file_and_override(
     cli: CLI,
 ) -> None:

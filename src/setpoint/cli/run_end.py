@@ -5,12 +5,14 @@ the process-compose translator writes them for `availability.exit_on_end` and
 `restart: exit_on_failure`).
 
 `run_end(kind, obj, since)` reads one object as an informer delivers it and says whether its
-last exit, recorded at or after `since` (when this `up` began: an exit a previous run
-recorded does not count) ends the run, and with what exit code: the child's, 0 when it is
-a success (0 or one of `setpoint.dev/success-exit-codes`), 255 when a signal killed it or
-its code is unknown (as process-compose, whose Go runtime reports -1 there, which `exit`
-makes 255). An exit the controller asked for (a stop, a restart, a liveness kill) never
-ends the run.
+last exit ends the run, and with what exit code. It does once the object has finished
+(phase `Succeeded` or `Failed`: its restart policy, or a Job's retries, start it no more,
+as process-compose acts only once a process stops restarting), with an exit recorded at or
+after `since` (when this `up` began: an exit a previous run recorded does not count). The
+exit code is the child's, 0 when it is a success (0 or one of
+`setpoint.dev/success-exit-codes`), 255 when a signal killed it or its code is unknown (as
+process-compose, whose Go runtime reports -1 there, which `exit` makes 255). An exit the
+controller asked for (a stop, a restart, a liveness kill) never ends the run.
 
 Pure: reads the object; stopping the engine and exiting are `setpoint.cli.up`'s.
 """
@@ -26,6 +28,8 @@ from setpoint.workloads.children import parse_time
 
 __all__ = ["RunEnd", "run_end"]
 
+FINISHED = ("Succeeded", "Failed")
+"""The phases of a Process or Job that is not started again."""
 UNKNOWN_EXIT = 255
 """The exit code when a signal ended the child or its code is unknown (process-compose's)."""
 
@@ -47,7 +51,10 @@ def run_end(kind: Kind, obj: Object, since: float) -> RunEnd | None:
     on_failure = annotations.get(EXIT_ON_FAILURE) == "true"
     if not (on_end or on_failure):
         return None
-    last: Any = (obj.get("status") or {}).get("lastExit")
+    status = obj.get("status") or {}
+    if status.get("phase") not in FINISHED:
+        return None  # running, or restarting: not the end yet
+    last: Any = status.get("lastExit")
     if not isinstance(last, dict) or last.get("stoppedOnRequest"):
         return None
     finished = parse_time(last.get("finishedAt"))

@@ -54,13 +54,14 @@ REVISION_ANNOTATION = "setpoint.dev/revision"
 """On a Deployment's replica: the revision number of the template it runs."""
 
 EXIT_ON_END = "setpoint.dev/exit-on-end"
-"""On a Process or a Job, `"true"`: when its child ends by itself (not stopped by the
-controller), the foreground `setpoint up` stops everything and exits with that child's exit
-code, 0 for a success (process-compose's `availability.exit_on_end`)."""
+"""On a Process or a Job, `"true"`: once its child has ended by itself (not stopped by the
+controller) and is not started again (phase Succeeded or Failed), the foreground `setpoint
+up` stops everything and exits with that child's exit code, 0 for a success
+(process-compose's `availability.exit_on_end`)."""
 EXIT_ON_FAILURE = "setpoint.dev/exit-on-failure"
-"""On a Process or a Job, `"true"`: when its child fails (ends by itself, not a success),
-the foreground `setpoint up` stops everything and exits with that child's exit code
-(process-compose's `availability.restart: exit_on_failure`)."""
+"""On a Process or a Job, `"true"`: once its child has failed (ended by itself, not a
+success) and is not started again, the foreground `setpoint up` stops everything and exits
+with that child's exit code (process-compose's `availability.restart: exit_on_failure`)."""
 SUCCESS_EXIT_CODES = "setpoint.dev/success-exit-codes"
 """On a Process or a Job: the exit codes besides 0 that count as a success when `EXIT_ON_END`
 or `EXIT_ON_FAILURE` end the run, comma-separated (`"3,143"`; process-compose's
