@@ -17,8 +17,9 @@ import signal
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+import pytest
 import yaml
-from cli_kit import CLI, REPO
+from cli_kit import CLI, REPO, marked_processes
 from test_cli_up import alive
 
 EXAMPLE = REPO / "examples" / "process-compose"
@@ -264,3 +265,213 @@ def test_a_docker_compose_file_or_a_circle_is_refused_in_one_line(cli: CLI) -> N
     assert result.err_lines == [
         "error: pc.yaml: processes.a.depends_on: circular dependency: a -> b -> a"
     ]
+
+
+CHAIN_EXIT = """
+processes:
+  server:
+    command: echo server up && exec sleep 600
+    ready_log_line: server up
+  check:                          # succeeds: exit_on_failure does not end the run
+    command: "true"
+    availability: {restart: exit_on_failure}
+    depends_on:
+      server: {condition: process_log_ready}
+  migrate:
+    command: exit 42
+    availability: {restart: exit_on_failure}
+    depends_on:
+      check: {condition: process_completed}
+"""
+
+
+def test_exit_on_failure_ends_up_with_the_failed_process_s_code(cli: CLI) -> None:
+    """process-compose's ComposeChainExit: `restart: exit_on_failure` on a process that
+    fails stops everything, and `up` exits with its exit code; one that succeeds does not."""
+    cli.write("process-compose.yaml", CHAIN_EXIT)
+    up = cli.start("up", "process-compose.yaml")
+    pids: list[int] = []
+
+    def note(line: str) -> bool:
+        pid = line.split(" pid=")[1].split()[0] if " pid=" in line else ""
+        if pid.isdigit():
+            pids.append(int(pid))
+        return line.startswith("Process/server ready=True ")
+
+    with reaped(pids):
+        up.expect(note, "server Ready")
+        code, err = up.ended()
+        assert code == 42, err
+        assert (
+            "Process/migrate exited with code 42 (setpoint.dev/exit-on-failure): "
+            "stopping everything"
+        ) in err.splitlines()
+        assert "Process/check" not in err
+        assert not [pid for pid in pids if alive(pid)]
+
+
+EXIT_ON_END = """
+processes:
+  server:
+    command: exec -a {token} sleep 600
+  main:
+    command: {command}
+    availability: {{exit_on_end: true}}
+    success_exit_codes: {codes}
+    depends_on:
+      server: {{condition: process_started}}
+"""
+
+
+@pytest.mark.parametrize(
+    ("command", "codes", "want"),
+    [
+        ("exit 130", "[130]", 0),  # an allowed code ends the run cleanly
+        ("exit 130", "[]", 130),  # the same code, not allowed: up takes it
+        ("'true'", "[]", 0),
+        ("kill -KILL $$$$", "[]", 255),  # a signal: process-compose's -1, as an exit status
+    ],
+)
+def test_exit_on_end_ends_up_with_the_process_s_code_unless_it_is_a_success(
+    cli: CLI, command: str, codes: str, want: int
+) -> None:
+    """process-compose's SuccessExitCodesExitOnEnd: `exit_on_end` stops everything when the
+    process ends, and `up` exits with its code, 0 when `success_exit_codes` lists it."""
+    token = f"server-{cli.directory.name}"  # the server's argv[0]: found in /proc
+    text = EXIT_ON_END.format(command=command, codes=codes, token=token)
+    cli.write("process-compose.yaml", text)
+    up = cli.start("up", "process-compose.yaml")
+    code, err = up.ended()
+    assert code == want, err
+    assert "Process/main " in err
+    assert "(setpoint.dev/exit-on-end): stopping everything" in err
+    assert "error:" not in err
+    assert marked_processes(token) == []  # the server was stopped
+
+
+RETRIED = """
+processes:
+  flaky:                          # fails once, then succeeds
+    command: test -f ran || { touch ran; exit 7; }
+    availability: {restart: on_failure, exit_on_end: true}
+"""
+
+
+def test_exit_on_end_waits_until_the_process_is_not_restarted(cli: CLI) -> None:
+    """As process-compose: `exit_on_end` acts once the process stops restarting (here
+    once it succeeded), not at a failure its restart policy restarts."""
+    cli.write("process-compose.yaml", RETRIED)
+    up = cli.start("up", "process-compose.yaml")
+    code, err = up.ended()
+    assert code == 0, err
+    assert "Process/flaky exited with code 0 (setpoint.dev/exit-on-end): " in err
+    assert (cli.directory / "ran").exists()
+
+
+def test_up_with_no_path_runs_the_directory_s_process_compose_file_and_override(
+    cli: CLI,
+) -> None:
+    """As `process-compose up` with no `-f`: the working directory's process-compose.yaml,
+    with process-compose.override.yaml merged over it."""
+    cli.write(
+        "process-compose.yaml",
+        'processes:\n  hello:\n    command: echo "$$GREETING" && exec sleep 600\n'
+        "    ready_log_line: from the override\n"
+        "    environment: [GREETING=from the base file]\n",
+    )
+    cli.write(
+        "process-compose.override.yaml",
+        "processes:\n  hello:\n    environment: [GREETING=from the override]\n",
+    )
+    up = cli.start("up")
+    pids: list[int] = []
+
+    def note(line: str) -> bool:
+        pid = line.split(" pid=")[1].split()[0] if " pid=" in line else ""
+        if pid.isdigit():
+            pids.append(int(pid))
+        return line.startswith("Process/hello ready=True ")
+
+    with reaped(pids):
+        assert up.expect(lambda line: "hello" in line, "hello created") == (
+            "process.setpoint.dev/hello created"
+        )
+        up.expect(note, "hello Ready on the override's line")
+        code, err = up.stop(signal.SIGTERM)
+        assert code == 0, err
+        assert not [pid for pid in pids if alive(pid)]
+
+
+SUBSET = """
+processes:
+  db:
+    command: echo db up && exec sleep 600
+    ready_log_line: db up
+  web:
+    command: exec sleep 600
+    depends_on:
+      db: {condition: process_log_ready}
+  other:
+    command: echo other >> other.txt && exec sleep 600
+  work_er:
+    command: exec sleep 600
+    replicas: 2
+"""
+
+
+def test_up_names_start_those_processes_and_what_they_depend_on(cli: CLI) -> None:
+    """As `process-compose up web work_er`: web, db (which web depends on) and every
+    replica of work_er (named as the file names it) run; other does not."""
+    cli.write("process-compose.yaml", SUBSET)
+    refused = cli("up", "nothere")
+    assert refused.code == 1
+    assert refused.err_lines[-1:] == [
+        "error: up nothere: no object of that name in the manifests given"
+    ]
+    up = cli.start("up", "web", "work_er")
+    pids: list[int] = []
+
+    def note(line: str) -> bool:
+        pid = line.split(" pid=")[1].split()[0] if " pid=" in line else ""
+        if pid.isdigit():
+            pids.append(int(pid))
+        return line.startswith("Process/web ready=True ")
+
+    with reaped(pids):
+        up.expect(note, "web Ready")
+        applied = [line for line in up.seen if line.endswith(" created")]
+        assert applied == [
+            "process.setpoint.dev/db created",
+            "process.setpoint.dev/web created",
+            "process.setpoint.dev/work-er-0 created",
+            "process.setpoint.dev/work-er-1 created",
+        ]
+        assert cli.ok("get", "processes", "-o", "name").lines == [
+            "process.setpoint.dev/db",
+            "process.setpoint.dev/web",
+            "process.setpoint.dev/work-er-0",
+            "process.setpoint.dev/work-er-1",
+        ]
+        assert not (cli.directory / "other.txt").exists()
+        code, err = up.stop(signal.SIGTERM)
+        assert code == 0, err
+
+
+JOB_EXIT = """
+processes:
+  migrate:                        # a Job: web waits for it to complete successfully
+    command: exit 3
+    availability: {restart: exit_on_failure}
+  web:
+    command: exec sleep 600
+    depends_on:
+      migrate: {condition: process_completed_successfully}
+"""
+
+
+def test_exit_on_failure_of_a_process_run_as_a_job_ends_up_too(cli: CLI) -> None:
+    cli.write("process-compose.yaml", JOB_EXIT)
+    up = cli.start("up", "process-compose.yaml")
+    code, err = up.ended()
+    assert code == 3, err
+    assert "Job/migrate exited with code 3 (setpoint.dev/exit-on-failure): " in err

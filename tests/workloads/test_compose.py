@@ -197,12 +197,15 @@ def test_availability_maps_onto_restart_policy_and_a_constant_backoff() -> None:
     assert out["b"]["spec"]["restartPolicy"] == "OnFailure"
     assert out["b"]["spec"]["backoff"] == {"initialSeconds": 1, "maxSeconds": 1}
     assert out["c"]["spec"]["restartPolicy"] == "Never"
+    # what ends `setpoint up` is data on the object, read by up (setpoint.cli.run_end)
+    assert out["c"]["metadata"]["annotations"] == {
+        "setpoint.dev/exit-on-end": "true",
+        "setpoint.dev/exit-on-failure": "true",
+    }
+    assert "annotations" not in out["a"]["metadata"]
     assert warnings(project) == [
         "processes.b.availability.max_restarts: ignored: a setpoint Process restarts without "
         "limit, with back-off",
-        "processes.c.availability.exit_on_end: ignored: setpoint up keeps running until stopped",
-        "processes.c.availability.restart: exit_on_failure: not restarted, but setpoint up "
-        "keeps running until stopped",
     ]
     assert "'sometimes': want one of no, always" in refusal(
         "processes: {a: {command: x, availability: {restart: sometimes}}}"
@@ -300,12 +303,17 @@ def test_disabled_namespace_description_and_what_is_warned() -> None:
     assert list(out) == ["main"]
     assert "dependsOn" not in out["main"]["spec"]
     assert out["main"]["metadata"]["labels"] == {"setpoint.dev/compose-namespace": "db"}
-    assert out["main"]["metadata"]["annotations"] == {"setpoint.dev/description": "the database"}
+    assert out["main"]["metadata"]["annotations"] == {
+        "setpoint.dev/description": "the database",
+        "setpoint.dev/success-exit-codes": "143",
+    }
     assert warnings(project) == [
         "processes.idle.disabled: not created: apply it by itself to run it",
         "processes.main.depends_on.idle: idle is disabled: not waited for",
         "processes.main.colour: unknown field, ignored",
-        "processes.main.success_exit_codes: ignored: setpoint counts only exit code 0 as success",
+        "processes.main.success_exit_codes: only when exit_on_end or exit_on_failure end "
+        "setpoint up: a restart, a Job's completion and a dependency count only exit code 0 "
+        "as success",
         "processes.main.log_location: ignored: setpoint writes the output to "
         ".setpoint/logs/<namespace>_main.log (setpoint logs main)",
     ]

@@ -53,9 +53,12 @@ def add_parser(
     p.add_argument(
         "-o",
         "--output",
-        choices=OUTPUTS[1:],
+        type=_output,
+        choices=_Formats(OUTPUTS[1:]),
         default="table",
-        help="output format (default: a table)",
+        metavar="FORMAT",
+        help="wide, yaml, json, name, jsonpath=TEMPLATE (kubectl's, e.g. "
+        "'{.items[*].metadata.name}') or custom-columns=HEADER:PATH,... (default: a table)",
     )
     p.add_argument(
         "-w",
@@ -67,6 +70,41 @@ def add_parser(
         "-A", "--all-namespaces", action="store_true", help="list objects in every namespace"
     )
     p.set_defaults(run=run)
+
+
+class _Formats(tuple[str, ...]):
+    """`-o`'s choices: the plain formats (what shell completion offers), and any
+    `jsonpath=...` or `custom-columns=...` (`_output` has checked them)."""
+
+    __slots__ = ()
+
+    def __contains__(self, value: object) -> bool:
+        return isinstance(value, str) and (
+            super().__contains__(value) or value.startswith(("jsonpath=", "custom-columns="))
+        )
+
+
+def _output(text: str) -> str:
+    """`-o`'s value, checked: a format of OUTPUTS, or `jsonpath=` / `custom-columns=` and
+    what follows (parsed here, so a bad template is refused before anything is read)."""
+    from setpoint.cli.jsonpath import Template, custom_columns
+
+    kind, equals, rest = text.partition("=")
+    try:
+        if kind == "jsonpath" and equals:
+            Template(rest)
+            return text
+        if kind == "custom-columns" and equals:
+            custom_columns(rest)
+            return text
+    except Invalid as exc:
+        raise argparse.ArgumentTypeError(f"{kind}: {exc}") from None
+    if text in OUTPUTS:  # "table": the default, which argparse passes through here too
+        return text
+    raise argparse.ArgumentTypeError(
+        f"{text!r}: want one of {', '.join(OUTPUTS[1:])}, jsonpath=TEMPLATE or "
+        "custom-columns=HEADER:PATH,..."
+    )
 
 
 def run(ctx: Context, args: argparse.Namespace) -> int | Coroutine[Any, Any, int]:
@@ -148,7 +186,7 @@ def _get_named(
         except NotFound as exc:
             missing.append(str(exc))
     if found:
-        if len(names) == 1 and view.output in ("yaml", "json"):
+        if len(names) == 1 and view.output in ("yaml", "json", "jsonpath"):
             view.print_one(found[0])
         else:
             view.print_all(found, None)
@@ -199,18 +237,32 @@ class _View:
     """Prints objects of one kind in the chosen output format."""
 
     def __init__(self, kind: Kind, output: str, *, all_namespaces: bool):
+        from setpoint.cli.jsonpath import Columns, Template, custom_columns
+
         self.kind = kind
-        self.output = output
+        self.output, _, argument = output.partition("=")
         self.all_namespaces = all_namespaces
         self.widths: list[int] = []
+        self.template = Template(argument) if self.output == "jsonpath" else None
+        self.columns: Columns | None = None
+        if self.output == "custom-columns":
+            self.columns = custom_columns(argument)
 
     def _table(self, *, events: bool) -> render.Table | render.EventTable:
         return render.table_for(
             self.kind, wide=self.output == "wide", namespaces=self.all_namespaces, events=events
         )
 
+    def _jsonpath(self, doc: Object) -> None:
+        """kubectl prints the template's output as it is, with no newline of its own."""
+        assert self.template is not None
+        sys.stdout.write(self.template.render(doc))
+        sys.stdout.flush()
+
     def print_one(self, obj: Object) -> None:
-        if self.output == "yaml":
+        if self.output == "jsonpath":
+            self._jsonpath(obj)
+        elif self.output == "yaml":
             _out(render.to_yaml(obj).rstrip("\n"))
         elif self.output == "json":
             _out(render.to_json(obj))
@@ -218,7 +270,12 @@ class _View:
             self.print_all([obj], None)
 
     def print_all(self, items: Sequence[Object], revision: int | None) -> None:
-        if self.output == "yaml":
+        if self.output == "jsonpath":
+            self._jsonpath(render.as_list(items, revision))
+        elif self.columns is not None:
+            for line in self.columns.table(items):
+                _out(line)
+        elif self.output == "yaml":
             _out(render.to_yaml(render.as_list(items, revision)).rstrip("\n"))
         elif self.output == "json":
             _out(render.to_json(render.as_list(items, revision)))
@@ -233,7 +290,12 @@ class _View:
 
     def start_events(self, items: Sequence[Object]) -> None:
         """Watch output begins: the header (tables) and the current objects as ADDED."""
-        if self.output in ("table", "wide"):
+        if self.columns is not None:
+            self.widths = []
+            _out(self.columns.table([])[0])
+            for obj in items:
+                self.print_event("ADDED", obj)
+        elif self.output in ("table", "wide"):
             table = self._table(events=True)
             now = time.time()
             rows = [table.header()] + [table.row(o, now, "ADDED") for o in items]
@@ -245,7 +307,11 @@ class _View:
                 self.print_event("ADDED", obj)
 
     def print_event(self, type_: str, obj: Object) -> None:
-        if self.output == "yaml":
+        if self.output == "jsonpath":
+            self._jsonpath(obj)
+        elif self.columns is not None:
+            _out(self.columns.table([obj])[1])
+        elif self.output == "yaml":
             _out("---\n" + render.to_yaml({"type": type_, "object": obj}).rstrip("\n"))
         elif self.output == "json":
             _out(render.to_json({"type": type_, "object": obj}, compact=True))

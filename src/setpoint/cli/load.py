@@ -36,6 +36,7 @@ __all__ = [
     "KINDS_HINT",
     "MANIFEST_SUFFIXES",
     "Manifest",
+    "compose_project_here",
     "identify",
     "load_kinds",
     "manifest_limits",
@@ -104,6 +105,15 @@ def read_manifests(paths: Sequence[str], stdin: BinaryIO | None = None) -> list[
             print(f"warning: {warning}", file=sys.stderr)
         out[compose_at:compose_at] = translated
     return out
+
+
+def compose_project_here() -> list[str]:
+    """What `setpoint up` with no PATH reads, as process-compose with no `-f`: `["."]` when
+    the working directory holds a process-compose file (`compose_files.default_files`:
+    `process-compose.yaml` and the others, with its override), else none."""
+    limits = manifest_limits()
+    found = compose_files.default_files(Path("."), lambda p: _read(p, limits), limits)
+    return ["."] if found is not None else []
 
 
 def _parse_file(

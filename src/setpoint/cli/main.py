@@ -63,6 +63,10 @@ VERBS: tuple[Verb, ...] = (
         "setpoint get processes -l app=web -w    # then every change, until Ctrl-C",
         "setpoint get all -A",
     )),
+    Verb("ps", "ps", "show every workload as `up` does, once: readiness, phase, pid, what it waits for", (  # noqa: E501
+        "setpoint ps",
+        "setpoint ps -A -l app=web",
+    )),
     Verb("describe", "describe", "show objects in detail, with their conditions and events", (
         "setpoint describe process/db",
         "setpoint describe deployments",
@@ -103,6 +107,13 @@ VERBS: tuple[Verb, ...] = (
         "setpoint restart job/migrate           # run the migrations again",
         "setpoint restart deployment/web        # rolling, as kubectl rollout restart",
         "setpoint restart process web worker    # several of one kind",
+    )),
+    Verb("stop", "suspend", "stop Processes and keep them stopped (spec.suspend) until `start`", (
+        "setpoint stop web worker",
+        "setpoint start web",
+    )),
+    Verb("start", "suspend", "start Processes `stop` stopped", (
+        "setpoint start web",
     )),
     Verb("up", "up", "run the workload controllers, apply manifests, show them converge", (
         "setpoint up examples/webapp        # in the foreground, Ctrl-C stops it",

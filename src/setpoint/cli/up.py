@@ -1,6 +1,12 @@
 """`setpoint up [PATH...]`: the main job. Runs the engine (`setpoint.engine`: every built-in
 controller and the timeline recorder) on the local store, applies the manifests and shows
-them converging until stopped. With no PATH it runs what the store already declares.
+them converging until stopped. With no PATH it runs the working directory's
+process-compose file (`process-compose.yaml` and the other names process-compose looks
+for, with its override: `setpoint.cli.load.compose_project_here`), as process-compose does
+with no `-f`; with none there, what the store already declares. A NAME among the
+arguments (no file of that name: `up web`, `up app.yaml web`) applies only the objects of
+that name and what they depend on (`spec.dependsOn`, transitively), as `process-compose up
+web` starts a subset; what the store already declares runs as ever.
 
 The store is the CLI's (by default `sqlite:///.setpoint/state.db`), so `get`,
 `describe`, `events`, `logs`, `delete` and `apply` run from the same directory reach
@@ -39,6 +45,12 @@ own `terminationGracePeriodSeconds`), and `up` exits 0. A second one stops the r
 (SIGKILL), as docker compose does. If `up` dies without stopping (SIGKILL, a crash) the
 children keep running and the next `up` re-adopts them.
 
+Ending by itself, as process-compose does: when a Process or Job annotated
+`setpoint.dev/exit-on-end` ends, or one annotated `setpoint.dev/exit-on-failure` fails
+(`setpoint.cli.run_end`; the process-compose translator writes them), `up` prints one line
+naming it, stops everything as on SIGTERM and exits with that child's exit code (0 for a
+success).
+
 This module is the terminal's part only: manifests, the live view, signals and messages.
 """
 
@@ -47,11 +59,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import math
 import os
 import re
 import signal
 import sys
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 from setpoint.api.serving import ServeOptions, serve_api
@@ -64,17 +78,20 @@ from setpoint.cli.apply import (
 from setpoint.cli.background import START_TIMEOUT, Readiness, start_engine
 from setpoint.cli.context import Context
 from setpoint.cli.live import StatusBoard, view_for
-from setpoint.cli.load import read_manifests
+from setpoint.cli.load import MANIFEST_SUFFIXES, compose_project_here, read_manifests
 from setpoint.cli.render import object_ref
+from setpoint.cli.run_end import RunEnd, run_end
 from setpoint.cli.serve import accept_hosts, add_accept_hosts, workspace_base
 from setpoint.clock import SYSTEM_CLOCK
 from setpoint.control.kinds import AUTOSCALER, THERMOSTAT
 from setpoint.engine import Engine, EngineSettings, workspace_of
 from setpoint.engine.claim import engine_running, running_engine
 from setpoint.errors import Conflict, Invalid
-from setpoint.model import Kind, Object
+from setpoint.model import Kind, Object, Registry
+from setpoint.model.dependency_graph import Node, dependencies_of, node_of
 from setpoint.runtime.coordination import Coordination
 from setpoint.runtime.health import split_address
+from setpoint.runtime.informer import InformerEvent
 from setpoint.runtime.manager import ManagerOptions
 from setpoint.runtime.run_as import UserPolicy
 from setpoint.workloads.kinds import DEPLOYMENT, JOB, PROCESS, SERVICE
@@ -90,14 +107,23 @@ def add_parser(
     p = verbs.add_parser(
         "up",
         parents=parents,
-        description="Apply the manifests in each PATH (a file or a directory of them; none: "
-        "what the store already declares), run every built-in controller in this process and "
+        description="Apply the manifests in each PATH (a file or a directory of them, or "
+        "process-compose files; none: the process-compose.yaml of this directory, with its "
+        "process-compose.override.yaml, as process-compose finds it, else what the store "
+        "already declares), run every built-in controller in this process and "
         "show each object's readiness until Ctrl-C or SIGTERM, which stop every child cleanly, "
-        "dependents first (a second one kills them at once). Running it again adopts children "
+        "dependents first (a second one kills them at once). A Process or Job marked "
+        "setpoint.dev/exit-on-end (process-compose's exit_on_end) or exit-on-failure "
+        "ends it the same way, with that child's exit code. Running it again adopts children "
         "that still run; only one engine runs on a store at a time.",
     )
     p.add_argument(
-        "paths", nargs="*", metavar="PATH", help="a manifest file or a directory of them"
+        "paths",
+        nargs="*",
+        metavar="PATH|NAME",
+        help="a manifest file or a directory of them; a NAME (no such file): start only "
+        "that object and what it depends on, from the files given or this directory's "
+        "process-compose.yaml",
     )
     p.add_argument(
         "-d",
@@ -191,11 +217,21 @@ async def run(ctx: Context, args: argparse.Namespace) -> int:
         coordination(args.ha, args.identity, detach=args.detach), health_address=address
     )
     UserPolicy.of(_allowed(args))  # refused here, not in the log of an engine sent away
+    args.paths, args.names = paths_and_names(args.paths)
+    if not args.paths:
+        args.paths = compose_project_here()
+    if args.names and not args.paths:
+        raise Invalid(
+            f"up {' '.join(args.names)}: no manifests to find them in: give the files "
+            "(setpoint up FILE NAME...), or run it beside a process-compose.yaml"
+        )
     if args.detach and "-" in args.paths:
         raise Invalid("up -d reads no manifests from stdin (`-`): give files or directories")
     objects = _checked_objects(ctx, args.paths)
     if objects is None:
         return 1
+    if args.names:
+        objects = with_dependencies(ctx.registry, objects, args.names)
     async with ctx.open_store(create=bool(args.paths)) as store:
         await refuse_dependency_cycles(store, [obj for _, obj in objects])
         if args.detach:
@@ -213,6 +249,56 @@ async def run(ctx: Context, args: argparse.Namespace) -> int:
                 print(f"serving the API on {api.url} (KUBECONFIG={_api_kubeconfig(ctx)})")
                 return await _run_engine(engine, objects, readiness, logs=args.logs)
     return await _detach(ctx, args)
+
+
+_NAME = re.compile(r"[A-Za-z0-9_][-A-Za-z0-9_.]*")
+
+
+def paths_and_names(given: list[str]) -> tuple[list[str], list[str]]:
+    """`up`'s arguments split: a PATH is `-`, something on disk, or has a `/` or a manifest
+    suffix; the rest, when it looks like a name, is a NAME to start (with what it depends
+    on)."""
+    paths, names = [], []
+    for arg in given:
+        on_disk = arg == "-" or os.path.exists(arg) or "/" in arg
+        if on_disk or arg.endswith(MANIFEST_SUFFIXES) or not _NAME.fullmatch(arg):
+            paths.append(arg)
+        else:
+            names.append(arg)
+    return paths, names
+
+
+def with_dependencies(
+    registry: Registry, objects: list[tuple[Kind, Object]], names: list[str]
+) -> list[tuple[Kind, Object]]:
+    """The objects named `names` and those they depend on (`spec.dependsOn`, transitively)
+    among `objects`, in their order; `Invalid` naming a name no object has. A name is an
+    object's, or a process-compose process's as the file spells it (`PC_PROC_NAME`: every
+    replica of `worker`, `db_init` for `db-init`)."""
+    by_node = {node_of(kind, obj): (kind, obj) for kind, obj in objects}
+    wanted: set[Node] = set()
+    for name in names:
+        found = [
+            node for node, (_, obj) in by_node.items() if name in (node[2], _compose_name(obj))
+        ]
+        if not found:
+            raise Invalid(f"up {name}: no object of that name in the manifests given")
+        wanted.update(found)
+    unread = list(wanted)
+    while unread:
+        kind, obj = by_node[unread.pop()]
+        for target in dependencies_of(registry, kind, obj):
+            if target in by_node and target not in wanted:
+                wanted.add(target)
+                unread.append(target)
+    return [(kind, obj) for node, (kind, obj) in by_node.items() if node in wanted]
+
+
+def _compose_name(obj: Object) -> str | None:
+    """The process-compose name an object was translated from (its `PC_PROC_NAME`)."""
+    env = (obj.get("spec") or {}).get("env")
+    name = env.get("PC_PROC_NAME") if isinstance(env, dict) else None
+    return name if isinstance(name, str) else None
 
 
 def _api_options(ctx: Context, args: argparse.Namespace) -> ServeOptions:
@@ -281,7 +367,7 @@ def _engine_argv(ctx: Context, args: argparse.Namespace) -> list[str]:
         argv += ["--kinds", kinds]
     if ctx.namespace_explicit:
         argv += ["--namespace", ctx.namespace]
-    argv += ["up", *(os.path.abspath(p) for p in args.paths)]
+    argv += ["up", *(os.path.abspath(p) for p in args.paths), *args.names]
     if args.metrics_address is not None:
         argv += ["--metrics-address", args.metrics_address]
     if args.api_port:
@@ -313,6 +399,7 @@ async def _run_engine(
     for kind in SHOWN:
         engine.manager.informer(kind).add_handler(board.on_change)
     signalled = _on_signals(engine)
+    ended = _on_run_end(engine, since=math.floor(SYSTEM_CLOCK.now() * 1000) / 1000)
     try:
         actor = local_actor()
         for kind, obj in objects:
@@ -337,10 +424,32 @@ async def _run_engine(
             await asyncio.gather(*tasks, return_exceptions=True)
     finally:
         _restore_signals()
+    if ended:
+        return ended[0].code
     if not signalled.is_set():
         print("error: the engine stopped by itself; see the messages above", file=sys.stderr)
         return 1
     return 0
+
+
+def _on_run_end(engine: Engine, *, since: float) -> list[RunEnd]:
+    """Stop `engine` gracefully once a Process or Job says the run ends
+    (`setpoint.cli.run_end`: process-compose's `exit_on_end`, `exit_on_failure`); the list
+    returned then holds why, and the exit code `up` ends with."""
+    ended: list[RunEnd] = []
+
+    def on_change(kind: Kind, event: InformerEvent) -> None:
+        if ended or event.type == "DELETED":
+            return
+        end = run_end(kind, event.object, since)
+        if end is not None:
+            ended.append(end)
+            print(end.why, file=sys.stderr, flush=True)
+            engine.stop()
+
+    for kind in (PROCESS, JOB):
+        engine.manager.informer(kind).add_handler(partial(on_change, kind))
+    return ended
 
 
 async def _once_started(engine: Engine, readiness: Readiness) -> None:

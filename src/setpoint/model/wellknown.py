@@ -4,7 +4,9 @@ every layer (the workloads that write them, the CLI, the timeline that reads the
 only: no I/O.
 
 Annotations a user may write too: `CHANGED_BY` (sign a change so the timeline names its
-actor) and `CHANGE_CAUSE` (why, shown by `rollout history`).
+actor), `CHANGE_CAUSE` (why, shown by `rollout history`) and the three that end a
+`setpoint up` run (`EXIT_ON_END`, `EXIT_ON_FAILURE`, `SUCCESS_EXIT_CODES`: the
+process-compose translator writes them).
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ __all__ = [
     "COORDINATION_LABEL",
     "DEPLOYMENT_LABEL",
     "DESCRIPTION_ANNOTATION",
+    "EXIT_ON_END",
+    "EXIT_ON_FAILURE",
     "HASH_LABEL",
     "JOB_FINALIZER",
     "PROCESS_FINALIZER",
@@ -27,6 +31,7 @@ __all__ = [
     "SHARD_MEMBERS",
     "SHARD_VIEW",
     "STORED_WRITER",
+    "SUCCESS_EXIT_CODES",
     "child_log_file",
     "child_name",
 ]
@@ -50,6 +55,20 @@ replaced; on a Process or a Job, its child is started again once (the start reco
 value it honours in `status.restartedAt`)."""
 REVISION_ANNOTATION = "setpoint.dev/revision"
 """On a Deployment's replica: the revision number of the template it runs."""
+
+EXIT_ON_END = "setpoint.dev/exit-on-end"
+"""On a Process or a Job, `"true"`: once its child has ended by itself (not stopped by the
+controller) and is not started again (phase Succeeded or Failed), the foreground `setpoint
+up` stops everything and exits with that child's exit code, 0 for a success
+(process-compose's `availability.exit_on_end`)."""
+EXIT_ON_FAILURE = "setpoint.dev/exit-on-failure"
+"""On a Process or a Job, `"true"`: once its child has failed (ended by itself, not a
+success) and is not started again, the foreground `setpoint up` stops everything and exits
+with that child's exit code (process-compose's `availability.restart: exit_on_failure`)."""
+SUCCESS_EXIT_CODES = "setpoint.dev/success-exit-codes"
+"""On a Process or a Job: the exit codes besides 0 that count as a success when `EXIT_ON_END`
+or `EXIT_ON_FAILURE` end the run, comma-separated (`"3,143"`; process-compose's
+`success_exit_codes`)."""
 
 SHARD_INCARNATION = "setpoint.dev/shard-incarnation"
 """On a shard member's Lease: its incarnation (new on every join)."""

@@ -7,14 +7,15 @@ one supervised local command, kept running as its spec says.
 `restartPolicy` (Always | OnFailure | Never), `backoff` (`initialSeconds`, `maxSeconds`,
 `resetAfterSeconds`), `terminationGracePeriodSeconds`, `stopSignal` (e.g. SIGINT for
 PostgreSQL's fast shutdown), `startupProbe` / `readinessProbe` / `livenessProbe` (see
-`setpoint.workloads.probes`) and `dependsOn` (see `setpoint.workloads.dependencies`).
+`setpoint.workloads.probes`), `dependsOn` (see `setpoint.workloads.dependencies`) and
+`suspend`.
 Every default is the schema's (`ProcessSpecSchema`); the controller reads the spec
 through it.
 
 `status`: `phase` (Pending, Waiting, Starting, Running, Succeeded, Failed,
-CrashLoopBackOff), `pid`, `startTime`, `restarts`, `lastExit` (`ExitSchema`: code, signal,
-reason, finishedAt, and `stoppedOnRequest` / `stopReason` when the controller stopped it),
-`nextStartAt` while backing off, `observedGeneration`, conditions `Started` and `Ready`
+CrashLoopBackOff, Suspended), `pid`, `startTime`, `restarts`, `lastExit` (`ExitSchema`:
+code, signal, reason, finishedAt, and `stoppedOnRequest` / `stopReason` when the controller
+stopped it), `nextStartAt` while backing off, `observedGeneration`, conditions `Started` and `Ready`
 (plus `Stalled` when the command cannot be started at all: reason `StartFailed`, or
 `SecretMissing` while a Secret it needs is missing), and two fields the controller keeps
 for itself: `startedGeneration` (the spec generation the child
@@ -36,6 +37,10 @@ the whole new status and the events to emit:
   and the back-off: once per new value (the start records it). Not counted in `restarts`.
 * deletion (the finalizer `setpoint.dev/process`) stops the child, then lets the
   object go.
+* `suspend: true` (as a Kubernetes Job's; `setpoint stop` sets it, `setpoint start`
+  clears it) stops a running child and starts none, whatever the restart policy, the
+  dependencies or a restart request: phase Suspended, `Ready=False` reason `Suspended`.
+  Clearing it is a spec change: the child starts again (once its dependencies hold).
 * a child the plan stops (deletion, a spec change, a failed liveness probe) is
   `Ready=False` *before* its stop signal is sent (reason `Terminating`, `Restarting` or
   `Stopping`, the stop's reason as message; its phase, pid and `observedGeneration`
@@ -162,7 +167,14 @@ LOG_LINE_LOOK_SECONDS = 0.25
 
 RestartPolicy = Literal["Always", "OnFailure", "Never"]
 Phase = Literal[
-    "Pending", "Waiting", "Starting", "Running", "Succeeded", "Failed", "CrashLoopBackOff"
+    "Pending",
+    "Waiting",
+    "Starting",
+    "Running",
+    "Succeeded",
+    "Failed",
+    "CrashLoopBackOff",
+    "Suspended",
 ]
 
 # -- the kind ------------------------------------------------------------------------
@@ -185,6 +197,7 @@ class ProcessSpecSchema(CommandSchema):
     readiness_probe: Probe | None = None
     liveness_probe: Probe | None = None
     depends_on: DependsOn = Field(default_factory=list)
+    suspend: bool = False
 
     @model_validator(mode="after")
     def _check(self) -> ProcessSpecSchema:
@@ -316,6 +329,7 @@ def plan(desired: Desired, observed: Observed, now: float) -> Plan:
 
 
 _RESTART_REQUESTED = "a restart was requested (setpoint restart)"
+SUSPENDED = "suspended (spec.suspend; setpoint start resumes it)"
 
 
 def _decide(desired: Desired, observed: Observed, now: float) -> Plan:
@@ -327,6 +341,10 @@ def _decide(desired: Desired, observed: Observed, now: float) -> Plan:
                 Action.STOP, "the object is being deleted", phase="Running", recent_restarts=recent
             )
         return Plan(Action.NOTHING, "stopped; the object can go", recent_restarts=recent)
+    if desired.spec.suspend:
+        if observed.running:
+            return Plan(Action.STOP, SUSPENDED, phase="Running", recent_restarts=recent)
+        return Plan(Action.NOTHING, SUSPENDED, phase="Suspended", recent_restarts=recent)
     if observed.refused is not None:
         return _refused(desired, observed)
     restart = desired.restart_requested(observed.status)
@@ -473,7 +491,7 @@ def _status(desired: Desired, observed: Observed, step: Plan, now: float) -> dic
     if not running and failure is not None and failure.generation == generation:
         failed = (False, failure.reason, failure.message)
         conditions = _Conditions(failed, failed)
-    if not running and observed.refused is not None:
+    if not running and observed.refused is not None and phase != "Suspended":
         refused = (False, *observed.refused)
         conditions = _Conditions(refused, refused)
     for type_, (value, reason, message) in (
@@ -518,6 +536,8 @@ def _conditions(
             return _Conditions(not_started, (False, "Completed", reason))
         if phase == "Failed":
             return _Conditions(not_started, (False, "Failed", reason))
+        if phase == "Suspended":
+            return _Conditions(not_started, (False, "Suspended", reason))
         return _Conditions(not_started, (False, "NotRunning", reason))
     if not started:
         pending = "the startup probe has not succeeded yet"

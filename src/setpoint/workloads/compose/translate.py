@@ -25,7 +25,9 @@ What becomes what (docs/process-compose.md has the whole table):
   process-compose's defaults) and `ready_log_line` (a plain substring: written as an
   escaped pattern) become probes; `availability` the restart policy and a constant
   back-off of `backoff_seconds` (at least 1, as process-compose waits); `shutdown.signal`
-  and `shutdown.timeout_seconds` the stop signal and grace period.
+  and `shutdown.timeout_seconds` the stop signal and grace period. `exit_on_end`,
+  `restart: exit_on_failure` and `success_exit_codes` become the annotations
+  `setpoint up` reads to end its run (`setpoint.model.wellknown.EXIT_ON_END`, ...).
 
 What setpoint cannot honour is refused (`Invalid` naming the field: what the processes
 would do depends on it) or warned about (one line naming the field: only how it is shown
@@ -46,7 +48,13 @@ from setpoint.errors import Invalid
 from setpoint.model import Object
 from setpoint.model.meta import check_dns1123_subdomain, check_label_value
 from setpoint.model.schema import validated
-from setpoint.model.wellknown import COMPOSE_NAMESPACE_LABEL, DESCRIPTION_ANNOTATION
+from setpoint.model.wellknown import (
+    COMPOSE_NAMESPACE_LABEL,
+    DESCRIPTION_ANNOTATION,
+    EXIT_ON_END,
+    EXIT_ON_FAILURE,
+    SUCCESS_EXIT_CODES,
+)
 from setpoint.workloads.compose.project import resolve_extends
 from setpoint.workloads.compose.template import render
 from setpoint.workloads.dependencies import PROCESS_COMPOSE_NAMES, find_cycle
@@ -448,11 +456,15 @@ def _translate_process(
     if env_files:
         spec["envFile"] = env_files
     _shutdown(config, where, notes, spec)
-    _availability(config, where, notes, spec, kind)
-    if config.get("success_exit_codes"):
+    annotations = _availability(config, where, notes, spec, kind)
+    codes = _success_exit_codes(config.get("success_exit_codes"), f"{where}.success_exit_codes")
+    if codes:
         notes.warn(
-            f"{where}.success_exit_codes", "ignored: setpoint counts only exit code 0 as success"
+            f"{where}.success_exit_codes",
+            "only when exit_on_end or exit_on_failure end setpoint up: a restart, "
+            "a Job's completion and a dependency count only exit code 0 as success",
         )
+        annotations[SUCCESS_EXIT_CODES] = ",".join(str(c) for c in codes)
     if rendered("log_location"):
         notes.warn(
             f"{where}.log_location",
@@ -481,12 +493,25 @@ def _translate_process(
         metadata["labels"] = {NAMESPACE_LABEL: namespace}
     description = rendered("description")
     if description:
-        metadata["annotations"] = {DESCRIPTION_ANNOTATION: description}
+        annotations[DESCRIPTION_ANNOTATION] = description
+    if annotations:
+        metadata["annotations"] = annotations
     try:
         validated(schema, spec, "spec")
     except Invalid as exc:
         raise Invalid(f"as a setpoint {kind}: {exc}", field=where) from None
     return {"apiVersion": api_version, "kind": kind, "metadata": metadata, "spec": spec}
+
+
+def _success_exit_codes(value: Any, where: str) -> list[int]:
+    """`success_exit_codes`: a list of whole numbers (`Invalid` naming the field)."""
+    if value in (None, []):
+        return []
+    if not isinstance(value, list) or not all(
+        isinstance(c, int) and not isinstance(c, bool) for c in value
+    ):
+        raise Invalid(f"{value!r}: want a list of exit codes", field=where)
+    return sorted(set(value))
 
 
 def _args(
@@ -600,7 +625,9 @@ def _shutdown(config: Mapping[str, Any], where: str, notes: _Notes, spec: dict[s
 
 def _availability(
     config: Mapping[str, Any], where: str, notes: _Notes, spec: dict[str, Any], kind: str
-) -> None:
+) -> dict[str, str]:
+    """`availability` into `spec` (restart policy, back-off; a Job's retries); returns the
+    annotations that end a `setpoint up` run (`exit_on_end`, `restart: exit_on_failure`)."""
     here = f"{where}.availability"
     availability = _mapping(config.get("availability"), here)
     for key in availability:
@@ -624,14 +651,16 @@ def _availability(
     max_restarts = availability.get("max_restarts") or 0
     if not isinstance(max_restarts, int) or isinstance(max_restarts, bool) or max_restarts < 0:
         raise Invalid(f"{max_restarts!r}: want a whole number", field=f"{here}.max_restarts")
-    for flag in ("exit_on_end", "exit_on_skipped"):
-        if availability.get(flag) is True:
-            notes.warn(f"{here}.{flag}", "ignored: setpoint up keeps running until stopped")
-    if restart == "exit_on_failure":
+    if availability.get("exit_on_skipped") is True:
         notes.warn(
-            f"{here}.restart",
-            "exit_on_failure: not restarted, but setpoint up keeps running until stopped",
+            f"{here}.exit_on_skipped",
+            "ignored: setpoint never skips a process (a dependent waits for its dependency)",
         )
+    annotations: dict[str, str] = {}
+    if availability.get("exit_on_end") is True:
+        annotations[EXIT_ON_END] = "true"
+    if restart == "exit_on_failure":
+        annotations[EXIT_ON_FAILURE] = "true"
     if kind == "Job":
         if restart == "always" and not max_restarts:
             raise Invalid(
@@ -658,7 +687,7 @@ def _availability(
                 )
         spec["backoffLimit"] = limit
         spec["backoff"] = {"initialSeconds": seconds, "maxSeconds": seconds}
-        return
+        return annotations
     spec["restartPolicy"] = _RESTART_POLICIES[restart]
     if restart in ("always", "on_failure"):
         spec["backoff"] = {"initialSeconds": seconds, "maxSeconds": seconds}
@@ -667,6 +696,7 @@ def _availability(
                 f"{here}.max_restarts",
                 "ignored: a setpoint Process restarts without limit, with back-off",
             )
+    return annotations
 
 
 def _probes(
