@@ -187,9 +187,14 @@ class _Api:
         return guarded
 
     def user(self, request: Request) -> User:
+        """The caller, kept as `request.state.user` (the server's connection limits and the
+        watches' memory budget read it there)."""
         if self.auth is None:
-            return NOBODY_CHECKS
-        return self.auth.authenticate(request.headers.get("authorization"))
+            user = NOBODY_CHECKS
+        else:
+            user = self.auth.authenticate(request.headers.get("authorization"))
+        request.state.user = user
+        return user
 
     def check(self, request: Request, verb: str, resource: str) -> None:
         """Authenticate `request` and authorize `verb` on `resource` (`setpoint.api.insight`)."""
