@@ -22,10 +22,10 @@ Three parts run per watch:
 What the watches of one user, and of the whole server, hold in memory is bounded too
 (`WatchLimits.max_user_buffered_bytes`, `max_total_buffered_bytes`): each event line is
 charged to its user (the app's `request.state.user`) and to the server from when it is
-encoded until the connection has taken it. The writer hands the connection at most
+encoded until it was handed to the connection. The writer hands the connection at most
 `SEND_PIECE_BYTES` at a time, each once the one before was taken (an ASGI send returns
 once the connection's buffer is below its high-water mark), so what a connection holds
-beyond the charged lines stays small whatever an event's size; an idle watch keeps
+beyond the charged lines is one piece at most, whatever an event's size; an idle watch keeps
 neither the last event it sent nor the objects it sent first. A line that would go beyond
 either budget drops its watch, as an overflowing buffer does; a new watch is refused with
 a 429 `Status` (`TooManyRequests`, `Retry-After`) while either is more than half used,
@@ -506,19 +506,21 @@ class WatchStream(Response):
         self.revision = max(self.revision, *(revision for _, revision in taken))
 
     async def _send(self, send: Send, body: bytes, *, more: bool = True) -> None:
-        """Send event lines in pieces of at most `SEND_PIECE_BYTES`, each once the
-        connection took the one before (a send returns once the connection's buffer is
-        below its high-water mark; the empty one after the last waits for that too), so
-        that what the connection holds beyond the charged lines stays small whatever an
-        event's size (a TLS connection would copy a whole body at once); the time kept
-        for `_check` (which cancels a send too slow)."""
+        """Send event lines; a body over `SEND_PIECE_BYTES` in pieces of that size, each
+        once the connection took the one before (a send returns once the connection's
+        buffer is below its high-water mark), so that what a connection holds beyond the
+        charged lines is one piece at most, whatever an event's size (a TLS connection
+        would take a whole body at once); the time kept for `_check` (which cancels a
+        send too slow)."""
         self._last_sent = self._sending_since = self._loop.time()
-        for start in range(0, len(body), SEND_PIECE_BYTES):
-            piece = (
-                body if len(body) <= SEND_PIECE_BYTES else body[start : start + SEND_PIECE_BYTES]
-            )
-            await send({"type": "http.response.body", "body": piece, "more_body": True})
-        await send({"type": "http.response.body", "body": b"", "more_body": more})
+        if len(body) <= SEND_PIECE_BYTES:
+            await send({"type": "http.response.body", "body": body, "more_body": more})
+        else:
+            for start in range(0, len(body), SEND_PIECE_BYTES):
+                piece = body[start : start + SEND_PIECE_BYTES]
+                await send({"type": "http.response.body", "body": piece, "more_body": True})
+            if not more:
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
         self._sending_since = None
 
     def _bookmark(self, *, initial_end: bool = False) -> bytes:
