@@ -3,6 +3,7 @@ with httpx; the store is at hand to check what was (not) written."""
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -14,6 +15,7 @@ from setpoint.api.app import create_app
 from setpoint.api.auth import Authenticator, Role, User
 from setpoint.api.resources import ApiSettings
 from setpoint.api.server import ApiServer, ServerLimits
+from setpoint.api.tls import TlsFiles
 from setpoint.api.watch import WatchCounts, WatchLimits
 from setpoint.engine.kinds import builtin_kinds
 from setpoint.store import open_store
@@ -46,6 +48,7 @@ async def running_api(
     limits: ServerLimits | None = None,
     *,
     anonymous_read: bool = False,
+    tls: TlsFiles | None = None,
 ) -> AsyncIterator[Api]:
     store = await open_store("memory://", builtin_kinds())
     auth = Authenticator(
@@ -55,16 +58,22 @@ async def running_api(
     app = create_app(store, auth=auth, settings=settings)
     try:
         async with (
-            ApiServer(app, limits=limits or ServerLimits(header_timeout=1.0)) as server,
+            ApiServer(app, limits=limits or ServerLimits(header_timeout=1.0), tls=tls) as server,
             httpx.AsyncClient(
                 base_url=server.url,
                 headers={"Authorization": f"Bearer {ADMIN}"},
                 timeout=TIMEOUT,
+                verify=client_context(tls) if tls is not None else True,
             ) as client,
         ):
             yield Api(store, server, client, app.state.watches)
     finally:
         await store.close()
+
+
+def client_context(tls: TlsFiles) -> ssl.SSLContext:
+    """A client's TLS context trusting the server's certificate."""
+    return ssl.create_default_context(cafile=str(tls.cert))
 
 
 def process(name: str, *args: str, **metadata: Any) -> dict[str, Any]:

@@ -1,22 +1,27 @@
 """Slow and hostile clients cannot exhaust the server: headers trickled byte by byte are
 cut, a body that does not arrive is refused, connections beyond the limit are turned
-away; and random requests never get a 5xx nor a traceback (hypothesis)."""
+away, a TLS handshake that never ends is cut at the head's deadline, and connections
+without a token cannot starve one with a token; random requests never get a 5xx nor a
+traceback (hypothesis)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import resource
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from http_kit import ADMIN, PROCESSES, QUICK, TIMEOUT, process, running_api
+from http_kit import ADMIN, PROCESSES, QUICK, TIMEOUT, client_context, process, running_api
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from setpoint.api.app import create_app
 from setpoint.api.auth import Authenticator, Role, User
 from setpoint.api.server import ServerLimits
+from setpoint.api.tls import ensure_certificate
 from setpoint.engine.kinds import builtin_kinds
 from setpoint.store import open_store
 
@@ -28,6 +33,19 @@ async def read_all(reader: asyncio.StreamReader) -> bytes:
         while chunk := await reader.read(65536):
             received += chunk
     return received
+
+
+async def response_status(reader: asyncio.StreamReader) -> bytes:
+    """The status line of the next response (its body read past)."""
+    async with asyncio.timeout(TIMEOUT):
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = next(
+            int(line.split(b":", 1)[1])
+            for line in head.split(b"\r\n")
+            if line.lower().startswith(b"content-length:")
+        )
+        await reader.readexactly(length)
+    return head.split(b"\r\n", 1)[0]
 
 
 async def test_headers_that_never_end_are_cut() -> None:
@@ -78,6 +96,87 @@ async def test_connections_beyond_the_limit_are_turned_away() -> None:
         finally:
             for _, writer in held:
                 writer.close()
+
+
+def allow_open_files(count: int) -> None:
+    """Raise this process's soft limit of open files to `count` (skip if the hard one is
+    lower)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < count:
+        pytest.skip(f"{count} open files are needed; the hard limit is {hard}")
+    if soft != resource.RLIM_INFINITY and soft < count:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (count, hard))
+
+
+IDLE_TLS = 1100
+"""More idle connections than the server's `max_connections` (1024)."""
+
+
+@pytest.mark.slow
+async def test_idle_tls_connections_without_a_token_do_not_starve_one_with_a_token(
+    tmp_path: Path,
+) -> None:
+    allow_open_files(2 * IDLE_TLS + 256)  # both ends of each connection are in this process
+    tls = ensure_certificate(tmp_path, ["127.0.0.1"])
+    limits = ServerLimits(header_timeout=10 * TIMEOUT)  # only the cap may close them
+    async with running_api(limits=limits, tls=tls) as api:
+        context = client_context(tls)
+        idle = []
+        try:
+            async with asyncio.timeout(10 * TIMEOUT):
+                for _ in range(IDLE_TLS):  # handshake done, no request: no token needed
+                    idle.append(
+                        await asyncio.open_connection("127.0.0.1", api.server.port, ssl=context)
+                    )
+                answer = await api.client.get(PROCESSES)
+            assert answer.status_code == 200, answer.text
+            connections = api.server._server.server_state.connections
+            assert len(connections) <= limits.max_unauthenticated + 1
+        finally:
+            for _, writer in idle:
+                writer.transport.abort()
+
+
+async def test_a_connection_that_made_an_authenticated_request_is_not_closed_for_strangers() -> (
+    None
+):
+    limits = ServerLimits(max_connections=64, max_unauthenticated=8, header_timeout=TIMEOUT)
+    async with running_api(limits=limits) as api:
+        port = api.server.port
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        request = f"GET {PROCESSES} HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {ADMIN}\r\n\r\n"
+        writer.write(request.encode())
+        assert await response_status(reader) == b"HTTP/1.1 200 OK"
+        # A stranger with a wrong token, then more idle ones than the cap allows.
+        wrong, wrong_writer = await asyncio.open_connection("127.0.0.1", port)
+        wrong_writer.write(b"GET /version HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer no\r\n\r\n")
+        assert await response_status(wrong) == b"HTTP/1.1 401 Unauthorized"
+        strangers = [await asyncio.open_connection("127.0.0.1", port) for _ in range(16)]
+        try:
+            async with asyncio.timeout(TIMEOUT):
+                await read_all(wrong)  # the oldest stranger was closed (read to its end)
+                for stranger, _ in strangers[:8]:  # and the next oldest, down to the cap
+                    assert await stranger.read() == b""
+                writer.write(request.encode())  # the known connection still serves
+            assert await response_status(reader) == b"HTTP/1.1 200 OK"
+        finally:
+            for _, other in [*strangers, (None, wrong_writer), (None, writer)]:
+                other.close()
+
+
+async def test_a_tls_handshake_that_never_ends_is_cut_at_the_head_deadline(
+    tmp_path: Path,
+) -> None:
+    tls = ensure_certificate(tmp_path, ["127.0.0.1"])
+    async with running_api(limits=ServerLimits(header_timeout=0.2), tls=tls) as api:
+        # TCP only: no ClientHello. asyncio's own handshake deadline is 60 s.
+        reader, writer = await asyncio.open_connection("127.0.0.1", api.server.port)
+        try:
+            async with asyncio.timeout(TIMEOUT / 2):
+                assert await reader.read() == b""  # closed by the server
+        finally:
+            writer.close()
+        assert (await api.client.get("/version")).status_code == 200
 
 
 METHODS = st.sampled_from(["GET", "POST", "PUT", "PATCH", "DELETE"])

@@ -1,17 +1,26 @@
 """Watches over HTTP: a stream of `{type, object}` lines from a revision, existing objects
 first when no revision is given, bookmarks, 410 as an ERROR event, timeouts, and a watcher
-that never reads is dropped without slowing anyone else."""
+that never reads is dropped without slowing anyone else; the memory watches hold is
+bounded per user and in all (429 for a new watch, then a drop), and given back when
+they close (a real `setpoint serve`, its resident memory measured)."""
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
+import os
 import socket
+import ssl
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
-from http_kit import ADMIN, PROCESSES, TIMEOUT, Api, process, running_api
+import yaml
+from api_kit import TOKENS, start_server
+from http_kit import ADMIN, PROCESSES, TIMEOUT, VIEW, Api, process, running_api
 
 from setpoint.api.resources import ApiSettings
 from setpoint.api.watch import WatchLimits
@@ -155,3 +164,161 @@ async def test_a_watcher_whose_socket_stays_full_is_dropped_after_the_send_timeo
             while await reader.read(1 << 20):  # the server closes the connection
                 pass
         writer.close()
+
+
+async def stuck_watch(port: int, token: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A watch of Processes on a socket that takes almost nothing and is never read."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.setblocking(False)
+    await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", port))
+    reader, writer = await asyncio.open_connection(sock=sock)
+    writer.write(
+        f"GET {PROCESSES}?watch=true&resourceVersion=0 HTTP/1.1\r\nHost: localhost\r\n"
+        f"Authorization: Bearer {token}\r\n\r\n".encode()
+    )
+    await writer.drain()
+    return reader, writer
+
+
+async def watch_answer(api: Api, token: str) -> tuple[int, dict[str, str], str]:
+    """A new watch's status, headers and (for a refusal) body."""
+    headers = {"Authorization": f"Bearer {token}"}
+    params = {"watch": "true", "resourceVersion": "0"}
+    async with api.client.stream("GET", PROCESSES, params=params, headers=headers) as response:
+        body = "" if response.status_code == 200 else (await response.aread()).decode()
+        return response.status_code, dict(response.headers), body
+
+
+BIG = "x" * 100_000
+BUDGET = 4 * 1024 * 1024
+
+
+@pytest.mark.parametrize(
+    ("budgets", "refused", "whose"),
+    [
+        ({"max_user_buffered_bytes": BUDGET}, [ADMIN], "user 'admin'"),
+        ({"max_total_buffered_bytes": BUDGET}, [ADMIN, VIEW], "the server"),
+    ],
+    ids=["per-user", "total"],
+)
+async def test_watches_over_a_memory_budget_are_refused_then_dropped(
+    budgets: dict[str, int], refused: list[str], whose: str
+) -> None:
+    # Neither the watch's own buffer (16 MiB) nor the send timeout can drop it: the budget.
+    limits = WatchLimits(send_timeout=TIMEOUT, bookmark_interval=TIMEOUT, **budgets)
+    async with running_api(ApiSettings(body_timeout=1.0, watch=limits)) as api:
+        counts = api.watches
+        _, writer = await stuck_watch(api.server.port, ADMIN)
+        created = 0
+        async with asyncio.timeout(TIMEOUT):
+            while 2 * counts.buffered <= BUDGET:  # until more than half is held
+                await api.store.create(process(f"p{created}", annotations={"big": BIG}))
+                created += 1
+                await asyncio.sleep(0)  # the watch's pump takes the event
+        assert counts.buffered_by_user.keys() == {"admin"}
+        for token in (ADMIN, VIEW):
+            code, headers, body = await watch_answer(api, token)
+            if token in refused:
+                assert (code, headers["retry-after"]) == (429, "1"), body
+                status = json.loads(body)
+                assert (status["kind"], status["reason"]) == ("Status", "TooManyRequests")
+                assert whose in status["message"]
+            else:
+                assert code == 200
+        assert counts.refused == len(refused)
+        async with asyncio.timeout(TIMEOUT):
+            while counts.dropped == 0:  # beyond the budget: the watch is dropped
+                await api.store.create(process(f"p{created}", annotations={"big": BIG}))
+                created += 1
+                await asyncio.sleep(0)
+        writer.close()
+        assert (counts.buffered, counts.buffered_by_user) == (0, {})
+        assert (await watch_answer(api, ADMIN))[0] == 200
+
+
+def resident_mb(pid: int, field: str = "VmRSS") -> float:
+    """A process's resident memory (`VmHWM`: its peak), in MiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError(f"no {field} for pid {pid}")
+
+
+async def wait_for_memory(pid: int, mib: float) -> None:
+    """Until the process's resident memory is at most `mib` (fail after half a TIMEOUT)."""
+    async with asyncio.timeout(TIMEOUT / 2):
+        while True:
+            if resident_mb(pid) <= mib:
+                return
+            await asyncio.sleep(0.1)
+
+
+WATCHES = 300
+SECRET_BYTES = 900_000
+"""1.2 MB once base64-encoded, as the Secret of the finding."""
+
+
+@pytest.mark.slow
+async def test_watches_of_a_big_secret_stay_within_memory_and_give_it_back(
+    tmp_path: Path,
+) -> None:
+    """300 watches from revision 1 over a history that holds a 1.2 MB Secret: each one got
+    it (or was turned away), the server's resident memory stayed bounded (it grew to
+    1.6 GB before), and came back near where it was once they closed (it kept 1.2 GB)."""
+    server = start_server(tmp_path)
+    try:
+        config = yaml.safe_load(server.kubeconfig.read_text())
+        authority = base64.b64decode(config["clusters"][0]["cluster"]["certificate-authority-data"])
+        context = ssl.create_default_context(cadata=authority.decode())
+        data = base64.b64encode(os.urandom(SECRET_BYTES)).decode()
+        secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "big"}}
+        headers = {"Authorization": f"Bearer {TOKENS['admin']}"}
+        async with httpx.AsyncClient(verify=context, headers=headers, timeout=TIMEOUT) as client:
+            created = await client.post(
+                f"{server.url}/api/v1/namespaces/default/secrets",
+                json={**secret, "data": {"key": data}},
+            )
+            assert created.status_code == 201, created.text
+            assert int(created.json()["metadata"]["resourceVersion"]) > 1  # in the history
+        baseline = resident_mb(server.proc.pid)
+        answers: list[str] = []  # each watch's: "Secret", "dropped" or a refusal's code
+        all_answered = asyncio.Event()
+        close = asyncio.Event()
+
+        async def watch(client: httpx.AsyncClient) -> None:
+            url = f"{server.url}/api/v1/namespaces/default/secrets"
+            params = {"watch": "true", "resourceVersion": "1"}
+            async with client.stream("GET", url, params=params) as response:
+                answer = str(response.status_code)
+                try:
+                    if response.status_code == 200:
+                        async for line in response.aiter_lines():
+                            if data in line:  # the Secret, whole
+                                answer = "Secret"
+                                break
+                except httpx.RemoteProtocolError:  # over the budget: the server dropped it
+                    answer = "dropped"
+                answers.append(answer)
+                if len(answers) == WATCHES:
+                    all_answered.set()
+                await close.wait()  # every watch stays open until the peak is read
+
+        every = httpx.Limits(max_connections=None, max_keepalive_connections=0)
+        async with httpx.AsyncClient(
+            verify=context, headers=headers, timeout=TIMEOUT, limits=every
+        ) as client:
+            watches = [asyncio.create_task(watch(client)) for _ in range(WATCHES)]
+            try:
+                async with asyncio.timeout(2 * TIMEOUT):
+                    await all_answered.wait()
+                peak = resident_mb(server.proc.pid, "VmHWM")
+            finally:
+                close.set()
+                await asyncio.gather(*watches)
+        assert "Secret" in answers
+        assert set(answers) <= {"Secret", "dropped", "429"}, answers
+        assert peak < 512, f"the server grew from {baseline:.0f} MiB to {peak:.0f} MiB"
+        await wait_for_memory(server.proc.pid, baseline + 64)
+    finally:
+        server.stop()

@@ -203,10 +203,15 @@ class _Api:
         return guarded
 
     def user(self, request: Request) -> User:
-        """Who sent `request` (`Unauthorized` if nobody the server knows)."""
+        """Who sent `request` (`Unauthorized` if nobody the server knows), kept as
+        `request.state.user` (the server's connection limits and the watches' memory budget
+        read it there)."""
         if self.auth is None:
-            return NOBODY_CHECKS
-        return self.auth.authenticate(request.headers.get("authorization"))
+            user = NOBODY_CHECKS
+        else:
+            user = self.auth.authenticate(request.headers.get("authorization"))
+        request.state.user = user
+        return user
 
     # -- discovery -----------------------------------------------------------------------
 

@@ -19,7 +19,10 @@ served by the API's own `WatchStream` (`WatchEvent` JSON lines, its buffer and s
 `setpoint up` records beside a SQLite store (`setpoint.insight.timeline`); the ranking is
 `setpoint.insight.ranking`'s and the root-blocker walk `setpoint.insight.blockers`' (what
 holds back: `workloads.dependencies.holds`): nothing is ranked or walked a second way. The
-log is the file `setpoint logs` reads, followed here on the server's side.
+log is the file `setpoint logs` reads: its tail read backwards from the end (a big log
+is not read whole), followed here on the server's side until the client goes away, with
+the values of the Secrets the object's environment takes masked (`***`), as `describe`
+masks the output it quotes.
 
 Reads only: no route here writes. Who asks is the app's to say (`user_of`); what they may
 read is their role's (`setpoint.api.auth`): an object's timeline, explanation, root blocker
@@ -59,10 +62,12 @@ from setpoint.insight.ranking import (
 )
 from setpoint.insight.timeline import Timeline
 from setpoint.model import READY, STALLED, Kind, Object, get_condition
+from setpoint.model.redaction import Redactor
 from setpoint.model.selectors import parse_selector
 from setpoint.model.wellknown import child_log_file
 from setpoint.store.base import Store
 from setpoint.workloads.dependencies import Dependency, holds
+from setpoint.workloads.secret import resolve_env_in_store
 
 log = logging.getLogger("setpoint.api.insight")
 
@@ -394,12 +399,15 @@ class _Insight:
     async def log(self, request: Request) -> Response:
         ref = self._ref(request, "log")
         kind = self._kind(request.path_params["plural"])
-        await self.store.get(kind.api_version, kind.kind, ref.name, _ns(kind, ref))  # it exists
+        obj = await self.store.get(kind.api_version, kind.kind, ref.name, _ns(kind, ref))
         params = request.query_params
         tail = _int(params.get("tailLines") or "200", "tailLines")
         path = self.log_dir / child_log_file(ref.namespace, ref.name)
         follow = params.get("follow") in ("true", "1")
-        return StreamingResponse(_log_lines(path, tail, follow), media_type="text/plain")
+        # The values of the Secrets its environment takes, masked as `describe` masks them.
+        secrets = (await resolve_env_in_store(self.store, obj, best_effort=True)).secret_values
+        lines = _log_lines(path, tail, follow, Redactor(secrets))
+        return _LogStream(lines)
 
     # -- helpers -------------------------------------------------------------------------
 
@@ -451,18 +459,93 @@ def _float(text: str, field: str) -> float:
         raise BadRequest(f"{field}: want seconds since the epoch") from None
 
 
-async def _log_lines(path: Path, tail: int, follow: bool) -> AsyncIterator[bytes]:
-    """The last `tail` lines of the log at `path`, then (with `follow`) what is appended
-    to it, read again every `LOG_FOLLOW_INTERVAL` while the client listens."""
-    data, offset = await asyncio.to_thread(_read_from, path, 0)
-    lines = data.splitlines(keepends=True)
-    if tail and lines:
-        yield b"".join(lines[-tail:])
+class _LogStream(StreamingResponse):
+    """A log's lines as they come; ends when the client goes away, whatever the ASGI
+    server's spec version (Starlette stops listening for that from 2.4 on, and a follow
+    that finds nothing new never sends, so it would not learn of it either)."""
+
+    def __init__(self, lines: AsyncIterator[bytes]) -> None:
+        super().__init__(lines, media_type="text/plain")
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        stream = asyncio.create_task(self.stream_response(send))
+        gone = asyncio.create_task(_wait_disconnect(receive))
+        try:
+            await asyncio.wait({stream, gone}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (stream, gone):
+                task.cancel()
+            await asyncio.gather(stream, gone, return_exceptions=True)
+            await self.body_iterator.aclose()  # type: ignore[attr-defined]
+        if stream.done() and not stream.cancelled() and stream.exception() is not None:
+            raise stream.exception()  # type: ignore[misc]
+
+
+async def _wait_disconnect(receive: Any) -> None:
+    while (await receive()).get("type") != "http.disconnect":
+        pass
+
+
+async def _log_lines(
+    path: Path, tail: int, follow: bool, redactor: Redactor
+) -> AsyncIterator[bytes]:
+    """The last `tail` lines of the log at `path` (read from its end, `_tail`), then (with
+    `follow`) what is appended to it, read again every `LOG_FOLLOW_INTERVAL`; secret values
+    masked (`redactor`)."""
+    data, offset = await asyncio.to_thread(_tail, path, tail)
+    if data:
+        yield _masked(data, redactor)
     while follow:
         await asyncio.sleep(LOG_FOLLOW_INTERVAL)
         data, offset = await asyncio.to_thread(_read_from, path, offset)
         if data:
-            yield data
+            yield _masked(data, redactor)
+
+
+def _masked(data: bytes, redactor: Redactor) -> bytes:
+    """Complete lines with every secret value replaced by `***` (bytes that are not UTF-8
+    kept as they are)."""
+    if not redactor:
+        return data
+    text = data.decode("utf-8", "surrogateescape")
+    masked = "".join(redactor.text(line) for line in text.splitlines(keepends=True))
+    return masked.encode("utf-8", "surrogateescape")
+
+
+LOG_TAIL_BLOCK = 64 * 1024
+"""A tail is read backwards from the end in blocks of this many bytes."""
+LOG_TAIL_MAX_BYTES = 4 * 1024 * 1024
+"""The most bytes a tail reads: lines beyond are left out (a longer line is cut)."""
+
+
+def _tail(path: Path, count: int) -> tuple[bytes, int]:
+    """The last `count` complete lines of `path`, read backwards from its end in blocks
+    (at most `LOG_TAIL_MAX_BYTES`: a 10 MB log is not read whole for 200 lines), and the
+    offset after them (where a follow goes on)."""
+    try:
+        with path.open("rb") as f:
+            end = f.seek(0, 2)
+            start = end
+            blocks: list[bytes] = []
+            newlines = 0
+            while start > 0 and newlines <= count and end - start < LOG_TAIL_MAX_BYTES:
+                size = min(LOG_TAIL_BLOCK, start, LOG_TAIL_MAX_BYTES - (end - start))
+                start -= size
+                f.seek(start)
+                block = f.read(size)
+                blocks.append(block)
+                newlines += block.count(b"\n")
+    except FileNotFoundError:
+        return b"", 0
+    data = b"".join(reversed(blocks))
+    complete = data[: data.rfind(b"\n") + 1]
+    offset = start + len(complete)
+    if count == 0 or not complete:
+        return b"", offset
+    lines = complete.splitlines(keepends=True)
+    if start > 0 and len(lines) > 1:  # the first may be a part of a line: left out
+        lines = lines[1:]
+    return b"".join(lines[-count:]), offset
 
 
 def _read_from(path: Path, offset: int) -> tuple[bytes, int]:

@@ -10,9 +10,19 @@ more CPU per request than the request itself).
 Limits (`ServerLimits`), each against a client that could otherwise exhaust the server:
 
 * `max_connections`: uvicorn's `limit_concurrency`; beyond it new requests get a 503.
+* `max_unauthenticated`: connections that have made no authenticated request yet (idle
+  since they opened, or whose requests had no valid token); beyond it the oldest idle
+  one (else the oldest) is closed to make room for the newcomer. So connections that
+  need no token (idle TLS ones cost nothing but a handshake) cannot fill
+  `max_connections` and starve clients with one. A connection counts as authenticated
+  once the app set its request's `state.user` (`request.state.user`) to a user other
+  than `setpoint.api.auth.ANONYMOUS` (the app does when a token is valid, or when it
+  checks no tokens at all).
 * `header_timeout`: a request's headers must be complete this long after the connection
-  opened (or the previous response ended); a trickle of header bytes (slowloris) is cut.
-  uvicorn has no such limit of its own: `_protocol` adds it to its httptools protocol.
+  was accepted (the TLS handshake counts: it must end within the same deadline) or the
+  previous response ended; a trickle of header bytes (slowloris) or of handshake bytes is
+  cut. uvicorn has no such limit of its own: `_protocol` adds it to its httptools
+  protocol, and `_Server.startup` gives the handshake its deadline.
 * `max_header_bytes`: the bytes of a request head still incomplete (as h11 counts them);
   beyond it the answer is a 431 and the connection is closed.
 * `keep_alive_timeout`: an idle keep-alive connection is closed after it.
@@ -33,11 +43,12 @@ import socket
 from collections.abc import Coroutine, Generator
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from setpoint.api.auth import ANONYMOUS, User
 from setpoint.api.tls import TlsFiles
 
 T = TypeVar("T")
@@ -48,6 +59,8 @@ class ServerLimits:
     """Per-connection limits of the HTTP server; see the module docstring."""
 
     max_connections: int = 1024
+    max_unauthenticated: int = 512
+    """Keep it below `max_connections`: the rest is for clients with a token."""
     header_timeout: float = 10.0
     max_header_bytes: int = 64 * 1024
     keep_alive_timeout: int = 5
@@ -66,18 +79,28 @@ _HEADERS_TOO_LARGE = (
 
 def _protocol(limits: ServerLimits) -> type[HttpToolsProtocol]:
     """uvicorn's httptools protocol (llhttp, in C) with a deadline on each request's
-    headers and a limit on their size."""
+    headers (counted from the connection's accept for the first), a limit on their size,
+    and a cap on the connections that made no authenticated request yet."""
+    strangers = _Strangers(limits.max_unauthenticated)
 
     class LimitedProtocol(HttpToolsProtocol):
         _deadline: asyncio.TimerHandle | None = None
         _in_head = True
         """No request's head is complete yet: between requests, or within a head."""
         _head_bytes = 0
+        _known = False
+        """One of its requests was authenticated (it is no stranger)."""
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            # Made when the connection is accepted, before its TLS handshake.
+            self._accepted = self.loop.time()
 
         def connection_made(self, transport: Any) -> None:
             super().connection_made(transport)
             self.transport = _HeadWithBody(transport, self.loop)  # type: ignore[assignment]
-            self._arm()
+            self._arm(self._accepted + limits.header_timeout)
+            strangers.add(self)
 
         def data_received(self, data: bytes) -> None:
             if self._in_head:
@@ -101,28 +124,89 @@ def _protocol(limits: ServerLimits) -> type[HttpToolsProtocol]:
             self._in_head = True
 
         def on_response_complete(self) -> None:
+            self.is_known()
             super().on_response_complete()
-            self._arm()
+            self._arm(self.loop.time() + limits.header_timeout)
 
         def connection_lost(self, exc: Exception | None) -> None:
             if self._deadline is not None:
                 self._deadline.cancel()
+            strangers.remove(self)
             super().connection_lost(exc)
 
-        def _arm(self) -> None:
+        def is_known(self) -> bool:
+            """Whether a request on this connection was authenticated (then it leaves the
+            strangers for good)."""
+            if not self._known and self.scope is not None:
+                user = self.scope.get("state", {}).get("user")
+                if isinstance(user, User) and user is not ANONYMOUS:
+                    self._known = True
+                    strangers.remove(self)
+            return self._known
+
+        def is_idle(self) -> bool:
+            """Between requests: no request's response is being made."""
+            return self.cycle is None or self.cycle.response_complete
+
+        def cut(self) -> None:
+            """Close at once: a TLS connection does not wait for the client's goodbye."""
+            if self.scheme == "https":
+                self.transport.abort()
+            elif not self.transport.is_closing():
+                self.transport.close()
+
+        def _arm(self, at: float) -> None:
             if self._deadline is not None:
                 self._deadline.cancel()
             if not self.transport.is_closing():
-                self._deadline = self.loop.call_later(limits.header_timeout, self._expire)
+                self._deadline = self.loop.call_at(at, self._expire)
 
         def _expire(self) -> None:
             # A request whose head was read has a cycle whose response is not complete.
             self._deadline = None
-            waiting_for_head = self.cycle is None or self.cycle.response_complete
-            if waiting_for_head and not self.transport.is_closing():
-                self.transport.close()
+            if self.is_idle() and not self.transport.is_closing():
+                self.cut()
 
     return LimitedProtocol
+
+
+class _Connection(Protocol):
+    def is_known(self) -> bool: ...
+    def is_idle(self) -> bool: ...
+    def cut(self) -> None: ...
+
+
+class _Strangers:
+    """The connections that made no authenticated request yet, oldest first; see
+    `ServerLimits.max_unauthenticated`."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._connections: dict[_Connection, None] = {}  # in the order they came
+
+    def add(self, newcomer: _Connection) -> None:
+        """Count `newcomer`; beyond the limit, close the oldest idle stranger (else the
+        oldest) other than the newcomer."""
+        self._connections[newcomer] = None
+        while len(self._connections) > self.limit:
+            victim = self._oldest_but(newcomer)
+            if victim is None:
+                return
+            self.remove(victim)
+            victim.cut()
+
+    def remove(self, connection: _Connection) -> None:
+        self._connections.pop(connection, None)
+
+    def _oldest_but(self, newcomer: _Connection) -> _Connection | None:
+        oldest = None
+        for connection in list(self._connections):
+            if connection is newcomer or connection.is_known():  # known: no longer counted
+                continue
+            if connection.is_idle():
+                return connection
+            oldest = oldest or connection
+        return oldest
 
 
 class _HeadWithBody:
@@ -174,9 +258,40 @@ class _HeadWithBody:
 
 
 class _Server(uvicorn.Server):
+    """uvicorn's server on the sockets given, with a deadline on each TLS handshake."""
+
+    def __init__(self, config: uvicorn.Config, limits: ServerLimits) -> None:
+        super().__init__(config)
+        self.limits = limits
+
     @contextlib.contextmanager
     def capture_signals(self) -> Generator[None, None, None]:
         yield  # the caller handles signals
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        """uvicorn's, for the sockets `ApiServer` bound, with the handshake's deadline:
+        the head's (a protocol is made when a connection is accepted, and counts its
+        head's deadline from then, so a handshake and a head share one deadline)."""
+        config = self.config
+        assert sockets is not None
+
+        def create_protocol(_loop: asyncio.AbstractEventLoop | None = None) -> asyncio.Protocol:
+            return config.http_protocol_class(  # type: ignore[call-arg]
+                config=config,
+                server_state=self.server_state,
+                app_state=self.lifespan.state,
+                _loop=_loop,
+            )
+
+        loop = asyncio.get_running_loop()
+        tls: dict[str, Any] = {}
+        if config.ssl is not None:
+            tls = {"ssl": config.ssl, "ssl_handshake_timeout": self.limits.header_timeout}
+        self.servers = [
+            await loop.create_server(create_protocol, sock=sock, backlog=config.backlog, **tls)
+            for sock in sockets
+        ]
+        self.started = True
 
 
 class ApiServer:
@@ -211,7 +326,7 @@ class ApiServer:
             ssl_certfile=str(tls.cert) if tls else None,
             ssl_keyfile=str(tls.key) if tls else None,
         )
-        self._server = _Server(config)
+        self._server = _Server(config, self.limits)
         self._task: asyncio.Task[None] | None = None
 
     @property

@@ -37,7 +37,9 @@ restarts, names its leases and its workspace (`run/members/NAME/`). Such engines
 foreground (under a service manager): no `-d`, and `setpoint down` does not stop them.
 
 `--metrics-address HOST:PORT` serves `/metrics`, `/healthz` and `/readyz`
-(`setpoint.runtime.health`); a bare PORT listens on 127.0.0.1.
+(`setpoint.runtime.health`); a bare PORT listens on 127.0.0.1. Those need no token: a
+HOST beyond loopback (`:PORT`, `0.0.0.0:PORT`) is allowed, with a warning line on stderr
+saying what it opens.
 
 Stopping: the first SIGINT or SIGTERM stops the engine gracefully (in-flight reconciles
 finish, then every child gets its `stopSignal`, SIGTERM by default, and SIGKILL after its
@@ -68,6 +70,7 @@ from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
+from setpoint.api.auth import is_loopback
 from setpoint.api.serving import ServeOptions, serve_api
 from setpoint.cli.apply import (
     apply_object,
@@ -136,7 +139,8 @@ def add_parser(
         "--metrics-address",
         metavar="HOST:PORT",
         help="serve /metrics (Prometheus), /healthz and /readyz there (a bare PORT: on "
-        "127.0.0.1; HOST 0.0.0.0 listens on every interface)",
+        "127.0.0.1; HOST 0.0.0.0 or an empty HOST listens on every interface, with no token: "
+        "a warning on stderr says so)",
     )
     p.add_argument(
         "--logs",
@@ -192,6 +196,20 @@ def metrics_address(given: str | None) -> str | None:
     return address
 
 
+def metrics_warning(address: str) -> str | None:
+    """The warning `up` prints when `--metrics-address` listens beyond loopback (None on
+    loopback): those endpoints need no token."""
+    host, _ = split_address(address)
+    if is_loopback(host):
+        return None
+    where = "every interface" if host in ("", "0.0.0.0", "::") else host
+    return (
+        f"warning: --metrics-address {address} serves /metrics, /healthz and /readyz on "
+        f"{where} with no token: anyone who can reach it reads the engine's metrics; "
+        "give 127.0.0.1:PORT to keep them on this machine"
+    )
+
+
 def coordination(ha: str | None, identity: str | None, *, detach: bool) -> ManagerOptions:
     """The manager options `--ha` and `--identity` ask for (`Invalid` naming the option)."""
     if ha is None:
@@ -213,6 +231,9 @@ _IDENTITY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
 async def run(ctx: Context, args: argparse.Namespace) -> int:
     readiness = Readiness(args.ready_fd)
     address = metrics_address(args.metrics_address)
+    warning = metrics_warning(address) if address is not None else None
+    if warning is not None:
+        print(warning, file=sys.stderr, flush=True)
     options = replace(
         coordination(args.ha, args.identity, detach=args.detach), health_address=address
     )

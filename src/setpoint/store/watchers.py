@@ -261,21 +261,24 @@ class Watchers:
         self._subscribers.add(sub)
         try:
             last = await current_revision() if since is None else since
+            entry: LogEntry | None = None
             for entry in await history(last) if since is not None else ():
                 type_ = wanted.type_of(entry)
                 last = entry.revision
                 if type_ is not None:
                     yield make(type_, entry)
+            entry = None  # an idle watch holds no entry (an object of 1 MB, per watch)
             pending = sub.pending
             while True:
                 while pending:
-                    live = pending.popleft()
-                    if live.revision <= last:
+                    entry = pending.popleft()
+                    if entry.revision <= last:
                         continue
-                    last = live.revision
-                    type_ = wanted.type_of(live)
+                    last = entry.revision
+                    type_ = wanted.type_of(entry)
                     if type_ is not None:
-                        yield make(type_, live)
+                        yield make(type_, entry)
+                entry = None
                 if sub.ended:
                     if sub.overflowed:
                         raise Gone("the watch fell behind the store's history; relist")
