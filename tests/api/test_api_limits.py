@@ -144,12 +144,17 @@ async def test_a_connection_that_made_an_authenticated_request_is_not_closed_for
     async with running_api(limits=limits) as api:
         port = api.server.port
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        request = f"GET {PROCESSES} HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {ADMIN}\r\n\r\n"
+        request = (
+            f"GET {PROCESSES} HTTP/1.1\r\nHost: localhost\r\n"
+            f"Authorization: Bearer {ADMIN}\r\n\r\n"
+        )
         writer.write(request.encode())
         assert await response_status(reader) == b"HTTP/1.1 200 OK"
         # A stranger with a wrong token, then more idle ones than the cap allows.
         wrong, wrong_writer = await asyncio.open_connection("127.0.0.1", port)
-        wrong_writer.write(b"GET /version HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer no\r\n\r\n")
+        wrong_writer.write(
+            b"GET /version HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer no\r\n\r\n"
+        )
         assert await response_status(wrong) == b"HTTP/1.1 401 Unauthorized"
         strangers = [await asyncio.open_connection("127.0.0.1", port) for _ in range(16)]
         try:
