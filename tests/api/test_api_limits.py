@@ -145,8 +145,7 @@ async def test_a_connection_that_made_an_authenticated_request_is_not_closed_for
         port = api.server.port
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         request = (
-            f"GET {PROCESSES} HTTP/1.1\r\nHost: localhost\r\n"
-            f"Authorization: Bearer {ADMIN}\r\n\r\n"
+            f"GET {PROCESSES} HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {ADMIN}\r\n\r\n"
         )
         writer.write(request.encode())
         assert await response_status(reader) == b"HTTP/1.1 200 OK"
