@@ -104,7 +104,11 @@ def ensure_private_dir(path: str | os.PathLike[str]) -> Path:
         if not os.path.lexists(directory):
             break
         _check_own_dir(directory)
-    checked[0].parent.mkdir(parents=True, exist_ok=True)
+    try:
+        checked[0].parent.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:  # a file where a directory should be: say so, as a deeper path does
+        parent = str(checked[0].parent)
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), parent) from None
     for directory in checked:
         with contextlib.suppress(FileExistsError):
             os.mkdir(directory, PRIVATE_DIR_MODE)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import secrets
 import signal
 from pathlib import Path
 
@@ -50,9 +51,12 @@ def command_lines_with(text: str) -> list[str]:
 def test_an_engine_in_the_background_carries_no_password_on_its_command_line(
     cli: CLI, postgresql_server: object
 ) -> None:
+    # A password of this test's own: other tests (on other workers) type theirs on their
+    # own command lines, which a look at every process would find.
+    password = f"{PASSWORD}-{secrets.token_hex(8)}"
     url = postgresql_server.new_url("password")  # type: ignore[attr-defined]
-    url = url.replace("postgresql://postgres@", f"postgresql://postgres:{PASSWORD}@")
-    shown = url.replace(PASSWORD, "***")
+    url = url.replace("postgresql://postgres@", f"postgresql://postgres:{password}@")
+    shown = url.replace(password, "***")
     assert cli("--store", url, "apply", "-f", str(GREETINGS), store=False).code == 0
     result = cli("--store", url, "up", "-d", store=False)
     assert result.code == 0, result
@@ -60,15 +64,15 @@ def test_an_engine_in_the_background_carries_no_password_on_its_command_line(
     assert started, result.out
     pid = int(started[1])
     try:
-        assert command_lines_with(PASSWORD) == []
-        assert PASSWORD in (Path(f"/proc/{pid}/environ").read_bytes()).decode(errors="replace")
+        assert command_lines_with(password) == []
+        assert password in (Path(f"/proc/{pid}/environ").read_bytes()).decode(errors="replace")
         again = cli("--store", url, "up", store=False)
         assert again.code == 1
         assert f"already runs on {shown};" in again.err
-        assert PASSWORD not in again.out + again.err
+        assert password not in again.out + again.err
     finally:
         down = cli("--store", url, "down", store=False)
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
     assert down.code == 0, down
-    assert PASSWORD not in down.out + down.err
+    assert password not in down.out + down.err

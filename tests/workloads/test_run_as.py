@@ -6,7 +6,8 @@ already runs.
 
 Tests that switch users run as root only (skipped otherwise); the refusals are tested as
 an engine that is not root by giving the controller that engine's `UserPolicy`
-(`engine_uid`), or, where today's code must see the same engine, by patching `os.geteuid`.
+(`engine_uid`), never by patching `os.geteuid` (the engine's own files must still be its
+own: `setpoint.files` checks their owner against the real one).
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ from setpoint.workloads.job import JOB, JobController, JobSettings
 from setpoint.workloads.process import PROCESS, ProcessController, ProcessSettings
 
 NOBODY = pwd.getpwnam("nobody")
+AS_NOBODY = UserPolicy(None, NOBODY.pw_uid)
+"""The policy of an engine run by nobody (not root): it may not switch users."""
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="switching users needs root")
 
 
@@ -136,13 +139,12 @@ async def _quiet_for_ten_seconds(
 
 
 async def test_an_engine_that_is_not_root_refuses_another_user_once_and_quietly(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
 ) -> None:
     """As an engine run by nobody: a Process with `user: root` is Pending and Stalled,
     reason UserNotAllowed, saying why and what to change; written once, not retried."""
-    monkeypatch.setattr(os, "geteuid", lambda: NOBODY.pw_uid)  # as if the engine were nobody
     clock = ManualClock()
-    async for harness, processes in _processes(tmp_path, clock):
+    async for harness, processes in _processes(tmp_path, clock, AS_NOBODY):
         await harness.store.create(process("p", python(SLEEP_FOREVER), user="root"))
         obj = await wait_for(harness.store, "p", stalled("UserNotAllowed"))
         await reconcile_until_stable(harness)
@@ -178,14 +180,13 @@ async def test_an_allow_list_refuses_the_users_it_does_not_name(tmp_path: Path) 
 
 
 async def test_a_refused_change_of_user_leaves_the_running_child_alone(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
 ) -> None:
     """A running Process whose `user:` changes to one the engine may not use: the change
     is not carried out (the child runs on, same pid, status as it was) and the Process is
     Stalled, once; changing it back to an allowed spec restarts it as usual."""
-    monkeypatch.setattr(os, "geteuid", lambda: NOBODY.pw_uid)  # as if the engine were nobody
     clock = ManualClock()
-    async for harness, processes in _processes(tmp_path, clock):
+    async for harness, processes in _processes(tmp_path, clock, AS_NOBODY):
         store = harness.store
         await store.create(process("p", python(SLEEP_FOREVER)))
         obj = await wait_for(store, "p", lambda o: (o or {}).get("status", {}).get("pid"))
