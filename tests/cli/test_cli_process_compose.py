@@ -14,7 +14,7 @@ import contextlib
 import os
 import shutil
 import signal
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import pytest
@@ -42,6 +42,19 @@ def reaped(pids: Iterable[int]) -> Iterator[None]:
             with contextlib.suppress(OSError):
                 os.killpg(pid, signal.SIGKILL)
         raise
+
+
+def noting_pids(pids: list[int], until: str) -> Callable[[str], bool]:
+    """A line test for `Running.expect`: notes in `pids` each `pid=N` that `up` prints, and
+    holds for the first line that starts with `until`."""
+
+    def note(line: str) -> bool:
+        pid = line.split(" pid=")[1].split()[0] if " pid=" in line else ""
+        if pid.isdigit():
+            pids.append(int(pid))
+        return line.startswith(until)
+
+    return note
 
 
 def test_up_runs_the_process_compose_example_as_it_is(cli: CLI) -> None:
@@ -95,11 +108,7 @@ def test_up_starts_in_dependency_order_with_replicas_as_process_compose(cli: CLI
     up = cli.start("up", "process-compose.yaml")
     pids: list[int] = []
 
-    def note(line: str) -> bool:
-        pid = line.split(" pid=")[1].split()[0] if " pid=" in line else ""
-        if pid.isdigit():
-            pids.append(int(pid))
-        return line.startswith("Process/final ready=True ")
+    note = noting_pids(pids, "Process/final ready=True ")
 
     with reaped(pids):
         up.expect(note, "final Ready")
@@ -148,11 +157,7 @@ def test_up_stops_dependents_first_each_with_its_shutdown_signal(cli: CLI) -> No
     up = cli.start("up", "process-compose.yaml")
     pids: list[int] = []
 
-    def note(line: str) -> bool:
-        pid = line.split(" pid=")[1].split()[0] if " pid=" in line else ""
-        if pid.isdigit():
-            pids.append(int(pid))
-        return line.startswith("Process/web ready=True ")
+    note = noting_pids(pids, "Process/web ready=True ")
 
     with reaped(pids):
         up.expect(note, "web Ready")
@@ -292,11 +297,7 @@ def test_exit_on_failure_ends_up_with_the_failed_process_s_code(cli: CLI) -> Non
     up = cli.start("up", "process-compose.yaml")
     pids: list[int] = []
 
-    def note(line: str) -> bool:
-        pid = line.split(" pid=")[1].split()[0] if " pid=" in line else ""
-        if pid.isdigit():
-            pids.append(int(pid))
-        return line.startswith("Process/server ready=True ")
+    note = noting_pids(pids, "Process/server ready=True ")
 
     with reaped(pids):
         up.expect(note, "server Ready")
@@ -386,11 +387,7 @@ def test_up_with_no_path_runs_the_directory_s_process_compose_file_and_override(
     up = cli.start("up")
     pids: list[int] = []
 
-    def note(line: str) -> bool:
-        pid = line.split(" pid=")[1].split()[0] if " pid=" in line else ""
-        if pid.isdigit():
-            pids.append(int(pid))
-        return line.startswith("Process/hello ready=True ")
+    note = noting_pids(pids, "Process/hello ready=True ")
 
     with reaped(pids):
         assert up.expect(lambda line: "hello" in line, "hello created") == (
@@ -431,11 +428,7 @@ def test_up_names_start_those_processes_and_what_they_depend_on(cli: CLI) -> Non
     up = cli.start("up", "web", "work_er")
     pids: list[int] = []
 
-    def note(line: str) -> bool:
-        pid = line.split(" pid=")[1].split()[0] if " pid=" in line else ""
-        if pid.isdigit():
-            pids.append(int(pid))
-        return line.startswith("Process/web ready=True ")
+    note = noting_pids(pids, "Process/web ready=True ")
 
     with reaped(pids):
         up.expect(note, "web Ready")
