@@ -218,9 +218,12 @@ class Registry:
 
     _kinds: dict[tuple[str, str], Kind] = field(default_factory=dict)
     _defined: set[tuple[str, str]] = field(default_factory=set)
+    """The keys of `_kinds` defined as data (`define`), not registered in Python."""
     _by_name: dict[str, list[Kind]] = field(default_factory=dict, compare=False, repr=False)
     """What `_matches` answered for each name, until the kinds change."""
-    """The keys of `_kinds` defined as data (`define`), not registered in Python."""
+    changes: int = field(default=0, compare=False)
+    """How many times the kinds changed (`register`, `define`, `forget`): a cache of
+    something computed from the kinds is current while this has not moved."""
     refresh: Callable[[], None] | None = None
     """Called once by a lookup that misses, before it raises `UnknownKind`: the store
     sets it to re-learn the kinds its CRDs define (`setpoint.store.kinds`)."""
@@ -235,7 +238,7 @@ class Registry:
             raise Invalid(f"{kind.kind} in {kind.api_version} is already registered differently")
         self._kinds[key] = kind
         self._defined.discard(key)
-        self._by_name.clear()
+        self._changed()
         return kind
 
     def define(self, kind: Kind) -> bool:
@@ -247,15 +250,19 @@ class Registry:
             return False
         self._kinds[key] = kind
         self._defined.add(key)
-        self._by_name.clear()
+        self._changed()
         return True
 
     def forget(self, api_version: str, kind: str) -> None:
         """Drop a kind defined as data (a kind registered in Python stays)."""
         if (api_version, kind) in self._defined:
             del self._kinds[(api_version, kind)]
-            self._by_name.clear()
             self._defined.discard((api_version, kind))
+            self._changed()
+
+    def _changed(self) -> None:
+        self._by_name.clear()
+        self.changes += 1
 
     def registered(self, api_version: str, kind: str) -> bool:
         """Whether a kind registered in Python has this apiVersion and kind (no refresh)."""

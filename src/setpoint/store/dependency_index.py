@@ -102,6 +102,8 @@ class DependencyIndex:
         """Whether the index is built (or being built): until a write declares an edge,
         nothing is learnt (the first listing will find it)."""
         self._listing = asyncio.Lock()
+        self._declaring_kinds: tuple[int, dict[tuple[str, str], Kind]] = (-1, {})
+        """`_declaring`'s answer, and the registry's `changes` it was computed at."""
 
     async def admit(self, write: Write) -> int | None:
         """Raise `Invalid` naming the cycle if `write` would close one; else the token of
@@ -220,7 +222,11 @@ class DependencyIndex:
                 await self._list(list(self._declaring()))
 
     def _declaring(self) -> dict[tuple[str, str], Kind]:
-        return {(k.api_version, k.kind): k for k in self._registry if k.depends_on is not None}
+        changes, kinds = self._declaring_kinds
+        if changes != self._registry.changes:
+            kinds = {(k.api_version, k.kind): k for k in self._registry if k.depends_on}
+            self._declaring_kinds = (self._registry.changes, kinds)
+        return kinds
 
     async def _closed_cycle(self, node: Node, targets: frozenset[Node]) -> list[Node] | None:
         """The cycle that `node`'s new edges to `targets` close, confirmed by reading every
