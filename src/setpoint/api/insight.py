@@ -406,8 +406,10 @@ class _Insight:
         follow = params.get("follow") in ("true", "1")
         # The values of the Secrets its environment takes, masked as `describe` masks them.
         secrets = (await resolve_env_in_store(self.store, obj, best_effort=True)).secret_values
-        lines = _log_lines(path, tail, follow, Redactor(secrets))
-        return _LogStream(lines)
+        # The tail is read before the answer starts: what is appended after the client has
+        # its headers is followed, never taken for part of the tail.
+        data, offset = await asyncio.to_thread(_tail, path, tail)
+        return _LogStream(_log_lines(path, data, offset, follow, Redactor(secrets)))
 
     # -- helpers -------------------------------------------------------------------------
 
@@ -487,12 +489,11 @@ async def _wait_disconnect(receive: Any) -> None:
 
 
 async def _log_lines(
-    path: Path, tail: int, follow: bool, redactor: Redactor
+    path: Path, data: bytes, offset: int, follow: bool, redactor: Redactor
 ) -> AsyncIterator[bytes]:
-    """The last `tail` lines of the log at `path` (read from its end, `_tail`), then (with
-    `follow`) what is appended to it, read again every `LOG_FOLLOW_INTERVAL`; secret values
-    masked (`redactor`)."""
-    data, offset = await asyncio.to_thread(_tail, path, tail)
+    """The tail `data` of the log at `path` (`_tail`, which gives `offset`, where it ends),
+    then (with `follow`) what is appended after `offset`, read again every
+    `LOG_FOLLOW_INTERVAL`; secret values masked (`redactor`)."""
     if data:
         yield _masked(data, redactor)
     while follow:
