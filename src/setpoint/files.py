@@ -198,7 +198,8 @@ def write_private(path: str | os.PathLike[str], data: bytes) -> None:
 
 
 def read_secret(path: str | os.PathLike[str], *, what: str) -> str:
-    """The text of the file at `path` that holds a secret (`what`: "token file"...).
+    """The text of the file at `path` that holds a secret or says who may do what (`what`:
+    "token file", "roles file"...).
     Refused: a file of another user (they chose what it says), and one that others may
     write (they could change it). One others may read is read (`others_may_read`)."""
     with open(path, encoding="utf-8") as file:

@@ -139,6 +139,21 @@ def test_a_token_file_others_may_write_is_refused(tmp_path: Path) -> None:
     ]
 
 
+def test_a_roles_file_others_may_write_is_refused(tmp_path: Path) -> None:
+    roles = tmp_path / "roles.yaml"
+    roles.write_text("reader:\n- {kinds: [processes], verbs: [get]}\n")
+    roles.chmod(0o666)
+    tokens = token_file(tmp_path)
+    done = setpoint(
+        tmp_path, "serve", "--port", "0", "--token-file", str(tokens), "--roles-file", str(roles)
+    )
+    assert done.returncode == 1
+    assert done.stderr.splitlines() == [
+        f"error: {roles}: this roles file is writable by other users (mode 0666): "
+        f"refusing to read it; chmod 600 {roles}"
+    ]
+
+
 @root_only
 def test_a_token_file_of_another_user_is_refused(tmp_path: Path) -> None:
     tokens = token_file(tmp_path)

@@ -195,10 +195,12 @@ def parse_token_file(
 
 def load_roles(path: str | Path, registry: Registry) -> dict[str, Role]:
     """The roles of the roles file at `path` (see the module docstring); `Invalid` naming
-    the file, the role and the field for anything it cannot use."""
+    the file, the role and the field for anything it cannot use; refused as a token file is
+    (`setpoint.files.read_secret`) if it is another user's or others may write it (they
+    could widen a role)."""
     source = str(path)
     try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        data = yaml.safe_load(read_secret(path, what="roles file"))
     except yaml.YAMLError as exc:
         raise Invalid(f"{source}: invalid YAML: {' '.join(str(exc).split())}") from None
     return parse_roles(data, source, registry)
