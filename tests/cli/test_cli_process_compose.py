@@ -468,3 +468,75 @@ def test_exit_on_failure_of_a_process_run_as_a_job_ends_up_too(cli: CLI) -> None
     code, err = up.ended()
     assert code == 3, err
     assert "Job/migrate exited with code 3 (setpoint.dev/exit-on-failure): " in err
+
+
+SKIPPING = """
+processes:
+  first:
+    command: echo first >> ran.txt
+  broken:
+    command: echo broken >> ran.txt; exit 3
+    depends_on:
+      first: {condition: process_completed_successfully}
+  after:
+    command: echo after >> ran.txt
+    depends_on:
+      broken: {condition: process_completed_successfully}
+  last:
+    command: echo last >> ran.txt
+    depends_on:
+      after: {condition: process_completed}
+"""
+
+
+def test_up_ends_once_every_process_has_ended_or_been_skipped(cli: CLI) -> None:
+    """process-compose's fixtures and TransitiveDependency: the run ends by itself, with
+    exit code 0, once each process has ended or can never start (a dependency failed,
+    transitively); and every `up` runs the file's processes again, as process-compose does."""
+    cli.write("process-compose.yaml", SKIPPING)
+    for run in (1, 2):
+        code, err = cli.start("up").ended()
+        assert code == 0, err
+        assert (
+            "every process has ended (2 ended, 2 skipped: Process/after: Job/broken ended "
+            "without being Complete; Process/last: Process/after was skipped): stopping"
+        ) in err.splitlines()
+        ran = (cli.directory / "ran.txt").read_text().splitlines()
+        assert ran == ["first", "broken"] * run
+
+
+def test_keep_project_keeps_up_running_after_every_process_ended(cli: CLI) -> None:
+    cli.write("process-compose.yaml", SKIPPING)
+    up = cli.start("up", "--keep-project")
+    up.expect(lambda line: line.startswith("Job/broken ready=False phase=Failed"), "broken Failed")
+    assert "Job/first" in cli.ok("ps").out  # a command later: up has not ended
+    assert up.proc.poll() is None
+    code, err = up.stop(signal.SIGTERM)
+    assert code == 0, err
+    assert "every process has ended" not in err
+
+
+def test_exit_on_skipped_ends_up_with_1(cli: CLI) -> None:
+    """process-compose's ReadyLineWithSkipped: a process with `exit_on_skipped` whose
+    dependency can no longer be met (it exited without its ready line) ends the run with 1."""
+    cli.write(
+        "process-compose.yaml",
+        """
+processes:
+  server:
+    command: echo I will fail && exit 1
+    ready_log_line: ready
+  client:
+    command: echo client >> ran.txt
+    depends_on:
+      server: {condition: process_log_ready}
+    availability: {exit_on_skipped: true}
+""",
+    )
+    code, err = cli.start("up").ended()
+    assert code == 1, err
+    assert (
+        "Process/client was skipped: Process/server ended without being Ready "
+        "(setpoint.dev/exit-on-skipped): stopping everything"
+    ) in err.splitlines()
+    assert not (cli.directory / "ran.txt").exists()

@@ -188,8 +188,12 @@ def test_availability_maps_onto_restart_policy_and_a_constant_backoff() -> None:
     project = """
     processes:
       a: {command: x, availability: {restart: always, backoff_seconds: 4}}
-      b: {command: x, availability: {restart: on_failure, max_restarts: 3}}
+      b: {command: x, availability: {restart: on_failure}}
       c: {command: x, availability: {restart: exit_on_failure, exit_on_end: true}}
+      d: {command: x, availability: {exit_on_skipped: true}, depends_on: {c: {}}}
+      e: {command: x, availability: {restart: on_failure, max_restarts: 3}}
+      f: {command: x, availability: {restart: always, max_restarts: 3}}
+      g: {command: x, availability: {restart: on_failure, max_restarts: 3}, ready_log_line: up}
     """
     out = objects(project)
     assert out["a"]["spec"]["restartPolicy"] == "Always"
@@ -201,10 +205,25 @@ def test_availability_maps_onto_restart_policy_and_a_constant_backoff() -> None:
     assert out["c"]["metadata"]["annotations"] == {
         "setpoint.dev/exit-on-end": "true",
         "setpoint.dev/exit-on-failure": "true",
+        "setpoint.dev/compose-project": "process-compose.yaml",
     }
-    assert "annotations" not in out["a"]["metadata"]
+    assert out["d"]["metadata"]["annotations"] == {
+        "setpoint.dev/exit-on-skipped": "true",
+        "setpoint.dev/compose-project": "process-compose.yaml",
+    }
+    # every object says which project it is part of: `up` ends once all of them ended
+    assert out["a"]["metadata"]["annotations"] == {
+        "setpoint.dev/compose-project": "process-compose.yaml"
+    }
+    named = objects("name: shop\n" + textwrap.dedent(project))
+    assert named["a"]["metadata"]["annotations"] == {"setpoint.dev/compose-project": "shop"}
+    # at most max_restarts restarts after failures: a Job, whose retries are limited
+    assert out["e"]["kind"] == "Job"
+    assert out["e"]["spec"]["backoffLimit"] == 3
     assert warnings(project) == [
-        "processes.b.availability.max_restarts: ignored: a setpoint Process restarts without "
+        "processes.f.availability.max_restarts: ignored: a setpoint Process restarts without "
+        "limit, with back-off",
+        "processes.g.availability.max_restarts: ignored: a setpoint Process restarts without "
         "limit, with back-off",
     ]
     assert "'sometimes': want one of no, always" in refusal(
@@ -306,6 +325,7 @@ def test_disabled_namespace_description_and_what_is_warned() -> None:
     assert out["main"]["metadata"]["annotations"] == {
         "setpoint.dev/description": "the database",
         "setpoint.dev/success-exit-codes": "143",
+        "setpoint.dev/compose-project": "process-compose.yaml",
     }
     assert warnings(project) == [
         "processes.idle.disabled: not created: apply it by itself to run it",
@@ -374,13 +394,11 @@ def test_a_job_retries_as_process_compose_restarts_it() -> None:
           once: {condition: process_completed_successfully}
     """
     out = objects(project)
-    assert out["seed"]["spec"]["backoffLimit"] == 6  # setpoint's default: a warning says so
+    assert out["seed"]["spec"]["backoffLimit"] == 2**31 - 1  # no limit, as process-compose
     assert out["once"]["spec"]["backoffLimit"] == 2
     assert warnings(project) == [
         "processes.once.availability.restart: always: it runs as a setpoint Job, once after a "
         "success (process-compose runs it again, 3 times in all)",
-        "processes.seed.availability.max_restarts: unset (no limit in process-compose): a "
-        "setpoint Job retries at most 6 times",
     ]
     assert "which it then never is" in refusal(project.replace(", max_restarts: 2", ""))
 

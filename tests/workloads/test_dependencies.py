@@ -200,6 +200,29 @@ def test_completed_once_the_child_exited_for_good_whatever_its_code() -> None:
     assert holds(completed, old) is not None
 
 
+def test_no_condition_holds_while_a_restart_is_not_yet_honoured() -> None:
+    """`setpoint restart job/seed` (and `up` running a process-compose file again): what
+    the Job reports is of the run before until the request is honoured, so a dependent does
+    not start on it."""
+    ok = {"code": 0, "reason": "exited with code 0"}
+    done = child(
+        "seed",
+        kind="Job",
+        phase="Succeeded",
+        started_generation=1,
+        last_exit=ok,
+        conditions=[{"type": "Complete", "status": "True"}],
+    )
+    job = Dependency.model_validate({"kind": "Job", "name": "seed", "condition": "Complete"})
+    assert holds(job, done) is None
+    done["metadata"]["annotations"] = {"setpoint.dev/restartedAt": "2026-12-07T07:00:00.000000Z"}
+    assert holds(job, done) == "waiting for Job/seed to run again (setpoint restart)"
+    for condition in ("Completed", "Started"):
+        assert holds(job.model_copy(update={"condition": condition}), done) is not None
+    done["status"]["restartedAt"] = "2026-12-07T07:00:00.000000Z"  # honoured: it ran again
+    assert holds(job, done) is None
+
+
 @pytest.mark.parametrize(
     ("entry", "message"),
     [

@@ -96,6 +96,7 @@ def read_project(
             project,
             dotenv_file=DOTENV if Path(DOTENV).is_file() else None,
             default_shell=(environ.get("COMPOSE_SHELL") or "bash", "-c"),
+            project_name=paths[0].name,
         )
     except Invalid as exc:
         raise Invalid(f"{source}: {exc}") from None

@@ -51,7 +51,11 @@ Ending by itself, as process-compose does: when a Process or Job annotated
 `setpoint.dev/exit-on-end` ends, or one annotated `setpoint.dev/exit-on-failure` fails
 (`setpoint.cli.run_end`; the process-compose translator writes them), `up` prints one line
 naming it, stops everything as on SIGTERM and exits with that child's exit code (0 for a
-success).
+success). And when `up` applied a process-compose project (objects annotated
+`setpoint.dev/compose-project`), it ends as process-compose ends its run: once every one of
+them has ended or been skipped (`setpoint.cli.run_end.project_end`), with exit code 0, unless
+`--keep-project`; a project member that had ended in an earlier run is run again (a
+restart request), as process-compose runs every process of the file on each `up`.
 
 This module is the terminal's part only: manifests, the live view, signals and messages.
 """
@@ -83,7 +87,8 @@ from setpoint.cli.context import Context
 from setpoint.cli.live import StatusBoard, view_for
 from setpoint.cli.load import MANIFEST_SUFFIXES, compose_project_here, read_manifests
 from setpoint.cli.render import object_ref
-from setpoint.cli.run_end import RunEnd, run_end
+from setpoint.cli.restart import request_restart
+from setpoint.cli.run_end import FINISHED, RunEnd, project_end, run_end
 from setpoint.cli.serve import accept_hosts, add_accept_hosts, workspace_base
 from setpoint.clock import SYSTEM_CLOCK
 from setpoint.control.kinds import AUTOSCALER, THERMOSTAT
@@ -92,11 +97,14 @@ from setpoint.engine.claim import engine_running, running_engine
 from setpoint.errors import Conflict, Invalid
 from setpoint.model import Kind, Object, Registry
 from setpoint.model.dependency_graph import Node, dependencies_of, node_of
+from setpoint.model.wellknown import COMPOSE_PROJECT
 from setpoint.runtime.coordination import Coordination
 from setpoint.runtime.health import split_address
 from setpoint.runtime.informer import InformerEvent
+from setpoint.runtime.leases import micro_time
 from setpoint.runtime.manager import ManagerOptions
 from setpoint.runtime.run_as import UserPolicy
+from setpoint.store import Store
 from setpoint.workloads.kinds import DEPLOYMENT, JOB, PROCESS, SERVICE
 
 SHOWN = (DEPLOYMENT, PROCESS, JOB, SERVICE, THERMOSTAT, AUTOSCALER)
@@ -117,8 +125,10 @@ def add_parser(
         "show each object's readiness until Ctrl-C or SIGTERM, which stop every child cleanly, "
         "dependents first (a second one kills them at once). A Process or Job marked "
         "setpoint.dev/exit-on-end (process-compose's exit_on_end) or exit-on-failure "
-        "ends it the same way, with that child's exit code. Running it again adopts children "
-        "that still run; only one engine runs on a store at a time.",
+        "ends it the same way, with that child's exit code; a process-compose project ends "
+        "once every process has ended, as with process-compose (--keep-project: not). "
+        "Running it again adopts children that still run; only one engine runs on a store "
+        "at a time.",
     )
     p.add_argument(
         "paths",
@@ -141,6 +151,12 @@ def add_parser(
         help="serve /metrics (Prometheus), /healthz and /readyz there (a bare PORT: on "
         "127.0.0.1; HOST 0.0.0.0 or an empty HOST listens on every interface, with no token: "
         "a warning on stderr says so)",
+    )
+    p.add_argument(
+        "--keep-project",
+        action="store_true",
+        help="keep running when every process of a process-compose file has ended (as "
+        "process-compose's --keep-project); setpoint's own manifests always do",
     )
     p.add_argument(
         "--logs",
@@ -268,7 +284,9 @@ async def run(ctx: Context, args: argparse.Namespace) -> int:
                 serve_api(store, _api_options(ctx, args)) as api,
             ):
                 print(f"serving the API on {api.url} (KUBECONFIG={_api_kubeconfig(ctx)})")
-                return await _run_engine(engine, objects, readiness, logs=args.logs)
+                return await _run_engine(
+                    engine, objects, readiness, logs=args.logs, keep_project=args.keep_project
+                )
     return await _detach(ctx, args)
 
 
@@ -389,6 +407,8 @@ def _engine_argv(ctx: Context, args: argparse.Namespace) -> list[str]:
     if ctx.namespace_explicit:
         argv += ["--namespace", ctx.namespace]
     argv += ["up", *(os.path.abspath(p) for p in args.paths), *args.names]
+    if args.keep_project:
+        argv.append("--keep-project")
     if args.metrics_address is not None:
         argv += ["--metrics-address", args.metrics_address]
     if args.api_port:
@@ -414,13 +434,20 @@ def _shown_path(path: Path) -> str:
 
 
 async def _run_engine(
-    engine: Engine, objects: list[tuple[Kind, Object]], readiness: Readiness, *, logs: bool
+    engine: Engine,
+    objects: list[tuple[Kind, Object]],
+    readiness: Readiness,
+    *,
+    logs: bool,
+    keep_project: bool,
 ) -> int:
     board = StatusBoard(SHOWN)
     for kind in SHOWN:
         engine.manager.informer(kind).add_handler(board.on_change)
     signalled = _on_signals(engine)
-    ended = _on_run_end(engine, since=math.floor(SYSTEM_CLOCK.now() * 1000) / 1000)
+    project = [] if keep_project else _project_members(objects)
+    now = SYSTEM_CLOCK.now()
+    ended = _on_run_end(engine, project, since=math.floor(now * 1000) / 1000)
     try:
         actor = local_actor()
         for kind, obj in objects:
@@ -432,6 +459,7 @@ async def _run_engine(
             line = f"{object_ref(kind, obj['metadata']['name'])} {result}"
             print(line, flush=True)
             readiness.applied(line)
+        await _run_ended_again(engine.store, _project_members(objects), micro_time(now))
         log_dir = engine.workspace.log_dir if logs else None
         tasks = [
             asyncio.create_task(view_for(board, log_dir=log_dir).run()),
@@ -453,16 +481,56 @@ async def _run_engine(
     return 0
 
 
-def _on_run_end(engine: Engine, *, since: float) -> list[RunEnd]:
+def _project_members(objects: list[tuple[Kind, Object]]) -> list[tuple[Kind, Object]]:
+    """The Processes and Jobs of a process-compose project among `objects`."""
+    return [
+        (kind, obj)
+        for kind, obj in objects
+        if kind in (PROCESS, JOB) and COMPOSE_PROJECT in (obj["metadata"].get("annotations") or {})
+    ]
+
+
+async def _run_ended_again(store: Store, members: list[tuple[Kind, Object]], stamp: str) -> None:
+    """Ask for a restart of each member whose child ended in an earlier run (phase
+    Succeeded or Failed), as process-compose runs every process of the file on each `up`."""
+    for kind, obj in members:
+        metadata = obj["metadata"]
+        stored = await store.get(
+            kind.api_version, kind.kind, metadata["name"], metadata.get("namespace")
+        )
+        if (stored.get("status") or {}).get("phase") in FINISHED:
+            await request_restart(
+                store, kind, metadata["name"], metadata.get("namespace") or "", stamp
+            )
+
+
+def _on_run_end(
+    engine: Engine, project: list[tuple[Kind, Object]], *, since: float
+) -> list[RunEnd]:
     """Stop `engine` gracefully once a Process or Job says the run ends
-    (`setpoint.cli.run_end`: process-compose's `exit_on_end`, `exit_on_failure`); the list
-    returned then holds why, and the exit code `up` ends with."""
+    (`setpoint.cli.run_end`: process-compose's `exit_on_end`, `exit_on_failure`), or the
+    process-compose project `project` has ended (`project_end`); the list returned then
+    holds why, and the exit code `up` ends with."""
     ended: list[RunEnd] = []
+    caches = {kind.kind: engine.manager.informer(kind).cache for kind in (PROCESS, JOB)}
+
+    def members() -> dict[str, Object] | None:
+        found = {}
+        for kind, obj in project:
+            metadata = obj["metadata"]
+            cached = caches[kind.kind].get(metadata["name"], metadata.get("namespace"))
+            if cached is None:
+                return None  # not applied yet, or deleted
+            found[f"{kind.kind}/{metadata['name']}"] = cached
+        return found
 
     def on_change(kind: Kind, event: InformerEvent) -> None:
         if ended or event.type == "DELETED":
             return
         end = run_end(kind, event.object, since)
+        if end is None and project:
+            current = members()
+            end = project_end(current) if current is not None else None
         if end is not None:
             ended.append(end)
             print(end.why, file=sys.stderr, flush=True)

@@ -5,8 +5,8 @@ only: no I/O.
 
 Annotations a user may write too: `CHANGED_BY` (sign a change so the timeline names its
 actor), `CHANGE_CAUSE` (why, shown by `rollout history`) and the three that end a
-`setpoint up` run (`EXIT_ON_END`, `EXIT_ON_FAILURE`, `SUCCESS_EXIT_CODES`: the
-process-compose translator writes them).
+`setpoint up` run (`EXIT_ON_END`, `EXIT_ON_FAILURE`, `EXIT_ON_SKIPPED`, `SUCCESS_EXIT_CODES`:
+the process-compose translator writes them, with `COMPOSE_PROJECT`).
 """
 
 from __future__ import annotations
@@ -16,11 +16,13 @@ __all__ = [
     "CHANGED_BY",
     "CHANGE_CAUSE",
     "COMPOSE_NAMESPACE_LABEL",
+    "COMPOSE_PROJECT",
     "COORDINATION_LABEL",
     "DEPLOYMENT_LABEL",
     "DESCRIPTION_ANNOTATION",
     "EXIT_ON_END",
     "EXIT_ON_FAILURE",
+    "EXIT_ON_SKIPPED",
     "HASH_LABEL",
     "JOB_FINALIZER",
     "PROCESS_FINALIZER",
@@ -65,6 +67,16 @@ EXIT_ON_FAILURE = "setpoint.dev/exit-on-failure"
 """On a Process or a Job, `"true"`: once its child has failed (ended by itself, not a
 success) and is not started again, the foreground `setpoint up` stops everything and exits
 with that child's exit code (process-compose's `availability.restart: exit_on_failure`)."""
+EXIT_ON_SKIPPED = "setpoint.dev/exit-on-skipped"
+"""On a Process or a Job of a process-compose project (`COMPOSE_PROJECT`), `"true"`: once it
+is skipped (it never started and never will: a dependency ended without meeting its
+condition), the foreground `setpoint up` stops everything and exits with 1
+(process-compose's `availability.exit_on_skipped`)."""
+COMPOSE_PROJECT = "setpoint.dev/compose-project"
+"""On a Process or a Job translated from a process-compose file: the file's name. A
+foreground `setpoint up` that applied such objects ends, as process-compose does, once each
+of them has ended or been skipped (`setpoint.cli.run_end.project_end`), unless
+`--keep-project`."""
 SUCCESS_EXIT_CODES = "setpoint.dev/success-exit-codes"
 """On a Process or a Job: the exit codes besides 0 that count as a success when `EXIT_ON_END`
 or `EXIT_ON_FAILURE` end the run, comma-separated (`"3,143"`; process-compose's

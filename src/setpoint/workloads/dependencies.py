@@ -15,7 +15,9 @@
 
   `Started` and `Completed` read the status fields Process and Job share
   (`startedGeneration`, `phase`, `lastExit`) and the object's `metadata.generation`;
-  naming them for another kind is refused when applied.
+  naming them for another kind is refused when applied. No condition of a Process or Job
+  holds while a restart request (`setpoint.dev/restartedAt`, `setpoint restart`) is not
+  yet honoured (its `status.restartedAt` differs): what it reports is of the run before.
 * `holds(dep, obj)` says whether one dependency holds for the object as last read,
   and if not, why; `unmet(deps, lookup, namespace=...)` names the first dependency
   that does not hold, or returns None when all do; `lookup(kind, name, namespace)`
@@ -44,6 +46,7 @@ from setpoint.errors import Invalid, NotFound
 from setpoint.model import Object, Schema, get_condition
 from setpoint.model.crd import list_map
 from setpoint.model.dependency_graph import find_cycle
+from setpoint.model.wellknown import RESTARTED_AT
 from setpoint.runtime.cache import Cache
 from setpoint.runtime.reconciler import Request
 from setpoint.store import Store
@@ -107,8 +110,7 @@ class Dependency(Schema):
 
     @model_validator(mode="after")
     def _child_condition_of_a_child_kind(self) -> Dependency:
-        kind = self.kind.partition(".")[0].lower()
-        if self.condition in CHILD_CONDITIONS and kind not in CHILD_KINDS:
+        if self.condition in CHILD_CONDITIONS and not _is_child_kind(self.kind):
             raise PydanticCustomError(
                 "dependency_condition",
                 "condition {condition} is for a Process or a Job, not a {kind}",
@@ -128,6 +130,11 @@ DependsOn = Annotated[list[Dependency], Field(json_schema_extra=list_map("kind",
 merges them one by one (two managers may each own their own)."""
 
 
+def _is_child_kind(kind: str) -> bool:
+    """Whether `dependsOn[].kind` names a Process or a Job."""
+    return kind.partition(".")[0].lower() in CHILD_KINDS
+
+
 Lookup = Callable[[str, str, str], Object | None]
 """(kind, name, namespace) -> the object, or None if there is none."""
 
@@ -142,6 +149,9 @@ def holds(dep: Dependency, obj: Object | None) -> str | None:
     if obj is None:
         return f"waiting for {dep.describe()} to be {dep.condition}: it does not exist"
     status: Mapping[str, Any] = obj.get("status") or {}
+    requested = (obj["metadata"].get("annotations") or {}).get(RESTARTED_AT)
+    if _is_child_kind(dep.kind) and requested not in (None, status.get("restartedAt")):
+        return f"waiting for {dep.describe()} to run again (setpoint restart)"
     if dep.condition in CHILD_CONDITIONS:
         if _child_condition(dep.condition, obj):
             return None

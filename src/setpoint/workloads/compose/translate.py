@@ -26,8 +26,10 @@ What becomes what (docs/process-compose.md has the whole table):
   escaped pattern) become probes; `availability` the restart policy and a constant
   back-off of `backoff_seconds` (at least 1, as process-compose waits); `shutdown.signal`
   and `shutdown.timeout_seconds` the stop signal and grace period. `exit_on_end`,
-  `restart: exit_on_failure` and `success_exit_codes` become the annotations
-  `setpoint up` reads to end its run (`setpoint.model.wellknown.EXIT_ON_END`, ...).
+  `restart: exit_on_failure`, `exit_on_skipped` and `success_exit_codes` become the
+  annotations `setpoint up` reads to end its run (`setpoint.model.wellknown.EXIT_ON_END`,
+  ...), and every object is annotated with the project's name (`COMPOSE_PROJECT`: `up` ends
+  once all of them have ended, as process-compose ends its run).
 
 What setpoint cannot honour is refused (`Invalid` naming the field: what the processes
 would do depends on it) or warned about (one line naming the field: only how it is shown
@@ -50,9 +52,11 @@ from setpoint.model.meta import check_dns1123_subdomain, check_label_value
 from setpoint.model.schema import validated
 from setpoint.model.wellknown import (
     COMPOSE_NAMESPACE_LABEL,
+    COMPOSE_PROJECT,
     DESCRIPTION_ANNOTATION,
     EXIT_ON_END,
     EXIT_ON_FAILURE,
+    EXIT_ON_SKIPPED,
     SUCCESS_EXIT_CODES,
 )
 from setpoint.workloads.compose.project import resolve_extends
@@ -66,6 +70,9 @@ __all__ = ["DEFAULT_SHELL", "NAMESPACE_LABEL", "Translation", "translate"]
 
 DEFAULT_SHELL = ("bash", "-c")
 """How process-compose runs a `command` when the file names no `shell`."""
+NO_RETRY_LIMIT = 2**31 - 1
+"""A Job's `backoffLimit` for `restart: on_failure` with no `max_restarts`: process-compose
+restarts it without limit (the largest limit Kubernetes' int32 field holds)."""
 NAMESPACE_LABEL = COMPOSE_NAMESPACE_LABEL
 """The label that carries a process's process-compose `namespace`."""
 
@@ -206,15 +213,17 @@ def translate(
     *,
     dotenv_file: str | None = None,
     default_shell: tuple[str, str] = DEFAULT_SHELL,
+    project_name: str = "process-compose.yaml",
 ) -> Translation:
     """The setpoint objects of `project` (a parsed, merged process-compose file) and the
     warnings. `dotenv_file`: the `.env` the caller found (every process reads it first,
     unless `is_dotenv_disabled`); `default_shell`: the shell when the file names none
-    (process-compose's is `bash -c`, or `$COMPOSE_SHELL -c`). Raises `Invalid` naming the
-    field for what setpoint cannot run as the file says. Every message is one line (a
-    line break in a name of the file is written `\\n`)."""
+    (process-compose's is `bash -c`, or `$COMPOSE_SHELL -c`); `project_name`: the
+    `COMPOSE_PROJECT` annotation of every object when the file gives no `name`. Raises
+    `Invalid` naming the field for what setpoint cannot run as the file says. Every message
+    is one line (a line break in a name of the file is written `\\n`)."""
     try:
-        return _translate(project, dotenv_file, default_shell)
+        return _translate(project, dotenv_file, default_shell, project_name)
     except Invalid as exc:
         if "\n" not in str(exc) and "\r" not in str(exc):
             raise
@@ -226,7 +235,10 @@ def _one_line(text: str) -> str:
 
 
 def _translate(
-    project: Mapping[str, Any], dotenv_file: str | None, default_shell: tuple[str, str]
+    project: Mapping[str, Any],
+    dotenv_file: str | None,
+    default_shell: tuple[str, str],
+    project_name: str,
 ) -> Translation:
     notes = _Notes(strict=project.get("is_strict") is True)
     _check_top(project, notes)
@@ -274,20 +286,35 @@ def _translate(
             field=f"processes.{by_name[cycle[0]].base}.depends_on",
         )
     jobs = {target for targets in deps.values() for target, cond in targets if cond == "Complete"}
+    jobs |= {name for name, replica in by_name.items() if _retries_until_success(replica.config)}
     kinds = {name: ("Job" if name in jobs else "Process") for name in by_name}
 
     objects: list[Object] = []
-    for name, replica in by_name.items():
+    given = project.get("name")
+    name = given if isinstance(given, str) and given else project_name
+    for key, replica in by_name.items():
         where = f"processes.{replica.base}"
         objects.append(
             _translate_process(
                 replica,
-                [(d, kinds[d], c) for d, c in deps[name]],
-                _Context(where, notes, shell, global_env, global_vars, dotenv_file),
-                kinds[name],
+                [(d, kinds[d], c) for d, c in deps[key]],
+                _Context(where, notes, shell, global_env, global_vars, dotenv_file, name),
+                kinds[key],
             )
         )
     return Translation(objects, list(dict.fromkeys(notes.warnings)))
+
+
+def _retries_until_success(config: Mapping[str, Any]) -> bool:
+    """Whether a process runs as a Job because it restarts only after a failure, at most
+    `max_restarts` times (a Process would restart without limit), and has no probes (a
+    Job has none)."""
+    availability = config.get("availability")
+    if not isinstance(availability, Mapping) or availability.get("restart") != "on_failure":
+        return False
+    limit = availability.get("max_restarts")
+    probed = any(config.get(k) for k in ("readiness_probe", "liveness_probe", "ready_log_line"))
+    return isinstance(limit, int) and not isinstance(limit, bool) and limit > 0 and not probed
 
 
 def _check_top(project: Mapping[str, Any], notes: _Notes) -> None:
@@ -406,6 +433,7 @@ class _Context:
     global_env: Mapping[str, str]
     global_vars: Mapping[str, Any]
     dotenv_file: str | None
+    project: str
 
 
 def _translate_process(
@@ -457,6 +485,7 @@ def _translate_process(
         spec["envFile"] = env_files
     _shutdown(config, where, notes, spec)
     annotations = _availability(config, where, notes, spec, kind)
+    annotations[COMPOSE_PROJECT] = ctx.project
     codes = _success_exit_codes(config.get("success_exit_codes"), f"{where}.success_exit_codes")
     if codes:
         notes.warn(
@@ -651,12 +680,9 @@ def _availability(
     max_restarts = availability.get("max_restarts") or 0
     if not isinstance(max_restarts, int) or isinstance(max_restarts, bool) or max_restarts < 0:
         raise Invalid(f"{max_restarts!r}: want a whole number", field=f"{here}.max_restarts")
-    if availability.get("exit_on_skipped") is True:
-        notes.warn(
-            f"{here}.exit_on_skipped",
-            "ignored: setpoint never skips a process (a dependent waits for its dependency)",
-        )
     annotations: dict[str, str] = {}
+    if availability.get("exit_on_skipped") is True:
+        annotations[EXIT_ON_SKIPPED] = "true"
     if availability.get("exit_on_end") is True:
         annotations[EXIT_ON_END] = "true"
     if restart == "exit_on_failure":
@@ -677,14 +703,7 @@ def _availability(
                 f"success (process-compose runs it again, {max_restarts + 1} times in all)",
             )
         if restart == "on_failure":
-            limit = max_restarts
-            if not max_restarts:
-                limit = JobSpecSchema.model_fields["backoff_limit"].default
-                notes.warn(
-                    f"{here}.max_restarts",
-                    f"unset (no limit in process-compose): "
-                    f"a setpoint Job retries at most {limit} times",
-                )
+            limit = max_restarts or NO_RETRY_LIMIT
         spec["backoffLimit"] = limit
         spec["backoff"] = {"initialSeconds": seconds, "maxSeconds": seconds}
         return annotations
