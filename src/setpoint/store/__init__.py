@@ -175,11 +175,26 @@ async def _etcd(
     try:
         from setpoint.store.etcd import EtcdStore
     except ImportError as exc:
-        if not (exc.name or "aetcd").startswith(("aetcd", "grpc", "google")):
+        if not (exc.name or "grpc").startswith(("grpc", "google")):
             raise
         raise Invalid(
-            f"{shown_url(url)!r}: the etcd store needs its gRPC client (aetcd), which is not"
-            " installed: install setpoint with the etcd extra (pip install 'setpoint[etcd]')",
+            f"{shown_url(url)!r}: the etcd store needs its gRPC client (grpcio and protobuf),"
+            " which is not installed: install setpoint with the etcd extra"
+            " (pip install 'setpoint[etcd]')",
+            field="store",
+        ) from None
+    except Exception as exc:
+        # Older than the generated stubs need: each checks, as it is imported, that grpcio
+        # (a RuntimeError) and protobuf (a VersionError) are at least the versions that
+        # generated it; the first sentence names both versions.
+        if not (
+            type(exc).__name__ == "VersionError"
+            or (isinstance(exc, RuntimeError) and "grpcio>=" in str(exc))
+        ):
+            raise
+        raise Invalid(
+            f"{shown_url(url)!r}: the etcd store's gRPC client is older than it needs"
+            f" ({str(exc).split('. ')[0]}): pip install --upgrade 'setpoint[etcd]'",
             field="store",
         ) from None
     try:
