@@ -169,6 +169,23 @@ def test_a_grpc_client_older_than_the_stubs_need_is_one_line_naming_it(
     assert len(said.splitlines()) == 1
 
 
+def test_another_etcd_clients_messages_in_the_process_are_one_line_naming_them() -> None:
+    """protobuf keeps one registry of message names per process: another etcd client's
+    generated stubs (aetcd's, etcd3's) loaded first already hold etcd's names."""
+    said = open_etcd_store_in_python(
+        """
+        from google.protobuf import descriptor_pb2, descriptor_pool
+        other = descriptor_pb2.FileDescriptorProto(name="other/kv.proto", package="mvccpb")
+        other.message_type.add(name="KeyValue")
+        descriptor_pool.Default().AddSerializedFile(other.SerializeToString())
+        """
+    )
+    assert "cannot load its gRPC messages beside another etcd client's" in said
+    assert "duplicate symbol 'mvccpb.KeyValue'" in said
+    assert "Traceback" not in said
+    assert len(said.splitlines()) == 1
+
+
 async def test_a_restart_loses_no_watch_event_and_fails_calls_retryably(
     own_etcd: EtcdServer,
 ) -> None:
