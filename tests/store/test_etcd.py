@@ -1,6 +1,7 @@
 """The `etcd://` store beyond the conformance suite: its URL, a store that is not there or of
-a newer layout, prefixes kept apart, the missing extra, leader election, compaction when a
-process starts, closing, and a server restart (calls made while it is away fail with
+a newer layout, prefixes kept apart, the missing extra (or a grpcio or protobuf too old, or
+another etcd client's stubs in the process), leader election, compaction when a process
+starts, closing, and a server restart (calls made while it is away fail with
 `StoreUnavailable`; watchers resume after their last revision with nothing lost or
 duplicated). Each restart test runs its own etcd server (tests/etcd_server.py), so that
 stopping it disturbs no other test."""

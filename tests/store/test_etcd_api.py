@@ -56,7 +56,10 @@ def generate(into: Path) -> dict[str, bytes]:
 
 
 def test_the_committed_modules_are_what_the_proto_files_generate(tmp_path: Path) -> None:
-    assert generate(tmp_path) == generated_files(API)
+    fresh, committed = generate(tmp_path), generated_files(API)
+    assert sorted(fresh) == sorted(committed)
+    differ = [name for name in fresh if fresh[name] != committed[name]]
+    assert not differ, f"regenerate: ./dev run python tests/store/test_etcd_api.py ({differ})"
 
 
 def test_the_generated_modules_name_etcds_methods() -> None:
