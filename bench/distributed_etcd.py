@@ -10,9 +10,9 @@ a throwaway etcd member is started on loopback (tests/etcd_server.py; Debian's
 * `etcd_writes_per_s`: 64 coroutines creating objects at once, each its own names, through
   `open_store("etcd://...")` (one read-free transaction per create; the stored JSON is about
   1 KiB). Median of ROUNDS slices of `--etcd-seconds` each.
-* `etcd_direct_writes_per_s`: the same creates through the etcd gRPC stubs alone: one `Txn`
-  (create only if absent, put the same JSON) per document, 64 at once, one channel.
-  Rounds alternate with the above.
+* `etcd_direct_writes_per_s`: the same creates through the etcd gRPC stubs alone (those of
+  `setpoint.store.etcd_api`): one `Txn` (create only if absent, put the same JSON) per
+  document, 64 at once, one channel. Rounds alternate with the above.
 * `ratio_etcd_vs_direct`: the two medians divided (target >= 0.5).
 * `etcd_watch_p50_ms`, `etcd_watch_p99_ms`: a second store (its own gRPC channel) watches
   the kind while 8 coroutines create WATCH_WRITES objects: from the moment a `create` was
@@ -100,13 +100,16 @@ async def setpoint_writes(url: str, tag: str, seconds: float) -> float:
 
 async def direct_writes(address: str, tag: str, seconds: float) -> float:
     """The same creates through etcd's gRPC stubs and nothing else."""
-    from aetcd import rpc
+    from grpc import aio
+
+    from setpoint.store.etcd_api import etcdserverpb_pb2 as rpc
+    from setpoint.store.etcd_api import etcdserverpb_pb2_grpc as rpc_grpc
 
     sample = doc("sample", 0)
     sample["metadata"].update(uid="0" * 36, generation=1, creationTimestamp="2026-01-01T00:00:00Z")
     value = codec.encode(sample)
-    channel = rpc.insecure_channel(address)
-    kv = rpc.KVStub(channel)
+    channel = aio.insecure_channel(address)
+    kv = rpc_grpc.KVStub(channel)
     try:
         counts = [0] * WRITERS
         deadline = time.perf_counter() + seconds
@@ -170,12 +173,15 @@ async def watch_latency(url: str) -> tuple[list[float], list[float]]:
 async def direct_watch_latency(address: str, tag: str) -> list[float]:
     """The same as `watch_latency` through the gRPC stubs alone: a Watch stream on its own
     channel, WATCH_WRITERS coroutines putting (create-if-absent) on another."""
-    from aetcd import rpc
+    from grpc import aio
+
+    from setpoint.store.etcd_api import etcdserverpb_pb2 as rpc
+    from setpoint.store.etcd_api import etcdserverpb_pb2_grpc as rpc_grpc
 
     value = codec.encode(doc("sample", 0))
     prefix = f"/direct-watch/{tag}/".encode()
-    writing, watching = rpc.insecure_channel(address), rpc.insecure_channel(address)
-    kv = rpc.KVStub(writing)
+    writing, watching = aio.insecure_channel(address), aio.insecure_channel(address)
+    kv = rpc_grpc.KVStub(writing)
     try:
         called: dict[bytes, float] = {}
         received: dict[bytes, float] = {}
@@ -187,7 +193,7 @@ async def direct_watch_latency(address: str, tag: str) -> list[float]:
             await asyncio.Event().wait()  # keep the stream open
 
         async def watch() -> None:
-            async for response in rpc.WatchStub(watching).Watch(requests()):
+            async for response in rpc_grpc.WatchStub(watching).Watch(requests()):
                 ready.set()
                 for event in response.events:
                     received[event.kv.key] = time.perf_counter()

@@ -24,10 +24,14 @@ NEEDS_EXTRA = {
     "setpoint.insight.rca",
     "setpoint.insight.petshop",
     "setpoint.store.etcd",
+    "setpoint.store.etcd_api.etcdserverpb_pb2",
+    "setpoint.store.etcd_api.etcdserverpb_pb2_grpc",
+    "setpoint.store.etcd_api.mvccpb_pb2",
     "setpoint.store.postgresql",
 }
-"""The modules that import an extra's module (numpy, extra `rca`; aetcd, extra `etcd`;
-psycopg, extra `postgresql`) at module level."""
+"""The modules that import an extra's module (numpy, extra `rca`; grpc and google.protobuf,
+extra `etcd`, also in the generated modules of setpoint.store.etcd_api; psycopg, extra
+`postgresql`) at module level."""
 
 EXACT_PINS_ALLOWED = {("pydantic", "pydantic-core"), ("httpx", "httpcore")}
 """(dependency, its requirement) pins that cannot clash: released together, by one project."""

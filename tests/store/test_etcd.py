@@ -1,6 +1,7 @@
 """The `etcd://` store beyond the conformance suite: its URL, a store that is not there or of
-a newer layout, prefixes kept apart, the missing extra, leader election, compaction when a
-process starts, closing, and a server restart (calls made while it is away fail with
+a newer layout, prefixes kept apart, the missing extra (or a grpcio or protobuf too old, or
+another etcd client's stubs in the process), leader election, compaction when a process
+starts, closing, and a server restart (calls made while it is away fail with
 `StoreUnavailable`; watchers resume after their last revision with nothing lost or
 duplicated). Each restart test runs its own etcd server (tests/etcd_server.py), so that
 stopping it disturbs no other test."""
@@ -12,7 +13,6 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -112,12 +112,12 @@ async def test_stores_under_two_prefixes_hold_their_own_objects(etcd_server: Etc
         await two.close()
 
 
-def test_without_the_extra_the_error_names_it(tmp_path: Path) -> None:
-    """A Python where aetcd cannot be imported (as if `setpoint[etcd]` were not installed)."""
+def open_etcd_store_in_python(prelude: str) -> str:
+    """What opening an etcd store prints in a fresh Python after `prelude` (the `Invalid`
+    it raises, or a traceback)."""
     script = textwrap.dedent(
         """
         import asyncio, sys
-        sys.modules["aetcd"] = None  # importing it raises ImportError, as when missing
         from setpoint.errors import Invalid
         from setpoint.store import open_store
         try:
@@ -127,9 +127,64 @@ def test_without_the_extra_the_error_names_it(tmp_path: Path) -> None:
         """
     )
     done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=TIMEOUT, check=True
+        [sys.executable, "-c", textwrap.dedent(prelude) + script],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
     )
-    assert "setpoint[etcd]" in done.stdout
+    return done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("module", ["grpc", "google.protobuf"])
+def test_without_the_extra_the_error_names_it(module: str) -> None:
+    """A Python where grpcio or protobuf cannot be imported (as if `setpoint[etcd]` were not
+    installed)."""
+    # importing it raises ImportError, as when missing
+    said = open_etcd_store_in_python(f"import sys; sys.modules[{module!r}] = None\n")
+    assert "needs its gRPC client (grpcio and protobuf)" in said
+    assert "pip install 'setpoint[etcd]'" in said
+    assert "Traceback" not in said
+
+
+@pytest.mark.parametrize(
+    ("prelude", "named"),
+    [
+        ("import grpc; grpc.__version__ = '1.0.0'\n", "grpcio>="),
+        (
+            "from google.protobuf import runtime_version; runtime_version.MAJOR = 3\n",
+            "runtime 3.",
+        ),
+    ],
+    ids=["grpcio", "protobuf"],
+)
+def test_a_grpc_client_older_than_the_stubs_need_is_one_line_naming_it(
+    prelude: str, named: str
+) -> None:
+    """An environment whose grpcio or protobuf is older than the generated stubs were made
+    with (installed without the extra's lower bounds): one line, no traceback."""
+    said = open_etcd_store_in_python(prelude)
+    assert "the etcd store's gRPC client is older than it needs" in said
+    assert named in said
+    assert "pip install --upgrade 'setpoint[etcd]'" in said
+    assert "Traceback" not in said
+    assert len(said.splitlines()) == 1
+
+
+def test_another_etcd_clients_messages_in_the_process_are_one_line_naming_them() -> None:
+    """protobuf keeps one registry of message names per process: another etcd client's
+    generated stubs (aetcd's, etcd3's) loaded first already hold etcd's names."""
+    said = open_etcd_store_in_python(
+        """
+        from google.protobuf import descriptor_pb2, descriptor_pool
+        other = descriptor_pb2.FileDescriptorProto(name="other/kv.proto", package="mvccpb")
+        other.message_type.add(name="KeyValue")
+        descriptor_pool.Default().AddSerializedFile(other.SerializeToString())
+        """
+    )
+    assert "cannot load its gRPC messages beside another etcd client's" in said
+    assert "duplicate symbol 'mvccpb.KeyValue'" in said
+    assert "Traceback" not in said
+    assert len(said.splitlines()) == 1
 
 
 async def test_a_restart_loses_no_watch_event_and_fails_calls_retryably(
@@ -250,17 +305,19 @@ async def test_one_leader_among_processes_sharing_the_store(etcd_server: EtcdSer
 
 
 async def test_a_store_of_a_newer_layout_is_refused(etcd_server: EtcdServer) -> None:
-    from aetcd import rpc
+    from grpc import aio
 
     from setpoint.store.etcd import LAYOUT
+    from setpoint.store.etcd_api import etcdserverpb_pb2, etcdserverpb_pb2_grpc
 
     url = etcd_server.new_url()
     prefix = url.split("prefix=")[1].replace("%2F", "/")
-    channel = rpc.insecure_channel(etcd_server.address)
+    channel = aio.insecure_channel(etcd_server.address)
     try:
         marker = f"{prefix}store".encode()
         value = f'{{"store":"setpoint","layout":{LAYOUT + 1}}}'.encode()
-        await rpc.KVStub(channel).Put(rpc.PutRequest(key=marker, value=value))
+        put = etcdserverpb_pb2.PutRequest(key=marker, value=value)
+        await etcdserverpb_pb2_grpc.KVStub(channel).Put(put)
     finally:
         await channel.close()
     with pytest.raises(Invalid, match="upgrade setpoint"):

@@ -175,13 +175,19 @@ async def _etcd(
     try:
         from setpoint.store.etcd import EtcdStore
     except ImportError as exc:
-        if not (exc.name or "aetcd").startswith(("aetcd", "grpc", "google")):
+        if not (exc.name or "grpc").startswith(("grpc", "google")):
             raise
         raise Invalid(
-            f"{shown_url(url)!r}: the etcd store needs its gRPC client (aetcd), which is not"
-            " installed: install setpoint with the etcd extra (pip install 'setpoint[etcd]')",
+            f"{shown_url(url)!r}: the etcd store needs its gRPC client (grpcio and protobuf),"
+            " which is not installed: install setpoint with the etcd extra"
+            " (pip install 'setpoint[etcd]')",
             field="store",
         ) from None
+    except Exception as exc:
+        unusable = _etcd_client_unusable(url, exc)
+        if unusable is None:
+            raise
+        raise unusable from None
     try:
         port = parts.port or 2379
     except ValueError:
@@ -190,6 +196,30 @@ async def _etcd(
     address = f"{host}:{port}"
     store = EtcdStore(address, registry, prefix=prefix, clock=clock, history=history)
     return await store.open(create=create)
+
+
+def _etcd_client_unusable(url: str, exc: Exception) -> Invalid | None:
+    """What importing the etcd store's generated stubs raised, as one line when it is one of
+    their known refusals: grpcio older than they need (a RuntimeError) or protobuf (a
+    VersionError), each checked as they are imported; or protobuf's process-wide registry
+    already holding etcd's message names, from another etcd client's stubs loaded in this
+    process (a TypeError). None for anything else."""
+    reason = str(exc).split(". ")[0]
+    if type(exc).__name__ == "VersionError" or (
+        isinstance(exc, RuntimeError) and "grpcio>=" in reason
+    ):
+        return Invalid(
+            f"{shown_url(url)!r}: the etcd store's gRPC client is older than it needs"
+            f" ({reason}): pip install --upgrade 'setpoint[etcd]'",
+            field="store",
+        )
+    if isinstance(exc, TypeError) and "duplicate symbol" in reason:
+        return Invalid(
+            f"{shown_url(url)!r}: the etcd store cannot load its gRPC messages beside another"
+            f" etcd client's, loaded in this process ({reason}): use one of them per process",
+            field="store",
+        )
+    return None
 
 
 def open_reader(

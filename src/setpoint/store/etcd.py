@@ -29,9 +29,10 @@ Its watches do not pass through the shared fan-out, so its dependency index
 that declares them) and from this process's own writes: a `dependsOn` cycle closed through
 an edge another process wrote after that is refused only once the store is reopened.
 
-Needs the `setpoint[etcd]` extra (the gRPC client, `aetcd`'s generated etcd stubs); the
-`setpoint.store` package imports this module only for an `etcd://` URL. It does not know
-the other backends and keeps no state of its own outside etcd (but that index, a cache).
+It speaks etcd's gRPC API through setpoint's own generated messages and stubs
+(`setpoint.store.etcd_api`), which need the `setpoint[etcd]` extra (grpcio, protobuf); the
+`setpoint.store` package imports this module only for an `etcd://` URL. It does not know the
+other backends and keeps no state of its own outside etcd (but that index, a cache).
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import Any, NoReturn, TypeVar
 
-from aetcd import rpc
+import grpc
+from grpc import aio
 
 from setpoint.clock import SYSTEM_CLOCK, Clock
 from setpoint.errors import Error, Gone, Invalid, NotFound, StoreClosed, StoreUnavailable
@@ -52,6 +54,9 @@ from setpoint.model.crd import CRD
 from setpoint.model.wellknown import STORED_WRITER
 from setpoint.store.backend import Backend
 from setpoint.store.base import EventType, WatchEvent
+from setpoint.store.etcd_api import etcdserverpb_pb2 as etcdserverpb
+from setpoint.store.etcd_api import etcdserverpb_pb2_grpc as etcdserverpb_grpc
+from setpoint.store.etcd_api import mvccpb_pb2 as mvccpb
 from setpoint.store.kinds import learn_kinds
 from setpoint.store.rules import Key, Write, decide, encode, key_of, not_found, stamp
 from setpoint.store.watchers import (
@@ -82,8 +87,7 @@ _CHANNEL_OPTIONS = (
     ("grpc.keepalive_time_ms", 10_000),
     ("grpc.keepalive_timeout_ms", 5_000),
 )
-_UNAVAILABLE = {rpc.StatusCode.UNAVAILABLE, rpc.StatusCode.DEADLINE_EXCEEDED}
-_DELETE = 1  # etcd's Event.EventType (0 is PUT)
+_UNAVAILABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED}
 LAYOUT = 1
 """The key layout this module writes, recorded in the store's marker: a store marked with a
 newer one is refused rather than misread."""
@@ -125,9 +129,9 @@ class EtcdStore(Backend):
 
     async def open(self, *, create: bool = True) -> EtcdStore:
         """Connect, and mark the store if new (`NotFound` instead when `create` is False)."""
-        self._channel = rpc.insecure_channel(self.address, options=_CHANNEL_OPTIONS)
-        self._kv = rpc.KVStub(self._channel)
-        self._watch = rpc.WatchStub(self._channel)
+        self._channel = aio.insecure_channel(self.address, options=_CHANNEL_OPTIONS)
+        self._kv = etcdserverpb_grpc.KVStub(self._channel)  # type: ignore[no-untyped-call]
+        self._watch = etcdserverpb_grpc.WatchStub(self._channel)  # type: ignore[no-untyped-call]
         try:
             marker = await self._range(self._marker)
             if not marker.kvs and not create:
@@ -139,7 +143,7 @@ class EtcdStore(Backend):
                 value = codec.encode({"store": "setpoint", "layout": LAYOUT})
                 await self._call(
                     self._kv.Txn,
-                    rpc.TxnRequest(
+                    etcdserverpb.TxnRequest(
                         compare=[_mod_revision_is(self._marker, 0)],
                         success=[_put(self._marker, value)],
                     ),
@@ -173,7 +177,7 @@ class EtcdStore(Backend):
         self._check_open()
         try:
             return await method(request, timeout=CALL_TIMEOUT)
-        except rpc.AioRpcError as exc:
+        except aio.AioRpcError as exc:
             self._fail(exc)
         except asyncio.CancelledError:
             if self._closed_under_us():
@@ -186,9 +190,9 @@ class EtcdStore(Backend):
         task = asyncio.current_task()
         return self._closed and task is not None and not task.cancelling()
 
-    def _fail(self, exc: rpc.AioRpcError) -> NoReturn:
+    def _fail(self, exc: aio.AioRpcError) -> NoReturn:
         code, details = exc.code(), exc.details() or ""
-        if self._closed or code == rpc.StatusCode.CANCELLED:
+        if self._closed or code == grpc.StatusCode.CANCELLED:
             raise StoreClosed("the store is closed") from None
         if code in _UNAVAILABLE:
             raise StoreUnavailable(
@@ -202,7 +206,7 @@ class EtcdStore(Backend):
         raise Error(f"etcd: {details}") from None
 
     async def _range(self, key: bytes, **options: Any) -> Any:
-        response = await self._call(self._kv.Range, rpc.RangeRequest(key=key, **options))
+        response = await self._call(self._kv.Range, etcdserverpb.RangeRequest(key=key, **options))
         return response
 
     def _key(self, key: Key) -> bytes:
@@ -227,10 +231,10 @@ class EtcdStore(Backend):
             if change is None:
                 assert current is not None
                 return current
-            request = rpc.TxnRequest(
+            request = etcdserverpb.TxnRequest(
                 compare=[_mod_revision_is(key, 0 if kv is None else kv.mod_revision)],
                 success=[_delete(key) if change.type == "DELETED" else _put(key, b"")],
-                failure=[rpc.RequestOp(request_range=rpc.RangeRequest(key=key))],
+                failure=[etcdserverpb.RequestOp(request_range=etcdserverpb.RangeRequest(key=key))],
             )
             if change.type != "DELETED":
                 change.object["metadata"].pop("resourceVersion", None)
@@ -248,7 +252,7 @@ class EtcdStore(Backend):
         """A gRPC Watch call of one etcd watch (`create`: a WatchCreateRequest)."""
 
         async def requests() -> AsyncIterator[Any]:
-            yield rpc.WatchRequest(create_request=create)
+            yield etcdserverpb.WatchRequest(create_request=create)
             await asyncio.Event().wait()  # a watch stream ends when its requests do
 
         return self._watch.Watch(requests())
@@ -257,7 +261,7 @@ class EtcdStore(Backend):
         """etcd's compaction revision, or the store's birth when that is older (etcd tells
         it only to a watch that asks for older history: a watch of the marker from revision
         1 gets either that or the marker's creation)."""
-        call = self._open_watch(rpc.WatchCreateRequest(key=self._marker, start_revision=1))
+        call = self._open_watch(etcdserverpb.WatchCreateRequest(key=self._marker, start_revision=1))
         try:
             async with asyncio.timeout(CALL_TIMEOUT):
                 async for response in call:
@@ -265,7 +269,7 @@ class EtcdStore(Backend):
                         return int(response.compact_revision)
                     if response.events:
                         return self._birth
-        except rpc.AioRpcError as exc:
+        except aio.AioRpcError as exc:
             self._fail(exc)
         except TimeoutError:
             raise StoreUnavailable(f"etcd at {self.address} did not answer a watch") from None
@@ -281,7 +285,7 @@ class EtcdStore(Backend):
     async def compact(self, revision: int) -> None:
         revision = min(revision, await self.revision())
         with contextlib.suppress(Gone):  # compacted there or further already (elsewhere)
-            await self._call(self._kv.Compact, rpc.CompactionRequest(revision=revision))
+            await self._call(self._kv.Compact, etcdserverpb.CompactionRequest(revision=revision))
         self._compacted = max(self._compacted, revision)
 
     # -- reads ------------------------------------------------------------------
@@ -410,7 +414,7 @@ class EtcdStore(Backend):
         `start`, its one item is the revision it starts at (etcd's compaction revision).
         Raises `StoreUnavailable` when the stream breaks."""
         self._check_open()
-        create = rpc.WatchCreateRequest(
+        create = etcdserverpb.WatchCreateRequest(
             key=keys, range_end=prefix_end(keys), start_revision=start, prev_kv=True
         )
         call = self._open_watch(create)
@@ -423,8 +427,8 @@ class EtcdStore(Backend):
                     raise Error(f"etcd cancelled the watch: {response.cancel_reason}")
                 if response.events:
                     yield [self._entry(event, labels) for event in response.events]
-        except rpc.AioRpcError as exc:
-            if self._closed or exc.code() == rpc.StatusCode.CANCELLED:
+        except aio.AioRpcError as exc:
+            if self._closed or exc.code() == grpc.StatusCode.CANCELLED:
                 return
             self._fail(exc)
         except asyncio.CancelledError:
@@ -441,7 +445,7 @@ class EtcdStore(Backend):
         kind and namespace read from the key; the labels decoded only if `labels`."""
         api_version, kind, namespace, _ = event.kv.key[len(self._objects) :].decode().rsplit("/", 3)
         revision = event.kv.mod_revision
-        if event.type == _DELETE:
+        if event.type == mvccpb.Event.DELETE:
             type_: EventType = "DELETED"
             data, _ = _without_writer(event.prev_kv.value)
             prev, writer = data, None  # the writer of the value before, not of the delete
@@ -508,15 +512,18 @@ def _labels(value: bytes) -> dict[str, str] | None:
     return labels
 
 
-def _mod_revision_is(key: bytes, revision: int) -> Any:
-    return rpc.Compare(
-        key=key, target=rpc.Compare.MOD, result=rpc.Compare.EQUAL, mod_revision=revision
+def _mod_revision_is(key: bytes, revision: int) -> etcdserverpb.Compare:
+    return etcdserverpb.Compare(
+        key=key,
+        target=etcdserverpb.Compare.MOD,
+        result=etcdserverpb.Compare.EQUAL,
+        mod_revision=revision,
     )
 
 
-def _put(key: bytes, value: bytes) -> Any:
-    return rpc.RequestOp(request_put=rpc.PutRequest(key=key, value=value))
+def _put(key: bytes, value: bytes) -> etcdserverpb.RequestOp:
+    return etcdserverpb.RequestOp(request_put=etcdserverpb.PutRequest(key=key, value=value))
 
 
-def _delete(key: bytes) -> Any:
-    return rpc.RequestOp(request_delete_range=rpc.DeleteRangeRequest(key=key))
+def _delete(key: bytes) -> etcdserverpb.RequestOp:
+    return etcdserverpb.RequestOp(request_delete_range=etcdserverpb.DeleteRangeRequest(key=key))
