@@ -184,10 +184,12 @@ async def test_a_finished_job_is_neither_suspended_nor_run_again(
     store = world.harness.store
     counter = tmp_path / "runs"
     await store.create(job("migrate", counted_run(counter)))
-    await wait_for_job(store, "migrate", phase("Succeeded"))
+    done = (await wait_for_job(store, "migrate", phase("Succeeded")))["status"]
     for suspend in (True, False):
-        await set_suspend(store, "migrate", suspend)
-        await reconcile_until_stable(world.harness)
+        async with capture_events(store) as events:
+            await set_suspend(store, "migrate", suspend)
+            await reconcile_until_stable(world.harness)
+        assert [e.reason for e in events.events] == []  # not suspended, not completed again
         obj = await store.get(JOB.api_version, JOB.kind, "migrate", "default")
         status = obj["status"]
         assert status["phase"] == "Succeeded"
@@ -195,4 +197,5 @@ async def test_a_finished_job_is_neither_suspended_nor_run_again(
         assert status["startedGeneration"] == obj["metadata"]["generation"]
         assert condition(obj, "Suspended") == {}
         assert reason_of(obj, "Complete")[0] == "True"
+        assert status["completionTime"] == done["completionTime"]  # not completed again
     assert counter.read_text() == "1"

@@ -21,9 +21,10 @@ suspended (True, reason `JobSuspended`; False, reason `JobResumed`, once resumed
 Kubernetes' Job. A failed Job is also `Stalled`
 (the reconciler raises `TerminalError`, as Process does when it cannot start); it
 cannot progress until its spec changes. The controller keeps `startedGeneration` and
-`startedSpecHash` for itself: the spec generation the current run's last attempt was
-started from, and a hash of the spec the run belongs to, `suspend` left out (so that
-stopping and starting a Job is not a change of its spec).
+`startedSpecHash` for itself: the latest spec generation the current run belongs to, and
+a hash of that spec, `suspend` left out (`spec_hash`): a generation that changed only
+`suspend` belongs to the same run, so stopping and starting a Job is no change of its spec
+(and its `Started` and `Completed` dependencies still hold).
 
 Decisions, made by the pure `plan(desired, observed, now)`, which returns the child
 action, the whole new status and the events to emit:
@@ -308,10 +309,10 @@ def plan(desired: JobDesired, observed: JobObserved, now: float) -> JobPlan:
         events.append(PlannedEvent("BackOff", step.reason, warning=True))
     status = _status(desired, observed, step, now)
     events.extend(_suspension_events(before, status))
-    ended_now = step.outcome is not None and (
-        before.get("phase") != step.phase
-        or before.get("startedGeneration") != status.get("startedGeneration")
-    )
+    # Every run is recorded Running before it ends (its start writes so): a run ends now
+    # when its phase moves to a finished one. (`startedGeneration` is no measure: it follows
+    # a change of `suspend` alone.)
+    ended_now = step.outcome is not None and before.get("phase") != step.phase
     if ended_now and step.outcome == "Complete":
         status["completionTime"] = timestamp(now)
         attempts = status["attempts"]
