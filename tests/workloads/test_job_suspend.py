@@ -15,10 +15,11 @@ from pathlib import Path
 
 from process_support import condition, python
 from supervisor_support import Notifications, is_alive, wait_pid_gone
-from test_children import World, job, world, writes_while_time_passes
+from test_children import QUIET_SECONDS, World, job, world
 
 from setpoint import testing
 from setpoint.model import Object
+from setpoint.runtime.reconciler import Request
 from setpoint.store import Store
 from setpoint.testing import capture_events, reconcile_until_stable
 from setpoint.workloads.job import JOB
@@ -46,6 +47,21 @@ def phase(value: str) -> Callable[[Object | None], bool]:
 
 def suspended(obj: Object | None) -> bool:
     return phase("Suspended")(obj) and condition(obj, "Suspended").get("status") == "True"
+
+
+async def writes_while_resynced(world: World, *names: str) -> int:
+    """The store revisions written while `QUIET_SECONDS` pass, a second at a time, each
+    second every Job of `names` reconciled again (as a resync does) until stable."""
+    await reconcile_until_stable(world.harness)
+    before = await world.harness.store.revision()
+    controller = world.jobs.controller
+    assert controller is not None
+    for _ in range(QUIET_SECONDS):
+        world.clock.advance(1)
+        for name in names:
+            controller.enqueue(Request(name, "default"))
+        await reconcile_until_stable(world.harness)
+    return await world.harness.store.revision() - before
 
 
 def counted_run(counter: Path, notes: Path | None = None) -> list[str]:
@@ -90,7 +106,7 @@ async def test_a_job_created_suspended_starts_only_once_resumed(
     assert reason_of(obj, "Ready")[:2] == ("False", "Suspended")
     assert obj["status"]["attempts"] == 0
     assert "startTime" not in obj["status"]
-    assert await writes_while_time_passes(world) == 0
+    assert await writes_while_resynced(world, "migrate") == 0
     assert not counter.exists()  # never started
     assert world.jobs.pids() == {}
 
@@ -137,7 +153,7 @@ async def test_suspending_a_running_job_stops_its_attempt_without_a_failure(
         assert reason_of(obj, "Complete")[:2] == ("False", "Suspended")
         assert condition(obj, "Failed") == {}
         assert condition(obj, "Stalled") == {}
-        assert await writes_while_time_passes(world) == 0
+        assert await writes_while_resynced(world, "migrate") == 0
         assert world.jobs.pids() == {}
         assert counter.read_text() == "1"
 
@@ -166,7 +182,7 @@ async def test_a_job_waits_for_a_dependency_that_is_suspended(world: World, tmp_
     await wait_for_job(store, "init", suspended)
     obj = await wait_for_job(store, "seed", phase("Waiting"))
     assert "Job/init is not Complete: Suspended" in reason_of(obj, "Ready")[2]
-    assert await writes_while_time_passes(world) == 0
+    assert await writes_while_resynced(world, "init", "seed") == 0
     assert not (tmp_path / "seed").exists()
 
     await set_suspend(store, "init", False)
