@@ -175,6 +175,19 @@ def test_a_suspended_job_starts_nothing_and_its_stopped_attempt_is_no_failure() 
         assert plan(wanted(1, suspend=True), never, NOW).phase == "Suspended"
 
 
+def test_a_suspended_job_says_suspended_whatever_else_holds_it_back() -> None:
+    """A refused `user:` is reported (`Stalled`) once it is resumed; suspended, it is not
+    what the Job waits for."""
+    refused = ("UserNotAllowed", "this engine may not run commands as root")
+    step = plan(wanted(2, suspend=True), JobObserved(refused=refused), NOW)
+    assert (step.action, step.phase, step.stall) == (Action.NOTHING, "Suspended", None)
+    assert step.status is not None
+    ready = get_condition(step.status, "Ready")
+    assert ready is not None
+    assert (ready["reason"], ready["message"]) == ("Suspended", SUSPENDED_MESSAGE)
+    assert plan(wanted(3), JobObserved(refused=refused), NOW).stall == refused
+
+
 def test_resuming_starts_at_once_and_the_deadline_counts_from_then() -> None:
     """The attempt a suspension stopped neither completed (though it exited 0) nor failed:
     resumed, the run goes on without a back-off, its counts kept."""

@@ -520,14 +520,15 @@ def _status(
                       now=now, observed_generation=generation)  # fmt: skip
     complete, reason, message = _conditions(step)
     failure = observed.start_failure
+    holding = not observed.running and step.phase != "Suspended"  # suspended: says so
     if (
         step.action is not Action.START
         and failure is not None
         and failure.generation == generation
-        and not observed.running
+        and holding
     ):
         reason, message = failure.reason, failure.message
-    if observed.refused is not None and not observed.running:
+    if observed.refused is not None and holding:
         reason, message = observed.refused
     if step.outcome in ("BackoffLimitExceeded", "DeadlineExceeded"):
         recorded = get_condition(observed.status, FAILED)
