@@ -1,9 +1,10 @@
 """The Job plan, pure: completion, retries under back-off, the back-off limit, the
-deadline, spec changes, deletion and dependencies, by example and by property
+deadline, spec changes, suspension, deletion and dependencies, by example and by property
 (hypothesis). Also the kind's schema and `desired_of`."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -12,16 +13,25 @@ from hypothesis import strategies as st
 from process_support import assert_stopping_status
 
 from setpoint.errors import Invalid
-from setpoint.model import Object
-from setpoint.workloads.children import BackoffSchema, ChildDesired, ChildExit, backoff_delay
+from setpoint.model import Object, get_condition
+from setpoint.workloads.children import (
+    BackoffSchema,
+    ChildDesired,
+    ChildExit,
+    ChildFacts,
+    backoff_delay,
+)
 from setpoint.workloads.job import (
     JOB,
+    SUSPENDED_MESSAGE,
     Action,
     JobDesired,
     JobObserved,
     JobSpecSchema,
     desired_of,
+    observe,
     plan,
+    spec_hash,
 )
 
 NOW = 1_000.0
@@ -138,6 +148,84 @@ def test_deletion_stops_a_running_attempt() -> None:
     assert step.action is Action.NOTHING
 
 
+def test_suspend_stops_a_running_attempt_and_says_so_before_the_stop_signal() -> None:
+    observed = JobObserved(running=True, generation=1, pid=42, attempts=1, started_at=NOW)
+    step = plan(wanted(2, suspend=True), observed, NOW)
+    assert (step.action, step.reason) == (Action.STOP, SUSPENDED_MESSAGE)
+    assert step.status is not None
+    suspended = get_condition(step.status, "Suspended")
+    assert suspended is not None
+    assert (suspended["status"], suspended["reason"]) == ("True", "JobSuspended")
+    assert [e.reason for e in step.events] == ["Killing", "Suspended"]
+
+
+def test_a_suspended_job_starts_nothing_and_its_stopped_attempt_is_no_failure() -> None:
+    stopped = ChildExit(0, None, "exited with code 0", NOW, NOW - 5, SUSPENDED_MESSAGE)
+    status = {"startTime": "2026-01-01T00:00:00Z", "startedGeneration": 1, "attempts": 1}
+    observed = observe(status, ChildFacts(ended=stopped), None, NOW)
+    assert observed.failed == 0
+    failed = dataclasses.replace(stopped, code=1, stop_reason="activeDeadlineSeconds exceeded")
+    assert observe(status, ChildFacts(ended=failed), None, NOW).failed == 1
+    step = plan(wanted(2, suspend=True, backoff_limit=0), observed, NOW)
+    assert (step.action, step.phase, step.outcome) == (Action.NOTHING, "Suspended", None)
+    assert step.status is not None
+    assert step.status["failed"] == 0
+    assert "startTime" not in step.status  # the deadline starts again on resume
+    for never in (JobObserved(), JobObserved(unmet="waiting for Process/db to be Ready")):
+        assert plan(wanted(1, suspend=True), never, NOW).phase == "Suspended"
+
+
+def test_a_suspended_job_says_suspended_whatever_else_holds_it_back() -> None:
+    """A refused `user:` is reported (`Stalled`) once it is resumed; suspended, it is not
+    what the Job waits for."""
+    refused = ("UserNotAllowed", "this engine may not run commands as root")
+    step = plan(wanted(2, suspend=True), JobObserved(refused=refused), NOW)
+    assert (step.action, step.phase, step.stall) == (Action.NOTHING, "Suspended", None)
+    assert step.status is not None
+    ready = get_condition(step.status, "Ready")
+    assert ready is not None
+    assert (ready["reason"], ready["message"]) == ("Suspended", SUSPENDED_MESSAGE)
+    assert plan(wanted(3), JobObserved(refused=refused), NOW).stall == refused
+
+
+def test_resuming_starts_at_once_and_the_deadline_counts_from_then() -> None:
+    """The attempt a suspension stopped neither completed (though it exited 0) nor failed:
+    resumed, the run goes on without a back-off, its counts kept."""
+    stopped = ChildExit(0, None, "exited with code 0", NOW, NOW - 5, SUSPENDED_MESSAGE)
+    desired = wanted(3, active_deadline_seconds=30, backoff=retry(100, 300))
+    status = {"startedSpecHash": spec_hash(desired.spec)}  # as it was before `suspend`
+    observed = JobObserved(generation=2, attempts=3, failed=2, last_exit=stopped, status=status)
+    step = plan(desired, observed, NOW)
+    assert (step.action, step.reason, step.fresh) == (Action.START, "resumed", False)
+    assert step.wait_seconds == 30
+    assert step.status is not None
+    assert (step.status["attempts"], step.status["failed"]) == (4, 2)
+
+
+def test_suspend_alone_is_no_spec_change_but_any_other_field_is() -> None:
+    spec = JobSpecSchema.model_validate({"args": ["migrate"], "backoffLimit": 2})
+    suspended = JobSpecSchema.model_validate({"args": ["migrate"], "backoffLimit": 2,
+                                              "suspend": True})  # fmt: skip
+    assert spec_hash(spec) == spec_hash(suspended)
+    changed = JobSpecSchema.model_validate({"args": ["migrate"], "backoffLimit": 3})
+    assert spec_hash(changed) != spec_hash(spec)
+    # a default left unsaid is not part of it: a release that changes it reruns nothing
+    assert spec_hash(JobSpecSchema(args=["migrate"])) != spec_hash(
+        JobSpecSchema(args=["migrate"], backoff_limit=6)
+    )
+    finished = {"startedSpecHash": spec_hash(spec), "startedGeneration": 1}
+    done = JobObserved(generation=1, attempts=1, finished="Complete", status=finished)
+    resumed = plan(ChildDesired(3, spec), done, NOW)
+    assert (resumed.action, resumed.phase) == (Action.NOTHING, "Succeeded")
+    assert resumed.status is not None
+    assert resumed.status["startedGeneration"] == 3  # Started and Completed still hold
+    assert get_condition(resumed.status, "Suspended") is None  # a finished Job is not
+    rerun = plan(ChildDesired(3, changed), done, NOW)
+    assert (rerun.action, rerun.fresh) == (Action.START, True)
+    running = JobObserved(running=True, generation=1, attempts=1, status=finished)
+    assert plan(ChildDesired(3, spec), running, NOW).action is Action.NOTHING
+
+
 def test_desired_of_reads_the_wire_form_with_defaults() -> None:
     obj: Object = {
         "apiVersion": JOB.api_version,
@@ -181,6 +269,7 @@ desireds = st.builds(
     active_deadline_seconds=st.one_of(st.none(), st.floats(0.5, 1000)),
     backoff=st.builds(retry, st.floats(0.01, 50), st.floats(0.01, 500)),
     deleting=st.booleans(),
+    suspend=st.booleans(),
 )
 observeds = st.builds(
     JobObserved,
@@ -203,8 +292,8 @@ def test_plans_are_sane(desired: JobDesired, observed: JobObserved, now: float) 
         assert step.action is not Action.START  # never two attempts at once
         if step.action is Action.RESTART:
             assert observed.generation != desired.generation
-    if desired.deleting:
-        assert step.action in (Action.STOP, Action.NOTHING)
+    if desired.deleting or desired.spec.suspend:
+        assert step.action in (Action.STOP, Action.NOTHING)  # a suspended Job starts nothing
     if step.action in (Action.START, Action.RESTART) and not step.fresh:
         assert observed.unmet is None
     same_run = observed.generation == desired.generation

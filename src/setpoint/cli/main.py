@@ -108,11 +108,12 @@ VERBS: tuple[Verb, ...] = (
         "setpoint restart deployment/web        # rolling, as kubectl rollout restart",
         "setpoint restart process web worker    # several of one kind",
     )),
-    Verb("stop", "suspend", "stop Processes and keep them stopped (spec.suspend) until `start`", (
+    Verb("stop", "suspend", "stop Processes and Jobs and keep them stopped (spec.suspend) until `start`", (  # noqa: E501
         "setpoint stop web worker",
+        "setpoint stop job/migrate",
         "setpoint start web",
     )),
-    Verb("start", "suspend", "start Processes `stop` stopped", (
+    Verb("start", "suspend", "start Processes and Jobs `stop` stopped", (
         "setpoint start web",
     )),
     Verb("up", "up", "run the workload controllers, apply manifests, show them converge", (

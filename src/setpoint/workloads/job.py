@@ -4,21 +4,27 @@ run one local command to completion, retrying failures (database migrations, say
 `spec`: `args` (argv, required), `env`, `envFrom` and `envFile`, `cwd`, `user` (as for a
 Process), `backoffLimit` (retries after failures), `activeDeadlineSeconds` (optional),
 `backoff` (`initialSeconds`, `maxSeconds`: the wait before each retry),
-`terminationGracePeriodSeconds`, `stopSignal` and `dependsOn` (see
-`setpoint.workloads.dependencies`). Every default is the schema's (`JobSpecSchema`); the
-controller reads the spec through it.
+`terminationGracePeriodSeconds`, `stopSignal`, `dependsOn` (see
+`setpoint.workloads.dependencies`) and `suspend`. Every default is the schema's
+(`JobSpecSchema`); the controller reads the spec through it.
 
-`status`: `phase` (Pending, Waiting, Running, Succeeded, Failed), `startTime` (when
-the first attempt of the current run started), `completionTime` (when it succeeded),
+`status`: `phase` (Pending, Waiting, Running, Suspended, Succeeded, Failed), `startTime`
+(when the first attempt of the current run started, or first after it was last resumed),
+`completionTime` (when it succeeded),
 `attempts`, `failed` (attempts that failed), `lastExit` (`ExitSchema`: code, signal,
 reason, finishedAt, and `stoppedOnRequest` / `stopReason` when the controller stopped it),
 `pid` while an attempt runs, `observedGeneration`, conditions `Complete`
 (True once it succeeded), `Failed` (present only when True: reason
 `BackoffLimitExceeded` or `DeadlineExceeded`) and `Ready`, which mirrors `Complete`
-(so a `dependsOn` entry may name either condition). A failed Job is also `Stalled`
+(so a `dependsOn` entry may name either condition), and `Suspended` once it has been
+suspended (True, reason `JobSuspended`; False, reason `JobResumed`, once resumed), as
+Kubernetes' Job. A failed Job is also `Stalled`
 (the reconciler raises `TerminalError`, as Process does when it cannot start); it
-cannot progress until its spec changes. The controller keeps `startedGeneration`
-for itself: the spec generation the current run belongs to.
+cannot progress until its spec changes. The controller keeps `startedGeneration` and
+`startedSpecHash` for itself: the latest spec generation the current run belongs to, and
+a hash of that spec, `suspend` left out (`spec_hash`): a generation that changed only
+`suspend` belongs to the same run, so stopping and starting a Job is no change of its spec
+(and its `Started` and `Completed` dependencies still hold).
 
 Decisions, made by the pure `plan(desired, observed, now)`, which returns the child
 action, the whole new status and the events to emit:
@@ -36,7 +42,15 @@ action, the whole new status and the events to emit:
   dependency before the first attempt does not count; back-off waits do): once
   exceeded, the running attempt is stopped (and counts as failed) and the Job has
   Failed, reason `DeadlineExceeded`.
-* a spec change (a new generation) runs the Job again from scratch: `attempts`,
+* `suspend: true` (as a Kubernetes Job's; `setpoint stop` sets it, `setpoint start`
+  clears it) stops a running attempt (its stop signal, its grace period), which counts
+  neither as failed nor as completed whatever it exits with, and starts none: phase
+  Suspended, `Complete` and `Ready` False with reason `Suspended`, `Suspended` True
+  (reason `JobSuspended`), `startTime` cleared (the deadline counts from the first
+  attempt after it resumes, as Kubernetes resets it on resume). A Job that has finished
+  is not suspended: it stays Succeeded (or Failed). Clearing `suspend` resumes the run:
+  the next attempt starts at once (once its dependencies hold), its counts kept.
+* a spec change (a new spec hash, `suspend` aside) runs the Job again from scratch: `attempts`,
   `failed`, `startTime` and `completionTime` start over, and a running attempt is
   stopped (not counted as failed) and replaced. Kubernetes Jobs are immutable; setpoint
   users re-apply a changed migration Job and expect it to run, so a finished Job with
@@ -49,7 +63,8 @@ action, the whole new status and the events to emit:
 * an attempt the plan stops (deletion, a spec change, the deadline) is recorded as
   stopping before its stop signal is sent: `Complete` and `Ready` False with reason
   `Terminating`, `Restarting` or `Stopping` (the stop's reason as message), phase Running
-  (and `observedGeneration` unchanged) until it has exited.
+  (and `observedGeneration` unchanged) until it has exited. (A suspension says
+  `Suspended` True at once.)
 * a start that fails for a reason of the spec fails the Job (`Stalled`, reason
   `StartFailed`) until its spec changes; an OS failure is retried with back-off (phase
   Pending, `Ready=False` with reason `StartFailed` and the error), and is no attempt; a
@@ -75,6 +90,8 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import hashlib
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
@@ -95,6 +112,7 @@ from setpoint.workloads.children import (
     ENVIRONMENT_BACKOFF,
     Action,
     BackoffSchema,
+    ChildExit,
     ChildFacts,
     ChildObserved,
     CommandSchema,
@@ -117,6 +135,7 @@ __all__ = [
     "FAILED",
     "FINALIZER",
     "JOB",
+    "SUSPENDED",
     "Action",
     "JobController",
     "JobDesired",
@@ -129,15 +148,20 @@ __all__ = [
     "observe",
     "plan",
     "setup",
+    "spec_hash",
 ]
 
 FINALIZER = JOB_FINALIZER
 COMPLETE = "Complete"
 FAILED = "Failed"
+SUSPENDED = "Suspended"
+"""The condition Kubernetes' Job reports its suspension with (`JobSuspended`, `JobResumed`)."""
+SUSPENDED_MESSAGE = "suspended (spec.suspend; setpoint start resumes it)"
+"""Why a suspended Job runs nothing; also the `stopReason` of the attempt it stopped."""
 MAX_CONCURRENT = 16
 """Jobs reconciled at once (one key is never reconciled by two workers)."""
 
-Phase = Literal["Pending", "Waiting", "Running", "Succeeded", "Failed"]
+Phase = Literal["Pending", "Waiting", "Running", "Suspended", "Succeeded", "Failed"]
 Outcome = Literal["Complete", "BackoffLimitExceeded", "DeadlineExceeded"]
 """How a run ended: `Complete`, or the reason it Failed."""
 
@@ -151,6 +175,7 @@ class JobSpecSchema(CommandSchema):
     active_deadline_seconds: float | None = Field(default=None, gt=0)
     backoff: BackoffSchema = Field(default_factory=BackoffSchema)
     depends_on: DependsOn = Field(default_factory=list)
+    suspend: bool = False
 
 
 class JobStatusSchema(Schema):
@@ -165,6 +190,7 @@ class JobStatusSchema(Schema):
     last_exit: ExitSchema | None = None
     observed_generation: int | None = None
     started_generation: int | None = None
+    started_spec_hash: str | None = None
     restarted_at: str | None = None
     conditions: list[dict[str, Any]] = Field(default_factory=list)
 
@@ -224,15 +250,31 @@ def desired_of(obj: Object) -> JobDesired:
     return children.ChildDesired.of(obj, JobSpecSchema)
 
 
+def spec_hash(spec: JobSpecSchema) -> str:
+    """A hash of what `spec` says, `suspend` left out (stopping and starting a Job does not
+    change what it runs). Only the fields the spec was given count, so that a default a
+    later release changes does not run finished Jobs again. Pure."""
+    given = spec.model_dump(mode="json", by_alias=True, exclude_unset=True, exclude={"suspend"})
+    text = json.dumps(given, sort_keys=True, separators=(",", ":"))
+    return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+
+
+def _interrupted(exit_: ChildExit | None) -> bool:
+    """Whether `exit_` is that of an attempt a suspension stopped: it counts neither as
+    failed nor as completed (whatever its exit code), and the run goes on when resumed."""
+    return exit_ is not None and exit_.stop_reason == SUSPENDED_MESSAGE
+
+
 def observe(
     status: Mapping[str, Any], facts: ChildFacts, unmet: str | None, now: float
 ) -> JobObserved:
     """The `JobObserved` of a Job from its stored status, what the lifecycle knows of its
     attempt, and its first unmet dependency. An attempt that ended and did not exit 0
-    (an exit code that cannot be known included) counts as failed. Pure."""
+    (an exit code that cannot be known included) counts as failed, unless a suspension
+    stopped it. Pure."""
     counts = JobStatusSchema.model_validate(status)
     failed = counts.failed
-    if facts.ended is not None and not facts.ended.succeeded:
+    if facts.ended is not None and not facts.ended.succeeded and not _interrupted(facts.ended):
         failed += 1
     return JobObserved(
         **ChildObserved.common(status, facts, unmet, now),
@@ -255,9 +297,9 @@ def plan(desired: JobDesired, observed: JobObserved, now: float) -> JobPlan:
             events.append(PlannedEvent("DeadlineExceeded", step.reason, warning=True))
         else:
             events.append(PlannedEvent("Killing", f"stopping: {step.reason}"))
-        return dataclasses.replace(
-            step, status=_stopping_status(desired, observed, step, now), events=tuple(events)
-        )
+        status = _stopping_status(desired, observed, step, now)
+        events.extend(_suspension_events(observed.status, status))
+        return dataclasses.replace(step, status=status, events=tuple(events))
     before = observed.status
     if (
         step.action is Action.WAIT
@@ -266,10 +308,11 @@ def plan(desired: JobDesired, observed: JobObserved, now: float) -> JobPlan:
     ):
         events.append(PlannedEvent("BackOff", step.reason, warning=True))
     status = _status(desired, observed, step, now)
-    ended_now = step.outcome is not None and (
-        before.get("phase") != step.phase
-        or before.get("startedGeneration") != status.get("startedGeneration")
-    )
+    events.extend(_suspension_events(before, status))
+    # Every run is recorded Running before it ends (its start writes so): a run ends now
+    # when its phase moves to a finished one. (`startedGeneration` is no measure: it follows
+    # a change of `suspend` alone.)
+    ended_now = step.outcome is not None and before.get("phase") != step.phase
     if ended_now and step.outcome == "Complete":
         status["completionTime"] = timestamp(now)
         attempts = status["attempts"]
@@ -303,16 +346,40 @@ def _past_deadline(desired: JobDesired, action: Action) -> JobPlan:
 _RESTART_REQUESTED = "a restart was requested (setpoint restart)"
 
 
+def _spec_changed(desired: JobDesired, observed: JobObserved) -> bool:
+    """Whether `desired` is not the spec the current run belongs to (or no run has
+    started): by the `startedSpecHash` the run recorded, `suspend` aside; by generation for
+    a run recorded before there was one."""
+    if observed.generation is None:
+        return True
+    recorded = observed.status.get("startedSpecHash")
+    if recorded is None:
+        return observed.generation != desired.generation
+    return str(recorded) != spec_hash(desired.spec)
+
+
 def _decide(desired: JobDesired, observed: JobObserved, now: float) -> JobPlan:
     """The child action, phase and outcome of the next step."""
-    spec = desired.spec
     if desired.deleting:
         if observed.running:
             return JobPlan(Action.STOP, "the object is being deleted", "Running")
         return JobPlan(Action.NOTHING, "stopped; the object can go", "Pending")
+    if not desired.spec.suspend:
+        return _carry_on(desired, observed, now)
+    if observed.running:
+        return JobPlan(Action.STOP, SUSPENDED_MESSAGE, "Running")
+    step = _carry_on(desired, observed, now)
+    if step.outcome is not None and step.action is Action.NOTHING:
+        return step  # a finished run stays as it ended, as Kubernetes' Job
+    return JobPlan(Action.NOTHING, SUSPENDED_MESSAGE, "Suspended")
+
+
+def _carry_on(desired: JobDesired, observed: JobObserved, now: float) -> JobPlan:
+    """The next step of a Job that is not suspended (nor being deleted)."""
+    spec = desired.spec
     if observed.refused is not None:
         return _refused(desired, observed)
-    spec_changed = observed.generation is None or observed.generation != desired.generation
+    spec_changed = _spec_changed(desired, observed)
     restart = desired.restart_requested(observed.status)
     new_run = spec_changed or restart
     if observed.running:
@@ -361,7 +428,7 @@ def _decide(desired: JobDesired, observed: JobObserved, now: float) -> JobPlan:
             outcome=observed.finished,
         )
     exit_ = observed.last_exit
-    if exit_ is not None and exit_.succeeded:
+    if exit_ is not None and exit_.succeeded and not _interrupted(exit_):
         return JobPlan(Action.NOTHING, "completed", "Succeeded", outcome="Complete")
     if observed.failed > spec.backoff_limit:
         return JobPlan(
@@ -376,6 +443,10 @@ def _decide(desired: JobDesired, observed: JobObserved, now: float) -> JobPlan:
         return _past_deadline(desired, Action.NOTHING)
     if observed.unmet is not None:
         return JobPlan(Action.WAIT, observed.unmet, "Waiting", wait_seconds=left or 0)
+    # A start whose run has no startTime (cleared by a suspension) starts the deadline.
+    deadline_in = (spec.active_deadline_seconds or 0.0) if left is None else left
+    if _interrupted(exit_):
+        return JobPlan(Action.START, "resumed", "Running", wait_seconds=deadline_in)
     delay = backoff_delay(observed.failed, spec.backoff)
     finished_at = exit_.finished_at if exit_ is not None else now
     remaining = finished_at + delay - now
@@ -391,7 +462,7 @@ def _decide(desired: JobDesired, observed: JobObserved, now: float) -> JobPlan:
         Action.START,
         f"retry {observed.failed} of {spec.backoff_limit}",
         "Running",
-        wait_seconds=left or 0.0,
+        wait_seconds=deadline_in,
     )
 
 
@@ -433,18 +504,31 @@ def _status(
         status["attempts"] += 1
         status["startedGeneration"] = generation
         desired.record_start(status)
+    if "startedGeneration" in status and not _spec_changed(desired, observed):
+        status["startedGeneration"] = generation  # a change of `suspend` alone: the same run
+    if status.get("startedGeneration") == generation:
+        status["startedSpecHash"] = spec_hash(desired.spec)
     status["phase"] = step.phase
     status["observedGeneration"] = generation
+    if desired.spec.suspend and step.outcome is None:
+        set_condition(status, SUSPENDED, True, reason="JobSuspended", message="Job suspended",
+                      now=now, observed_generation=generation)  # fmt: skip
+        if not observed.running:
+            status.pop("startTime", None)  # the deadline counts again from the next attempt
+    elif not desired.spec.suspend and get_condition(status, SUSPENDED) is not None:
+        set_condition(status, SUSPENDED, False, reason="JobResumed", message="Job resumed",
+                      now=now, observed_generation=generation)  # fmt: skip
     complete, reason, message = _conditions(step)
     failure = observed.start_failure
+    holding = not observed.running and step.phase != "Suspended"  # suspended: says so
     if (
         step.action is not Action.START
         and failure is not None
         and failure.generation == generation
-        and not observed.running
+        and holding
     ):
         reason, message = failure.reason, failure.message
-    if observed.refused is not None and not observed.running:
+    if observed.refused is not None and holding:
         reason, message = observed.refused
     if step.outcome in ("BackoffLimitExceeded", "DeadlineExceeded"):
         recorded = get_condition(observed.status, FAILED)
@@ -485,6 +569,8 @@ def _conditions(step: JobPlan) -> tuple[bool, str, str]:
         return True, "Completed", "the job completed"
     if step.outcome is not None:
         return False, step.outcome, step.reason
+    if step.phase == "Suspended":
+        return False, "Suspended", step.reason
     if step.phase == "Waiting":
         return False, "WaitingForDependency", step.reason
     if step.phase == "Running":
@@ -492,6 +578,20 @@ def _conditions(step: JobPlan) -> tuple[bool, str, str]:
     if step.action is Action.WAIT:
         return False, "BackOff", step.reason
     return False, "Pending", step.reason
+
+
+def _suspension_events(
+    before: Mapping[str, Any], after: Mapping[str, Any]
+) -> tuple[PlannedEvent, ...]:
+    """`Suspended` or `Resumed` (Kubernetes' Job's events), when the `Suspended` condition
+    changes status between the stored status and the new one. Pure."""
+    now_ = get_condition(after, SUSPENDED)
+    was = get_condition(before, SUSPENDED)
+    if now_ is None or (was is not None and was.get("status") == now_.get("status")):
+        return ()
+    if now_.get("status") == "True":
+        return (PlannedEvent("Suspended", "Job suspended"),)
+    return (PlannedEvent("Resumed", "Job resumed"),)
 
 
 def _finished(status: Mapping[str, Any]) -> Outcome | None:
