@@ -94,7 +94,7 @@ from setpoint.clock import SYSTEM_CLOCK
 from setpoint.control.kinds import AUTOSCALER, THERMOSTAT
 from setpoint.engine import Engine, EngineSettings, workspace_of
 from setpoint.engine.claim import engine_running, running_engine
-from setpoint.errors import Conflict, Invalid
+from setpoint.errors import Conflict, Invalid, NotFound
 from setpoint.model import Kind, Object, Registry
 from setpoint.model.dependency_graph import Node, dependencies_of, node_of
 from setpoint.model.wellknown import COMPOSE_PROJECT
@@ -495,9 +495,12 @@ async def _run_ended_again(store: Store, members: list[tuple[Kind, Object]], sta
     Succeeded or Failed), as process-compose runs every process of the file on each `up`."""
     for kind, obj in members:
         metadata = obj["metadata"]
-        stored = await store.get(
-            kind.api_version, kind.kind, metadata["name"], metadata.get("namespace")
-        )
+        try:
+            stored = await store.get(
+                kind.api_version, kind.kind, metadata["name"], metadata.get("namespace")
+            )
+        except NotFound:  # not applied: it was being deleted
+            continue
         if (stored.get("status") or {}).get("phase") in FINISHED:
             await request_restart(
                 store, kind, metadata["name"], metadata.get("namespace") or "", stamp
