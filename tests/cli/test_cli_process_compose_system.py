@@ -300,3 +300,79 @@ def test_applying_the_file_again_updates_what_changed_and_up_keeps_running(cli: 
         code, err = up.stop(signal.SIGTERM)
         assert code == 0, err
         assert not [pid for pid in pids if alive(pid)]
+
+
+PROFILES = """
+processes:
+  shared-db:
+    command: echo db >> runs.txt
+    namespace: infra
+  customer-api:
+    command: echo customer up && exec sleep 600
+    ready_log_line: customer up
+    namespace: customer
+  admin-api:
+    command: echo admin-api >> runs.txt
+    namespace: admin
+    depends_on:
+      shared-db: {condition: process_completed_successfully}
+  admin-ui:
+    command: echo admin-ui >> runs.txt && echo admin up && exec sleep 600
+    ready_log_line: admin up
+    namespace: admin
+    depends_on:
+      admin-api: {condition: process_completed_successfully}
+"""
+
+
+def test_a_namespace_is_started_later_beside_a_subset_and_a_reapply_keeps_it(cli: CLI) -> None:
+    """process-compose's fixtures-code namespace-profiles, as its namespace tests and
+    ProcListToRunSurvivesReload run it: `up customer-api` runs that process alone; then
+    the `admin` namespace is started (`apply -f FILE --compose-namespace admin`, their
+    `namespace start admin`) with its own order but not the dependency it has in another
+    namespace; applying the file again for the same namespace changes nothing and starts
+    none of the processes left out."""
+    cli.write("process-compose.yaml", PROFILES)
+    up = cli.start("up", "customer-api")
+    pids: list[int] = []
+    with reaped(pids):
+        until_each(up, {"customer-api": running}, pids)
+        names = ["process.setpoint.dev/customer-api"]
+        assert cli.ok("get", "processes", "-o", "name").lines == names
+        admin = cli("apply", "-f", "process-compose.yaml", "--compose-namespace", "admin")
+        assert admin.code == 0, admin
+        assert admin.lines == [
+            "job.setpoint.dev/admin-api created",
+            "process.setpoint.dev/admin-ui created",
+        ]
+        assert admin.err_lines == [
+            "warning: process-compose.yaml: processes.admin-api.depends_on.shared-db: "
+            "shared-db is in none of the namespaces selected (admin): not waited for",
+        ]
+        until_each(up, {"admin-ui": running}, pids)
+        assert (cli.directory / "runs.txt").read_text().splitlines() == ["admin-api", "admin-ui"]
+        again = cli("apply", "-f", "process-compose.yaml", "--compose-namespace", "customer")
+        assert again.lines == ["process.setpoint.dev/customer-api unchanged"]
+        assert cli.ok("get", "processes", "-o", "name").lines == [
+            "process.setpoint.dev/admin-ui",
+            "process.setpoint.dev/customer-api",
+        ]
+        assert cli.ok("get", "jobs", "-o", "name").lines == ["job.setpoint.dev/admin-api"]
+        code, err = up.stop(signal.SIGTERM)
+        assert code == 0, err
+        assert not [pid for pid in pids if alive(pid)]
+
+
+def test_a_selection_of_namespaces_converts_only_their_processes(cli: CLI) -> None:
+    cli.write("process-compose.yaml", PROFILES)
+    result = cli("convert", "process-compose.yaml", "--compose-namespace", "infra")
+    assert result.code == 0, result
+    assert [line for line in result.lines if line.startswith("  name: ")] == ["  name: shared-db"]
+    assert cli("convert", "process-compose.yaml", "--compose-namespace", "nope").err_lines == [
+        "error: process-compose.yaml: processes: no process is in the namespaces selected (nope)"
+    ]
+    cli.write("web.yaml", "apiVersion: setpoint.dev/v1alpha1\nkind: Process\n"
+              "metadata: {name: web}\nspec: {args: [sleep, '1']}\n")  # fmt: skip
+    assert cli("apply", "-f", "web.yaml", "--compose-namespace", "infra").err_lines == [
+        "error: --compose-namespace: no process-compose file given"
+    ]
