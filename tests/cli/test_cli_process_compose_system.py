@@ -235,9 +235,9 @@ def test_start_while_a_stop_is_still_under_way_runs_the_process_again(cli: CLI) 
         assert first is not None
         assert not alive(first)
         assert pid_of(again["stubborn"]) != first
-        web = status(cli, "stubborn")
-        assert web["spec"]["suspend"] is False
-        assert web["status"]["lastExit"]["signal"] == 9  # the old child, at its timeout
+        stubborn = status(cli, "stubborn")
+        assert stubborn["spec"]["suspend"] is False
+        assert stubborn["status"]["lastExit"]["signal"] == 9  # the old child, at its timeout
         code, err = up.stop(signal.SIGTERM)
         assert code == 0, err
         assert not [pid for pid in pids if alive(pid)]
