@@ -186,24 +186,23 @@ def test_a_project_without_a_circle_is_translated() -> None:
 def test_success_exit_codes_are_noted_for_up_and_the_difference_is_warned() -> None:
     """fixtures-code success-exit-codes: process-compose counts a listed code as success
     for `on_failure` too; setpoint counts it only where `up` ends (setpoint.dev/
-    success-exit-codes), and says so: a restart counts only 0 as success."""
+    success-exit-codes), and says so: a retry counts only 0 as success."""
     objects, warnings = translated(
         """
         processes:
           allowed:
             command: exit 130
             success_exit_codes: [130]
-            availability: {restart: on_failure}
+            availability: {restart: on_failure, max_restarts: 3}
           control:
             command: exit 130
             availability: {restart: on_failure, backoff_seconds: 1}
         """
     )
-    assert objects["allowed"]["metadata"]["annotations"] == {
-        "setpoint.dev/success-exit-codes": "130"
-    }
-    assert objects["allowed"]["spec"]["restartPolicy"] == "OnFailure"
-    assert "annotations" not in objects["control"]["metadata"]
+    allowed, control = objects["allowed"], objects["control"]
+    assert allowed["metadata"]["annotations"]["setpoint.dev/success-exit-codes"] == "130"
+    assert (allowed["kind"], allowed["spec"]["backoffLimit"]) == ("Job", 3)  # 130 is retried
+    assert "setpoint.dev/success-exit-codes" not in control["metadata"]["annotations"]
     assert warnings == [
         "processes.allowed.success_exit_codes: only when exit_on_end or exit_on_failure end "
         "setpoint up: a restart, a Job's completion and a dependency count only exit code 0 "
