@@ -9,6 +9,7 @@ reach a state, and `free_port_range` finds ports for test servers. Nothing here 
 itself outside tests.
 """
 
+from setpoint.testing.api_server import ApiServer
 from setpoint.testing.clock import ManualClock
 from setpoint.testing.harness import (
     CapturedEvent,
@@ -20,6 +21,7 @@ from setpoint.testing.harness import (
 from setpoint.testing.waiting import free_port_range, wait_for
 
 __all__ = [
+    "ApiServer",
     "CapturedEvent",
     "EventCapture",
     "Harness",
