@@ -25,7 +25,8 @@ Limits (`ServerLimits`), each against a client that could otherwise exhaust the 
   protocol, and `_Server.startup` gives the handshake its deadline.
 * `max_header_bytes`: the bytes of a request head still incomplete (as h11 counts them);
   beyond it the answer is a 431 and the connection is closed.
-* `keep_alive_timeout`: an idle keep-alive connection is closed after it.
+* `keep_alive_timeout`: an idle keep-alive connection is closed after it (and at once when
+  the server stops: a TLS one without waiting for the client's goodbye).
 * the request body's size and time limits are the app's (`ApiSettings`), per request.
 
 With `tls` (`setpoint.api.tls`) it serves HTTPS: kubectl sends bearer tokens only
@@ -133,6 +134,15 @@ def _protocol(limits: ServerLimits) -> type[HttpToolsProtocol]:
                 self._deadline.cancel()
             strangers.remove(self)
             super().connection_lost(exc)
+
+        def shutdown(self) -> None:
+            """On the server's stop, an idle connection is cut at once: closing a TLS one
+            politely waits for the client's goodbye, which a kept-alive client that reads
+            nothing (kr8s or kopf between requests) never sends, and the stop with it."""
+            if self.is_idle():
+                self.cut()
+            else:
+                super().shutdown()
 
         def is_known(self) -> bool:
             """Whether a request on this connection was authenticated (then it leaves the
