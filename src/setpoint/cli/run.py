@@ -61,6 +61,8 @@ async def run(ctx: Context, args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S"
     )
+    for chatty in ("httpx", "httpcore"):  # a line per request to a server: not for a terminal
+        logging.getLogger(chatty).setLevel(logging.WARNING)
     async with ctx.open_store(create=True) as store:
         options = ManagerOptions(handle_signals=True, grace_period=args.grace_period)
         manager = Manager(store, options=options)
