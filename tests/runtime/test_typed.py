@@ -93,6 +93,20 @@ async def test_a_reconcile_that_changes_nothing_writes_nothing() -> None:
         assert await harness.store.revision() == before
 
 
+async def test_a_reconciler_that_sets_nothing_leaves_an_object_without_status_alone() -> None:
+    async def look(obj: Typed[BoxSpec, BoxStatus]) -> None:
+        assert obj.status.conditions == []  # the model's defaults, not written back
+
+    async with Harness(registry=registry()) as harness:
+        harness.manager.controller("boxes").for_(BOX).complete(look)
+        await harness.start()
+        created = await harness.store.create(box("a"))
+        await reconcile_until_stable(harness)
+        stored = await harness.store.get(BOX.api_version, BOX.kind, "a", "default")
+    assert stored["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
+    assert "status" not in stored
+
+
 async def test_status_fields_the_model_does_not_know_survive_a_write() -> None:
     async with Harness(registry=registry(NEWER_BOX)) as harness:
         controller = harness.manager.controller("boxes").for_(BOX).complete(paint)
