@@ -263,6 +263,7 @@ def test_a_certificate_of_another_ca_is_refused(server: Any) -> None:
     # TLS 1.3: the server checks the certificate after the client's side of the
     # handshake ended, and closes the connection.
     assert refused.stderr.startswith("error: cannot reach the server at https://"), refused.stderr
+    assert f"it may refuse the client certificate from {mine}" in refused.stderr
 
 
 def test_no_certificate_and_no_token_is_refused(server: Any) -> None:

@@ -251,6 +251,16 @@ def status_error(code: int, body: Any, credentials: Credentials | None = None) -
     return Error(f"the server answered {code} {reason}: {message}".strip())
 
 
+def unreachable(server: str, exc: Exception, credentials: Credentials | None) -> Error:
+    """The error of a request that got no answer; with a client certificate presented, a
+    hint that the server may have refused it (TLS 1.3 servers close the connection)."""
+    hint = ""
+    if credentials is not None and credentials.client_cert:
+        source = f" from {credentials.source}" if credentials.source else ""
+        hint = f" (if it is up, it may refuse the client certificate{source})"
+    return Error(f"cannot reach the server at {server}: {exc}{hint}")
+
+
 def _token_hint(credentials: Credentials | None, *, named: bool = False) -> str:
     source = f" from {credentials.source}" if credentials and credentials.source else ""
     if credentials is not None and credentials.client_cert:  # it comes before a token
@@ -421,7 +431,7 @@ class HttpStore:
         except httpx.TransportError as exc:
             if self._closed:
                 raise StoreClosed("the store is closed") from None
-            raise Error(f"cannot reach the server at {self.server}: {exc}") from None
+            raise unreachable(self.server, exc, self.credentials) from None
 
     def _answer(self, response: httpx.Response) -> Any:
         body = _decode(response)
@@ -775,7 +785,7 @@ class HttpReader:
         try:
             return self._client.get(path, params=params)
         except httpx.TransportError as exc:
-            raise Error(f"cannot reach the server at {self.server}: {exc}") from None
+            raise unreachable(self.server, exc, self.credentials) from None
 
     def _answer(self, response: httpx.Response) -> Any:
         body = _decode(response)
