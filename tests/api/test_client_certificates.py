@@ -33,7 +33,8 @@ from setpoint.api.auth import (
     authorize,
     certificate_user,
 )
-from setpoint.errors import Forbidden, Unauthorized
+from setpoint.cli.store_location import read_kubeconfig
+from setpoint.errors import Forbidden, Invalid, Unauthorized
 
 TIMEOUT = 60.0
 REPO = Path(__file__).resolve().parents[2]
@@ -324,3 +325,29 @@ def test_a_verified_certificate_comes_before_a_token() -> None:
     user = auth.authenticate("Bearer t0ken", root)
     assert (user.name, user.role) == ("root", Role.ADMIN)
     assert auth.authenticate("Bearer t0ken").name == "ci"
+
+
+def test_a_kubeconfig_names_both_certificate_and_key_or_neither(tmp_path: Path) -> None:
+    served = {"clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}]}
+    cert, key = Authority("ca").client("me", MASTERS)
+    (tmp_path / "client.crt").write_bytes(cert)
+    only_cert = user_kubeconfig(tmp_path / "a", served, {"client-certificate": "client.crt"})
+    with pytest.raises(Invalid, match="give both a client certificate and its key"):
+        read_kubeconfig(str(only_cert))
+    garbled = user_kubeconfig(
+        tmp_path / "b",
+        served,
+        {"client-certificate-data": "not base64!", "client-key-data": "eA=="},
+    )
+    with pytest.raises(Invalid, match="client-certificate-data: not base64"):
+        read_kubeconfig(str(garbled))
+    inline = user_kubeconfig(
+        tmp_path / "c",
+        served,
+        {
+            "client-certificate-data": base64.b64encode(cert).decode(),
+            "client-key-data": base64.b64encode(key).decode(),
+        },
+    )
+    location = read_kubeconfig(str(inline))
+    assert (location.client_cert, location.client_key) == (cert.decode(), key.decode())
