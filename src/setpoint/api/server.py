@@ -30,7 +30,9 @@ Limits (`ServerLimits`), each against a client that could otherwise exhaust the 
 * the request body's size and time limits are the app's (`ApiSettings`), per request.
 
 With `tls` (`setpoint.api.tls`) it serves HTTPS: kubectl sends bearer tokens only
-over HTTPS.
+over HTTPS. With `client_ca` too, a client may present a certificate: one that CA did not
+sign fails the handshake; the subject of one it signed is in each request's ASGI scope
+under `setpoint.api.auth.CLIENT_SUBJECT`, for the app to authenticate.
 
 Signals are left to the caller: the server never installs handlers of its own (`up`
 has its own Ctrl-C rules). No business logic here.
@@ -41,15 +43,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
+import ssl
 from collections.abc import Coroutine, Generator
 from dataclasses import dataclass
+from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol, TypeVar
 
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from setpoint.api.auth import ANONYMOUS, User
+from setpoint.api.auth import ANONYMOUS, CLIENT_SUBJECT, User
 from setpoint.api.tls import TlsFiles
 
 T = TypeVar("T")
@@ -91,6 +95,8 @@ def _protocol(limits: ServerLimits) -> type[HttpToolsProtocol]:
         _head_bytes = 0
         _known = False
         """One of its requests was authenticated (it is no stranger)."""
+        _subject: tuple[tuple[str, str], ...] | None = None
+        """The subject of the client certificate the handshake verified, if one was given."""
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
@@ -100,6 +106,7 @@ def _protocol(limits: ServerLimits) -> type[HttpToolsProtocol]:
         def connection_made(self, transport: Any) -> None:
             super().connection_made(transport)
             self.transport = _HeadWithBody(transport, self.loop)  # type: ignore[assignment]
+            self._subject = _client_subject(transport.get_extra_info("peercert"))
             self._arm(self._accepted + limits.header_timeout)
             strangers.add(self)
 
@@ -118,6 +125,8 @@ def _protocol(limits: ServerLimits) -> type[HttpToolsProtocol]:
             self._in_head = False
             self._head_bytes = 0
             self.transport.expect_head()  # type: ignore[attr-defined]
+            if self._subject is not None:
+                self.scope[CLIENT_SUBJECT] = self._subject  # type: ignore[literal-required]
             super().on_headers_complete()
 
         def on_message_complete(self) -> None:
@@ -178,6 +187,18 @@ def _protocol(limits: ServerLimits) -> type[HttpToolsProtocol]:
                 self.cut()
 
     return LimitedProtocol
+
+
+def _client_subject(peercert: Any) -> tuple[tuple[str, str], ...] | None:
+    """The (attribute, value) pairs of a verified peer certificate's subject (the form
+    `ssl.SSLSocket.getpeercert` gives: a tuple of relative names, each of pairs)."""
+    if not peercert:
+        return None
+    return tuple(
+        (str(attribute), str(value))
+        for relative_name in peercert.get("subject", ())
+        for attribute, value in relative_name
+    )
 
 
 class _Connection(Protocol):
@@ -316,7 +337,10 @@ class ApiServer:
         limits: ServerLimits | None = None,
         *,
         tls: TlsFiles | None = None,
+        client_ca: Path | None = None,
     ) -> None:
+        if client_ca is not None and tls is None:
+            raise ValueError("a client CA needs TLS: certificates are checked in its handshake")
         self.limits = limits or ServerLimits()
         self.host = host
         self.tls = tls
@@ -335,6 +359,8 @@ class ApiServer:
             proxy_headers=False,  # no proxy in front: X-Forwarded-* are not read
             ssl_certfile=str(tls.cert) if tls else None,
             ssl_keyfile=str(tls.key) if tls else None,
+            ssl_ca_certs=str(client_ca) if client_ca else None,
+            ssl_cert_reqs=ssl.CERT_OPTIONAL if client_ca else ssl.CERT_NONE,
         )
         self._server = _Server(config, self.limits)
         self._task: asyncio.Task[None] | None = None
