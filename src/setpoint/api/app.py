@@ -7,11 +7,11 @@ OpenAPI or resources, after authentication, and turns every failure into a `Stat
 A request's path: the browser-safety checks (`setpoint.api.browser_safety`: Host,
 Origin, a write's content type; a refusal is answered before anything else) ->
 authenticate (`setpoint.api.auth`: bearer token, or anonymous reads when allowed) -> route
-(`/version`, `/api`, `/apis`, `/openapi/v2`, `/openapi/v3`, `/healthz`; the dashboard's `/ui/` and read
-endpoints, `setpoint.api.dashboard` and `.insight`) -> for a resource, find its kind in
-`store.registry`, authorize the verb on that kind for the token's role (discovery and
-OpenAPI: any authenticated caller), and let `setpoint.api.resources` do it with the
-store. An `setpoint.Error` raised on the way becomes the Status `setpoint.api.status`
+(`/version`, `/api`, `/apis`, `/openapi/v2`, `/openapi/v3`, `/healthz`; the dashboard's
+`/ui/` and read endpoints, `setpoint.api.dashboard` and `.insight`) -> for a resource,
+find its kind in `store.registry`, authorize the verb on that kind for the token's role
+(discovery and OpenAPI: any authenticated caller), and let `setpoint.api.resources` do it
+with the store. An `setpoint.Error` raised on the way becomes the Status `setpoint.api.status`
 maps it to; any other exception is logged with its traceback and answered with a 500
 Status naming only its class.
 

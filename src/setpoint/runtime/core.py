@@ -21,7 +21,7 @@ import binascii
 import re
 from typing import Any
 
-from pydantic import ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from setpoint.model import Schema
@@ -48,9 +48,18 @@ def _check_keys(keys: Any) -> None:
         if len(key) > 253 or not _KEY.fullmatch(key):
             raise PydanticCustomError(
                 "config_key",
-                "{key!r} is not a valid key: want letters, digits, '-', '_' or '.'",
+                "'{key}' is not a valid key: want letters, digits, '-', '_' or '.'",
                 {"key": key},
             )
+
+
+def _check_size(data: dict[str, str], binary: dict[str, str]) -> None:
+    size = sum(len(k) + len(v.encode()) for k, v in data.items())
+    size += sum(len(k) + len(base64.b64decode(v)) for k, v in binary.items())
+    if size > MAX_CONFIG_MAP_BYTES:
+        raise PydanticCustomError(
+            "config_size", "holds {size} bytes; at most 1 MiB", {"size": size}
+        )
 
 
 class ConfigMapBody(Schema):
@@ -61,34 +70,30 @@ class ConfigMapBody(Schema):
     binary_data: dict[str, str] | None = None
     immutable: bool | None = None
 
+    @field_validator("data")
+    @classmethod
+    def _data(cls, data: dict[str, str] | None) -> dict[str, str] | None:
+        _check_keys(data or {})
+        _check_size(data or {}, {})
+        return data
+
     @field_validator("binary_data")
     @classmethod
-    def _base64(cls, data: dict[str, str] | None) -> dict[str, str] | None:
-        for key, value in (data or {}).items():
+    def _binary_data(
+        cls, binary: dict[str, str] | None, info: ValidationInfo
+    ) -> dict[str, str] | None:
+        _check_keys(binary or {})
+        for key, value in (binary or {}).items():
             try:
                 base64.b64decode(value, validate=True)
             except (binascii.Error, ValueError):
-                raise PydanticCustomError(
-                    "base64", "binaryData.{key}: not base64", {"key": key}
-                ) from None
-        return data
-
-    @model_validator(mode="after")
-    def _keys_and_size(self) -> ConfigMapBody:
-        data, binary = self.data or {}, self.binary_data or {}
-        _check_keys([*data, *binary])
-        both = sorted(set(data) & set(binary))
+                raise PydanticCustomError("base64", "'{key}': not base64", {"key": key}) from None
+        data = info.data.get("data") or {}
+        both = sorted(set(data) & set(binary or {}))
         if both:
-            raise PydanticCustomError(
-                "config_key", "{key!r} is in both data and binaryData", {"key": both[0]}
-            )
-        size = sum(len(k) + len(v.encode()) for k, v in data.items())
-        size += sum(len(k) + len(base64.b64decode(v)) for k, v in binary.items())
-        if size > MAX_CONFIG_MAP_BYTES:
-            raise PydanticCustomError(
-                "config_size", "holds {size} bytes; at most 1 MiB", {"size": size}
-            )
-        return self
+            raise PydanticCustomError("config_key", "'{key}' is in data too", {"key": both[0]})
+        _check_size(data, binary or {})
+        return binary
 
 
 class NamespaceSpec(Schema):
@@ -120,7 +125,7 @@ class Container(Schema):
         if len(name) > 63 or not _DNS1123_LABEL.fullmatch(name):
             raise PydanticCustomError(
                 "dns_label",
-                "{name!r}: want a DNS label (lowercase letters, digits and '-', at most 63)",
+                "'{name}': want a DNS label (lowercase letters, digits and '-', at most 63)",
                 {"name": name},
             )
         return name
@@ -141,7 +146,7 @@ class PodSpec(Schema):
         for container in [*(self.init_containers or []), *self.containers]:
             if container.name in seen:
                 raise PydanticCustomError(
-                    "duplicate", "container name {name!r} is used twice", {"name": container.name}
+                    "duplicate", "container name '{name}' is used twice", {"name": container.name}
                 )
             seen.add(container.name)
         return self
