@@ -32,6 +32,18 @@ SUITE_TIMEOUT = 900.0
 """Seconds the whole suite may take before the test fails (never waited out: it takes
 about two and a half minutes)."""
 
+TEARDOWN_RACE = (
+    "ignore:unclosed transport <_SelectorSocketTransport:ResourceWarning",
+    "ignore:unclosed <socket.socket:ResourceWarning",
+)
+"""Warning filters for one race of kopf's own teardown, not of the API: when an example
+ends, kopf closes its watch streams (TLS: it sends close_notify and waits for the
+server's) and KopfRunner's event loop closes at once. When the server's close_notify (any
+server's) arrives after that, as it may on a loaded machine, the socket is collected
+unclosed, and kopf's `filterwarnings = error` makes that ResourceWarning fail the example.
+Only these two warnings (an unclosed socket, an unclosed socket transport) are let
+through; any other still fails it."""
+
 EXAMPLE_TIMEOUT = 120
 """pytest-timeout of each example in kopf's suite (their CI gives 30 s on a quiet
 machine; ./dev test shares the CPU with other workers)."""
@@ -112,7 +124,8 @@ def run_e2e_suite(tree: Path, kubeconfig: Path, kubectl: str, work: Path) -> Sui
     """kopf's tests/e2e, run by pytest in a child process from the sdist's top (its paths
     are relative to it), as kopf's CI runs it (`pytest --only-e2e`): KUBECONFIG names
     setpoint's server; the pinned kubectl is first on PATH. Its pyproject's `addopts`
-    (`--looptime`, a plugin only its unit tests use) are replaced by `--strict-markers`."""
+    (`--looptime`, a plugin only its unit tests use) are replaced by `--strict-markers`;
+    `TEARDOWN_RACE` names the only warnings let through."""
     report = work / "kopf-e2e.xml"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SETPOINT_", "KUBE"))}
     env |= {
@@ -135,6 +148,7 @@ def run_e2e_suite(tree: Path, kubeconfig: Path, kubectl: str, work: Path) -> Sui
         "-p",
         "no:xdist",
         f"--junitxml={report}",
+        *(f"-W{rule}" for rule in TEARDOWN_RACE),
         "-q",
         "tests/e2e",
     ]
