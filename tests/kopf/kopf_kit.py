@@ -120,13 +120,15 @@ class SuiteRun:
         return "\n".join(lines)
 
 
-def run_e2e_suite(tree: Path, kubeconfig: Path, kubectl: str, work: Path) -> SuiteRun:
+def run_e2e_suite(
+    tree: Path, kubeconfig: Path, kubectl: str, work: Path, only: list[str] | None = None
+) -> SuiteRun:
     """kopf's tests/e2e, run by pytest in a child process from the sdist's top (its paths
     are relative to it), as kopf's CI runs it (`pytest --only-e2e`): KUBECONFIG names
     setpoint's server; the pinned kubectl is first on PATH. Its pyproject's `addopts`
     (`--looptime`, a plugin only its unit tests use) are replaced by `--strict-markers`;
-    `TEARDOWN_RACE` names the only warnings let through."""
-    report = work / "kopf-e2e.xml"
+    `TEARDOWN_RACE` names the only warnings let through. `only`: just these examples."""
+    report = work / f"kopf-e2e-{len(list(work.glob('kopf-e2e*.xml')))}.xml"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SETPOINT_", "KUBE"))}
     env |= {
         "KUBECONFIG": str(kubeconfig),
@@ -149,6 +151,7 @@ def run_e2e_suite(tree: Path, kubeconfig: Path, kubectl: str, work: Path) -> Sui
         "no:xdist",
         f"--junitxml={report}",
         *(f"-W{rule}" for rule in TEARDOWN_RACE),
+        *(["-k", " or ".join(only)] if only else []),
         "-q",
         "tests/e2e",
     ]

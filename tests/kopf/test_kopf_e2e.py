@@ -10,6 +10,8 @@ them), which setpoint does not have yet: its outcome is reported, not required.
 
 The suite's own waits and time limits decide its examples' outcomes (it is kopf's suite,
 run as it is); each example ends on a log line it waits for, within the limits it sets.
+Those limits are fixed seconds, which a loaded machine can overrun: an example that fails
+is run once more, alone, and the report says so.
 """
 
 from __future__ import annotations
@@ -40,11 +42,14 @@ def test_kopfs_own_e2e_suite_passes_against_setpoint(tmp_path: Path) -> None:
         assert first.code == 0 or "ensure CRDs are installed first" in first.err, first
         server.ok("apply", "-f", peering)
         run = run_e2e_suite(tree, server.kubeconfig, kubectl, tmp_path)
+        assert run.outcomes, run.output
+        print(f"kopf_e2e_examples_passed: {len(run.passed())} of {len(run.outcomes)}")
+        print(run.report())
+        failing = [n for n, o in run.outcomes.items() if n not in NOT_YET and o != "passed"]
+        if failing:
+            again = run_e2e_suite(tree, server.kubeconfig, kubectl, tmp_path, only=failing)
+            print(f"run again: {again.report()}")
+            failing = [n for n in failing if again.outcomes.get(n) != "passed"]
+            assert not failing, f"{again.report()}\n\n{run.output}\n\n{again.output}"
     finally:
         server.stop()
-    print(f"kopf_e2e_examples_passed: {len(run.passed())} of {len(run.outcomes)}")
-    print(run.report())
-    assert run.outcomes, run.output
-    required = {name: o for name, o in run.outcomes.items() if name not in NOT_YET}
-    failing = {name: o for name, o in required.items() if o != "passed"}
-    assert not failing, f"{run.report()}\n\n{run.output}"
