@@ -13,12 +13,6 @@ from setpoint.testing import ApiServer
 OPERATOR = str(Path(__file__).with_name("greeter_kopf.py"))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="setpoint's API does not yet serve what kopf 1.45 needs to watch a CRD's kind "
-    "(kopf watches the CustomResourceDefinitions, never the Greetings): issue 23, branch "
-    "kopf-e2e",
-)
 @pytest.mark.asyncio
 async def test_the_operator_greets(
     setpoint_api: ApiServer, monkeypatch: pytest.MonkeyPatch

@@ -154,6 +154,7 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
 async def _serve(ctx: Context, args: argparse.Namespace) -> int:
     from setpoint.api.serving import ServeOptions, serve_api
     from setpoint.api.tls import TlsFiles
+    from setpoint.runtime.namespaces import ensure_system_namespaces
     from setpoint.store.kinds import publish_kinds
 
     if not 0 <= args.port <= 65535:
@@ -183,6 +184,7 @@ async def _serve(ctx: Context, args: argparse.Namespace) -> int:
         print(INSECURE_WARNING, file=sys.stderr, flush=True)
     async with ctx.open_store(create=True) as store, serve_api(store, options) as api:
         await publish_kinds(store, store.registry)  # kinds as data: the Python kinds' CRDs
+        await ensure_system_namespaces(store)
         print(
             f"serving the API on {api.url} (KUBECONFIG={options.kubeconfig} kubectl get all)",
             flush=True,

@@ -65,6 +65,7 @@ from setpoint.files import ensure_private_dir
 from setpoint.runtime.coordination import Coordination
 from setpoint.runtime.leases import LeaderElector
 from setpoint.runtime.manager import Manager, ManagerOptions
+from setpoint.runtime.namespaces import ensure_system_namespaces
 from setpoint.runtime.run_as import UserPolicy
 from setpoint.store import Store
 from setpoint.store.kinds import publish_kinds
@@ -199,6 +200,7 @@ class Engine:
             self._holding = asyncio.create_task(self._hold(self._lease), name="engine-lease")
         self._entered = True
         await publish_kinds(self.store, self.store.registry)  # kinds as data: CRDs
+        await ensure_system_namespaces(self.store)  # `default`, `kube-system`
         self._wire()
         return self
 

@@ -146,6 +146,7 @@ class ApiServer:
     async def _start(self, stack: contextlib.AsyncExitStack) -> None:
         from setpoint.api.serving import ServeOptions, serve_api
         from setpoint.engine import builtin_kinds
+        from setpoint.runtime.namespaces import ensure_system_namespaces
         from setpoint.store.kinds import publish_kinds
 
         directory = Path(tempfile.mkdtemp(prefix="setpoint-api-"))  # mode 0700
@@ -155,6 +156,7 @@ class ApiServer:
         store = await open_store(url, registry, create=True)
         stack.push_async_callback(store.close)
         await publish_kinds(store, store.registry)  # as `setpoint serve`: the Python kinds' CRDs
+        await ensure_system_namespaces(store)
         kubeconfig = directory / "kubeconfig"
         options = ServeOptions(kubeconfig=kubeconfig, tls_directory=directory / "tls")
         server = await stack.enter_async_context(serve_api(store, options))
