@@ -43,6 +43,7 @@ from setpoint.api.server import ApiServer, ServerLimits
 from setpoint.api.tls import TlsFiles, ensure_certificate
 from setpoint.errors import Invalid
 from setpoint.model import Registry
+from setpoint.runtime.webhooks import install_webhooks
 from setpoint.store.base import Store
 
 
@@ -116,6 +117,7 @@ async def serve_api(store: Store, options: ServeOptions) -> AsyncIterator[ApiSer
         if options.tls_directory is None:
             raise Invalid("a server with tokens serves HTTPS: give it a TLS directory")
         tls = ensure_certificate(options.tls_directory, [options.host])
+    await install_webhooks(store)  # every write the API takes passes the webhooks configured
     app = create_app(store, auth=auth, hosts=hosts)
     async with ApiServer(app, options.host, options.port, options.limits, tls=tls) as server:
         if options.kubeconfig is not None:

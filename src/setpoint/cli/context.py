@@ -81,6 +81,10 @@ class Context:
         except NotFound as exc:
             raise NotFound(self._no_store(exc)) from None
         try:
+            if create:  # a writer: its writes pass the admission webhooks configured
+                from setpoint.runtime.webhooks import install_webhooks
+
+                await install_webhooks(store)
             yield store
         finally:
             await store.close()

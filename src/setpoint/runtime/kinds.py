@@ -1,6 +1,6 @@
 """The runtime's own kinds, `Event` (v1) and `Lease` (coordination.k8s.io/v1), and
-`register`, which adds them and the kind of CRDs (`setpoint.model.crd.CRD`, kinds as data)
-to a registry.
+`register`, which adds them, the kind of CRDs (`setpoint.model.crd.CRD`, kinds as data) and
+the two kinds that configure admission webhooks (`setpoint.model.webhooks`) to a registry.
 
 Only declarations: the schemas stay beside the code that writes them
 (`setpoint.runtime.events`, `setpoint.runtime.leases`) and are named lazily, so naming
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from setpoint.model.crd import CRD
 from setpoint.model.kinds import Kind, Registry
+from setpoint.model.webhooks import MUTATING, VALIDATING
 
 EVENT = Kind(
     "v1",
@@ -27,11 +28,12 @@ LEASE = Kind(
 )
 """The built-in `Lease` kind (namespaced), as Kubernetes' coordination.k8s.io/v1 Lease."""
 
-KINDS = (EVENT, LEASE, CRD)
+KINDS = (EVENT, LEASE, CRD, MUTATING, VALIDATING)
 """The kinds this package registers."""
 
 
 def register(registry: Registry) -> None:
-    """Add Event, Lease and CustomResourceDefinition to `registry`."""
+    """Add Event, Lease, CustomResourceDefinition, MutatingWebhookConfiguration and
+    ValidatingWebhookConfiguration to `registry`."""
     for kind in KINDS:
         registry.register(kind)
