@@ -175,7 +175,7 @@ def webhook_server(directory: Path) -> Iterator[WebhookServer]:
     httpd.socket = context.wrap_socket(httpd.socket, server_side=True)
     hook = WebhookServer(f"https://127.0.0.1:{httpd.server_address[1]}", authority)
     state.append(hook)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     try:
         yield hook
