@@ -15,6 +15,7 @@ import pytest
 from api_kit import TOKENS, Server, process
 from kubernetes import client, config, dynamic
 from kubernetes.client.exceptions import ApiException
+
 from webhook_server import WebhookServer, configuration, webhook_server
 
 VALIDATING = "ValidatingWebhookConfiguration"

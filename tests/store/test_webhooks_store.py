@@ -11,17 +11,32 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from webhook_server import WebhookServer, configuration, new_authority, webhook_server
 
 from setpoint.engine.kinds import builtin_kinds
 from setpoint.errors import BadRequest, Forbidden, Invalid, NotFound, WebhookFailed
+from setpoint.model.webhooks import VALIDATING as VALIDATING_KIND
 from setpoint.runtime.webhooks import install_webhooks
 from setpoint.store import open_store
 from setpoint.store.base import Store, WriteOptions
+from setpoint.store.sqlite import SqliteStore
+from setpoint.testing.waiting import wait_for
+from webhook_server import WebhookServer, configuration, new_authority, webhook_server
 
 API = "setpoint.dev/v1alpha1"
 VALIDATING = "ValidatingWebhookConfiguration"
 MUTATING = "MutatingWebhookConfiguration"
+
+
+class CountingStore(SqliteStore):
+    """A real SQLite store that counts the gets it serves."""
+
+    gets = 0
+
+    async def get(
+        self, api_version: str, kind: str, name: str, namespace: str | None = "default"
+    ) -> dict[str, Any]:
+        self.gets += 1
+        return await super().get(api_version, kind, name, namespace)
 
 
 @pytest.fixture
@@ -73,7 +88,8 @@ async def test_a_denial_refuses_the_write_with_the_webhooks_message(
     assert request["kind"] == {"group": "setpoint.dev", "version": "v1alpha1", "kind": "Process"}
     assert request["resource"]["resource"] == "processes"
     assert request["object"]["metadata"]["name"] == "web"
-    assert request["oldObject"] is None and request["dryRun"] is False
+    assert request["oldObject"] is None
+    assert request["dryRun"] is False
 
 
 async def test_a_denial_keeps_the_webhooks_code(store: Store, hook: WebhookServer) -> None:
@@ -122,7 +138,8 @@ async def test_updates_patches_and_deletes_are_shown_with_the_object_as_it_was(
     assert update["object"]["metadata"]["labels"] == {"b": "2"}
     await store.delete(API, "Process", "web")
     delete = hook.requests("label")[2]
-    assert delete["operation"] == "DELETE" and delete["object"] is None
+    assert delete["operation"] == "DELETE"
+    assert delete["object"] is None
     assert delete["oldObject"]["metadata"]["name"] == "web"
     assert await absent(store, "web")
 
@@ -226,7 +243,7 @@ async def test_a_dry_run_calls_webhooks_without_side_effects_and_writes_nothing(
     await store.create(
         configuration(VALIDATING, "effects", hook.client_config("allow"), sideEffects="Some")
     )
-    with pytest.raises(BadRequest, match='"effects.webhooks.test" does not support dry run'):
+    with pytest.raises(BadRequest, match=r'"effects\.webhooks\.test" does not support dry run'):
         await store.create(process("web"), options=dry)
     assert hook.requests("allow") == []
     await store.create(process("web"))  # a real write calls it
@@ -254,3 +271,45 @@ async def test_configurations_are_validated_as_kubernetes_validates_them(store: 
     assert "sideEffects" in await refusal(
         configuration(VALIDATING, "bad", {"url": "https://127.0.0.1:1/x"}, sideEffects="Maybe")
     )
+
+
+async def test_a_configuration_another_process_writes_applies_to_this_ones_writes(
+    tmp_path: Path, store: Store, hook: WebhookServer
+) -> None:
+    other = await open_store(f"sqlite:///{tmp_path / 'state.db'}", registry=builtin_kinds())
+    try:
+        await other.create(configuration(VALIDATING, "theirs", hook.client_config("deny")))
+    finally:
+        await other.close()
+    await wait_for(store, VALIDATING_KIND, "theirs", lambda obj: obj is not None, namespace=None)
+    with pytest.raises(Forbidden, match=r'"theirs\.webhooks\.test" denied'):
+        await store.create(process("web"))
+
+
+async def test_a_store_with_no_configuration_reads_nothing_more_per_write(
+    tmp_path: Path, hook: WebhookServer
+) -> None:
+    counting = await CountingStore(str(tmp_path / "count.db"), builtin_kinds()).open()
+    try:
+        assert await install_webhooks(counting)
+        await counting.create(
+            configuration(
+                VALIDATING,
+                "jobs-only",
+                hook.client_config("deny"),
+                rules=[
+                    {
+                        "apiGroups": ["setpoint.dev"],
+                        "apiVersions": ["*"],
+                        "operations": ["*"],
+                        "resources": ["jobs"],
+                    }
+                ],
+            )
+        )
+        gets = counting.gets
+        await counting.create(process("web"))
+        await counting.patch(API, "Process", "web", {"metadata": {"labels": {"a": "b"}}})
+        assert counting.gets == gets  # no webhook names processes: no read before the write
+    finally:
+        await counting.close()
