@@ -6,6 +6,7 @@ webhooks without side effects, and writes nothing."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -14,12 +15,10 @@ import pytest
 
 from setpoint.engine.kinds import builtin_kinds
 from setpoint.errors import BadRequest, Forbidden, Invalid, NotFound, WebhookFailed
-from setpoint.model.webhooks import VALIDATING as VALIDATING_KIND
 from setpoint.runtime.webhooks import install_webhooks
 from setpoint.store import open_store
 from setpoint.store.base import Store, WriteOptions
 from setpoint.store.sqlite import SqliteStore
-from setpoint.testing.waiting import wait_for
 from webhook_server import WebhookServer, configuration, new_authority, webhook_server
 
 API = "setpoint.dev/v1alpha1"
@@ -281,7 +280,12 @@ async def test_a_configuration_another_process_writes_applies_to_this_ones_write
         await other.create(configuration(VALIDATING, "theirs", hook.client_config("deny")))
     finally:
         await other.close()
-    await wait_for(store, VALIDATING_KIND, "theirs", lambda obj: obj is not None, namespace=None)
+    assert isinstance(store, SqliteStore)
+    admission = store.webhooks
+    assert admission is not None
+    async with asyncio.timeout(30):  # learnt as the store polls the log: no event to wait on
+        while "theirs" not in admission.configurations():  # noqa: ASYNC110
+            await asyncio.sleep(0.01)
     with pytest.raises(Forbidden, match=r'"theirs\.webhooks\.test" denied'):
         await store.create(process("web"))
 

@@ -98,6 +98,10 @@ class WebhookAdmission:
         if is_configuration(api_version, kind):
             self.learn(obj, deleted=deleted)
 
+    def configurations(self) -> list[str]:
+        """The names of the configurations known now (mutating, then validating)."""
+        return sorted(self._mutating) + sorted(self._validating)
+
     def concerns(self, write: Write) -> bool:
         """Whether a webhook's rules name `write` (its selectors not yet looked at): the
         one check a write pays when none does."""
