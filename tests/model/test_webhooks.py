@@ -115,24 +115,38 @@ def test_answers_are_read_as_kube_apiserver_reads_them() -> None:
         answer(uid="u", allowed=True, patch=encoded, patchType="JSONPatch"), "u", mutating=True
     )
     assert allowed.patch == patch
-    refused = {
-        "another uid": (answer(uid="v", allowed=True), True),
-        "no allowed": (answer(uid="u"), True),
-        "a validating patch": (
-            answer(uid="u", allowed=True, patch=encoded, patchType="JSONPatch"),
+
+
+PATCH = base64.b64encode(b'[{"op": "remove", "path": "/metadata/labels"}]').decode()
+
+
+@pytest.mark.parametrize(
+    ("body", "mutating"),
+    [
+        pytest.param(answer(uid="v", allowed=True), True, id="another uid"),
+        pytest.param(answer(uid="u"), True, id="no allowed"),
+        pytest.param(
+            answer(uid="u", allowed=True, patch=PATCH, patchType="JSONPatch"),
             False,
+            id="a validating webhook's patch",
         ),
-        "no patchType": (answer(uid="u", allowed=True, patch=encoded), True),
-        "not base64": (answer(uid="u", allowed=True, patch="%%", patchType="JSONPatch"), True),
-        "v1beta1": (
+        pytest.param(answer(uid="u", allowed=True, patch=PATCH), True, id="no patchType"),
+        pytest.param(
+            answer(uid="u", allowed=True, patch="%%", patchType="JSONPatch"), True, id="not base64"
+        ),
+        pytest.param(
             {**answer(uid="u", allowed=True), "apiVersion": "admission.k8s.io/v1beta1"},
             True,
+            id="v1beta1",
         ),
-    }
-    for what, (body, mutating) in refused.items():
-        with pytest.raises(WebhookFailed):
-            read_review(body, "u", mutating=mutating)
-        assert what
+        pytest.param(["not", "a", "review"], True, id="no review"),
+    ],
+)
+def test_an_answer_that_is_not_a_review_of_this_request_is_a_failed_call(
+    body: Any, mutating: bool
+) -> None:
+    with pytest.raises(WebhookFailed):
+        read_review(body, "u", mutating=mutating)
 
 
 def configuration(kind: Any = VALIDATING, **webhook: Any) -> dict[str, Any]:
