@@ -317,3 +317,19 @@ async def test_a_store_with_no_configuration_reads_nothing_more_per_write(
         assert counting.gets == gets  # no webhook names processes: no read before the write
     finally:
         await counting.close()
+
+
+async def test_a_broken_webhook_for_everything_can_still_be_removed(
+    store: Store, hook: WebhookServer
+) -> None:
+    everything = [
+        {"apiGroups": ["*"], "apiVersions": ["*"], "operations": ["*"], "resources": ["*/*"]}
+    ]
+    await store.create(
+        configuration(VALIDATING, "all", hook.client_config("deny"), rules=everything)
+    )
+    with pytest.raises(Forbidden):
+        await store.create(process("web"))
+    await store.delete("admissionregistration.k8s.io/v1", VALIDATING, "all", None)
+    await store.create(process("web"))
+    assert [r["name"] for r in hook.requests("deny")] == ["web"]

@@ -14,6 +14,9 @@ kubeconfig names the server and the most capable token (admin, else edit, else v
 the first), and trusts the server's certificate: with tokens the server serves HTTPS, with
 a self-signed certificate kept in `tls_directory`.
 
+Every write the API takes passes the admission webhooks configured in the store
+(`setpoint.runtime.webhooks.install_webhooks`, before the server accepts connections).
+
 Host names served (`setpoint.api.browser_safety`): loopback names; on another address also
 that address and this machine's names (so a kubeconfig naming either works); and the
 `accept_hosts` patterns. No printing, no signals: those are the CLI's.

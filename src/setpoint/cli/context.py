@@ -72,8 +72,10 @@ class Context:
     @asynccontextmanager
     async def open_store(self, *, create: bool = False) -> AsyncIterator[Store]:
         """The store, closed on the way out. Only writers of desired state pass
-        `create=True` (a SQLite file and its directory are then created if missing); for
-        every other verb a missing store is `NotFound`, saying where it was looked for."""
+        `create=True` (a SQLite file and its directory are then created if missing, and
+        their writes pass the admission webhooks configured in the store:
+        `setpoint.runtime.webhooks`); for every other verb a missing store is `NotFound`,
+        saying where it was looked for."""
         try:
             store = await open_store(
                 self.store_url, registry=self.registry, create=create, credentials=self.credentials

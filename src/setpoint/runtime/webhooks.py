@@ -119,7 +119,7 @@ async def install_webhooks(store: Store, caller: WebhookCaller | None = None) ->
         return False
     if store.webhooks is not None:
         return True
-    admission = WebhookAdmission(caller or HttpsWebhookCaller(), store.registry)
+    admission = WebhookAdmission(caller or HttpsWebhookCaller())
     for kind in (MUTATING, VALIDATING):
         items, _ = await store.list(kind.api_version, kind.kind)
         for obj in items:

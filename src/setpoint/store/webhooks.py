@@ -17,7 +17,9 @@ and admits one write:
 3. a denial is `Forbidden` (or the webhook's code) with `admission webhook "NAME" denied the
    request: MESSAGE`; a call that fails or times out (`timeoutSeconds`) is `WebhookFailed`
    under `failurePolicy: Fail` and skipped under `Ignore`;
-4. on a dry run, a webhook whose `sideEffects` is `Some` or `Unknown` is not called and the
+4. writes of the configurations themselves pass no webhook, so a broken one can always be
+   removed;
+5. on a dry run, a webhook whose `sideEffects` is `Some` or `Unknown` is not called and the
    dry run is refused (`BadRequest`), as Kubernetes does.
 
 `Backend._write` then writes what was admitted, pinned to the object's resourceVersion as
@@ -34,7 +36,7 @@ from dataclasses import replace
 from typing import Any, Protocol
 
 from setpoint.errors import BadRequest, Forbidden, Invalid, WebhookFailed
-from setpoint.model import Object, Registry, apply_patch
+from setpoint.model import Object, apply_patch
 from setpoint.model.meta import object_key
 from setpoint.model.webhooks import (
     MUTATING,
@@ -78,9 +80,8 @@ class WebhookAdmission:
     """The webhook configurations a store holds and how they admit its writes; see the
     module docstring."""
 
-    def __init__(self, caller: WebhookCaller, registry: Registry) -> None:
+    def __init__(self, caller: WebhookCaller) -> None:
         self.caller = caller
-        self.registry = registry
         self._mutating: dict[str, list[dict[str, Any]]] = {}
         self._validating: dict[str, list[dict[str, Any]]] = {}
 
@@ -104,8 +105,11 @@ class WebhookAdmission:
 
     def concerns(self, write: Write) -> bool:
         """Whether a webhook's rules name `write` (its selectors not yet looked at): the
-        one check a write pays when none does."""
+        one check a write pays when none does. Writes of the configurations themselves
+        pass no webhook (as in Kubernetes: a broken webhook cannot lock its own removal)."""
         if not (self._mutating or self._validating):
+            return False
+        if is_configuration(write.kind.api_version, write.kind.kind):
             return False
         attrs = attributes(write, None, None)
         return any(
