@@ -15,7 +15,7 @@ import ipaddress
 import json
 import ssl
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -109,6 +109,8 @@ class WebhookServer:
     authority: Authority
     reviews: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     stopping: threading.Event = field(default_factory=threading.Event)
+    before_answer: Callable[[str, dict[str, Any]], None] | None = None
+    """Called (in the server's thread) with each review's path and request, before the answer."""
 
     def client_config(self, path: str, *, bundle: str | None = None) -> dict[str, Any]:
         return {"url": f"{self.url}/{path}", "caBundle": bundle or self.authority.bundle}
@@ -153,6 +155,8 @@ def webhook_server(directory: Path) -> Iterator[WebhookServer]:
             path = self.path.strip("/")
             review = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             hook.reviews.append((path, review["request"]))
+            if hook.before_answer is not None:
+                hook.before_answer(path, review["request"])
             if path == "hang":
                 hook.stopping.wait()
                 return

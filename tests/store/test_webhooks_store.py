@@ -333,3 +333,25 @@ async def test_a_broken_webhook_for_everything_can_still_be_removed(
     await store.delete("admissionregistration.k8s.io/v1", VALIDATING, "all", None)
     await store.create(process("web"))
     assert [r["name"] for r in hook.requests("deny")] == ["web"]
+
+
+async def test_a_patch_whose_object_changes_during_admission_is_admitted_again(
+    store: Store, hook: WebhookServer
+) -> None:
+    await store.create(process("web"))
+    await store.create(configuration(MUTATING, "labeller", hook.client_config("label")))
+    loop = asyncio.get_running_loop()
+
+    def meanwhile(path: str, request: dict[str, Any]) -> None:
+        """On the first review only: another writer changes the object under admission."""
+        hook.before_answer = None
+        other = {"metadata": {"annotations": {"meanwhile": "yes"}}}
+        asyncio.run_coroutine_threadsafe(store.patch(API, "Process", "web", other), loop).result()
+
+    hook.before_answer = meanwhile
+    patched = await store.patch(API, "Process", "web", {"spec": {"args": ["false"]}})
+    assert patched["spec"]["args"] == ["false"]
+    assert patched["metadata"]["annotations"] == {"meanwhile": "yes"}  # not overwritten
+    assert patched["metadata"]["labels"] == {"webhook": "was-here"}
+    reviews = [r["oldObject"]["metadata"].get("annotations") for r in hook.requests("label")]
+    assert reviews == [None, None, {"meanwhile": "yes"}]  # ours, the other's, ours again
