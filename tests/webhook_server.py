@@ -2,7 +2,8 @@
 signed by a CA made for the test, answering AdmissionReview v1 requests as a webhook does.
 
 Each path is a behaviour: `/allow`, `/deny` (message "no thanks", code 403), `/deny-418`,
-`/label` (a JSON patch adding the label `webhook: was-here`), `/hang` (answers only when the
+`/label` (a JSON patch adding the label `webhook: was-here`), `/depend-on-a` (one making
+the object depend on the Process `a`), `/hang` (answers only when the
 server stops: for timeouts, no sleep), `/not-json`. Every review received is kept in
 `reviews` (path, request), in order.
 """
@@ -125,6 +126,15 @@ def answer(request: dict[str, Any], path: str) -> dict[str, Any]:
         response = {**response, "allowed": False, "status": {"message": "no thanks"}}
     elif path == "deny-418":
         response = {**response, "allowed": False, "status": {"message": "teapot", "code": 418}}
+    elif path == "depend-on-a" and request["object"] is not None:
+        patch = [
+            {"op": "add", "path": "/spec/dependsOn", "value": [{"kind": "Process", "name": "a"}]}
+        ]
+        response = {
+            **response,
+            "patchType": "JSONPatch",
+            "patch": base64.b64encode(json.dumps(patch).encode()).decode(),
+        }
     elif path == "label" and request["object"] is not None:
         labels = (request["object"].get("metadata") or {}).get("labels")
         patch: list[dict[str, Any]] = (

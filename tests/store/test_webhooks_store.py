@@ -355,3 +355,21 @@ async def test_a_patch_whose_object_changes_during_admission_is_admitted_again(
     assert patched["metadata"]["labels"] == {"webhook": "was-here"}
     reviews = [r["oldObject"]["metadata"].get("annotations") for r in hook.requests("label")]
     assert reviews == [None, None, {"meanwhile": "yes"}]  # ours, the other's, ours again
+
+
+async def test_a_dependency_a_webhook_adds_is_checked_for_cycles(
+    store: Store, hook: WebhookServer
+) -> None:
+    a = process("a")
+    a["spec"]["dependsOn"] = [{"kind": "Process", "name": "b"}]
+    await store.create(a)
+    await store.create(process("b"))
+    selector = {"matchLabels": {"cycle": "yes"}}
+    await store.create(
+        configuration(
+            MUTATING, "depend", hook.client_config("depend-on-a"), objectSelector=selector
+        )
+    )
+    with pytest.raises(Invalid, match="dependsOn cycle"):
+        await store.patch(API, "Process", "b", {"metadata": {"labels": {"cycle": "yes"}}})
+    assert (await store.get(API, "Process", "b"))["spec"]["dependsOn"] == []
