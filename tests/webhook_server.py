@@ -1,7 +1,7 @@
 """A real admission webhook server for the tests: HTTPS on a loopback port, its certificate
 signed by a CA made for the test, answering AdmissionReview v1 requests as a webhook does.
 
-Each path is a behaviour: `/allow`, `/deny` (message "no thanks", code 403), `/deny-418`,
+Each path is a behaviour: `/allow`, `/deny` (message "no thanks", code 403), `/deny-418`, `/warn` (allowed, with a warning),
 `/label` (a JSON patch adding the label `webhook: was-here`), `/depend-on-a` (one making
 the object depend on the Process `a`), `/hang` (answers only when the
 server stops: for timeouts, no sleep), `/not-json`. Every review received is kept in
@@ -126,6 +126,8 @@ def answer(request: dict[str, Any], path: str) -> dict[str, Any]:
         response = {**response, "allowed": False, "status": {"message": "no thanks"}}
     elif path == "deny-418":
         response = {**response, "allowed": False, "status": {"message": "teapot", "code": 418}}
+    elif path == "warn":
+        response = {**response, "warnings": ['mind the "gap"']}
     elif path == "depend-on-a" and request["object"] is not None:
         patch = [
             {"op": "add", "path": "/spec/dependsOn", "value": [{"kind": "Process", "name": "a"}]}

@@ -128,3 +128,12 @@ def test_the_official_client_gets_the_denial_as_its_api_exception(
     typed = client.AdmissionregistrationV1Api(api)
     names = [c.metadata.name for c in typed.list_validating_webhook_configuration().items]
     assert "client" in names
+
+
+def test_kubectl_prints_a_webhooks_warnings(server: Server, hook: WebhookServer) -> None:
+    warn = for_test(VALIDATING, "warn", hook.client_config("warn"))
+    server.ok("apply", "-f", str(server.write("v.yaml", warn)))
+    path = str(server.write("x.yaml", process("warned", labels={"test": "warn"})))
+    created = server.ok("create", "-f", path)
+    assert 'Warning: mind the "gap"' in created.err
+    assert "created" in created.out

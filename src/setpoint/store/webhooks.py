@@ -19,7 +19,9 @@ and admits one write:
    under `failurePolicy: Fail` and skipped under `Ignore`;
 4. writes of the configurations themselves pass no webhook, so a broken one can always be
    removed;
-5. on a dry run, a webhook whose `sideEffects` is `Some` or `Unknown` is not called and the
+5. the warnings webhooks answer with are collected in `admission_warnings` when the caller
+   set it (the API server sends them as `Warning` headers);
+6. on a dry run, a webhook whose `sideEffects` is `Some` or `Unknown` is not called and the
    dry run is refused (`BadRequest`), as Kubernetes does.
 
 `Backend._write` then writes what was admitted, pinned to the object's resourceVersion as
@@ -32,6 +34,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Iterator
+from contextvars import ContextVar
 from dataclasses import replace
 from typing import Any, Protocol
 
@@ -54,6 +57,11 @@ from setpoint.model.webhooks import (
 from setpoint.store.rules import Write
 
 log = logging.getLogger("setpoint.webhooks")
+
+admission_warnings: ContextVar[list[str] | None] = ContextVar("admission_warnings", default=None)
+"""Where the warnings webhooks answer with are collected for the caller of a write (the API
+server sets a list per request and sends them as `Warning` headers, as kube-apiserver does);
+None: nobody collects them."""
 
 _OPERATIONS: dict[str, Operation] = {
     "create": "CREATE",
@@ -166,6 +174,9 @@ class WebhookAdmission:
                 log.warning("%s (failurePolicy Ignore: the write goes on)", message)
                 return None
             raise WebhookFailed(f"Internal error occurred: {message}") from None
+        collected = admission_warnings.get()
+        if collected is not None:
+            collected.extend(verdict.warnings)
         if not verdict.allowed:
             denied = Forbidden(denial_message(name, verdict))
             denied.code = verdict.code
