@@ -4,8 +4,8 @@ signed by a CA made for the test, answering AdmissionReview v1 requests as a web
 Each path is a behaviour: `/allow`; `/deny` (message "no thanks", code 403); `/deny-418`;
 `/warn` (allowed, with a warning); `/label` (a JSON patch adding the label
 `webhook: was-here`); `/depend-on-a` (one making the object depend on the Process `a`);
-`/hang` (answers only when the server stops: for timeouts, no sleep), `/not-json`. Every review received is kept in
-`reviews` (path, request), in order.
+`/hang` (answers only when the server stops: for timeouts, no sleep); `/not-json`. Every
+review received is kept in `reviews` (path, request), in order.
 """
 
 from __future__ import annotations
