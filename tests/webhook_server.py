@@ -75,7 +75,7 @@ def new_authority(name: str = "webhook test CA") -> Authority:
     return Authority(certificate.public_bytes(serialization.Encoding.PEM), key, certificate)
 
 
-def _server_files(authority: Authority, directory: Path) -> tuple[Path, Path]:
+def server_files(authority: Authority, directory: Path) -> tuple[Path, Path]:
     key = ec.generate_private_key(ec.SECP256R1())
     now = datetime.datetime.now(datetime.UTC)
     certificate = (
@@ -156,7 +156,7 @@ def answer(request: dict[str, Any], path: str) -> dict[str, Any]:
 def webhook_server(directory: Path) -> Iterator[WebhookServer]:
     """The server, serving in a thread until the block ends."""
     authority = new_authority()
-    cert, key = _server_files(authority, directory)
+    cert, key = server_files(authority, directory)
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(cert, key)
     state: list[WebhookServer] = []
