@@ -49,7 +49,7 @@ class HttpsWebhookCaller:
         try:
             async with asyncio.timeout(timeout_seconds):
                 return await self._post(url, review, context, timeout_seconds)
-        except TimeoutError:
+        except (TimeoutError, httpx.TimeoutException):  # whichever of the two fires first
             raise WebhookFailed(
                 f'Post "{url}": no answer within {timeout_seconds:g} s (timeoutSeconds)'
             ) from None
@@ -104,10 +104,12 @@ class HttpsWebhookCaller:
 def _reason(exc: Exception) -> str:
     """The innermost cause of `exc`, on one line (a certificate refused says why)."""
     cause: BaseException = exc
-    while cause.__cause__ is not None or cause.__context__ is not None:
-        cause = cause.__cause__ or cause.__context__  # type: ignore[assignment]
-    text = " ".join(str(cause).split()) or type(cause).__name__
-    return text
+    for _ in range(10):  # a chain is short; a cycle in one must not hang the write
+        inner = cause.__cause__ or cause.__context__
+        if inner is None:
+            break
+        cause = inner
+    return " ".join(str(cause).split()) or type(cause).__name__
 
 
 async def install_webhooks(store: Store, caller: WebhookCaller | None = None) -> bool:
