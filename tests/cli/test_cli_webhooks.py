@@ -49,3 +49,20 @@ def test_apply_passes_the_webhooks_configured_in_the_store(cli: CLI, hook: Webho
     cli.ok("apply", "-f", str(cli.write("h.yaml", greeting("free"))))
     stored = cli.ok("get", "greeting", "free", "-o", "json").json()
     assert stored["metadata"]["labels"] == {"webhook": "was-here"}
+
+
+def test_delete_passes_them_too(cli: CLI, hook: WebhookServer) -> None:
+    deletes = [{**RULES[0], "operations": ["DELETE"]}]
+    keep = configuration(
+        "ValidatingWebhookConfiguration",
+        "keep",
+        hook.client_config("deny"),
+        rules=deletes,
+        objectSelector={"matchLabels": {"protected": "yes"}},
+    )
+    kept = greeting("kept", labels={"protected": "yes"})
+    cli.ok("apply", "-f", str(cli.write("k.yaml", keep, kept)))
+    line = one_error(cli("delete", "greeting", "kept"))
+    assert 'admission webhook "keep.webhooks.test" denied the request: no thanks' in line
+    assert cli.ok("get", "greeting", "kept", "-o", "json").json()["metadata"]["name"] == "kept"
+    assert [r["operation"] for r in hook.requests("deny")] == ["DELETE"]
