@@ -15,10 +15,11 @@ import pytest
 
 from setpoint.engine.kinds import builtin_kinds
 from setpoint.errors import BadRequest, Forbidden, Invalid, NotFound, WebhookFailed
-from setpoint.runtime.webhooks import install_webhooks
+from setpoint.runtime.webhooks import HttpsWebhookCaller, install_webhooks
 from setpoint.store import open_store
 from setpoint.store.base import Store, WriteOptions
 from setpoint.store.sqlite import SqliteStore
+from setpoint.store.webhooks import WebhookAdmission
 from webhook_server import WebhookServer, configuration, new_authority, webhook_server
 
 API = "setpoint.dev/v1alpha1"
@@ -373,3 +374,19 @@ async def test_a_dependency_a_webhook_adds_is_checked_for_cycles(
     with pytest.raises(Invalid, match="dependsOn cycle"):
         await store.patch(API, "Process", "b", {"metadata": {"labels": {"cycle": "yes"}}})
     assert (await store.get(API, "Process", "b"))["spec"]["dependsOn"] == []
+
+
+def test_an_older_state_of_a_configuration_learnt_late_is_ignored() -> None:
+    admission = WebhookAdmission(HttpsWebhookCaller())
+
+    def at(revision: int) -> dict[str, Any]:
+        obj = configuration(VALIDATING, "late", {"url": "https://127.0.0.1:1/x"})
+        obj["metadata"]["resourceVersion"] = str(revision)
+        return obj
+
+    admission.learn(at(5), deleted=False)
+    admission.learn(at(7), deleted=True)  # deleted, learnt from the log...
+    admission.learn(at(5), deleted=False)  # ...before a list read earlier returns
+    assert admission.configurations() == []
+    admission.learn(at(9), deleted=False)  # created again
+    assert admission.configurations() == ["late"]

@@ -122,9 +122,9 @@ async def install_webhooks(store: Store, caller: WebhookCaller | None = None) ->
     if store.webhooks is not None:
         return True
     admission = WebhookAdmission(caller or HttpsWebhookCaller())
+    store.webhooks = admission  # first: what is committed while the list is read is learnt
     for kind in (MUTATING, VALIDATING):
         items, _ = await store.list(kind.api_version, kind.kind)
         for obj in items:
-            admission.learn(obj, deleted=False)
-    store.webhooks = admission
+            admission.learn(obj, deleted=False)  # unless a newer state was learnt meanwhile
     return True

@@ -92,11 +92,20 @@ class WebhookAdmission:
         self.caller = caller
         self._mutating: dict[str, list[dict[str, Any]]] = {}
         self._validating: dict[str, list[dict[str, Any]]] = {}
+        self._revisions: dict[tuple[str, str], int] = {}
+        """The revision of what was learnt last of each configuration (deleted ones too), so
+        that an older state learnt later (a list read before a change it learns after) is
+        ignored."""
 
     def learn(self, obj: Object, *, deleted: bool) -> None:
-        """Keep (or, `deleted`, forget) the configuration `obj` as written."""
+        """Keep (or, `deleted`, forget) the configuration `obj` as written, unless a newer
+        state of it was learnt already."""
         configurations = self._mutating if obj["kind"] == MUTATING.kind else self._validating
         name = obj["metadata"]["name"]
+        revision = int(obj["metadata"].get("resourceVersion") or 0)
+        if revision < self._revisions.get((obj["kind"], name), 0):
+            return
+        self._revisions[obj["kind"], name] = revision
         if deleted:
             configurations.pop(name, None)
         else:
