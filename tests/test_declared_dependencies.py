@@ -28,10 +28,11 @@ NEEDS_EXTRA = {
     "setpoint.store.etcd_api.etcdserverpb_pb2_grpc",
     "setpoint.store.etcd_api.mvccpb_pb2",
     "setpoint.store.postgresql",
+    "setpoint.testing.fixtures",
 }
 """The modules that import an extra's module (numpy, extra `rca`; grpc and google.protobuf,
 extra `etcd`, also in the generated modules of setpoint.store.etcd_api; psycopg, extra
-`postgresql`) at module level."""
+`postgresql`; pytest, extra `testing`) at module level."""
 
 EXACT_PINS_ALLOWED = {("pydantic", "pydantic-core"), ("httpx", "httpcore")}
 """(dependency, its requirement) pins that cannot clash: released together, by one project."""

@@ -12,17 +12,18 @@ found by a resync of every object (`resync_every`) and, within about
 `observedGeneration`, and `path`, `sha256`, `lastWritten` of the file last put.
 Events: `Written`, `DriftCorrected`, `Removed`, Warning `WriteFailed`.
 
-Each reconcile is observe (file I/O in a thread) -> `plan` (pure: desired and
-observed in, a `Plan` out) -> apply. `register(registry)` adds the kind to a
-registry (the CLI calls it when given `--kinds` this file); `setup(manager)` wires the
-controller and the file watcher.
+Each reconcile gets the object typed (`Typed[ManagedFileSpec, ManagedFileStatus]`: the
+runtime reads it, and writes what the reconcile set in its status, if anything changed),
+and is observe (file I/O in a thread) -> `plan` (pure: desired and observed in, a `Plan`
+out) -> apply. `register(registry)` adds the kind to a registry (the CLI calls it when
+given `--kinds` this file); `setup(manager)` wires the controller and the file watcher.
+`setpoint run managedfile.py` calls both and runs them until Ctrl-C.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import copy
 import errno
 import hashlib
 import logging
@@ -37,8 +38,8 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from setpoint import SYSTEM_CLOCK, Clock, Kind, NotFound, Registry, Schema, TerminalError
-from setpoint.model import READY, STALLED, Object, is_true, set_condition
+from setpoint import SYSTEM_CLOCK, Clock, Kind, Registry, Schema, TerminalError, Typed
+from setpoint.model import READY, STALLED, is_true, set_condition
 from setpoint.runtime import (
     Cache,
     Controller,
@@ -159,9 +160,8 @@ def plan(desired: Desired, observed: Observed) -> Plan:
     return Plan(Action.NOTHING, "in sync")
 
 
-def desired_of(obj: Object) -> Desired:
-    spec = obj["spec"]
-    return Desired(spec["content"], int(spec["mode"], 8))
+def desired_of(spec: ManagedFileSpec) -> Desired:
+    return Desired(spec.content, int(spec.mode, 8))
 
 
 def observe(path: str) -> Observed:
@@ -212,40 +212,42 @@ STALLING = {
 # -- the reconciler -----------------------------------------------------------------
 
 
+ManagedFile = Typed[ManagedFileSpec, ManagedFileStatus]
+"""One ManagedFile as the reconciler gets it: `spec` and `status` as the models above."""
+
+
 class ManagedFileReconciler:
-    """Makes the file of one ManagedFile match its spec (or go away once it is deleted)."""
+    """Makes the file of one ManagedFile match its spec (or go away once it is deleted).
+
+    It takes typed objects (its parameter is `Typed[...]`): the runtime reads the object,
+    and writes what `reconcile` changed in `obj.status` once it returns or raises, only if
+    anything changed."""
 
     def __init__(self, store: Store, events: EventRecorder, clock: Clock = SYSTEM_CLOCK) -> None:
         self.store = store
         self.events = events
         self.clock = clock
 
-    async def reconcile(self, request: Request) -> None:
-        kind = MANAGED_FILE
-        try:
-            obj = await self.store.get(kind.api_version, kind.kind, request.name, None)
-        except NotFound:
-            return  # gone; if it had a file, the finalizer removed it first
-        status = obj.get("status") or {}
-        if is_deleting(obj):
-            if has_finalizer(obj, FINALIZER):
-                for path in dict.fromkeys([obj["spec"]["path"], status.get("path")]):
+    async def reconcile(self, obj: ManagedFile) -> None:
+        if is_deleting(obj.raw):
+            if has_finalizer(obj.raw, FINALIZER):
+                for path in dict.fromkeys([obj.spec.path, obj.status.path]):
                     if path:
                         await self._converge(obj, path, ABSENT)
-                remove_finalizer(obj, FINALIZER)
-                await self.store.update(obj)  # the last finalizer: the object goes
+                remove_finalizer(obj.raw, FINALIZER)
+                await self.store.update(obj.raw)  # the last finalizer: the object goes
             return
-        if add_finalizer(obj, FINALIZER):
-            obj = await self.store.update(obj)
-        path, desired = obj["spec"]["path"], desired_of(obj)
+        if add_finalizer(obj.raw, FINALIZER):
+            obj.raw = await self.store.update(obj.raw)
+        path, desired = obj.spec.path, desired_of(obj.spec)
         done = await self._converge(obj, path, desired)
-        if status.get("path") and status["path"] != path:  # the spec moved the file
-            await self._converge(obj, status["path"], ABSENT)
-        generation = obj["metadata"]["generation"]
+        if obj.status.path and obj.status.path != path:  # the spec moved the file
+            await self._converge(obj, obj.status.path, ABSENT)
+        generation = obj.metadata["generation"]
         written = done.action is not Action.NOTHING
-        await self._set_ready(obj, True, "InSync", f"{path} holds generation {generation}", written)
+        self._set_ready(obj, True, "InSync", f"{path} holds generation {generation}", written)
 
-    async def _converge(self, obj: Object, path: str, desired: Desired) -> Plan:
+    async def _converge(self, obj: ManagedFile, path: str, desired: Desired) -> Plan:
         """Observe `path`, plan, apply; record what was done (or why it could not be)."""
         try:
             step = plan(desired, await asyncio.to_thread(observe, path))
@@ -258,39 +260,37 @@ class ManagedFileReconciler:
                 detail = f"{exc.filename}: {detail}"
             message = f"cannot {verb} {path}: {detail}"
             reason = STALLING.get(exc.errno or 0)
-            await self.events.warning(obj, "WriteFailed", message)
-            await self._set_ready(obj, False, reason or "WriteFailed", message)
+            await self.events.warning(obj.raw, "WriteFailed", message)
+            self._set_ready(obj, False, reason or "WriteFailed", message)
             if reason:
                 raise TerminalError(message, reason=reason) from exc
             raise
         if step.action is not Action.NOTHING:
-            log.info("%s: %s %s (%s)", obj["metadata"]["name"], step.action, path, step.why)
-            await self.events.normal(obj, *self._event(obj, path, step))
+            log.info("%s: %s %s (%s)", obj.name, step.action, path, step.why)
+            await self.events.normal(obj.raw, *self._event(obj, path, step))
         return step
 
     @staticmethod
-    def _event(obj: Object, path: str, step: Plan) -> tuple[str, str]:
-        status = obj.get("status") or {}
+    def _event(obj: ManagedFile, path: str, step: Plan) -> tuple[str, str]:
         if step.action is Action.REMOVE:
             return "Removed", f"removed {path}"
         was_in_sync = (
-            is_true(status, READY)
-            and status.get("observedGeneration") == obj["metadata"]["generation"]
-            and status.get("path") == path
+            is_true({"conditions": obj.status.conditions}, READY)
+            and obj.status.observed_generation == obj.metadata["generation"]
+            and obj.status.path == path
         )
         if was_in_sync:
             return "DriftCorrected", f"{path}: {step.why}; restored"
-        return "Written", f"{path}: {step.action} ({step.why}), mode {obj['spec']['mode']}"
+        return "Written", f"{path}: {step.action} ({step.why}), mode {obj.spec.mode}"
 
-    async def _set_ready(
-        self, obj: Object, ready: bool, reason: str, message: str, written: bool = False
+    def _set_ready(
+        self, obj: ManagedFile, ready: bool, reason: str, message: str, written: bool = False
     ) -> None:
-        generation = obj["metadata"]["generation"]
+        """Set `Ready` and what goes with it in `obj.status` (the runtime writes it)."""
+        generation = obj.metadata["generation"]
         now = self.clock.now()
-        status = copy.deepcopy(obj.get("status") or {})
-        before = copy.deepcopy(status)
-        set_condition(
-            status,
+        set_condition(  # changes the list in place; the status keeps it
+            {"conditions": obj.status.conditions},
             READY,
             ready,
             reason=reason,
@@ -298,15 +298,13 @@ class ManagedFileReconciler:
             now=now,
             observed_generation=generation,
         )
-        status["observedGeneration"] = generation
+        obj.status.observed_generation = generation
         if ready:
-            status.update(path=obj["spec"]["path"], sha256=digest(obj["spec"]["content"]))
+            obj.status.path = obj.spec.path
+            obj.status.sha256 = digest(obj.spec.content)
         if written:
             when = datetime.fromtimestamp(now, UTC).isoformat(timespec="milliseconds")
-            status["lastWritten"] = when.replace("+00:00", "Z")
-        if status != before:
-            obj["status"] = status
-            obj.update(await self.store.update_status(obj))
+            obj.status.last_written = when.replace("+00:00", "Z")
 
 
 # -- the file watcher ----------------------------------------------------------------
@@ -349,7 +347,8 @@ class FileWatcher:
             if self._seen.get(path) == seen[path]:
                 continue
             try:
-                step = plan(desired_of(obj), await asyncio.to_thread(observe, path))
+                desired = desired_of(ManagedFileSpec.model_validate(obj["spec"]))
+                step = plan(desired, await asyncio.to_thread(observe, path))
                 drifted = step.action is not Action.NOTHING
             except OSError:  # unreadable: the reconciler will say why
                 drifted = True

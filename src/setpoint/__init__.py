@@ -37,7 +37,7 @@ if TYPE_CHECKING:
         parse_selector,
         set_condition,
     )
-    from setpoint.runtime import Manager, ManagerOptions, Reconciler, Request, Result
+    from setpoint.runtime import Manager, ManagerOptions, Reconciler, Request, Result, Typed
     from setpoint.store import Store, open_store
 
 __version__ = "0.1.0.dev0"
@@ -65,6 +65,7 @@ __getattr__, __dir__ = lazy.exports(
         "setpoint.model.conditions": ("get_condition", "is_true", "set_condition"),
         "setpoint.runtime.manager": ("Manager", "ManagerOptions"),
         "setpoint.runtime.reconciler": ("Reconciler", "Request", "Result"),
+        "setpoint.runtime.typed": ("Typed",),
         "setpoint.store.base": ("Store",),
         "setpoint.store": ("open_store",),
     },
@@ -93,6 +94,7 @@ __all__ = [
     "Store",
     "StoreClosed",
     "TerminalError",
+    "Typed",
     "UnknownKind",
     "__version__",
     "get_condition",

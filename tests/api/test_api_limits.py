@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import json
 import resource
+import socket
+import ssl
 from pathlib import Path
 from typing import Any
 
@@ -181,6 +183,31 @@ async def test_a_tls_handshake_that_never_ends_is_cut_at_the_head_deadline(
         finally:
             writer.close()
         assert (await api.client.get("/version")).status_code == 200
+
+
+async def test_an_idle_tls_connection_does_not_hold_up_the_servers_stop(tmp_path: Path) -> None:
+    # A kept-alive client that reads nothing (a kr8s or kopf client between requests) never
+    # answers TLS's goodbye: closing its connection politely would wait for it, and the stop
+    # for the whole graceful shutdown (`shutdown_timeout`).
+    tls = ensure_certificate(tmp_path, ["127.0.0.1"])
+    limits = ServerLimits(header_timeout=TIMEOUT, shutdown_timeout=int(TIMEOUT))
+    request = f"GET /version HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {ADMIN}\r\n\r\n"
+
+    def request_then_idle(port: int) -> ssl.SSLSocket:
+        raw = socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT)
+        connection = client_context(tls).wrap_socket(raw, server_hostname="127.0.0.1")
+        connection.sendall(request.encode())
+        assert connection.recv(65536).startswith(b"HTTP/1.1 200 OK")
+        return connection  # kept alive, and never read again until closed
+
+    idle: ssl.SSLSocket | None = None
+    try:
+        async with asyncio.timeout(TIMEOUT / 2):
+            async with running_api(limits=limits, tls=tls) as api:
+                idle = await asyncio.to_thread(request_then_idle, api.server.port)
+    finally:
+        if idle is not None:
+            idle.close()
 
 
 METHODS = st.sampled_from(["GET", "POST", "PUT", "PATCH", "DELETE"])

@@ -23,6 +23,7 @@ OVERRIDDEN = {
     "on_message_complete": "(self) -> 'None'",
     "on_response_complete": "(self) -> 'None'",
     "connection_lost": "(self, exc: 'Exception | None') -> 'None'",
+    "shutdown": "(self) -> 'None'",
 }
 """The protocol's methods LimitedProtocol overrides (and calls through super()), as uvicorn
 0.54 declares them."""

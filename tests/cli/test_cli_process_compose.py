@@ -540,3 +540,21 @@ processes:
         "(setpoint.dev/exit-on-skipped): stopping everything"
     ) in err.splitlines()
     assert not (cli.directory / "ran.txt").exists()
+
+
+def test_up_compose_namespace_runs_only_that_namespace(cli: CLI) -> None:
+    """process-compose's `up -n NS`: only the processes in NS run (then the run ends)."""
+    cli.write(
+        "process-compose.yaml",
+        """
+processes:
+  api: {command: echo api >> ran.txt, namespace: backend}
+  ui: {command: echo ui >> ran.txt, namespace: frontend}
+  tool: {command: echo tool >> ran.txt}
+""",
+    )
+    code, err = cli.start("up", "--compose-namespace", "frontend").ended()
+    assert code == 0, err
+    assert "every process has ended (1 ended): stopping" in err.splitlines()
+    assert (cli.directory / "ran.txt").read_text().splitlines() == ["ui"]
+    assert cli.ok("get", "processes", "-o", "name").lines == ["process.setpoint.dev/ui"]

@@ -4,8 +4,8 @@ objects say.
 In-process tests run the example's `setup()` on a `setpoint.testing.Harness`
 (memory store, real files) with a resync far longer than any test, so a repair
 seen within the timeout was made by the file watcher. The last test runs
-main.py and the CLI as subprocesses on one SQLite file, and stops main.py with
-SIGINT. Waits are on conditions (file contents, store objects, output lines),
+`setpoint run managedfile.py` and the CLI as subprocesses on one SQLite file, and stops
+the controller with SIGINT. Waits are on conditions (file contents, store objects, output lines),
 bounded by timeouts; nothing sleeps a fixed time.
 """
 
@@ -374,7 +374,7 @@ async def test_delete_removes_the_file_then_the_object(harness: Harness, tmp_pat
     assert [(e.reason, e.message) for e in events.events] == [("Removed", f"removed {path}")]
 
 
-# -- end to end: main.py and the CLI, two processes, one SQLite file ---------------------
+# -- end to end: `setpoint run` and the CLI, two processes, one SQLite file ---------------------
 
 
 class Lines:
@@ -420,7 +420,7 @@ def wait_until(check: Callable[[], bool], what: str) -> None:
 
 
 @pytest.mark.slow
-def test_main_and_the_cli_end_to_end(tmp_path: Path) -> None:
+def test_setpoint_run_and_the_cli_end_to_end(tmp_path: Path) -> None:
     store = f"sqlite:///{tmp_path / 'state.db'}"  # an absolute path: four slashes
     target = tmp_path / "demo" / "motd"
     manifest = tmp_path / "files.yaml"
@@ -440,7 +440,15 @@ def test_main_and_the_cli_end_to_end(tmp_path: Path) -> None:
         return condition is not None and condition["status"] == "True"
 
     controller = subprocess.Popen(
-        [sys.executable, str(EXAMPLE / "main.py"), "--store", store, "--poll", "0.05"],
+        [
+            sys.executable,
+            "-m",
+            "setpoint",
+            "--store",
+            store,
+            "run",
+            str(EXAMPLE / "managedfile.py"),
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,

@@ -57,8 +57,8 @@ def copy_size_to_status(harness: Harness, kind: str = "Widget") -> Any:
 def test_exports_are_pinned() -> None:
     assert setpoint.testing.__all__ == sorted(setpoint.testing.__all__)
     assert set(setpoint.testing.__all__) == {
-        "CapturedEvent", "EventCapture", "Harness", "ManualClock", "capture_events",
-        "free_port_range", "reconcile_until_stable", "wait_for",
+        "ApiServer", "CapturedEvent", "EventCapture", "Harness", "ManualClock",
+        "capture_events", "free_port_range", "reconcile_until_stable", "wait_for",
     }  # fmt: skip
 
 

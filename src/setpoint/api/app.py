@@ -6,15 +6,16 @@ OpenAPI or resources, after authentication, and turns every failure into a `Stat
 
 A request's path: the browser-safety checks (`setpoint.api.browser_safety`: Host,
 Origin, a write's content type; a refusal is answered before anything else) ->
-authenticate (`setpoint.api.auth`: bearer token, or anonymous reads when allowed) -> route
-(`/version`, `/api`, `/apis`, `/openapi/v3`, `/healthz`; the dashboard's `/ui/` and read
-endpoints, `setpoint.api.dashboard` and `.insight`) -> for a resource, find its kind in
-`store.registry`, authorize the verb on that kind for the token's role (discovery and
-OpenAPI: any authenticated caller), and let `setpoint.api.resources` do it with the
-store. An `setpoint.Error` raised on the way becomes the Status `setpoint.api.status`
-maps it to; any other exception is logged with its traceback and answered with a 500
-Status naming only its class. Warnings admission webhooks answered a write with are sent as
-`Warning` headers (`warning_header`), as kube-apiserver sends them (kubectl prints them).
+authenticate (`setpoint.api.auth`: client certificate, bearer token, or anonymous reads
+when allowed) -> route (`/version`, `/api`, `/apis`, `/openapi/v3`, `/healthz`; the
+dashboard's `/ui/` and read endpoints, `setpoint.api.dashboard` and `.insight`) -> for a
+resource, find its kind in `store.registry`, authorize the verb on that kind for the
+caller's role (discovery and OpenAPI: any authenticated caller), and let
+`setpoint.api.resources` do it with the store. An `setpoint.Error` raised on the way
+becomes the Status `setpoint.api.status` maps it to; any other exception is logged with
+its traceback and answered with a 500 Status naming only its class. Warnings admission
+webhooks answered a write with are sent as `Warning` headers (`warning_header`), as
+kube-apiserver sends them (kubectl prints them).
 
 The app holds no connection limits: those belong to the server (`setpoint.api.server`).
 """
@@ -34,7 +35,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from setpoint import __version__
 from setpoint.api import dashboard, discovery, insight, openapi
-from setpoint.api.auth import NOBODY_CHECKS, Authenticator, User, authorize
+from setpoint.api.auth import CLIENT_SUBJECT, NOBODY_CHECKS, Authenticator, User, authorize
 from setpoint.api.browser_safety import LOOPBACK_ONLY, HostRules, refusal
 from setpoint.api.query import PATCH_TYPES, ResourcePath, media_type, parse_path
 from setpoint.api.resources import (
@@ -223,7 +224,9 @@ class _Api:
         if self.auth is None:
             user = NOBODY_CHECKS
         else:
-            user = self.auth.authenticate(request.headers.get("authorization"))
+            user = self.auth.authenticate(
+                request.headers.get("authorization"), request.scope.get(CLIENT_SUBJECT)
+            )
         request.state.user = user
         return user
 

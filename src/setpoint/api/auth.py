@@ -29,9 +29,18 @@ plural or kind name (resolved through the registry when the server starts; `*` f
       - kinds: [Job]
         verbs: [create]
 
-A subresource (`status`, `scale`) is authorized as its object's kind. A request without a
-valid token is `Unauthorized` (401), unless `anonymous_read` lets it read as `view`; a
-token whose role may not do what it asks is `Forbidden` (403). With no `Authenticator` at
+A subresource (`status`, `scale`) is authorized as its object's kind.
+
+A client certificate signed by the server's client CA (`setpoint serve --client-ca-file`,
+kube-apiserver's flag; the TLS handshake checks the signature) authenticates as Kubernetes
+does: user = the subject's common name (CN), groups = its organizations (O). Its role is
+what its groups name: `system:masters` is admin (as in Kubernetes), a group named `view`,
+`edit`, `admin` or a role of the roles file is that role, several such groups give every
+rule of each; a certificate whose groups name no role is authenticated and allowed
+nothing. A valid certificate comes before any token (as kube-apiserver's x509
+authenticator comes first). A request without a valid certificate or token is
+`Unauthorized` (401), unless `anonymous_read` lets it read as `view`; a caller whose role
+may not do what it asks is `Forbidden` (403). With no `Authenticator` at
 all (`auth=None`) every caller is admin: `check_bind` allows that on loopback only.
 """
 
@@ -127,6 +136,34 @@ class User:
 
 
 ANONYMOUS = User("system:anonymous", Role.VIEW)
+MASTERS = "system:masters"
+"""The group whose certificates are admin, as in Kubernetes."""
+Subject = tuple[tuple[str, str], ...]
+"""A client certificate's subject as the TLS layer gives it: (attribute, value) pairs such
+as ("commonName", "alice"), ("organizationName", "system:masters")."""
+CLIENT_SUBJECT = "setpoint.client_subject"
+"""The ASGI scope key under which the server (`setpoint.api.server`) puts the `Subject` of
+the client certificate its TLS handshake verified."""
+
+
+def certificate_user(subject: Subject, roles: Mapping[str, Role]) -> User:
+    """The user a verified client certificate's `subject` names (CN), with the role its
+    groups (O) name among `roles` (see the module docstring); `Unauthorized` without a CN."""
+    names = [value for attribute, value in subject if attribute == "commonName"]
+    if not names or not names[0]:
+        raise Unauthorized("Unauthorized: the client certificate names no user (CN)")
+    groups = [value for attribute, value in subject if attribute == "organizationName"]
+    granted = [
+        Role.ADMIN if group == MASTERS else roles[group]
+        for group in dict.fromkeys(groups)
+        if group == MASTERS or group in roles
+    ]
+    if len(granted) == 1:
+        return User(names[0], granted[0])
+    name = "+".join(role.name for role in granted) or "none (no group names a role)"
+    return User(names[0], Role(name, tuple(rule for role in granted for rule in role.rules)))
+
+
 NOBODY_CHECKS = User("system:unauthenticated-loopback", Role.ADMIN)
 """The caller of a server with no `Authenticator` (loopback only, an explicit choice)."""
 
@@ -137,6 +174,9 @@ class Authenticator:
 
     tokens: dict[str, User] = field(default_factory=dict)
     anonymous_read: bool = False
+    roles: Mapping[str, Role] = field(default_factory=lambda: dict(BUILTIN_ROLES))
+    """The roles a client certificate's groups may name: the built-in ones and the roles
+    file's."""
 
     @classmethod
     def from_file(
@@ -151,10 +191,17 @@ class Authenticator:
         `setpoint.files.read_secret`) if it is another user's or others may write it (they
         could add a token of their own)."""
         text = read_secret(path, what="token file")
-        return cls(parse_token_file(text, str(path), roles), anonymous_read=anonymous_read)
+        return cls(
+            parse_token_file(text, str(path), roles),
+            anonymous_read=anonymous_read,
+            roles={**BUILTIN_ROLES, **(roles or {})},
+        )
 
-    def authenticate(self, authorization: str | None) -> User:
-        """The user an `Authorization` header names; `Unauthorized` if it names none."""
+    def authenticate(self, authorization: str | None, certificate: Subject | None = None) -> User:
+        """The user a verified client certificate's subject (`certificate`), else an
+        `Authorization` header, names; `Unauthorized` if they name none."""
+        if certificate is not None:
+            return certificate_user(certificate, self.roles)
         if authorization is None or not authorization.strip():
             if self.anonymous_read:
                 return ANONYMOUS
@@ -287,11 +334,12 @@ def is_loopback(host: str) -> bool:
 
 
 def check_bind(host: str, token_file: bool) -> None:
-    """Refuse to listen on `host` beyond loopback unless the tokens come from a token file
-    (not a fresh token for this machine's user, nor none at all): `Invalid` saying why."""
+    """Refuse to listen on `host` beyond loopback unless the callers are chosen by the
+    operator (`token_file`: a token file or a client CA; not a fresh token for this
+    machine's user, nor none at all): `Invalid` saying why."""
     if not is_loopback(host) and not token_file:
         raise Invalid(
             f"refusing to listen on {host} without tokens: anyone who can reach it could "
-            "change everything; give --token-file, or listen on 127.0.0.1",
+            "change everything; give --token-file or --client-ca-file, or listen on 127.0.0.1",
             field="address",
         )

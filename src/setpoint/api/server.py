@@ -25,11 +25,14 @@ Limits (`ServerLimits`), each against a client that could otherwise exhaust the 
   protocol, and `_Server.startup` gives the handshake its deadline.
 * `max_header_bytes`: the bytes of a request head still incomplete (as h11 counts them);
   beyond it the answer is a 431 and the connection is closed.
-* `keep_alive_timeout`: an idle keep-alive connection is closed after it.
+* `keep_alive_timeout`: an idle keep-alive connection is closed after it (and at once when
+  the server stops: a TLS one without waiting for the client's goodbye).
 * the request body's size and time limits are the app's (`ApiSettings`), per request.
 
 With `tls` (`setpoint.api.tls`) it serves HTTPS: kubectl sends bearer tokens only
-over HTTPS.
+over HTTPS. With `client_ca` too, a client may present a certificate: one that CA did not
+sign fails the handshake; the subject of one it signed is in each request's ASGI scope
+under `setpoint.api.auth.CLIENT_SUBJECT`, for the app to authenticate.
 
 Signals are left to the caller: the server never installs handlers of its own (`up`
 has its own Ctrl-C rules). No business logic here.
@@ -40,15 +43,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
+import ssl
 from collections.abc import Coroutine, Generator
 from dataclasses import dataclass
+from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol, TypeVar
 
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from setpoint.api.auth import ANONYMOUS, User
+from setpoint.api.auth import ANONYMOUS, CLIENT_SUBJECT, User
 from setpoint.api.tls import TlsFiles
 
 T = TypeVar("T")
@@ -90,6 +95,8 @@ def _protocol(limits: ServerLimits) -> type[HttpToolsProtocol]:
         _head_bytes = 0
         _known = False
         """One of its requests was authenticated (it is no stranger)."""
+        _subject: tuple[tuple[str, str], ...] | None = None
+        """The subject of the client certificate the handshake verified, if one was given."""
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
@@ -99,6 +106,7 @@ def _protocol(limits: ServerLimits) -> type[HttpToolsProtocol]:
         def connection_made(self, transport: Any) -> None:
             super().connection_made(transport)
             self.transport = _HeadWithBody(transport, self.loop)  # type: ignore[assignment]
+            self._subject = _client_subject(transport.get_extra_info("peercert"))
             self._arm(self._accepted + limits.header_timeout)
             strangers.add(self)
 
@@ -117,6 +125,8 @@ def _protocol(limits: ServerLimits) -> type[HttpToolsProtocol]:
             self._in_head = False
             self._head_bytes = 0
             self.transport.expect_head()  # type: ignore[attr-defined]
+            if self._subject is not None:
+                self.scope[CLIENT_SUBJECT] = self._subject  # type: ignore[literal-required]
             super().on_headers_complete()
 
         def on_message_complete(self) -> None:
@@ -133,6 +143,15 @@ def _protocol(limits: ServerLimits) -> type[HttpToolsProtocol]:
                 self._deadline.cancel()
             strangers.remove(self)
             super().connection_lost(exc)
+
+        def shutdown(self) -> None:
+            """On the server's stop, an idle connection is cut at once: closing a TLS one
+            politely waits for the client's goodbye, which a kept-alive client that reads
+            nothing (kr8s or kopf between requests) never sends, and the stop with it."""
+            if self.is_idle():
+                self.cut()
+            else:
+                super().shutdown()
 
         def is_known(self) -> bool:
             """Whether a request on this connection was authenticated (then it leaves the
@@ -168,6 +187,18 @@ def _protocol(limits: ServerLimits) -> type[HttpToolsProtocol]:
                 self.cut()
 
     return LimitedProtocol
+
+
+def _client_subject(peercert: Any) -> tuple[tuple[str, str], ...] | None:
+    """The (attribute, value) pairs of a verified peer certificate's subject (the form
+    `ssl.SSLSocket.getpeercert` gives: a tuple of relative names, each of pairs)."""
+    if not peercert:
+        return None
+    return tuple(
+        (str(attribute), str(value))
+        for relative_name in peercert.get("subject", ())
+        for attribute, value in relative_name
+    )
 
 
 class _Connection(Protocol):
@@ -306,7 +337,10 @@ class ApiServer:
         limits: ServerLimits | None = None,
         *,
         tls: TlsFiles | None = None,
+        client_ca: Path | None = None,
     ) -> None:
+        if client_ca is not None and tls is None:
+            raise ValueError("a client CA needs TLS: certificates are checked in its handshake")
         self.limits = limits or ServerLimits()
         self.host = host
         self.tls = tls
@@ -325,6 +359,8 @@ class ApiServer:
             proxy_headers=False,  # no proxy in front: X-Forwarded-* are not read
             ssl_certfile=str(tls.cert) if tls else None,
             ssl_keyfile=str(tls.key) if tls else None,
+            ssl_ca_certs=str(client_ca) if client_ca else None,
+            ssl_cert_reqs=ssl.CERT_OPTIONAL if client_ca else ssl.CERT_NONE,
         )
         self._server = _Server(config, self.limits)
         self._task: asyncio.Task[None] | None = None

@@ -7,7 +7,9 @@ a checked bind address, the Host names served, the server, and a kubeconfig writ
         print(api.url)
 
 Tokens come from `token_file` (`setpoint.api.auth`, with the roles of `roles_file`), or
-else are one new random admin token made for this run (a kubeconfig with it is all anyone
+else are one new random admin token made for this run; with `client_ca_file`, client
+certificates that CA signed authenticate too (their groups name their roles, among the
+built-in ones and `roles_file`'s) (a kubeconfig with it is all anyone
 needs, and it dies with the run). Only `anonymous_admin` serves without tokens, every
 caller an admin, over plain HTTP: loopback only, and the CLI says so loudly. The
 kubeconfig names the server and the most capable token (admin, else edit, else view, else
@@ -32,6 +34,7 @@ from pathlib import Path
 
 from setpoint.api.app import create_app
 from setpoint.api.auth import (
+    BUILTIN_ROLES,
     Authenticator,
     Role,
     User,
@@ -45,6 +48,7 @@ from setpoint.api.kubeconfig import kubeconfig, write_kubeconfig
 from setpoint.api.server import ApiServer, ServerLimits
 from setpoint.api.tls import TlsFiles, ensure_certificate
 from setpoint.errors import Invalid
+from setpoint.files import read_secret
 from setpoint.model import Registry
 from setpoint.runtime.webhooks import install_webhooks
 from setpoint.store.base import Store
@@ -69,24 +73,37 @@ class ServeOptions:
     tokens the server serves HTTPS (kubectl sends tokens over nothing else)."""
     tls: TlsFiles | None = None
     """A certificate and key of the caller's own, instead."""
+    client_ca_file: Path | None = None
+    """Client certificates this CA (PEM) signed authenticate (`--client-ca-file`)."""
     limits: ServerLimits = field(default_factory=ServerLimits)
 
 
 def authenticator_for(options: ServeOptions, registry: Registry) -> Authenticator | None:
     """The tokens `options` ask for (None: `anonymous_admin`, no tokens at all)."""
     if options.anonymous_admin:
-        if options.token_file is not None or options.roles_file is not None:
-            raise Invalid("anonymous admin access takes no token or roles file: choose one")
+        given = (options.token_file, options.roles_file, options.client_ca_file)
+        if any(path is not None for path in given):
+            raise Invalid(
+                "anonymous admin access takes no token or roles file, nor a client CA: choose one"
+            )
         return None
-    if options.roles_file is not None and options.token_file is None:
-        raise Invalid("a roles file names roles for a token file's lines: give both")
+    if options.roles_file is not None and (options.token_file, options.client_ca_file) == (
+        None,
+        None,
+    ):
+        raise Invalid(
+            "a roles file names roles for a token file's lines or client certificates' "
+            "groups: give --token-file or --client-ca-file too"
+        )
+    roles = load_roles(options.roles_file, registry) if options.roles_file else {}
     if options.token_file is not None:
-        roles = load_roles(options.roles_file, registry) if options.roles_file else None
         return Authenticator.from_file(
             options.token_file, anonymous_read=options.anonymous_read, roles=roles
         )
     tokens = {new_token(): User("setpoint", Role.ADMIN)}
-    return Authenticator(tokens, anonymous_read=options.anonymous_read)
+    return Authenticator(
+        tokens, anonymous_read=options.anonymous_read, roles={**BUILTIN_ROLES, **roles}
+    )
 
 
 def kubeconfig_token(auth: Authenticator | None) -> str | None:
@@ -113,7 +130,10 @@ async def serve_api(store: Store, options: ServeOptions) -> AsyncIterator[ApiSer
     """The API on `store`, serving until the block ends; the kubeconfig written once it
     accepts connections."""
     auth = authenticator_for(options, store.registry)
-    check_bind(options.host, token_file=options.token_file is not None)
+    if options.client_ca_file is not None:  # whoever may change it may add their own CA
+        read_secret(options.client_ca_file, what="client CA file")
+    chosen_callers = options.token_file is not None or options.client_ca_file is not None
+    check_bind(options.host, token_file=chosen_callers)
     hosts = host_rules(options.host, options.accept_hosts)
     tls = options.tls
     if tls is None and auth is not None and auth.tokens:
@@ -122,7 +142,9 @@ async def serve_api(store: Store, options: ServeOptions) -> AsyncIterator[ApiSer
         tls = ensure_certificate(options.tls_directory, [options.host])
     await install_webhooks(store)  # every write the API takes passes the webhooks configured
     app = create_app(store, auth=auth, hosts=hosts)
-    async with ApiServer(app, options.host, options.port, options.limits, tls=tls) as server:
+    async with ApiServer(
+        app, options.host, options.port, options.limits, tls=tls, client_ca=options.client_ca_file
+    ) as server:
         if options.kubeconfig is not None:
             certificate = tls.certificate_pem() if tls is not None else None
             config = kubeconfig(server.url, kubeconfig_token(auth), certificate=certificate)

@@ -10,6 +10,10 @@ timeline of its store, `setpoint.insight.timeline`), `apply_object` notes
 `user@host` against the spec it is about to write, and the recorder names that
 actor on the change it then sees. The stored object carries no trace of it.
 
+A process-compose file is read as `setpoint.cli.load.read_manifests` reads it;
+`--compose-namespace NS` applies only its processes in namespace NS (process-compose's
+`namespace start NS`, or `-n NS`).
+
 `check_manifests` is the whole admission of a set of manifests (every document
 parsed, validated as the store will, within the store's size limit, and no object
 named twice): `apply` writes nothing unless all pass, and if a write still fails it
@@ -30,7 +34,13 @@ from collections.abc import Sequence
 from typing import Literal
 
 from setpoint.cli.context import Context
-from setpoint.cli.load import KINDS_HINT, Manifest, identify, read_manifests
+from setpoint.cli.load import (
+    KINDS_HINT,
+    Manifest,
+    add_compose_namespace_option,
+    identify,
+    read_manifests,
+)
 from setpoint.cli.render import object_ref
 from setpoint.errors import AlreadyExists, Conflict, Error, Invalid, NotFound, UnknownKind
 from setpoint.model import Kind, Object, Registry
@@ -259,11 +269,12 @@ def add_parser(
         metavar="FILE|DIR|-",
         help="a manifest file, a directory of them, or - (stdin)",
     )
+    add_compose_namespace_option(p)
     p.set_defaults(run=run)
 
 
 async def run(ctx: Context, args: argparse.Namespace) -> int:
-    manifests = read_manifests(args.filenames)
+    manifests = read_manifests(args.filenames, compose_namespaces=args.compose_namespaces)
     if not manifests:
         raise Invalid("no objects passed to apply")
     checked, problems = check_manifests(

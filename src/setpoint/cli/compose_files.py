@@ -14,8 +14,9 @@
   a project `extends: FILE` read before it, relative to its directory, its processes
   running there unless they say otherwise), merges them in order (later ones override:
   `setpoint.workloads.compose.project.merge`) and translates the result
-  (`setpoint.workloads.compose.translate`). It returns the manifests (named after the
-  first file) and the warnings; printing them is the caller's.
+  (`setpoint.workloads.compose.translate`; `namespaces`: only the processes in any of
+  them). It returns the manifests (named after the first file) and the warnings;
+  printing them is the caller's.
 
 Every failure is `Invalid` naming the file (or the field). Nothing here touches a store.
 """
@@ -75,6 +76,7 @@ def read_project(
     read: Reader,
     limits: Limits,
     environ: Mapping[str, str] | None = None,
+    namespaces: Sequence[str] = (),
 ) -> tuple[list[Manifest], list[str]]:
     """The setpoint manifests of the process-compose files `paths`, merged, and the
     warnings (see the module docstring)."""
@@ -97,6 +99,7 @@ def read_project(
             dotenv_file=DOTENV if Path(DOTENV).is_file() else None,
             default_shell=(environ.get("COMPOSE_SHELL") or "bash", "-c"),
             project_name=paths[0].name,
+            namespaces=namespaces,
         )
     except Invalid as exc:
         raise Invalid(f"{source}: {exc}") from None

@@ -197,6 +197,8 @@ def credentials_of(location: Location) -> Credentials | None:
         token=location.token,
         ca_data=location.ca_data,
         ca_file=location.ca_file,
+        client_cert=location.client_cert,
+        client_key=location.client_key,
         insecure=location.insecure,
         source=location.source,
     )

@@ -35,7 +35,7 @@ def load_kinds(specs: Iterable[str], registry: Registry) -> None:
             continue
         seen.add(spec)
         if spec.endswith(".py") or "/" in spec or os.sep in spec:
-            module = _load_file(spec)
+            module = import_file(spec, f"--kinds {spec}")
         else:
             module = _load_module(spec)
         register = getattr(module, "register", None)
@@ -46,17 +46,19 @@ def load_kinds(specs: Iterable[str], registry: Registry) -> None:
         try:
             register(registry)
         except Exception as exc:
-            raise Invalid(f"--kinds {spec}: {_describe(exc)}") from exc
+            raise Invalid(f"--kinds {spec}: {describe(exc)}") from exc
 
 
-def _load_file(spec: str) -> ModuleType:
+def import_file(spec: str, label: str) -> ModuleType:
+    """The module of the Python file `spec`, imported once per process; `Invalid` starting
+    with `label` (what the user gave: `--kinds FILE`, `FILE`) when it cannot be."""
     import hashlib  # here: only a kinds file pays for these
     import importlib.util
     from pathlib import Path
 
     path = Path(spec).resolve()
     if not path.is_file():
-        raise Invalid(f"--kinds {spec}: no such file")
+        raise Invalid(f"{label}: no such file")
     digest = hashlib.sha1(str(path).encode()).hexdigest()[:8]
     stem = re.sub(r"\W", "_", path.stem)
     name = f"_setpoint_kinds_{stem}_{digest}"
@@ -64,7 +66,7 @@ def _load_file(spec: str) -> ModuleType:
         return sys.modules[name]
     module_spec = importlib.util.spec_from_file_location(name, path)
     if module_spec is None or module_spec.loader is None:
-        raise Invalid(f"--kinds {spec}: cannot be imported as Python")
+        raise Invalid(f"{label}: cannot be imported as Python")
     module = importlib.util.module_from_spec(module_spec)
     sys.modules[name] = module  # pydantic resolves annotations through sys.modules
     try:
@@ -73,7 +75,7 @@ def _load_file(spec: str) -> ModuleType:
         del sys.modules[name]
         if not isinstance(exc, Exception):
             raise
-        raise Invalid(f"--kinds {spec}: {_describe(exc)}") from exc
+        raise Invalid(f"{label}: {describe(exc)}") from exc
     return module
 
 
@@ -88,19 +90,25 @@ def _load_module(spec: str) -> ModuleType:
                 f"--kinds {spec}: no module named {exc.name!r} (give an importable module "
                 "or a .py file)"
             ) from None
-        raise Invalid(f"--kinds {spec}: {_describe(exc)}") from exc
+        raise Invalid(f"--kinds {spec}: {describe(exc)}") from exc
     except Exception as exc:
-        raise Invalid(f"--kinds {spec}: {_describe(exc)}") from exc
+        raise Invalid(f"--kinds {spec}: {describe(exc)}") from exc
 
 
-def _describe(exc: Exception) -> str:
-    """`ValueError at kinds.py:12: bad thing`: enough to find a bug in a user's kind module."""
-    if isinstance(exc, Error):
-        return str(exc)
+def describe(exc: Exception, file: str | None = None) -> str:
+    """`ValueError at kinds.py:12: bad thing`: enough to find a bug in a user's module. With
+    `file`, the place named is the last one in that file (where the user's code called
+    whatever raised), when the error passed through it."""
     if isinstance(exc, SyntaxError):
         return f"SyntaxError at {exc.filename}:{exc.lineno}: {exc.msg}"
     import traceback  # here: only a failing kinds module pays for it
 
-    frames = traceback.extract_tb(exc.__traceback__)
+    frames = list(traceback.extract_tb(exc.__traceback__))
+    if file is not None:
+        frames = [frame for frame in frames if frame.filename == file] or frames
+    if isinstance(exc, Error):
+        if file is None or not frames or frames[-1].filename != file:
+            return str(exc)
+        return f"at {file}:{frames[-1].lineno}: {exc}"
     where = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
     return f"{type(exc).__name__}{where}: {exc}"

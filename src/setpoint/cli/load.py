@@ -7,12 +7,14 @@ file and, where there is one, the line: a missing or oversized file, YAML or JSO
 does not parse or exceeds a limit, a document that is not an object. Kind modules are
 loaded by `setpoint.cli.kind_modules` (re-exported here), which imports no YAML.
 A process-compose file (`processes:` at the top, no `apiVersion`) is read, with the other
-process-compose files given, by `setpoint.cli.compose_files` and translated into manifests.
-Nothing here touches a store.
+process-compose files given, by `setpoint.cli.compose_files` and translated into manifests;
+`add_compose_namespace_option` gives a verb process-compose's `-n NS` (a selection of its
+namespaces) as `--compose-namespace NS`. Nothing here touches a store.
 """
 
 from __future__ import annotations
 
+import argparse
 import copy
 import os
 import sys
@@ -36,6 +38,7 @@ __all__ = [
     "KINDS_HINT",
     "MANIFEST_SUFFIXES",
     "Manifest",
+    "add_compose_namespace_option",
     "compose_project_here",
     "identify",
     "load_kinds",
@@ -57,7 +60,26 @@ def manifest_limits() -> Limits:
     return Limits(max_bytes=int(raw))
 
 
-def read_manifests(paths: Sequence[str], stdin: BinaryIO | None = None) -> list[Manifest]:
+def add_compose_namespace_option(parser: argparse.ArgumentParser) -> None:
+    """`--compose-namespace NS` (repeatable; `args.compose_namespaces`), for
+    `read_manifests`: process-compose's `-n NS` (setpoint's `-n` is its own namespace)."""
+    parser.add_argument(
+        "--compose-namespace",
+        dest="compose_namespaces",
+        action="append",
+        default=[],
+        metavar="NS",
+        help="only the processes of a process-compose file in this namespace (its "
+        "`namespace:`; `default` when it names none), as process-compose's -n NS; repeatable",
+    )
+
+
+def read_manifests(
+    paths: Sequence[str],
+    stdin: BinaryIO | None = None,
+    *,
+    compose_namespaces: Sequence[str] = (),
+) -> list[Manifest]:
     """Every object in `paths`, in order: files, directories (their *.yaml, *.yml and
     *.json files, sorted, not recursive) and `-` for stdin. `kind: List` is unpacked.
     Every file is parsed (within `manifest_limits()`) before any object is returned.
@@ -65,7 +87,9 @@ def read_manifests(paths: Sequence[str], stdin: BinaryIO | None = None) -> list[
     process-compose files (`setpoint.cli.compose_files`) are read as process-compose
     reads them: all of them merged in order into one project (a directory holding one
     gives its default file and override), translated, in the place of the first, and
-    what the translation does not honour is printed once on stderr (`warning: ...`)."""
+    what the translation does not honour is printed once on stderr (`warning: ...`).
+    `compose_namespaces`: only their processes in any of these namespaces (refused when
+    no process-compose file is given)."""
     limits = manifest_limits()
     out: list[Manifest] = []
     compose: list[Path] = []
@@ -99,8 +123,12 @@ def read_manifests(paths: Sequence[str], stdin: BinaryIO | None = None) -> list[
                 out += _parse_file(f, str(f), limits, add_compose)
         else:
             out += _parse_file(p, path, limits, add_compose)
+    if compose_namespaces and not compose:
+        raise Invalid("--compose-namespace: no process-compose file given")
     if compose:
-        translated, warnings = compose_files.read_project(compose, read, limits)
+        translated, warnings = compose_files.read_project(
+            compose, read, limits, namespaces=compose_namespaces
+        )
         for warning in warnings:
             print(f"warning: {warning}", file=sys.stderr)
         out[compose_at:compose_at] = translated

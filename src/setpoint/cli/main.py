@@ -122,6 +122,10 @@ VERBS: tuple[Verb, ...] = (
         "setpoint up examples/webapp --logs # the children's output under the live view",
         "setpoint up --metrics-address 127.0.0.1:9090 app/   # /metrics, /healthz, /readyz",
     )),
+    Verb("run", "run", "run the controllers of Python files (setup(manager)) until Ctrl-C", (
+        "setpoint run examples/custom-controller/managedfile.py",
+        "setpoint --server https://127.0.0.1:6443 run controllers.py",
+    )),
     Verb("convert", "convert", "print the setpoint manifests equivalent to process-compose files", (
         "setpoint convert process-compose.yaml > app.yaml",
         "setpoint convert process-compose.yaml process-compose.override.yaml",

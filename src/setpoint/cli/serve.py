@@ -6,7 +6,8 @@
 
 It serves only: no controllers run (that is `setpoint up`, which serves the API too).
 By default it listens on 127.0.0.1 with one new random admin token (as `up`); with
-`--token-file` the file's tokens instead, their roles built in or named in `--roles-file`.
+`--token-file` the file's tokens instead, their roles built in or named in `--roles-file`;
+with `--client-ca-file` client certificates that CA signed too (`setpoint.api.auth`).
 Another address needs `--token-file` (anyone who can reach the port could otherwise change
 everything). The kubeconfig (by default `kubeconfig` in the store's workspace,
 `.setpoint/kubeconfig` for the default store) holds the server's URL and the most capable
@@ -58,7 +59,8 @@ def add_parser(
     p.add_argument(
         "--roles-file",
         metavar="FILE",
-        help="more roles for --token-file (YAML: each role a list of {kinds, verbs} rules)",
+        help="more roles for --token-file and --client-ca-file (YAML: each role a list of "
+        "{kinds, verbs} rules)",
     )
     p.add_argument(
         "--anonymous-read",
@@ -79,6 +81,13 @@ def add_parser(
         "self-signed one, made once in the workspace's tls/ directory)",
     )
     p.add_argument("--tls-private-key-file", metavar="FILE", help="the certificate's key (PEM)")
+    p.add_argument(
+        "--client-ca-file",
+        metavar="FILE",
+        help="client certificates this CA (PEM) signed authenticate: user = CN, groups = O; "
+        "group system:masters is admin, a group named view, edit, admin or a role of "
+        "--roles-file has that role",
+    )
     p.add_argument(
         "--kubeconfig",
         metavar="FILE",
@@ -168,6 +177,7 @@ async def _serve(ctx: Context, args: argparse.Namespace) -> int:
         kubeconfig=Path(args.kubeconfig) if args.kubeconfig else base / "kubeconfig",
         tls_directory=base / "tls",
         tls=tls,
+        client_ca_file=Path(args.client_ca_file) if args.client_ca_file else None,
     )
     if options.anonymous_admin:
         print(INSECURE_WARNING, file=sys.stderr, flush=True)

@@ -17,8 +17,10 @@ setpoint, as git refuses another user's repository (CVE-2022-24765): otherwise `
 says so, and `--store` or `SETPOINT_STORE` name it if it is to be trusted.
 A kubeconfig others may write is refused, and so is a found one of another user; a
 `tokenFile` is read only if it is the caller's and no one else may write it. A server's
-token is `--token`, else its kubeconfig user's `token` (or `tokenFile`); a kubeconfig
-context's `namespace` becomes the default namespace.
+token is `--token`, else its kubeconfig user's `token` (or `tokenFile`); its client
+certificate is the user's `client-certificate(-data)` and `client-key(-data)` (a key file
+is read as a token file is); a kubeconfig context's `namespace` becomes the default
+namespace.
 
 Kept apart so that `setpoint --help` can name the default without importing the store;
 paths are strings (`os.path`: pathlib costs a command's start more than it saves here).
@@ -51,6 +53,8 @@ class Location:
     __slots__ = (
         "ca_data",
         "ca_file",
+        "client_cert",
+        "client_key",
         "insecure",
         "namespace",
         "searched",
@@ -70,6 +74,8 @@ class Location:
         ca_file: str | None = None,
         insecure: bool = False,
         namespace: str | None = None,
+        client_cert: str | None = None,
+        client_key: str | None = None,
     ) -> None:
         self.url = url
         self.searched = searched
@@ -80,6 +86,9 @@ class Location:
         self.ca_file = ca_file
         self.insecure = insecure
         self.namespace = namespace
+        self.client_cert = client_cert
+        """The client certificate (PEM) to present, and its key (`client_key`, PEM)."""
+        self.client_key = client_key
 
     @property
     def remote(self) -> bool:
@@ -229,6 +238,13 @@ def read_kubeconfig(path: str, *, discovered: bool = False) -> Location:
             raise Invalid(f"{path}: tokenFile: {exc}", field="kubeconfig") from None
     ca_data = cluster.get("certificate-authority-data")
     ca_file = cluster.get("certificate-authority")
+    client_cert = _pem(user, "client-certificate", path, secret=False)
+    client_key = _pem(user, "client-key", path, secret=True)
+    if (client_cert is None) != (client_key is None):
+        raise Invalid(
+            f"{path}: user of context {current!r}: give both a client certificate and its key",
+            field="kubeconfig",
+        )
     return Location(
         server,
         token=str(token) if token else None,
@@ -237,7 +253,40 @@ def read_kubeconfig(path: str, *, discovered: bool = False) -> Location:
         ca_file=os.path.join(os.path.dirname(path), ca_file) if isinstance(ca_file, str) else None,
         insecure=bool(cluster.get("insecure-skip-tls-verify")),
         namespace=context.get("namespace") or None,
+        client_cert=client_cert,
+        client_key=client_key,
     )
+
+
+def _pem(user: dict[str, Any], field: str, path: str, *, secret: bool) -> str | None:
+    """The PEM text of a kubeconfig user's `FIELD-data` (base64) or `FIELD` (a file, relative
+    to the kubeconfig; a `secret` one read only if it is the caller's and no one else may
+    write it); None if it has neither."""
+    import base64
+    import binascii
+
+    from setpoint.errors import Invalid
+    from setpoint.files import read_secret
+
+    data = user.get(f"{field}-data")
+    if isinstance(data, str) and data:
+        try:
+            return base64.b64decode(data, validate=True).decode()
+        except (binascii.Error, UnicodeDecodeError):
+            raise Invalid(
+                f"{path}: {field}-data: not base64 of a PEM file", field="kubeconfig"
+            ) from None
+    name = user.get(field)
+    if not isinstance(name, str) or not name:
+        return None
+    file = os.path.join(os.path.dirname(path), name)
+    try:
+        if secret:
+            return read_secret(file, what="client key file")
+        with open(file, encoding="utf-8") as pem:
+            return pem.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise Invalid(f"{path}: {field}: {exc}", field="kubeconfig") from None
 
 
 def _check_kubeconfig_file(path: str, st: os.stat_result, discovered: bool) -> None:

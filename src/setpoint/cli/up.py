@@ -85,7 +85,12 @@ from setpoint.cli.apply import (
 from setpoint.cli.background import START_TIMEOUT, Readiness, start_engine
 from setpoint.cli.context import Context
 from setpoint.cli.live import StatusBoard, view_for
-from setpoint.cli.load import MANIFEST_SUFFIXES, compose_project_here, read_manifests
+from setpoint.cli.load import (
+    MANIFEST_SUFFIXES,
+    add_compose_namespace_option,
+    compose_project_here,
+    read_manifests,
+)
 from setpoint.cli.render import object_ref
 from setpoint.cli.restart import request_restart
 from setpoint.cli.run_end import FINISHED, RunEnd, project_end, run_end
@@ -94,7 +99,7 @@ from setpoint.clock import SYSTEM_CLOCK
 from setpoint.control.kinds import AUTOSCALER, THERMOSTAT
 from setpoint.engine import Engine, EngineSettings, workspace_of
 from setpoint.engine.claim import engine_running, running_engine
-from setpoint.errors import Conflict, Invalid
+from setpoint.errors import Conflict, Invalid, NotFound
 from setpoint.model import Kind, Object, Registry
 from setpoint.model.dependency_graph import Node, dependencies_of, node_of
 from setpoint.model.wellknown import COMPOSE_PROJECT
@@ -158,6 +163,7 @@ def add_parser(
         help="keep running when every process of a process-compose file has ended (as "
         "process-compose's --keep-project); setpoint's own manifests always do",
     )
+    add_compose_namespace_option(p)
     p.add_argument(
         "--logs",
         action="store_true",
@@ -264,7 +270,7 @@ async def run(ctx: Context, args: argparse.Namespace) -> int:
         )
     if args.detach and "-" in args.paths:
         raise Invalid("up -d reads no manifests from stdin (`-`): give files or directories")
-    objects = _checked_objects(ctx, args.paths)
+    objects = _checked_objects(ctx, args.paths, args.compose_namespaces)
     if objects is None:
         return 1
     if args.names:
@@ -359,12 +365,14 @@ def _api_kubeconfig(ctx: Context) -> str:
     return _shown_path(workspace_base(ctx) / "kubeconfig")
 
 
-def _checked_objects(ctx: Context, paths: list[str]) -> list[tuple[Kind, Object]] | None:
+def _checked_objects(
+    ctx: Context, paths: list[str], compose_namespaces: list[str]
+) -> list[tuple[Kind, Object]] | None:
     """The objects in the manifests at `paths`, validated; None (each problem printed) if
     any is not valid."""
     if not paths:
         return []
-    manifests = read_manifests(paths)
+    manifests = read_manifests(paths, compose_namespaces=compose_namespaces)
     if not manifests:
         raise Invalid(f"{' '.join(paths)}: no manifests (*.yaml, *.yml, *.json) found")
     checked, problems = check_manifests(
@@ -409,6 +417,8 @@ def _engine_argv(ctx: Context, args: argparse.Namespace) -> list[str]:
     argv += ["up", *(os.path.abspath(p) for p in args.paths), *args.names]
     if args.keep_project:
         argv.append("--keep-project")
+    for namespace in args.compose_namespaces:
+        argv += ["--compose-namespace", namespace]
     if args.metrics_address is not None:
         argv += ["--metrics-address", args.metrics_address]
     if args.api_port:
@@ -495,9 +505,12 @@ async def _run_ended_again(store: Store, members: list[tuple[Kind, Object]], sta
     Succeeded or Failed), as process-compose runs every process of the file on each `up`."""
     for kind, obj in members:
         metadata = obj["metadata"]
-        stored = await store.get(
-            kind.api_version, kind.kind, metadata["name"], metadata.get("namespace")
-        )
+        try:
+            stored = await store.get(
+                kind.api_version, kind.kind, metadata["name"], metadata.get("namespace")
+            )
+        except NotFound:  # not applied: it was being deleted
+            continue
         if (stored.get("status") or {}).get("phase") in FINISHED:
             await request_restart(
                 store, kind, metadata["name"], metadata.get("namespace") or "", stamp

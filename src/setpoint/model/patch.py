@@ -1,7 +1,8 @@
 """Patches on wire-form objects: RFC 7386 JSON merge patch and RFC 6902 JSON patch. Pure.
 
 `apply_patch(obj, patch, patch_type)` returns a new object and never changes
-its argument; a malformed patch raises `Invalid` saying why.
+its argument; a malformed patch raises `Invalid` saying why. `merge_diff(old, new)` is the
+merge patch from one value to another.
 """
 
 from __future__ import annotations
@@ -30,6 +31,21 @@ def merge_patch(target: Any, patch: Any) -> Any:
         else:
             result[key] = merge_patch(result.get(key), value)
     return result
+
+
+def merge_diff(old: Any, new: Any) -> Any:
+    """The RFC 7386 merge patch that turns `old` into `new` (`{}` when they are equal): what
+    changed, key by key, a removed key as `null`; a list or value that changed, whole."""
+    if not (isinstance(old, dict) and isinstance(new, dict)):
+        return copy.deepcopy(new)
+    patch: dict[str, Any] = {key: None for key in old if key not in new}
+    for key, value in new.items():
+        if key not in old:
+            patch[key] = copy.deepcopy(value)
+        elif old[key] != value:
+            inner = merge_diff(old[key], value)
+            patch[key] = inner
+    return patch
 
 
 def apply_patch(obj: dict[str, Any], patch: Any, patch_type: str) -> dict[str, Any]:

@@ -8,13 +8,16 @@ an error rather than silently dropped.
 This is the only module of the model that imports pydantic; `setpoint.model.kinds`
 imports it on the first validation, so that code which only names kinds (the CLI's
 `--help`, `get`) never pays for pydantic. `json_schema_of` is a model's JSON schema with each
-field described by its docstring (`setpoint.model.crd` makes OpenAPI schemas of it). Pure:
+field described by its docstring (`setpoint.model.crd` makes OpenAPI schemas of it).
+`parsed_leniently` and `wire_form` turn an object's spec or status into a model instance
+and back (`setpoint.runtime.typed`). Pure:
 no I/O (but reading a model's source for its field docstrings).
 """
 
 from __future__ import annotations
 
 import ast
+import copy
 import functools
 import importlib
 import inspect
@@ -67,7 +70,37 @@ def validated(model: type[BaseModel], value: Any, root: str) -> dict[str, Any]:
             if names:
                 message = unknown_field_message(str(first["loc"][-1]), names)
         raise Invalid(message, field=_path(root, first["loc"])) from None
-    return parsed.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return wire_form(parsed)
+
+
+def parsed_leniently(model: type[BaseModel], value: Any, root: str) -> BaseModel:
+    """`value` (None: empty) as an instance of `model`, fields `model` does not know left
+    out (the object may have been written under a newer schema: its writer's fields are
+    not this model's to refuse); `Invalid` naming the first field it cannot take."""
+    data = copy.deepcopy({} if value is None else value)
+    while True:
+        try:
+            return model.model_validate(data)
+        except ValidationError as exc:
+            errors = exc.errors(include_url=False)
+            unknown = [e["loc"] for e in errors if e["type"] == "extra_forbidden"]
+            if not unknown or len(unknown) < len(errors):
+                first = next(e for e in errors if e["type"] != "extra_forbidden")
+                raise Invalid(first["msg"], field=_path(root, first["loc"])) from None
+            for loc in unknown:
+                _drop(data, loc)
+
+
+def _drop(data: Any, loc: tuple[int | str, ...]) -> None:
+    """Remove the value at `loc` inside `data` (in place)."""
+    for part in loc[:-1]:
+        data = data[part]
+    del data[loc[-1]]
+
+
+def wire_form(instance: BaseModel) -> dict[str, Any]:
+    """A model instance as it is written in an object: camelCase keys, no nulls."""
+    return instance.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
 def _field_names(model: type[BaseModel], loc: tuple[int | str, ...]) -> list[str]:

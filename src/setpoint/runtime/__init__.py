@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     )
     from setpoint.runtime.reconciler import Reconciler, Request, Result
     from setpoint.runtime.sharding import HashRing, ShardMember
+    from setpoint.runtime.typed import Typed
 
 __getattr__, __dir__ = lazy.exports(
     __name__,
@@ -96,6 +97,7 @@ __getattr__, __dir__ = lazy.exports(
         ),
         "setpoint.runtime.reconciler": ("Reconciler", "Request", "Result"),
         "setpoint.runtime.sharding": ("HashRing", "ShardMember"),
+        "setpoint.runtime.typed": ("Typed",),
     },
 )
 
@@ -132,6 +134,7 @@ __all__ = [
     "Result",
     "ShardMember",
     "ShutDown",
+    "Typed",
     "WorkQueue",
     "add_finalizer",
     "and_",

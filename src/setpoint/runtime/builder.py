@@ -27,6 +27,7 @@ from setpoint.runtime.controller import Controller, ControllerObserver, Controll
 from setpoint.runtime.informer import Informer, InformerEvent
 from setpoint.runtime.predicates import Predicate
 from setpoint.runtime.reconciler import ReconcileFunc, Reconciler, Request
+from setpoint.runtime.typed import TypedReconcileFunc, TypedReconciler
 
 Mapper = Callable[[Object], Iterable[Request]]
 
@@ -117,7 +118,11 @@ class ControllerBuilder:
         self._settings = replace(self._settings, max_concurrent=workers)
         return self
 
-    def complete(self, reconciler: Reconciler | ReconcileFunc) -> Controller:
+    def complete(
+        self, reconciler: Reconciler | ReconcileFunc | TypedReconciler | TypedReconcileFunc
+    ) -> Controller:
+        """Build the controller with `reconciler`: of `Request`s, or, when its parameter is
+        annotated `Typed[Spec, Status]`, of typed objects (`setpoint.runtime.typed`)."""
         if self._for is None:
             raise Invalid(f"controller {self._name!r}: call for_(kind) before complete()")
         manager = self._manager

@@ -27,7 +27,7 @@ import inspect
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import cast
+from typing import Any, cast
 
 from setpoint.clock import SYSTEM_CLOCK, Clock
 from setpoint.errors import Conflict, Error, Invalid, NotFound, TerminalError
@@ -36,6 +36,12 @@ from setpoint.runtime.informer import Informer
 from setpoint.runtime.queue import QueueObserver, ShutDown, WorkQueue
 from setpoint.runtime.ratelimit import RateLimiter
 from setpoint.runtime.reconciler import ReconcileFunc, Reconciler, Request, Result
+from setpoint.runtime.typed import (
+    TypedReconcileFunc,
+    TypedReconciler,
+    reconciler_of,
+    takes_typed,
+)
 from setpoint.store import Store
 
 log = logging.getLogger("setpoint.controller")
@@ -76,7 +82,7 @@ class Controller:
     def __init__(
         self,
         name: str,
-        reconciler: Reconciler | ReconcileFunc,
+        reconciler: Reconciler | ReconcileFunc | TypedReconciler | TypedReconcileFunc,
         informer: Informer,
         *,
         settings: ControllerSettings = ControllerSettings(),
@@ -90,7 +96,7 @@ class Controller:
         self.settings = settings
         self._clock = clock
         self._observer = observer or ControllerObserver()
-        self._reconcile = _as_async(reconciler)
+        self._reconcile = _as_async(reconciler, self.store, self.kind)
         self.queue: WorkQueue[Request] = WorkQueue(
             clock=clock, limiter=settings.limiter, observer=self._observer.queue_observer(name)
         )
@@ -304,18 +310,24 @@ class Controller:
 
 
 def _as_async(
-    reconciler: Reconciler | ReconcileFunc,
+    reconciler: Reconciler | ReconcileFunc | TypedReconciler | TypedReconcileFunc,
+    store: Store,
+    kind: Kind,
 ) -> Callable[[Request], Awaitable[Result | None]]:
     """One calling convention for objects with `reconcile`, async functions and sync functions
-    (which run in a worker thread so they cannot block the loop)."""
-    fn = reconciler.reconcile if isinstance(reconciler, Reconciler) else reconciler
-    if inspect.iscoroutinefunction(fn):
-        return cast(Callable[[Request], Awaitable[Result | None]], fn)
-    sync_fn = cast(Callable[[Request], Result | None], fn)
+    (which run in a worker thread so they cannot block the loop), of a `Request` or, by
+    their signature, of a `Typed` object (`setpoint.runtime.typed`)."""
+    fn = cast(Callable[[Any], Any], getattr(reconciler, "reconcile", reconciler))
+    typed = takes_typed(fn)
+    if not inspect.iscoroutinefunction(fn):
+        sync_fn = fn
 
-    async def in_thread(request: Request) -> Result | None:
-        return await asyncio.to_thread(sync_fn, request)
+        async def in_thread(argument: Any) -> Result | None:
+            return cast(Result | None, await asyncio.to_thread(sync_fn, argument))
 
-    with contextlib.suppress(AttributeError):
-        in_thread.__name__ = sync_fn.__name__
-    return in_thread
+        with contextlib.suppress(AttributeError):
+            in_thread.__name__ = sync_fn.__name__
+        fn = in_thread
+    if typed:
+        return reconciler_of(store, kind, fn)
+    return cast(Callable[[Request], Awaitable[Result | None]], fn)

@@ -25,7 +25,8 @@ the conventions): `HttpStore` (the `Store` contract, on httpx's async client) an
 * Write options (`WriteOptions`): a dry run is `dryRun=All`; the actor's manager, unless
   it is `setpoint` (the server takes that from the User-Agent, `setpoint`), is
   `fieldManager=` (which makes the server record the fields it writes, as kubectl's). The
-  actor's user is not sent: the server names the user its token authenticates.
+  actor's user is not sent: the server names the user its token or client certificate
+  authenticates.
 * A failure answered as a Kubernetes `Status` is raised as the error of `setpoint.errors`
   it stands for (`status_error`): NotFound, AlreadyExists, Conflict, Invalid (with the field
   of `details.causes`), Gone, BadRequest, Unauthorized, Forbidden... A server that cannot be
@@ -41,8 +42,10 @@ from __future__ import annotations
 import asyncio
 import builtins
 import contextlib
+import os
 import socket
 import ssl
+import tempfile
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
@@ -96,13 +99,15 @@ SIMPLE_ERRORS: dict[int, type[Error]] = {
 
 @dataclass(frozen=True)
 class Credentials:
-    """How to talk to a server: a bearer token, and how to check its TLS certificate (a
-    PEM bundle, a CA file, or not at all)."""
+    """How to talk to a server: a bearer token or a client certificate (PEM, with its key),
+    and how to check its TLS certificate (a PEM bundle, a CA file, or not at all)."""
 
     token: str | None = None
     ca_data: str | None = None
     ca_file: str | None = None
     insecure: bool = False
+    client_cert: str | None = field(default=None, repr=False)
+    client_key: str | None = field(default=None, repr=False)
     source: str = field(default="", compare=False)
     """Where the token came from (`--token`, a kubeconfig's path), named by auth errors."""
 
@@ -113,11 +118,42 @@ class Credentials:
         return headers
 
     def verify(self) -> ssl.SSLContext | bool:
-        if self.insecure:
-            return False
+        """What httpx's `verify` takes: how to check the server, and the client certificate
+        to present (`Invalid` if it and its key cannot be loaded)."""
+        if self.client_cert is None or self.client_key is None:
+            if self.insecure:
+                return False
+            if self.ca_data or self.ca_file:
+                return ssl.create_default_context(cafile=self.ca_file, cadata=self.ca_data)
+            return True
         if self.ca_data or self.ca_file:
-            return ssl.create_default_context(cafile=self.ca_file, cadata=self.ca_data)
-        return True
+            context = ssl.create_default_context(cafile=self.ca_file, cadata=self.ca_data)
+        else:
+            context = ssl.create_default_context()
+        if self.insecure:
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+        _load_client_certificate(context, self.client_cert, self.client_key, self.source)
+        return context
+
+
+def _load_client_certificate(context: ssl.SSLContext, cert: str, key: str, source: str) -> None:
+    """Load a client certificate and key given as PEM text: `ssl` reads them only from
+    files, so they go through a private temporary directory, removed at once."""
+    with tempfile.TemporaryDirectory(prefix="setpoint-client-") as directory:
+        cert_path, key_path = os.path.join(directory, "cert.pem"), os.path.join(directory, "key")
+        for path, text in ((cert_path, cert), (key_path, key)):
+            descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(descriptor, "w", encoding="utf-8") as file:
+                file.write(text)
+        try:
+            context.load_cert_chain(cert_path, key_path)
+        except ssl.SSLError as exc:
+            where = f"{source}: " if source else ""
+            raise Invalid(
+                f"{where}the client certificate or its key cannot be used: {exc.reason or exc}",
+                field="client-certificate",
+            ) from None
 
 
 def check_server_url(url: str) -> str:
@@ -215,10 +251,26 @@ def status_error(code: int, body: Any, credentials: Credentials | None = None) -
     return Error(f"the server answered {code} {reason}: {message}".strip())
 
 
+def unreachable(server: str, exc: Exception, credentials: Credentials | None) -> Error:
+    """The error of a request that got no answer; with a client certificate presented, a
+    hint that the server may have refused it (TLS 1.3 servers close the connection)."""
+    hint = ""
+    if credentials is not None and credentials.client_cert:
+        source = f" from {credentials.source}" if credentials.source else ""
+        hint = f" (if it is up, it may refuse the client certificate{source})"
+    return Error(f"cannot reach the server at {server}: {exc}{hint}")
+
+
 def _token_hint(credentials: Credentials | None, *, named: bool = False) -> str:
+    source = f" from {credentials.source}" if credentials and credentials.source else ""
+    if credentials is not None and credentials.client_cert:  # it comes before a token
+        if named:
+            return f"the client certificate{source} does not allow this (its groups name it)"
+        return f"the server does not accept the client certificate{source}"
     if credentials is None or not credentials.token:
-        return "no token was given (--token, or a kubeconfig with a user token)"
-    source = f" from {credentials.source}" if credentials.source else ""
+        return (
+            "no token was given (--token, or a kubeconfig with a user token or client certificate)"
+        )
     if named:
         return f"the token{source} does not allow this (roles: view, edit, admin)"
     return f"the server does not accept the token{source}"
@@ -379,7 +431,7 @@ class HttpStore:
         except httpx.TransportError as exc:
             if self._closed:
                 raise StoreClosed("the store is closed") from None
-            raise Error(f"cannot reach the server at {self.server}: {exc}") from None
+            raise unreachable(self.server, exc, self.credentials) from None
 
     def _answer(self, response: httpx.Response) -> Any:
         body = _decode(response)
@@ -733,7 +785,7 @@ class HttpReader:
         try:
             return self._client.get(path, params=params)
         except httpx.TransportError as exc:
-            raise Error(f"cannot reach the server at {self.server}: {exc}") from None
+            raise unreachable(self.server, exc, self.credentials) from None
 
     def _answer(self, response: httpx.Response) -> Any:
         body = _decode(response)

@@ -21,6 +21,11 @@ What becomes what (docs/process-compose.md has the whole table):
   (`setpoint.workloads.compose.template`).
 * `depends_on` conditions become `dependsOn` conditions
   (`setpoint.workloads.dependencies.PROCESS_COMPOSE_NAMES`); a circle is refused.
+* `namespace` (a string or a list) is the label `NAMESPACE_LABEL` (the first one). A
+  selection of namespaces (`namespaces=`, as `process-compose -n NS`) keeps only the
+  processes in any of them (one that names none is in `default`); a dependency on a
+  process left out is not waited for (a warning), as process-compose prunes it; a
+  selection that keeps nothing is refused.
 * `readiness_probe` / `liveness_probe` (`exec`, `http_get`, timings with
   process-compose's defaults) and `ready_log_line` (a plain substring: written as an
   escaped pattern) become probes; `availability` the restart policy and a constant
@@ -66,8 +71,10 @@ from setpoint.workloads.job import JobSpecSchema
 from setpoint.workloads.kinds import JOB, PROCESS
 from setpoint.workloads.process import ProcessSpecSchema
 
-__all__ = ["DEFAULT_SHELL", "NAMESPACE_LABEL", "Translation", "translate"]
+__all__ = ["DEFAULT_NAMESPACE", "DEFAULT_SHELL", "NAMESPACE_LABEL", "Translation", "translate"]
 
+DEFAULT_NAMESPACE = "default"
+"""The namespace of a process that names none, as process-compose's `-n default` selects it."""
 DEFAULT_SHELL = ("bash", "-c")
 """How process-compose runs a `command` when the file names no `shell`."""
 NO_RETRY_LIMIT = 2**31 - 1
@@ -214,16 +221,19 @@ def translate(
     dotenv_file: str | None = None,
     default_shell: tuple[str, str] = DEFAULT_SHELL,
     project_name: str = "process-compose.yaml",
+    namespaces: Sequence[str] = (),
 ) -> Translation:
     """The setpoint objects of `project` (a parsed, merged process-compose file) and the
     warnings. `dotenv_file`: the `.env` the caller found (every process reads it first,
     unless `is_dotenv_disabled`); `default_shell`: the shell when the file names none
     (process-compose's is `bash -c`, or `$COMPOSE_SHELL -c`); `project_name`: the
-    `COMPOSE_PROJECT` annotation of every object when the file gives no `name`. Raises
-    `Invalid` naming the field for what setpoint cannot run as the file says. Every message
-    is one line (a line break in a name of the file is written `\\n`)."""
+    `COMPOSE_PROJECT` annotation of every object when the file gives no `name`;
+    `namespaces`: when given, only the processes in any of them, as `process-compose -n
+    NS` (module docstring). Raises `Invalid` naming the field for what setpoint cannot
+    run as the file says. Every message is one line (a line break in a name of the file
+    is written `\\n`)."""
     try:
-        return _translate(project, dotenv_file, default_shell, project_name)
+        return _translate(project, dotenv_file, default_shell, project_name, tuple(namespaces))
     except Invalid as exc:
         if "\n" not in str(exc) and "\r" not in str(exc):
             raise
@@ -239,6 +249,7 @@ def _translate(
     dotenv_file: str | None,
     default_shell: tuple[str, str],
     project_name: str,
+    namespaces: tuple[str, ...],
 ) -> Translation:
     notes = _Notes(strict=project.get("is_strict") is True)
     _check_top(project, notes)
@@ -255,12 +266,23 @@ def _translate(
     global_vars = _mapping(project.get("vars"), "vars")
 
     enabled: dict[str, Mapping[str, Any]] = {}
+    left_out: dict[str, str] = {}
     for name in sorted(resolved):
         config = resolved[name]
         if _disabled(config, f"processes.{name}"):
             notes.warn(f"processes.{name}.disabled", "not created: apply it by itself to run it")
+            left_out[name] = "disabled"
+        elif namespaces and not set(namespaces) & set(
+            _namespaces(config.get("namespace"), f"processes.{name}") or [DEFAULT_NAMESPACE]
+        ):
+            left_out[name] = f"in none of the namespaces selected ({', '.join(namespaces)})"
         else:
             enabled[name] = config
+    if not enabled and namespaces:
+        raise Invalid(
+            f"no process is in the namespaces selected ({', '.join(namespaces)})",
+            field="processes",
+        )
     replicas = {name: _replicas(name, config) for name, config in enabled.items()}
     by_name: dict[str, _Replica] = {}
     for name, group in replicas.items():
@@ -278,7 +300,7 @@ def _translate(
                     field=f"processes.{name}",
                 )
             by_name[replica.name] = replica
-    deps = {r.name: _dependencies(r, resolved, replicas, by_name, notes) for r in by_name.values()}
+    deps = {r.name: _dependencies(r, left_out, replicas, by_name, notes) for r in by_name.values()}
     cycle = find_cycle({name: [d for d, _ in targets] for name, targets in deps.items()})
     if cycle is not None:
         raise Invalid(
@@ -374,14 +396,15 @@ def _replicas(name: str, config: Mapping[str, Any]) -> list[_Replica]:
 
 def _dependencies(
     replica: _Replica,
-    processes: Mapping[str, Any],
+    left_out: Mapping[str, str],
     replicas: Mapping[str, list[_Replica]],
     by_name: Mapping[str, _Replica],
     notes: _Notes,
 ) -> list[tuple[str, str]]:
     """(name, setpoint condition) of what `replica` waits for, replica names expanded as
-    process-compose expands them; a dependency on a disabled process is dropped (with a
-    warning: process-compose does not wait for it either)."""
+    process-compose expands them; a dependency on a process left out (`left_out`: why,
+    by name: disabled, or in no namespace selected) is dropped, with a warning:
+    process-compose does not wait for it either."""
     where = f"processes.{replica.base}.depends_on"
     out: dict[str, str] = {}
     for dep, entry in _mapping(replica.config.get("depends_on"), where).items():
@@ -401,8 +424,8 @@ def _dependencies(
             targets = [r.name for r in replicas[dep]]
         elif isinstance(dep, str) and _setpoint_name(dep) in by_name:
             targets = [_setpoint_name(dep)]  # one replica, by its name
-        elif dep in processes:
-            notes.warn(here, f"{dep} is disabled: not waited for")
+        elif dep in left_out:
+            notes.warn(here, f"{dep} is {left_out[dep]}: not waited for")
             continue
         else:
             raise Invalid(f"{dep!r}: no such process", field=here)
@@ -845,19 +868,26 @@ def _http_get(
     return out
 
 
-def _namespace(value: Any, where: str, notes: _Notes) -> str | None:
+def _namespaces(value: Any, where: str) -> list[str]:
+    """A process's `namespace` (a string or a list of them) as a list without repeats or
+    empty names (none: the process names none; process-compose's `default`)."""
     names = [value] if isinstance(value, str) else value
     if not names:
-        return None
+        return []
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
         raise Invalid("must be a string or a list of strings", field=f"{where}.namespace")
-    names = [n for n in dict.fromkeys(names) if n]
+    return [n for n in dict.fromkeys(names) if n]
+
+
+def _namespace(value: Any, where: str, notes: _Notes) -> str | None:
+    names = _namespaces(value, where)
     if not names:
         return None
     if len(names) > 1:
         notes.warn(
             f"{where}.namespace",
-            f"several: only {names[0]!r} is kept, as the label {NAMESPACE_LABEL}",
+            f"several: the label {NAMESPACE_LABEL} holds the first, {names[0]!r} "
+            "(a selection of namespaces reads them all)",
         )
     check_label_value(names[0], f"{where}.namespace")
     return names[0]
