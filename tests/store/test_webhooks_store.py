@@ -15,6 +15,7 @@ import pytest
 
 from setpoint.engine.kinds import builtin_kinds
 from setpoint.errors import BadRequest, Forbidden, Invalid, NotFound, WebhookFailed
+from setpoint.model import Kind
 from setpoint.runtime.webhooks import HttpsWebhookCaller, install_webhooks
 from setpoint.store import open_store
 from setpoint.store.base import Store, WriteOptions
@@ -390,3 +391,29 @@ def test_an_older_state_of_a_configuration_learnt_late_is_ignored() -> None:
     assert admission.configurations() == []
     admission.learn(at(9), deleted=False)  # created again
     assert admission.configurations() == ["late"]
+
+
+async def test_a_namespace_selector_reads_the_namespaces_labels(
+    tmp_path: Path, hook: WebhookServer
+) -> None:
+    registry = builtin_kinds()
+    if not registry.registered("v1", "Namespace"):  # until the core kinds have it
+        registry.register(Kind("v1", "Namespace", plural="namespaces", namespaced=False))
+    opened = await open_store(f"sqlite:///{tmp_path / 'ns.db'}", registry=registry, create=True)
+    try:
+        await install_webhooks(opened)
+        namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}}
+        namespace["metadata"]["labels"] = {"env": "prod"}
+        await opened.create(namespace)
+        prod = {"matchLabels": {"env": "prod"}}
+        await opened.create(
+            configuration(VALIDATING, "prod", hook.client_config("deny"), namespaceSelector=prod)
+        )
+        await opened.create(process("web"))  # in default: no such label
+        in_prod = process("web")
+        in_prod["metadata"]["namespace"] = "team-a"
+        with pytest.raises(Forbidden, match="no thanks"):
+            await opened.create(in_prod)
+        assert [r["namespace"] for r in hook.requests("deny")] == ["team-a"]
+    finally:
+        await opened.close()

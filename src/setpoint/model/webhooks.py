@@ -8,8 +8,9 @@ As kube-apiserver: a webhook matches a write when one of its `rules` names the w
 group, version, resource (`processes`, `processes/status`, `*`, `*/status`, `*/*`),
 operation (CREATE, UPDATE, DELETE) and scope, and its `objectSelector` matches the labels of
 the object (or, for a delete, of the object as it was) and its `namespaceSelector` the labels
-of the namespace (for a namespaced object; every namespace is labelled
-`kubernetes.io/metadata.name: NAME`, as Kubernetes labels them).
+of the namespace (for a namespaced object: its `Namespace` object's labels, when the store
+has one, and always `kubernetes.io/metadata.name: NAME`, as Kubernetes labels every
+namespace).
 
 The calls and their order (mutating first, then validating; `failurePolicy`, timeouts, dry
 runs) are `setpoint.store.webhooks`'s; the schemas are

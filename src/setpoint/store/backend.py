@@ -150,7 +150,9 @@ class Backend(ABC):
         current = await self._current(write)
         change = decide(write, current, self._clock.now())
         proposed = change.object if change is not None else current
-        admitted = await webhooks.admit(attributes(write, proposed, current))
+        admitted = await webhooks.admit(
+            attributes(write, proposed, current), self._namespace_labels
+        )
         if write.op == "delete":
             assert current is not None
             meta = current["metadata"]
@@ -167,6 +169,18 @@ class Backend(ABC):
         assert current is not None
         admitted["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
         return replace(write, admitted=admitted)
+
+    async def _namespace_labels(self, namespace: str) -> dict[str, str]:
+        """The labels of the `Namespace` object of that name, when the registry has the kind
+        and the object exists (else none: webhooks see only its name label)."""
+        if not self.registry.registered("v1", "Namespace"):
+            return {}
+        try:
+            obj = await self.get("v1", "Namespace", namespace, None)
+        except NotFound:
+            return {}
+        labels = obj["metadata"].get("labels")
+        return labels if isinstance(labels, dict) else {}
 
     async def _current(self, write: Write) -> Object | None:
         api_version, kind, namespace, name = write.key

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import replace
 from typing import Any, Protocol
@@ -70,6 +70,10 @@ _OPERATIONS: dict[str, Operation] = {
     "update_status": "UPDATE",
     "delete": "DELETE",
 }
+
+
+NamespaceLabels = Callable[[str], Awaitable[Mapping[str, str]]]
+"""Reads the labels of a namespace (none if it has none, or there is no such object)."""
 
 
 class WebhookCaller(Protocol):
@@ -136,26 +140,39 @@ class WebhookAdmission:
             for webhook in webhooks
         )
 
-    async def admit(self, attrs: Attributes) -> Object | None:
+    async def admit(
+        self, attrs: Attributes, namespace_labels: NamespaceLabels | None = None
+    ) -> Object | None:
         """The object as the matching webhooks leave it (`attrs.object` when none changes
-        it; None for a delete), or raise as the module docstring says."""
+        it; None for a delete), or raise as the module docstring says. `namespace_labels`
+        reads the labels of the write's namespace, for `namespaceSelector`s (read once, only
+        if a webhook whose rules match has one)."""
+        labels: list[Mapping[str, str]] = []
+
+        async def matching(
+            configurations: dict[str, list[dict[str, Any]]],
+        ) -> list[tuple[str, dict[str, Any]]]:
+            found = []
+            for configuration in sorted(configurations):
+                for webhook in configurations[configuration]:
+                    if not rules_match(webhook, attrs):
+                        continue
+                    wants_labels = webhook.get("namespaceSelector") and attrs.namespace
+                    if wants_labels and namespace_labels and not labels:
+                        labels.append(await namespace_labels(attrs.namespace or ""))
+                    if matches(webhook, attrs, labels[0] if labels else None):
+                        found.append((webhook["name"], webhook))
+            return found
+
         obj = attrs.object
-        for name, webhook in self._matching(self._mutating, attrs):
+        for name, webhook in await matching(self._mutating):
             verdict = await self._ask(name, webhook, attrs, mutating=True)
             if verdict is not None and verdict.patch and obj is not None:
                 obj = _patched(obj, verdict.patch, name)
                 attrs = replace(attrs, object=obj)
-        for name, webhook in self._matching(self._validating, attrs):
+        for name, webhook in await matching(self._validating):
             await self._ask(name, webhook, attrs, mutating=False)
         return obj
-
-    def _matching(
-        self, configurations: dict[str, list[dict[str, Any]]], attrs: Attributes
-    ) -> Iterator[tuple[str, dict[str, Any]]]:
-        for configuration in sorted(configurations):
-            for webhook in configurations[configuration]:
-                if matches(webhook, attrs):
-                    yield webhook["name"], webhook
 
     async def _ask(
         self, name: str, webhook: dict[str, Any], attrs: Attributes, *, mutating: bool
