@@ -28,24 +28,29 @@ async def api() -> AsyncIterator[Api]:
 
 
 @pytest.mark.parametrize(
-    ("method", "content_type"),
+    ("method", "content_type", "from_a_page"),
     [
-        ("POST", None),
-        ("POST", "text/plain"),
-        ("POST", "application/x-www-form-urlencoded"),
-        ("POST", "multipart/form-data; boundary=x"),
-        ("POST", "*/*"),
-        ("PUT", None),
-        ("PATCH", "text/plain;charset=UTF-8"),
-        ("DELETE", "text/plain"),
+        ("POST", None, True),
+        ("POST", "text/plain", False),
+        ("POST", "application/x-www-form-urlencoded", False),
+        ("POST", "multipart/form-data; boundary=x", False),
+        ("POST", "*/*", False),
+        ("PUT", None, True),
+        ("PATCH", None, False),
+        ("PATCH", "text/plain;charset=UTF-8", False),
+        ("DELETE", "text/plain", False),
     ],
 )
 async def test_a_write_not_declared_json_is_415_and_writes_nothing(
-    api: Api, method: str, content_type: str | None
+    api: Api, method: str, content_type: str | None, from_a_page: bool
 ) -> None:
+    """A body named nothing is refused from a page (which always names its Origin; here the
+    server's own, so that the Origin rule does not refuse it first) and in any PATCH."""
     await api.client.post(PROCESSES, json=process("web"))
     revision = await api.store.revision()
     headers = {"Content-Type": content_type} if content_type else {}
+    if from_a_page:
+        headers["Origin"] = api.server.url
     url = PROCESSES if method == "POST" else f"{PROCESSES}/web"
     answer = await api.client.request(method, url, content=BODY, headers=headers)
     assert answer.status_code == 415, answer.text
@@ -84,6 +89,21 @@ async def test_json_yaml_and_patch_types_are_served_and_a_delete_may_have_no_bod
         headers={"Content-Type": "application/json"},
     )
     assert with_options.status_code == 202, with_options.text  # Foreground: accepted
+
+
+async def test_a_write_naming_no_content_type_and_no_origin_is_read_as_json(api: Api) -> None:
+    """As the Kubernetes API server (pykube-ng sends no Content-Type): what no page can send."""
+    created = await api.client.post(PROCESSES, content=BODY)
+    assert created.status_code == 201, created.text
+    stored = await api.store.get("setpoint.dev/v1alpha1", "Process", "page", "default")
+    replaced = await api.client.put(f"{PROCESSES}/page", content=json.dumps(stored).encode())
+    assert replaced.status_code == 200, replaced.text
+    deleted = await api.client.request(
+        "DELETE", f"{PROCESSES}/page", content=b'{"propagationPolicy": "Background"}'
+    )
+    assert deleted.status_code == 200, deleted.text
+    items, _ = await api.store.list("setpoint.dev/v1alpha1", "Process", None)
+    assert items == []
 
 
 @pytest.mark.parametrize("host", ["evil.example", "evil.example:{port}", "127.0.0.1.nip.io:{port}"])
@@ -179,8 +199,11 @@ def test_refusal_is_pure_and_names_its_reason() -> None:
     assert refusal("GET", "https", {"host": "localhost:443", "origin": "https://localhost"}) is None
     assert isinstance(refusal("GET", "http", {}), Forbidden)  # no Host at all
     assert isinstance(refusal("GET", "http", {"host": "127.0.0.1:x"}), Forbidden)
-    assert isinstance(refusal("POST", "http", {"host": "localhost"}), UnsupportedMediaType)
-    chunked = {"host": "localhost", "transfer-encoding": "chunked"}
+    page = {"host": "localhost", "origin": "http://localhost"}
+    assert isinstance(refusal("POST", "http", page), UnsupportedMediaType)
+    assert refusal("POST", "http", {"host": "localhost"}) is None  # no Origin: read as JSON
+    assert isinstance(refusal("PATCH", "http", {"host": "localhost"}), UnsupportedMediaType)
+    chunked = {"host": "localhost", "transfer-encoding": "chunked", "origin": "http://localhost"}
     assert isinstance(refusal("DELETE", "http", chunked), UnsupportedMediaType)
     assert refusal("DELETE", "http", {"host": "localhost", "content-length": "0"}) is None
 

@@ -145,3 +145,30 @@ def test_server_side_apply_owns_fields_and_refuses_another_managers(server: Serv
     owners = {e["manager"]: e["fieldsV1"] for e in taken["metadata"]["managedFields"]}
     assert "f:args" in owners["other"]["f:spec"]
     assert "f:spec" not in owners["kubectl"]  # kubectl keeps only its label
+
+
+def test_a_file_with_a_crd_and_its_object_applies_as_on_kubernetes(server: Server) -> None:
+    """kubectl validates the object against /openapi/v2 (its group-version is in no v3
+    document yet): the server answers an empty document, so kubectl says what it says to
+    kube-apiserver, and a second apply creates the object (kopf's peering.yaml)."""
+    crd: dict[str, Any] = {
+        **WIDGET_CRD,
+        "metadata": {"name": "knobs.knobs.example.com"},
+        "spec": {
+            **WIDGET_CRD["spec"],
+            "group": "knobs.example.com",
+            "names": {"plural": "knobs", "singular": "knob", "kind": "Knob"},
+        },
+    }
+    knob = {**gadget("k1", {"size": 1}), "apiVersion": "knobs.example.com/v1", "kind": "Knob"}
+    path = str(server.write("knobs.yaml", crd, knob))
+    first = server.kubectl("apply", "-f", path)
+    assert "customresourcedefinition.apiextensions.k8s.io/knobs.knobs.example.com created" in (
+        first.out
+    )
+    assert "ensure CRDs are installed first" in first.err, first
+    second = server.ok("apply", "-f", path)
+    assert "knob.knobs.example.com/k1 created" in second.out
+    refused = server.kubectl("apply", "-f", str(server.write("k0.yaml", {**knob, "spec": {}})))
+    assert refused.code != 0
+    assert "spec.size" in refused.err  # the server validates it

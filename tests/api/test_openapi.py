@@ -51,7 +51,7 @@ def test_the_index_names_every_group_version() -> None:
     [
         ("setpoint.dev", "v1alpha1", ["Autoscaler", "ControllerRevision", "Deployment", "Job",
                                       "Process", "Service", "Thermostat"]),
-        ("", "v1", ["Event", "Secret"]),
+        ("", "v1", ["ConfigMap", "Event", "Namespace", "Pod", "Secret"]),
         ("coordination.k8s.io", "v1", ["Lease"]),
         ("apiextensions.k8s.io", "v1", ["CustomResourceDefinition"]),
     ],

@@ -7,10 +7,10 @@ OpenAPI or resources, after authentication, and turns every failure into a `Stat
 A request's path: the browser-safety checks (`setpoint.api.browser_safety`: Host,
 Origin, a write's content type; a refusal is answered before anything else) ->
 authenticate (`setpoint.api.auth`: client certificate, bearer token, or anonymous reads
-when allowed) -> route (`/version`, `/api`, `/apis`, `/openapi/v3`, `/healthz`; the
-dashboard's `/ui/` and read endpoints, `setpoint.api.dashboard` and `.insight`) -> for a
-resource, find its kind in `store.registry`, authorize the verb on that kind for the
-caller's role (discovery and OpenAPI: any authenticated caller), and let
+when allowed) -> route (`/version`, `/api`, `/apis`, `/openapi/v2`, `/openapi/v3`,
+`/healthz`; the dashboard's `/ui/` and read endpoints, `setpoint.api.dashboard` and
+`.insight`) -> for a resource, find its kind in `store.registry`, authorize the verb on that
+kind for the caller's role (discovery and OpenAPI: any authenticated caller), and let
 `setpoint.api.resources` do it with the store. An `setpoint.Error` raised on the way
 becomes the Status `setpoint.api.status` maps it to; any other exception is logged with
 its traceback and answered with a 500 Status naming only its class. Warnings admission
@@ -83,6 +83,7 @@ def create_app(
         Route("/api/{rest:path}", core_path, methods=METHODS),
         Route("/apis", api.guard(api.groups), methods=["GET", "HEAD"]),
         Route("/apis/{rest:path}", groups_path, methods=METHODS),
+        Route("/openapi/v2", api.guard(api.openapi_v2), methods=["GET", "HEAD"]),
         Route("/openapi/v3", api.guard(api.openapi_index), methods=["GET", "HEAD"]),
         Route("/openapi/v3/{rest:path}", api.guard(api.openapi_path), methods=["GET", "HEAD"]),
         Route("/healthz", _ok, methods=["GET", "HEAD"]),
@@ -296,6 +297,11 @@ class _Api:
         return await self.resources.handle(request, path, user.name)
 
     # -- OpenAPI -------------------------------------------------------------------------
+
+    async def openapi_v2(self, request: Request) -> Response:
+        self.user(request)
+        body, media_type = openapi.v2_document(request.headers.get("accept", ""))
+        return Response(body, media_type=media_type)
 
     async def openapi_index(self, request: Request) -> Response:
         self.user(request)

@@ -14,7 +14,11 @@ of a write. Pure: no I/O; the app (`setpoint.api.app`) answers a refusal with it
   itself, is same-origin. No CORS headers are ever sent.
 * **Content type.** A write (POST, PUT, PATCH, or a DELETE with a body) must say its body
   is JSON, YAML or a patch type (`WRITE_TYPES`); otherwise 415. A page can send a body
-  without a preflight only as `text/plain`, a form or nothing named: all refused.
+  without a preflight only as `text/plain`, a form or nothing named: all refused. One
+  exception, as the Kubernetes API server reads it: a POST, PUT or DELETE that names no
+  content type *and carries no Origin* is read as JSON (pykube-ng, which kopf's examples
+  use, sends none). A browser names the page's origin on every request but GET and HEAD,
+  so no page can send such a write; a PATCH must still name its patch type.
 """
 
 from __future__ import annotations
@@ -88,7 +92,8 @@ def refusal(
         )
     if method in WRITES or (method == "DELETE" and _has_body(headers)):
         content = media_type(headers.get("content-type"))
-        if content not in WRITE_TYPES:
+        unnamed_by_a_program = content == "" and origin is None and method != "PATCH"
+        if content not in WRITE_TYPES and not unnamed_by_a_program:
             return UnsupportedMediaType(
                 f"the body of a {method} must be application/json (or YAML, or a patch "
                 f"type for PATCH), not {content or 'unnamed'!r}"

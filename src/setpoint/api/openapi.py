@@ -4,6 +4,7 @@ OpenAPI-reading client) knows every kind's fields.
     index(registry)                          # GET /openapi/v3
     group_version(registry, group, version)  # GET /openapi/v3/apis/{group}/{version}
                                              # (core: group "", /openapi/v3/api/v1)
+    v2_document(accept)                      # GET /openapi/v2: an empty Swagger 2.0 document
 
 Each kind's schema is its `openAPIV3Schema` (`setpoint.model.crd.openapi_schema`: made
 from its pydantic models, or its CRD's), named as Kubernetes names schemas
@@ -13,12 +14,19 @@ from its pydantic models, or its CRD's), named as Kubernetes names schemas
 The path items (operations and their parameters) are the server's own
 (`setpoint.api.discovery.openapi_paths`), added by the caller.
 
+`/openapi/v2` is served empty (no paths, no definitions), as protobuf when asked (kubectl
+only reads it so) or JSON: kubectl asks for it when validating a manifest whose group-version
+the v3 documents lack (a custom resource whose CRD is created earlier in the same file), and
+an empty document tells it that the server has no schema of that kind to check, so the
+server validates it when it is written, as a new CRD's resource on Kubernetes.
+
 Pure: no I/O.
 """
 
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 from setpoint.errors import NotFound
@@ -226,3 +234,26 @@ def apimachinery_schemas() -> dict[str, Any]:
             },
         },
     }
+
+
+V2_PROTOBUF = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"
+"""The media type kubectl asks `/openapi/v2` in (gnostic's OpenAPI v2 `Document`)."""
+V2_PROTOBUF_ANSWER = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
+"""The one the answer names, as kube-apiserver's (Go's mime parser refuses the `@`)."""
+
+
+def v2_document(accept: str) -> tuple[bytes, str]:
+    """`/openapi/v2`: an empty Swagger 2.0 document, as protobuf if `accept` names it, else
+    JSON; (body, media type)."""
+    title, version = b"setpoint", b"v2"
+    if V2_PROTOBUF in accept:
+        # Document{swagger (1): "2.0", info (2): Info{title (1), version (2)}}
+        info = _field(1, title) + _field(2, version)
+        return _field(1, b"2.0") + _field(2, info), V2_PROTOBUF_ANSWER
+    document = {"swagger": "2.0", "info": {"title": "setpoint", "version": "v2"}, "paths": {}}
+    return json.dumps(document).encode(), "application/json"
+
+
+def _field(number: int, value: bytes) -> bytes:
+    """One length-delimited protobuf field (every value here is shorter than 128 bytes)."""
+    return bytes([number << 3 | 2, len(value)]) + value
