@@ -14,6 +14,7 @@
     ├── Forbidden          valid credentials whose role may not do this (HTTP 403)
     ├── UnsupportedMediaType  a request body of a content type the API does not take
     ├── RequestEntityTooLarge a request body over the API server's limit
+    ├── WebhookFailed      an admission webhook could not be called or answered nonsense
     ├── StoreClosed        the store was closed
     ├── StoreUnavailable   a store's server cannot be reached (retry; re-read first)
     ├── LeadershipLost     a manager lost its leader lease and stopped
@@ -124,6 +125,15 @@ class UnsupportedMediaType(Error):
 class RequestEntityTooLarge(Error):
     code = 413
     reason = "RequestEntityTooLarge"
+
+
+class WebhookFailed(Error):
+    """An admission webhook could not be called (unreachable, timed out, its certificate
+    not trusted) or answered with no AdmissionReview; its `failurePolicy: Fail` refuses the
+    write with this, `Ignore` lets the write go on."""
+
+    code = 500
+    reason = "InternalError"
 
 
 class StoreClosed(Error):

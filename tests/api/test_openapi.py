@@ -31,6 +31,9 @@ def test_the_index_names_every_group_version() -> None:
     paths = index(builtin_kinds())["paths"]
     assert paths == {
         "api/v1": {"serverRelativeURL": "/openapi/v3/api/v1"},
+        "apis/admissionregistration.k8s.io/v1": {
+            "serverRelativeURL": "/openapi/v3/apis/admissionregistration.k8s.io/v1"
+        },
         "apis/apiextensions.k8s.io/v1": {
             "serverRelativeURL": "/openapi/v3/apis/apiextensions.k8s.io/v1"
         },

@@ -27,7 +27,7 @@ def test_every_builtin_reference_resolves_to_a_schema() -> None:
             assert isinstance(ref, str), f"{kind.kind}: built-in kinds name their schema lazily"
             assert issubclass(model_of(ref), Schema), ref
             references += 1
-    assert references == 21  # spec and status, or body, of the thirteen built-in kinds
+    assert references == 23  # spec and status, or body, of the fifteen built-in kinds
     assert model_of(PROCESS.spec or "") is ProcessSpecSchema
     assert model_of(PROCESS.status or "") is ProcessStatusSchema
 
@@ -44,7 +44,7 @@ def test_naming_the_builtin_kinds_imports_no_pydantic_nor_controllers() -> None:
     out = subprocess.run(
         [sys.executable, "-c", program], capture_output=True, text=True, check=True, timeout=60
     ).stdout
-    assert out == "14 []\n"  # and CustomResourceDefinition, a kind without models
+    assert out == "16 []\n"  # and CustomResourceDefinition, a kind without models
 
 
 def test_a_builtin_kind_validates_and_refuses_as_its_schema_says() -> None:

@@ -13,7 +13,9 @@ when allowed) -> route (`/version`, `/api`, `/apis`, `/openapi/v2`, `/openapi/v3
 kind for the caller's role (discovery and OpenAPI: any authenticated caller), and let
 `setpoint.api.resources` do it with the store. An `setpoint.Error` raised on the way
 becomes the Status `setpoint.api.status` maps it to; any other exception is logged with
-its traceback and answered with a 500 Status naming only its class.
+its traceback and answered with a 500 Status naming only its class. Warnings admission
+webhooks answered a write with are sent as `Warning` headers (`warning_header`), as
+kube-apiserver sends them (kubectl prints them).
 
 The app holds no connection limits: those belong to the server (`setpoint.api.server`).
 """
@@ -49,6 +51,7 @@ from setpoint.clock import SYSTEM_CLOCK, Clock
 from setpoint.errors import Error, NotFound
 from setpoint.model import Kind
 from setpoint.store.base import Store
+from setpoint.store.webhooks import admission_warnings
 
 log = logging.getLogger("setpoint.api")
 
@@ -132,7 +135,11 @@ class _ApiApp(Starlette):
             await send(message)
 
         try:
+            warnings: list[str] = []
+            admission_warnings.set(warnings)  # this request's task only
             response = await endpoint(request)
+            for warning in warnings:
+                response.headers.append("Warning", warning_header(warning))
             await response(scope, receive, sending)
         except Exception as exc:
             if not started:
@@ -154,6 +161,14 @@ class _ApiApp(Starlette):
 
 
 _INSIGHT = insight.PREFIX + "/"
+
+
+def warning_header(text: str) -> str:
+    """A `Warning` header's value, as kube-apiserver writes one (code 299, agent `-`): the
+    text on one line of printable ASCII, quoted, at most 1024 characters."""
+    printable = "".join(c if " " <= c <= "~" else " " for c in " ".join(text.split()))[:1024]
+    escaped = printable.replace("\\", "\\\\").replace('"', '\\"')
+    return f'299 - "{escaped}"'
 
 
 def _route_path(scope: Scope) -> str:

@@ -16,7 +16,8 @@ are built in, as Kubernetes' aggregated roles:
 
 * `view` reads (get, list, watch) every kind but Secrets;
 * `edit` also writes, and reads Secrets, but does not define kinds (CustomResourceDefinitions
-  are admin's);
+  are admin's) nor configure admission webhooks (Mutating/ValidatingWebhookConfigurations:
+  a webhook's URL is a request the server makes, with every object it is shown);
 * `admin` may do everything.
 
 More roles come from a roles file (`load_roles`, YAML), each a list of rules naming kinds by
@@ -65,6 +66,16 @@ ALL_VERBS = frozenset(VERBS)
 SECRETS = "/Secret"
 """The key (`kind_key`) of the core group's Secret."""
 CUSTOM_RESOURCE_DEFINITIONS = "apiextensions.k8s.io/CustomResourceDefinition"
+WEBHOOK_CONFIGURATIONS = frozenset(
+    {
+        "admissionregistration.k8s.io/MutatingWebhookConfiguration",
+        "admissionregistration.k8s.io/ValidatingWebhookConfiguration",
+    }
+)
+"""Admission webhook configurations: each makes the server send requests (with the objects
+written) to a URL it names, so only admins write them."""
+ADMIN_ONLY = frozenset({CUSTOM_RESOURCE_DEFINITIONS}) | WEBHOOK_CONFIGURATIONS
+"""Kinds `edit` reads but may not write."""
 
 
 def kind_key(kind: Kind) -> str:
@@ -110,8 +121,8 @@ Role.VIEW = Role("view", (Rule(None, READ_VERBS, excluded=frozenset({SECRETS})),
 Role.EDIT = Role(
     "edit",
     (
-        Rule(None, ALL_VERBS, excluded=frozenset({CUSTOM_RESOURCE_DEFINITIONS})),
-        Rule(frozenset({CUSTOM_RESOURCE_DEFINITIONS}), READ_VERBS),
+        Rule(None, ALL_VERBS, excluded=ADMIN_ONLY),
+        Rule(ADMIN_ONLY, READ_VERBS),
     ),
 )
 Role.ADMIN = Role("admin", (Rule(None, ALL_VERBS),))

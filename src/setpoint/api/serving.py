@@ -16,6 +16,9 @@ kubeconfig names the server and the most capable token (admin, else edit, else v
 the first), and trusts the server's certificate: with tokens the server serves HTTPS, with
 a self-signed certificate kept in `tls_directory`.
 
+Every write the API takes passes the admission webhooks configured in the store
+(`setpoint.runtime.webhooks.install_webhooks`, before the server accepts connections).
+
 Host names served (`setpoint.api.browser_safety`): loopback names; on another address also
 that address and this machine's names (so a kubeconfig naming either works); and the
 `accept_hosts` patterns. No printing, no signals: those are the CLI's.
@@ -47,6 +50,7 @@ from setpoint.api.tls import TlsFiles, ensure_certificate
 from setpoint.errors import Invalid
 from setpoint.files import read_secret
 from setpoint.model import Registry
+from setpoint.runtime.webhooks import install_webhooks
 from setpoint.store.base import Store
 
 
@@ -136,6 +140,7 @@ async def serve_api(store: Store, options: ServeOptions) -> AsyncIterator[ApiSer
         if options.tls_directory is None:
             raise Invalid("a server with tokens serves HTTPS: give it a TLS directory")
         tls = ensure_certificate(options.tls_directory, [options.host])
+    await install_webhooks(store)  # every write the API takes passes the webhooks configured
     app = create_app(store, auth=auth, hosts=hosts)
     async with ApiServer(
         app, options.host, options.port, options.limits, tls=tls, client_ca=options.client_ca_file

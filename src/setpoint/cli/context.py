@@ -73,7 +73,9 @@ class Context:
     async def open_store(self, *, create: bool = False) -> AsyncIterator[Store]:
         """The store, closed on the way out. Only writers of desired state pass
         `create=True` (a SQLite file and its directory are then created if missing); for
-        every other verb a missing store is `NotFound`, saying where it was looked for."""
+        every other verb a missing store is `NotFound`, saying where it was looked for.
+        Every write through it passes the admission webhooks configured in the store
+        (`setpoint.runtime.webhooks`)."""
         try:
             store = await open_store(
                 self.store_url, registry=self.registry, create=create, credentials=self.credentials
@@ -81,6 +83,9 @@ class Context:
         except NotFound as exc:
             raise NotFound(self._no_store(exc)) from None
         try:
+            from setpoint.runtime.webhooks import install_webhooks
+
+            await install_webhooks(store)  # every write of every verb passes them
             yield store
         finally:
             await store.close()

@@ -17,8 +17,8 @@ from setpoint.workloads import kinds as workloads
 
 def builtin_kinds() -> Registry:
     """A new registry with every built-in kind: Event, Lease, CustomResourceDefinition,
-    Namespace, ConfigMap and Pod (core v1, no controller),
-    Process, Job, Deployment,
+    Namespace, ConfigMap and Pod (core v1, no controller), Mutating- and
+    ValidatingWebhookConfiguration, Process, Job, Deployment,
     ControllerRevision, Service, Thermostat and Autoscaler. Add user kinds to it with
     `Registry.register` (or a kinds module's `register(registry)`)."""
     registry = Registry()

@@ -1,7 +1,7 @@
 """The runtime's own kinds, `Event` (v1) and `Lease` (coordination.k8s.io/v1), the
 Kubernetes core kinds stored with no controller (`Namespace`, `ConfigMap`, `Pod`: v1), and
-`register`, which adds them and the kind of CRDs (`setpoint.model.crd.CRD`, kinds as data)
-to a registry.
+`register`, which adds them, the kind of CRDs (`setpoint.model.crd.CRD`, kinds as data) and
+the two kinds that configure admission webhooks (`setpoint.model.webhooks`) to a registry.
 
 Only declarations: the schemas stay beside the code that writes them
 (`setpoint.runtime.events`, `setpoint.runtime.leases`; `setpoint.runtime.core` for the
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from setpoint.model.crd import CRD
 from setpoint.model.kinds import Kind, Registry
+from setpoint.model.webhooks import MUTATING, VALIDATING
 
 EVENT = Kind(
     "v1",
@@ -61,12 +62,12 @@ POD = Kind(
 )
 """The `Pod` kind (core group, as Kubernetes): stored, never run (no kubelet here)."""
 
-KINDS = (EVENT, LEASE, CRD, NAMESPACE, CONFIG_MAP, POD)
+KINDS = (EVENT, LEASE, CRD, NAMESPACE, CONFIG_MAP, POD, MUTATING, VALIDATING)
 """The kinds this package registers."""
 
 
 def register(registry: Registry) -> None:
-    """Add Event, Lease, CustomResourceDefinition, Namespace, ConfigMap and Pod to
-    `registry`."""
+    """Add Event, Lease, CustomResourceDefinition, Namespace, ConfigMap, Pod,
+    MutatingWebhookConfiguration and ValidatingWebhookConfiguration to `registry`."""
     for kind in KINDS:
         registry.register(kind)

@@ -15,6 +15,12 @@ Every write passes the dependency index's `admit` first, in `_write`: a write th
 close a `dependsOn` cycle is refused there, nothing written. A dry run is admitted the same
 way but never reaches `_execute`: `_write` decides it on the object as `get` reads it and
 returns what it would write, learning nothing.
+
+Admission webhooks (`setpoint.store.webhooks`), once a caller is installed in `webhooks`,
+see a write that their rules match before any of that: `_write` reads the object, decides
+the write on it, lets the webhooks change or refuse what it would leave, and writes that,
+pinned to the version it read (again from the top, a few times, if it changed meanwhile for
+a patch or a delete). A store with no webhook configured pays one check per write.
 """
 
 from __future__ import annotations
@@ -22,17 +28,23 @@ from __future__ import annotations
 import builtins
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import replace
 from functools import cached_property
 from typing import Any
 
 from setpoint.clock import Clock
-from setpoint.errors import NotFound
+from setpoint.errors import Conflict, NotFound
 from setpoint.model import Object, Registry, Selector, codec
+from setpoint.model.webhooks import is_configuration
 from setpoint.store.base import NO_OPTIONS, WatchEvent, WriteOptions
 from setpoint.store.dependency_index import DependencyIndex
 from setpoint.store.kinds import is_crd, learn_change
 from setpoint.store.rules import Write, decide, encode, key_of, prepare
 from setpoint.store.watchers import EncodedEvent, LogEntry, Watchers, WatchFilter
+from setpoint.store.webhooks import WebhookAdmission, attributes
+
+ADMISSION_ATTEMPTS = 5
+"""How often a patch or delete is admitted anew when its object changed during admission."""
 
 
 def encoded_matching(
@@ -114,7 +126,70 @@ class Backend(ABC):
     def _dependencies(self) -> DependencyIndex:
         return DependencyIndex(self.registry, self, log=self._reads_log)
 
+    webhooks: WebhookAdmission | None = None
+    """The admission webhooks writes pass (None: none; `setpoint.store.webhooks`)."""
+
     async def _write(self, write: Write) -> Object:
+        """`_write_admitted` once the admission webhooks that match the write admitted it
+        (see the module docstring)."""
+        webhooks = self.webhooks
+        if webhooks is None or not webhooks.concerns(write):
+            return await self._write_admitted(write)
+        for attempt in range(1, ADMISSION_ATTEMPTS + 1):
+            admitted = await self._admit_by_webhooks(webhooks, write)
+            try:
+                return await self._write_admitted(admitted)
+            except Conflict:
+                if write.op not in ("patch", "delete") or attempt == ADMISSION_ATTEMPTS:
+                    raise
+        raise AssertionError("unreachable")
+
+    async def _admit_by_webhooks(self, webhooks: WebhookAdmission, write: Write) -> Write:
+        """`write` as the webhooks admit it: its object as they changed it, pinned to the
+        version of the object decided on; raises what they refuse."""
+        current = await self._current(write)
+        change = decide(write, current, self._clock.now())
+        proposed = change.object if change is not None else current
+        admitted = await webhooks.admit(
+            attributes(write, proposed, current), self._namespace_labels
+        )
+        if write.op == "delete":
+            assert current is not None
+            meta = current["metadata"]
+            pinned = {"uid": meta["uid"], "resourceVersion": meta["resourceVersion"]}
+            return replace(write, preconditions={**(write.preconditions or {}), **pinned})
+        assert admitted is not None
+        if admitted is not proposed:  # a webhook changed it: check it as any write
+            if write.op == "update_status":
+                admitted["status"] = write.kind.validate_status(admitted.get("status"))
+            else:
+                write.kind.validate(admitted)
+        if write.op == "create":
+            return replace(write, obj=admitted)
+        assert current is not None
+        admitted["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+        return replace(write, admitted=admitted)
+
+    async def _namespace_labels(self, namespace: str) -> dict[str, str]:
+        """The labels of the `Namespace` object of that name, when the registry has the kind
+        and the object exists (else none: webhooks see only its name label)."""
+        if not self.registry.registered("v1", "Namespace"):
+            return {}
+        try:
+            obj = await self.get("v1", "Namespace", namespace, None)
+        except NotFound:
+            return {}
+        labels = obj["metadata"].get("labels")
+        return labels if isinstance(labels, dict) else {}
+
+    async def _current(self, write: Write) -> Object | None:
+        api_version, kind, namespace, name = write.key
+        try:
+            return await self.get(api_version, kind, name, namespace or None)
+        except NotFound:
+            return None
+
+    async def _write_admitted(self, write: Write) -> Object:
         """`_execute` once the dependency index admits the write (no `dependsOn` cycle);
         then a CRD's kind and the object's edges are learnt (or forgotten) at once. A dry
         run is admitted and decided, never executed nor learnt."""
@@ -133,16 +208,16 @@ class Backend(ABC):
             self._dependencies.learn(write.kind, written, gone=gone)
         if is_crd(write.kind.api_version, write.kind.kind):
             learn_change(self.registry, written, deleted=gone)
+        if self.webhooks is not None:
+            self.webhooks.learn_entry(
+                write.kind.api_version, write.kind.kind, written, deleted=gone
+            )
         return written
 
     async def _dry_run(self, write: Write) -> Object:
         """The object as `write` would leave it, decided by `decide` on the object as it is
         (refused as the write would be, the size limit too); nothing written."""
-        api_version, kind, namespace, name = write.key
-        try:
-            current: Object | None = await self.get(api_version, kind, name, namespace or None)
-        except NotFound:
-            current = None
+        current = await self._current(write)
         change = decide(write, current, self._clock.now())
         if change is None:
             assert current is not None
@@ -157,6 +232,9 @@ class Backend(ABC):
             if is_crd(entry.api_version, entry.kind):
                 obj = codec.decode(entry.data)
                 learn_change(self.registry, obj, deleted=entry.type == "DELETED")
+            if self.webhooks is not None and is_configuration(entry.api_version, entry.kind):
+                obj = codec.decode(entry.data)
+                self.webhooks.learn(obj, deleted=entry.type == "DELETED")
         self._dependencies.learn_entries(entries)
 
     async def create(self, obj: Object, *, options: WriteOptions = NO_OPTIONS) -> Object:

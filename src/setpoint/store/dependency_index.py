@@ -175,7 +175,10 @@ class DependencyIndex:
 
     async def _written(self, write: Write) -> Object | None:
         """The object as `write` would leave it, as far as its edges go; None when the write
-        cannot change them (or will fail on its own)."""
+        cannot change them (or will fail on its own). What admission webhooks admitted is
+        what is written (`Write.admitted`)."""
+        if write.admitted is not None:
+            return write.admitted
         if write.op != "patch":
             return write.obj
         assert write.kind.depends_on is not None

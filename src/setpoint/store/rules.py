@@ -57,6 +57,11 @@ class Write:
     propagation: str = "Background"
     preconditions: dict[str, str] | None = None  # delete only: {"uid", "resourceVersion"}
     options: WriteOptions = NO_OPTIONS
+    admitted: Object | None = None
+    """An update's, patch's or status write's object as admission webhooks left it
+    (`setpoint.store.webhooks`), decided on the object at its `metadata.resourceVersion`:
+    written in place of what `op` would make of the current object, `Conflict` if that
+    object has changed since."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +118,8 @@ def decide(write: Write, current: Object | None, now: float) -> Change | None:
     if write.op == "delete":
         _check_preconditions(write.preconditions or {}, current)
         return _deleted(write.key, current, now, write.propagation)
+    if write.admitted is not None:
+        return _admitted(write, current, now)
     if write.op == "patch":
         return _patched(write, current, now)
     assert write.obj is not None
@@ -266,6 +273,21 @@ def _patched(write: Write, current: Object, now: float) -> Change | None:
     patched.pop("status", None)
     write.kind.validate(patched)
     return _updated(write.key, current, _recorded(write, current, patched, now))
+
+
+def _admitted(write: Write, current: Object, now: float) -> Change | None:
+    """`write.admitted` written over `current`, as an update (or a status write) of it."""
+    admitted = write.admitted
+    assert admitted is not None
+    _check_version(admitted, current)
+    if write.op == "update_status":
+        new = dict(current)
+        if admitted.get("status") is None:
+            new.pop("status", None)
+        else:
+            new["status"] = admitted["status"]
+        return _change(write.key, current, new)
+    return _updated(write.key, current, _recorded(write, current, admitted, now))
 
 
 def _deleted(key: Key, current: Object, now: float, propagation: str) -> Change | None:
