@@ -12,11 +12,11 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import kopf
 import pytest
 from kopf._core.actions.execution import Outcome
 from kopf._core.engines.admission import build_response
 
+import kopf
 from setpoint.engine.kinds import builtin_kinds
 from setpoint.errors import Forbidden
 from setpoint.runtime.webhooks import install_webhooks
