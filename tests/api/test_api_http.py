@@ -51,6 +51,9 @@ async def test_discovery_names_kinds_with_their_subresources(api: Api) -> None:
     crds = (await api.client.get("/apis/apiextensions.k8s.io/v1")).json()["resources"]
     assert [r.get("categories") for r in crds if "/" not in r["name"]] == [None]
     assert (await api.client.get("/version")).json()["major"] == "1"
+    # With a trailing slash, as kr8s asks, Kubernetes serves the same lists.
+    assert (await api.client.get("/api/")).json() == (await api.client.get("/api")).json()
+    assert (await api.client.get("/apis/")).json() == groups
 
 
 async def test_errors_are_status_objects_and_nothing_is_written(api: Api) -> None:

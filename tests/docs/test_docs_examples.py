@@ -26,9 +26,11 @@ def test_first_controller_runs() -> None:
 
 def test_the_operator_tests_of_testing_operators_run() -> None:
     """docs/testing-operators.md's example tests, run as their users run them: pytest on the
-    directory, its conftest registering `setpoint_api`: the kr8s one and the kopf one."""
+    directory, its conftest registering `setpoint_api`: the kr8s one and the kopf one. A stream
+    left open past its event loop, or a client's warning about the server, fails them."""
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rxX",
+         "-W", "error::pytest.PytestUnraisableExceptionWarning", "-W", "error::UserWarning",
          str(ROOT / "docs/examples/testing-operators")],
         capture_output=True,
         text=True,

@@ -248,6 +248,8 @@ class _Api:
     async def core_path(self, request: Request) -> Response:
         user = self.user(request)
         segments = request.path_params["rest"].strip("/").split("/")
+        if segments == [""]:  # `/api/`, as kr8s asks: Kubernetes serves it as `/api`
+            return json_response(discovery.core_versions())
         if segments[0] != "v1":
             raise NotFound(f"the server does not serve version {segments[0]!r} of the core group")
         if len(segments) == 1:
@@ -257,6 +259,8 @@ class _Api:
     async def groups_path(self, request: Request) -> Response:
         user = self.user(request)
         segments = request.path_params["rest"].strip("/").split("/")
+        if segments == [""]:
+            return json_response(discovery.group_list(self.store.registry))
         if len(segments) == 1:
             group = discovery.group(self.store.registry, segments[0])
             if group is None:
