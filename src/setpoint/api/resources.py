@@ -174,7 +174,7 @@ class Resources:
         if (
             path.subresource not in (None, "status", "scale")
             or (path.subresource == "scale" and kind.scale is None)
-            or (path.subresource == "status" and kind.status is None)
+            or (path.subresource == "status" and not kind.has_status)
         ):
             raise NotFound(f'{kind.plural} have no subresource "{path.subresource}"')
         if path.name is None:
