@@ -44,6 +44,7 @@ from setpoint.api.query import (
     FieldSelector,
     ResourcePath,
     answer_form,
+    flag,
     media_type,
     non_negative_int,
     wants_table,
@@ -141,7 +142,7 @@ def verb_of(method: str, path: ResourcePath, params: dict[str, str]) -> str:
     """The Kubernetes verb of a request (what roles allow)."""
     if method in ("GET", "HEAD"):
         if path.name is None:
-            return "watch" if params.get("watch") in ("true", "1") else "list"
+            return "watch" if flag(params, "watch") else "list"
         return "get"
     if method == "DELETE" and path.name is None:
         return "deletecollection"
@@ -179,7 +180,7 @@ class Resources:
             raise NotFound(f'{kind.plural} have no subresource "{path.subresource}"')
         if path.name is None:
             if method in ("GET", "HEAD"):
-                if params.get("watch") in ("true", "1"):
+                if flag(params, "watch"):
                     return await self._watch(request, kind, namespace, params)
                 return await self._list(request, kind, namespace, params)
             if method == "POST":
@@ -261,7 +262,7 @@ class Resources:
         fields = FieldSelector.parse(params.get("fieldSelector"), kind)
         version = params.get("resourceVersion", "")
         initial: list[Object] = []
-        send_initial = params.get("sendInitialEvents") in ("true", "1")
+        send_initial = flag(params, "sendInitialEvents")
         if version in ("", "0") or send_initial:
             items, since = await self.store.list(kind.api_version, kind.kind, namespace, selector)
             initial = [obj for obj in items if fields.matches(obj)]
@@ -282,7 +283,7 @@ class Resources:
             since=since,
             initial=initial,
             encode=as_row if as_table else None,
-            bookmarks=params.get("allowWatchBookmarks") in ("true", "1"),
+            bookmarks=flag(params, "allowWatchBookmarks"),
             initial_events_end=send_initial,
             timeout=min(float(timeout), limits.max_timeout) if timeout else limits.max_timeout,
         )
@@ -407,7 +408,7 @@ class Resources:
             namespace,
             body,
             field_manager=params.get("fieldManager") or "kubectl",
-            force=params.get("force") in ("true", "1"),
+            force=flag(params, "force"),
             options=_options(request, params),
         )
         return self._answer(request, kind, applied, params)
@@ -494,7 +495,7 @@ class Resources:
         if propagation is None:
             orphan = options.get("orphanDependents")
             if orphan is None and "orphanDependents" in params:
-                orphan = params["orphanDependents"] in ("true", "1")
+                orphan = flag(params, "orphanDependents")
             propagation = "Orphan" if orphan else "Background"
         if not isinstance(propagation, str):
             raise BadRequest("propagationPolicy: want Background, Foreground or Orphan")
