@@ -26,6 +26,7 @@ GROUP, VERSION, PLURAL, KIND = "example.com", "v1", "widgets", "Widget"
 API_VERSION = f"{GROUP}/{VERSION}"
 NAMESPACE = "default"
 WIDGETS = f"/apis/{API_VERSION}/namespaces/{NAMESPACE}/{PLURAL}"
+CONFIG_MAPS = f"/api/v1/namespaces/{NAMESPACE}/configmaps"
 FINALIZER = "example.com/cleanup"
 
 WIDGET_CRD: dict[str, Any] = {
@@ -92,19 +93,15 @@ class World:
             timeout=TIMEOUT,
         )
 
-    def widget(self, name: str) -> dict[str, Any] | None:
-        """The Widget `name` as stored, or None when there is none."""
-        answer = self.http.get(f"{WIDGETS}/{name}")
+    def widget(self, name: str, collection: str = WIDGETS) -> dict[str, Any] | None:
+        """The Widget `name` (or the object of `collection`) as stored, or None when there
+        is none."""
+        answer = self.http.get(f"{collection}/{name}")
         if answer.status_code == 404:
             return None
         assert answer.status_code == 200, answer.text
         body: dict[str, Any] = answer.json()
         return body
-
-    def names(self) -> list[str]:
-        answer = self.http.get(WIDGETS)
-        assert answer.status_code == 200, answer.text
-        return [item["metadata"]["name"] for item in answer.json()["items"]]
 
     def create(self, obj: dict[str, Any], path: str = WIDGETS) -> dict[str, Any]:
         answer = self.http.post(path, json=obj)
@@ -127,11 +124,11 @@ class World:
         """Write until the store's history no longer reaches back to `version` (on a
         `compacting_server`): 12 writes to a ConfigMap, then a raw watch from `version` is
         checked to answer 410."""
-        path = f"/api/v1/namespaces/{NAMESPACE}/configmaps"
-        self.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "filler"}}, path)
+        filler = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "filler"}}
+        self.create(filler, CONFIG_MAPS)
         for i in range(12):
             answer = self.http.patch(
-                f"{path}/filler",
+                f"{CONFIG_MAPS}/filler",
                 json={"data": {"i": str(i)}},
                 headers={"Content-Type": "application/merge-patch+json"},
             )

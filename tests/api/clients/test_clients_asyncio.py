@@ -9,7 +9,17 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from clients_kit import FINALIZER, GROUP, NAMESPACE, PLURAL, TIMEOUT, VERSION, World, widget
+from clients_kit import (
+    CONFIG_MAPS,
+    FINALIZER,
+    GROUP,
+    NAMESPACE,
+    PLURAL,
+    TIMEOUT,
+    VERSION,
+    World,
+    widget,
+)
 from kubernetes_asyncio import client, config, watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
@@ -217,3 +227,41 @@ async def test_410_gone_is_resumed_by_relisting(compacting: tuple[ApiServer, Wor
         world.resize("a-gone", 3)
         version = relisted["metadata"]["resourceVersion"]
         assert await events(custom, 1, resource_version=version) == [("MODIFIED", "a-gone", 3)]
+
+
+async def test_a_typed_core_kind(served: tuple[ApiServer, World]) -> None:
+    """A ConfigMap as the client's own model (`V1ConfigMap`), in answers and watch events."""
+    api, world = served
+    async with await config.new_client_from_config(config_file=str(api.kubeconfig)) as api_client:
+        core = client.CoreV1Api(api_client)
+        made = await core.create_namespaced_config_map(
+            NAMESPACE,
+            client.V1ConfigMap(
+                metadata=client.V1ObjectMeta(name="a-config", labels={"test": "a-typed"}),
+                data={"a": "1"},
+            ),
+        )
+        assert isinstance(made, client.V1ConfigMap)
+        await core.patch_namespaced_config_map(
+            "a-config", NAMESPACE, {"data": {"b": "2"}}, _content_type=MERGE_PATCH
+        )
+        listed = await core.list_namespaced_config_map(NAMESPACE, label_selector="test=a-typed")
+        assert [(c.metadata.name, c.data) for c in listed.items] == [
+            ("a-config", {"a": "1", "b": "2"})
+        ]
+        seen = []
+        async with watch.Watch().stream(
+            core.list_namespaced_config_map,
+            NAMESPACE,
+            resource_version=made.metadata.resource_version,
+            field_selector="metadata.name=a-config",
+            timeout_seconds=int(TIMEOUT),
+        ) as stream:
+            async for event in stream:
+                seen.append(event)
+                break
+        assert [(e["type"], type(e["object"]), e["object"].data) for e in seen] == [
+            ("MODIFIED", client.V1ConfigMap, {"a": "1", "b": "2"})
+        ]
+        await core.delete_namespaced_config_map("a-config", NAMESPACE)
+    assert world.widget("a-config", CONFIG_MAPS) is None

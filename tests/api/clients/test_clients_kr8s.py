@@ -19,8 +19,18 @@ from typing import Any
 import kr8s
 import kr8s.asyncio
 import pytest
-from clients_kit import API_VERSION, FINALIZER, KIND, NAMESPACE, PLURAL, TIMEOUT, World, widget
-from kr8s.asyncio.objects import new_class
+from clients_kit import (
+    API_VERSION,
+    CONFIG_MAPS,
+    FINALIZER,
+    KIND,
+    NAMESPACE,
+    PLURAL,
+    TIMEOUT,
+    World,
+    widget,
+)
+from kr8s.asyncio.objects import APIObject, ConfigMap, new_class
 
 from setpoint.testing import ApiServer
 
@@ -54,14 +64,16 @@ def world(served: tuple[ApiServer, World]) -> World:
 
 
 @contextlib.asynccontextmanager
-async def watching(api: kr8s.asyncio.Api, **options: Any) -> AsyncIterator[asyncio.Queue[Event]]:
-    """The events of `Api.watch` of Widgets, as they come. The watch runs in a task that is
-    cancelled on the way out: that unwinds kr8s's stream at once."""
-    events: asyncio.Queue[Event] = asyncio.Queue()
+async def watching(
+    api: kr8s.asyncio.Api, kind: type[APIObject] = Widget, **options: Any
+) -> AsyncIterator[asyncio.Queue[tuple[str, APIObject]]]:
+    """The events of `Api.watch` of `kind` in the default namespace, as they come. The watch
+    runs in a task that is cancelled on the way out: that unwinds kr8s's stream at once."""
+    events: asyncio.Queue[tuple[str, APIObject]] = asyncio.Queue()
 
     async def watch() -> None:
-        async for kind, obj in api.watch(Widget, namespace=NAMESPACE, **options):
-            events.put_nowait((kind, obj.name, obj.spec["size"]))
+        async for event in api.watch(kind, namespace=NAMESPACE, **options):
+            events.put_nowait(event)
 
     watcher = asyncio.create_task(watch())
     try:
@@ -72,9 +84,11 @@ async def watching(api: kr8s.asyncio.Api, **options: Any) -> AsyncIterator[async
             await watcher  # re-raises what ended the watch, if anything did
 
 
-async def next_events(events: asyncio.Queue[Event], count: int) -> list[Event]:
+async def next_events(events: asyncio.Queue[tuple[str, APIObject]], count: int) -> list[Event]:
+    """The next `count` Widget events: (type, name, spec.size)."""
     async with asyncio.timeout(TIMEOUT):
-        return [await events.get() for _ in range(count)]
+        got = [await events.get() for _ in range(count)]
+    return [(kind, obj.name, obj.spec["size"]) for kind, obj in got]
 
 
 async def test_create_get_and_list_with_selectors(api: kr8s.asyncio.Api, world: World) -> None:
@@ -219,3 +233,25 @@ async def resume_after_410(api: kr8s.asyncio.Api, world: World) -> None:
         assert await next_events(events, 1) == [("ADDED", "k-gone", 2)]
         world.resize("k-gone", 3)
         assert await next_events(events, 1) == [("MODIFIED", "k-gone", 3)]
+
+
+async def test_a_typed_core_kind(api: kr8s.asyncio.Api, world: World) -> None:
+    """A ConfigMap as kr8s's own class, in answers and watch events."""
+    made = ConfigMap(
+        {"metadata": {"name": "k-config", "labels": {"test": "k-typed"}}, "data": {"a": "1"}},
+        api=api,
+    )
+    await made.create()
+    since = made.metadata.resourceVersion
+    await made.patch({"data": {"b": "2"}})
+    listed = [c async for c in ConfigMap.list(api=api, label_selector={"test": "k-typed"})]
+    assert [(c.name, c.data.to_dict()) for c in listed] == [  # type: ignore[union-attr]
+        ("k-config", {"a": "1", "b": "2"})
+    ]
+    selector = {"metadata.name": "k-config"}
+    async with watching(api, ConfigMap, since=since, field_selector=selector) as events:
+        async with asyncio.timeout(TIMEOUT):
+            kind, obj = await events.get()
+    assert (kind, type(obj), obj.data.to_dict()) == ("MODIFIED", ConfigMap, {"a": "1", "b": "2"})
+    await made.delete()
+    assert world.widget("k-config", CONFIG_MAPS) is None

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from clients_kit import (
+    CONFIG_MAPS,
     FINALIZER,
     GROUP,
     KIND,
@@ -22,6 +23,8 @@ from clients_kit import (
 )
 from lightkube import ApiError, Client, KubeConfig, operators
 from lightkube.generic_resource import create_namespaced_resource
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.core_v1 import ConfigMap
 from lightkube.types import PatchType
 
 from setpoint.testing import ApiServer
@@ -206,3 +209,28 @@ def test_410_gone_is_resumed_by_relisting(compacting: tuple[ApiServer, World]) -
         assert seen == [("MODIFIED", "l-gone", 3)]
     finally:
         client.close()
+
+
+def test_a_typed_core_kind(client: Client, world: World) -> None:
+    """A ConfigMap as lightkube's own model, in answers and watch events."""
+    made = client.create(
+        ConfigMap(metadata=ObjectMeta(name="l-config", labels={"test": "l-typed"}), data={"a": "1"})
+    )
+    assert isinstance(made, ConfigMap)
+    client.patch(
+        ConfigMap, "l-config", {"data": {"b": "2"}}, namespace=NAMESPACE, patch_type=PatchType.MERGE
+    )
+    listed = client.list(ConfigMap, namespace=NAMESPACE, labels={"test": "l-typed"})
+    assert [(c.metadata.name, c.data) for c in listed] == [("l-config", {"a": "1", "b": "2"})]
+    stream = client.watch(
+        ConfigMap,
+        namespace=NAMESPACE,
+        fields={"metadata.name": "l-config"},
+        resource_version=made.metadata.resourceVersion,
+        server_timeout=int(TIMEOUT),
+    )
+    with contextlib.closing(stream):
+        kind, first = next(stream)
+    assert (kind, type(first), first.data) == ("MODIFIED", ConfigMap, {"a": "1", "b": "2"})
+    client.delete(ConfigMap, "l-config", namespace=NAMESPACE)
+    assert world.widget("l-config", CONFIG_MAPS) is None

@@ -9,7 +9,17 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from clients_kit import FINALIZER, GROUP, NAMESPACE, PLURAL, TIMEOUT, VERSION, World, widget
+from clients_kit import (
+    CONFIG_MAPS,
+    FINALIZER,
+    GROUP,
+    NAMESPACE,
+    PLURAL,
+    TIMEOUT,
+    VERSION,
+    World,
+    widget,
+)
 from kubernetes import client, config, watch
 from kubernetes.client.rest import ApiException
 
@@ -207,3 +217,38 @@ def test_410_gone_is_resumed_by_relisting(compacting: tuple[ApiServer, World]) -
         world.resize("o-gone", 3)
         version = relisted["metadata"]["resourceVersion"]
         assert events(custom, 1, resource_version=version) == [("MODIFIED", "o-gone", 3)]
+
+
+def test_a_typed_core_kind(served: tuple[ApiServer, World]) -> None:
+    """A ConfigMap as the client's own model (`V1ConfigMap`), in answers and watch events."""
+    api, world = served
+    with config.new_client_from_config(config_file=str(api.kubeconfig)) as api_client:
+        core = client.CoreV1Api(api_client)
+        made = core.create_namespaced_config_map(
+            NAMESPACE,
+            client.V1ConfigMap(
+                metadata=client.V1ObjectMeta(name="o-config", labels={"test": "o-typed"}),
+                data={"a": "1"},
+            ),
+        )
+        assert isinstance(made, client.V1ConfigMap)
+        core.patch_namespaced_config_map("o-config", NAMESPACE, {"data": {"b": "2"}})
+        listed = core.list_namespaced_config_map(NAMESPACE, label_selector="test=o-typed")
+        assert [(c.metadata.name, c.data) for c in listed.items] == [
+            ("o-config", {"a": "1", "b": "2"})
+        ]
+        stream, seen = watch.Watch(), []
+        for event in stream.stream(
+            core.list_namespaced_config_map,
+            NAMESPACE,
+            resource_version=made.metadata.resource_version,
+            field_selector="metadata.name=o-config",
+            timeout_seconds=int(TIMEOUT),
+        ):
+            seen.append(event)
+            stream.stop()
+        assert [(e["type"], type(e["object"]), e["object"].data) for e in seen] == [
+            ("MODIFIED", client.V1ConfigMap, {"a": "1", "b": "2"})
+        ]
+        core.delete_namespaced_config_map("o-config", NAMESPACE)
+    assert world.widget("o-config", CONFIG_MAPS) is None

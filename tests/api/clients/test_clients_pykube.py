@@ -14,7 +14,17 @@ from typing import Any
 
 import pykube
 import pytest
-from clients_kit import API_VERSION, FINALIZER, KIND, NAMESPACE, PLURAL, TIMEOUT, World, widget
+from clients_kit import (
+    API_VERSION,
+    CONFIG_MAPS,
+    FINALIZER,
+    KIND,
+    NAMESPACE,
+    PLURAL,
+    TIMEOUT,
+    World,
+    widget,
+)
 from pykube.exceptions import HTTPError
 from pykube.query import Query, now
 
@@ -193,3 +203,28 @@ def test_410_gone_is_resumed_by_relisting(compacting: tuple[ApiServer, World]) -
         assert [w.obj["spec"]["size"] for w in relisted] == [2]
         world.resize("p-gone", 3)
         assert events(relisted, 1, since=now) == [("MODIFIED", "p-gone", 3)]  # the list's
+
+
+def test_a_typed_core_kind(api: pykube.HTTPClient, world: World) -> None:
+    """A ConfigMap as pykube-ng's own class, in answers and watch events."""
+    made = pykube.ConfigMap(
+        api, {"metadata": {"name": "p-config", "labels": {"test": "p-typed"}}, "data": {"a": "1"}}
+    )
+    made.create()
+    since = made.metadata["resourceVersion"]
+    made.patch({"data": {"b": "2"}})
+    listed = pykube.ConfigMap.objects(api).filter(namespace=NAMESPACE, selector={"test": "p-typed"})
+    assert [(c.name, c.obj["data"]) for c in listed] == [("p-config", {"a": "1", "b": "2"})]
+    query = listed.filter(field_selector={"metadata.name": "p-config"})
+    watch = query.watch(since=since, params={"timeoutSeconds": int(TIMEOUT)})
+    try:
+        first = next(iter(watch))
+    finally:
+        watch.response.close()
+    assert (first.type, type(first.object), first.object.obj["data"]) == (
+        "MODIFIED",
+        pykube.ConfigMap,
+        {"a": "1", "b": "2"},
+    )
+    made.delete()
+    assert world.widget("p-config", CONFIG_MAPS) is None
