@@ -348,6 +348,12 @@ class Resources:
         subresource: str | None,
     ) -> Response:
         patch_type = self._patch_type(request)
+        if patch_type == "apply" and subresource == "status":
+            # Refused, not a silent no-op: apply's field ownership does not cover the status.
+            raise UnsupportedMediaType(
+                "server-side apply is not served on /status: patch the status with "
+                "application/merge-patch+json or application/json-patch+json"
+            )
         body = await self._body(request, patch=patch_type)
         if patch_type == "apply":
             return await self._apply(request, kind, name, namespace, params, body)

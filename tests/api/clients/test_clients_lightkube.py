@@ -149,6 +149,10 @@ def test_status_subresource(client: Client, world: World) -> None:
         namespace=NAMESPACE,
         patch_type=PatchType.MERGE,
     )
+    applied = Widget.Status.from_dict({**widget("l-status"), "status": {"phase": "Applied"}})
+    with pytest.raises(ApiError) as refused:  # refused, not answered 200 with nothing written
+        client.apply(applied, "l-status", namespace=NAMESPACE)
+    assert refused.value.status.code == 415
     stored = world.widget("l-status")
     assert stored is not None
     assert stored["status"] == {"phase": "Done", "observedGeneration": 1}
