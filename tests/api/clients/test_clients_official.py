@@ -184,7 +184,9 @@ def test_server_side_apply(custom: client.CustomObjectsApi, world: World) -> Non
 
 
 def test_delete_with_finalizers(custom: client.CustomObjectsApi, world: World) -> None:
-    custom.create_namespaced_custom_object(*WIDGET, widget("o-finalized", finalizers=[FINALIZER]))
+    created = custom.create_namespaced_custom_object(
+        *WIDGET, widget("o-finalized", finalizers=[FINALIZER])
+    )
     custom.delete_namespaced_custom_object(*WIDGET, "o-finalized")
     lingering = world.widget("o-finalized")
     assert lingering is not None
@@ -197,6 +199,18 @@ def test_delete_with_finalizers(custom: client.CustomObjectsApi, world: World) -
         _content_type=JSON_PATCH,
     )
     assert world.widget("o-finalized") is None
+    seen = watch.Watch().stream(
+        custom.list_namespaced_custom_object,
+        *WIDGET,
+        resource_version=created["metadata"]["resourceVersion"],
+        field_selector="metadata.name=o-finalized",
+        timeout_seconds=int(TIMEOUT),
+    )
+    marked, deleted = next(seen), next(seen)
+    seen.close()
+    assert (marked["type"], marked["object"]["metadata"]["finalizers"]) == ("MODIFIED", [FINALIZER])
+    assert marked["object"]["metadata"]["deletionTimestamp"]
+    assert deleted["type"] == "DELETED"
 
 
 def test_410_gone_is_resumed_by_relisting(compacting: tuple[ApiServer, World]) -> None:
