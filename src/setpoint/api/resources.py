@@ -348,15 +348,9 @@ class Resources:
         subresource: str | None,
     ) -> Response:
         patch_type = self._patch_type(request)
-        if patch_type == "apply" and subresource == "status":
-            # Refused, not a silent no-op: apply's field ownership does not cover the status.
-            raise UnsupportedMediaType(
-                "server-side apply is not served on /status: patch the status with "
-                "application/merge-patch+json or application/json-patch+json"
-            )
         body = await self._body(request, patch=patch_type)
         if patch_type == "apply":
-            return await self._apply(request, kind, name, namespace, params, body)
+            return await self._apply(request, kind, name, namespace, params, body, subresource)
         options = _options(request, params)
         if subresource == "status":
             written = await self._patch_status(kind, name, namespace, body, patch_type, options)
@@ -403,8 +397,10 @@ class Resources:
         namespace: str | None,
         params: dict[str, str],
         body: Any,
+        subresource: str | None,
     ) -> Response:
-        """Server-side apply (`setpoint.store.apply`; `setpoint.model.managed_fields` decides)."""
+        """Server-side apply (`setpoint.store.apply`; `setpoint.model.managed_fields` decides),
+        of the object or of its status."""
         from setpoint.store.apply import server_side_apply
 
         applied = await server_side_apply(
@@ -416,6 +412,7 @@ class Resources:
             field_manager=params.get("fieldManager") or "kubectl",
             force=flag(params, "force"),
             options=_options(request, params),
+            subresource=subresource,
         )
         return self._answer(request, kind, applied, params)
 

@@ -149,14 +149,35 @@ def test_status_subresource(client: Client, world: World) -> None:
         namespace=NAMESPACE,
         patch_type=PatchType.MERGE,
     )
-    applied = Widget.Status.from_dict({**widget("l-status"), "status": {"phase": "Applied"}})
-    with pytest.raises(ApiError) as refused:  # refused, not answered 200 with nothing written
-        client.apply(applied, "l-status", namespace=NAMESPACE)
-    assert refused.value.status.code == 415
     stored = world.widget("l-status")
     assert stored is not None
     assert stored["status"] == {"phase": "Done", "observedGeneration": 1}
     assert (stored["spec"], stored["metadata"]["generation"]) == ({"size": 2}, 2)
+
+
+def test_server_side_apply_of_the_status(client: Client, world: World) -> None:
+    client.create(Widget.from_dict(widget("l-applied-status")))
+
+    def applied(phase: str, **status: Any) -> Any:
+        return Widget.Status.from_dict(
+            {**widget("l-applied-status", size=9), "status": {"phase": phase, **status}}
+        )
+
+    client.apply(applied("Ready", observedGeneration=1), "l-applied-status", namespace=NAMESPACE)
+    client.apply(applied("Done"), "l-applied-status", namespace=NAMESPACE)  # gives up one field
+    with pytest.raises(ApiError) as conflict:  # another manager's value for its field
+        client.apply(
+            applied("Lost"), "l-applied-status", namespace=NAMESPACE, field_manager="other"
+        )
+    assert conflict.value.status.code == 409
+    stored = world.widget("l-applied-status")
+    assert stored is not None
+    assert (stored["status"], stored["spec"]) == ({"phase": "Done"}, {"size": 1})
+    entries = stored["metadata"]["managedFields"]
+    assert [(e["manager"], e["operation"], e.get("subresource")) for e in entries] == [
+        ("tester", "Apply", "status")
+    ]
+    assert entries[0]["fieldsV1"] == {"f:status": {"f:phase": {}}}
 
 
 def test_server_side_apply(client: Client, world: World) -> None:
