@@ -83,6 +83,10 @@ class ApiSettings:
     list_snapshot_ttl: float = 60.0
     """How long the rest of a paged list is kept for its `continue` token."""
     max_list_snapshots: int = 16
+    max_requests_in_flight: int = 400
+    """Requests other than writes answered at once (watches aside); beyond, a 429."""
+    max_writes_in_flight: int = 200
+    """Writes (POST, PUT, PATCH, DELETE) answered at once; beyond, a 429."""
 
 
 def json_response(body: Any, status_code: int = 200) -> Response:
