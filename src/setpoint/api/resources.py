@@ -38,6 +38,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
+from setpoint.api import protobuf
 from setpoint.api.query import (
     PATCH_TYPES,
     ContinueToken,
@@ -603,6 +604,8 @@ class Resources:
         return self._parse(raw, content)
 
     def _parse(self, raw: bytes, content: str) -> Any:
+        if content == protobuf.MEDIA_TYPE:  # kubectl create configmap, secret, namespace
+            return protobuf.decode(raw)
         if content in ("", "application/json", "*/*"):
             as_json = True
         elif content in ("application/yaml", "application/x-yaml", "text/yaml"):
