@@ -153,9 +153,8 @@ class PodSpec(Schema):
 
 
 class PodStatus(Schema):
-    """A `Pod`'s status, as a client writes it (no kubelet writes one here); `Pending` until
-    one says otherwise, as kube-apiserver creates every Pod."""
+    """A `Pod`'s status, as a client writes it (no kubelet writes one here)."""
 
     model_config = ConfigDict(extra="allow")
 
-    phase: str = "Pending"
+    phase: str | None = None
