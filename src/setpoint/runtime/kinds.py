@@ -60,6 +60,7 @@ POD = Kind(
     spec="setpoint.runtime.core:PodSpec",
     status="setpoint.runtime.core:PodStatus",
     columns=(PrinterColumn("STATUS", "status.phase"),),
+    status_on_create=True,
 )
 """The `Pod` kind (core group, as Kubernetes): stored, never run (no kubelet here)."""
 
