@@ -22,20 +22,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import statistics
 import sys
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
+
+from distributed_etcd import etcd, percentile  # the throwaway etcd and the percentiles
 
 from setpoint.model import Kind, Registry, Schema
 from setpoint.store import open_store
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from etcd_server import EtcdServer, missing
 
 API = "bench.setpoint.dev/v1"
 WRITERS = 16
@@ -117,24 +113,6 @@ async def watch_latency(url: str) -> list[float]:
     finally:
         await writing.close()
         await watching.close()
-
-
-def percentile(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))]
-
-
-@contextlib.contextmanager
-def etcd(address: str | None) -> Iterator[str]:
-    """`address`, or that of a throwaway server started for the run."""
-    if address:
-        yield address
-        return
-    reason = missing()
-    if reason is not None:
-        raise RuntimeError(f"no etcd to measure: {reason}")
-    with EtcdServer() as server:
-        yield server.address
 
 
 async def measure(address: str) -> dict[str, Any]:

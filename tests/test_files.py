@@ -236,13 +236,15 @@ async def test_a_child_is_not_started_over_a_planted_symbolic_link(
     for directory in ("run", "logs"):
         (workspace / directory).mkdir(parents=True)
     (workspace / planted).symlink_to(victim)
-    spec = supervisor.ProcessSpec(
-        args=[sys.executable, "-c", "print('written')"], log_dir=workspace / "logs", marker="m"
+    ran = tmp_path / "ran"
+    spec = supervisor.ProcessSpec(  # a child that ends at once is refused too (it was run)
+        args=["touch", str(ran)], log_dir=workspace / "logs", marker="m"
     )
     with pytest.raises(PermissionError, match="symbolic link") as refused:
         await supervisor.start("default_web", spec, workspace / "run")
     assert refused.value.filename == str(workspace / planted)
     assert victim.read_text() == "precious\n"
+    assert not ran.exists()
 
 
 async def test_the_background_engine_log_is_not_written_through_a_symbolic_link(

@@ -177,12 +177,7 @@ def write_private(path: str | os.PathLike[str], data: bytes) -> None:
     import tempfile  # here: only writers of whole files need it
 
     name = os.fspath(path)
-    with contextlib.suppress(FileNotFoundError):
-        st = os.lstat(name)
-        if stat.S_ISLNK(st.st_mode):
-            raise refusal(name, "a symbolic link: refusing to write through it or replace it")
-        if not stat.S_ISREG(st.st_mode):
-            raise refusal(name, "not a regular file: refusing to replace it")
+    check_replaceable(name)
     directory, base = os.path.split(name)
     fd, partial = tempfile.mkstemp(prefix=f".{base}.", suffix=".tmp", dir=directory or ".")
     try:
@@ -195,6 +190,17 @@ def write_private(path: str | os.PathLike[str], data: bytes) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(partial)
         raise
+
+
+def check_replaceable(path: str | os.PathLike[str]) -> None:
+    """Refuse (`PermissionError`) what `write_private` would refuse to replace at `path`: a
+    symbolic link, or anything but a regular file. Nothing there passes."""
+    with contextlib.suppress(FileNotFoundError):
+        st = os.lstat(path)
+        if stat.S_ISLNK(st.st_mode):
+            raise refusal(path, "a symbolic link: refusing to write through it or replace it")
+        if not stat.S_ISREG(st.st_mode):
+            raise refusal(path, "not a regular file: refusing to replace it")
 
 
 def read_secret(path: str | os.PathLike[str], *, what: str) -> str:

@@ -13,6 +13,7 @@ import httpx
 
 from setpoint.api.app import create_app
 from setpoint.api.auth import Authenticator, Role, User
+from setpoint.api.in_flight import InFlight
 from setpoint.api.resources import ApiSettings
 from setpoint.api.server import ApiServer, ServerLimits
 from setpoint.api.tls import TlsFiles
@@ -40,6 +41,7 @@ class Api:
     server: ApiServer
     client: httpx.AsyncClient
     watches: WatchCounts
+    in_flight: InFlight
 
 
 @asynccontextmanager
@@ -66,7 +68,7 @@ async def running_api(
                 verify=client_context(tls) if tls is not None else True,
             ) as client,
         ):
-            yield Api(store, server, client, app.state.watches)
+            yield Api(store, server, client, app.state.watches, app.in_flight)
     finally:
         await store.close()
 

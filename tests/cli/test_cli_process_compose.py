@@ -14,6 +14,7 @@ import contextlib
 import os
 import shutil
 import signal
+import uuid
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
@@ -338,7 +339,9 @@ def test_exit_on_end_ends_up_with_the_process_s_code_unless_it_is_a_success(
 ) -> None:
     """process-compose's SuccessExitCodesExitOnEnd: `exit_on_end` stops everything when the
     process ends, and `up` exits with its code, 0 when `success_exit_codes` lists it."""
-    token = f"server-{cli.directory.name}"  # the server's argv[0]: found in /proc
+    # The server's argv[0], found in /proc: this test's own (its directory's name is not: the
+    # same test on another worker has the same one).
+    token = f"server-{uuid.uuid4().hex}"
     text = EXIT_ON_END.format(command=command, codes=codes, token=token)
     cli.write("process-compose.yaml", text)
     up = cli.start("up", "process-compose.yaml")

@@ -127,7 +127,8 @@ def run_e2e_suite(
     are relative to it), as kopf's CI runs it (`pytest --only-e2e`): KUBECONFIG names
     setpoint's server; the pinned kubectl is first on PATH. Its pyproject's `addopts`
     (`--looptime`, a plugin only its unit tests use) are replaced by `--strict-markers`;
-    `TEARDOWN_RACE` names the only warnings let through. `only`: just these examples."""
+    `TEARDOWN_RACE` names the only warnings let through; the plugin `oscrypto_openssl3` lets
+    kopf's WebhookServer make its certificate here. `only`: just these examples."""
     report = work / f"kopf-e2e-{len(list(work.glob('kopf-e2e*.xml')))}.xml"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SETPOINT_", "KUBE"))}
     env |= {
@@ -135,6 +136,7 @@ def run_e2e_suite(
         "PATH": os.pathsep.join([str(Path(kubectl).parent), env.get("PATH", "")]),
         "HOME": str(work / "home"),
         "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONPATH": str(Path(__file__).parent),  # for -p oscrypto_openssl3
     }
     (work / "home").mkdir(exist_ok=True)
     argv = [
@@ -149,6 +151,8 @@ def run_e2e_suite(
         "no:cacheprovider",
         "-p",
         "no:xdist",
+        "-p",
+        "oscrypto_openssl3",
         f"--junitxml={report}",
         *(f"-W{rule}" for rule in TEARDOWN_RACE),
         *(["-k", " or ".join(only)] if only else []),

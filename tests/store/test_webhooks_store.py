@@ -417,3 +417,23 @@ async def test_a_namespace_selector_reads_the_namespaces_labels(
         assert [r["namespace"] for r in hook.requests("deny")] == ["team-a"]
     finally:
         await opened.close()
+
+
+@pytest.mark.parametrize(("policy", "calls"), [("IfNeeded", 2), ("Never", 1)])
+async def test_a_webhook_that_asks_is_called_again_once_a_later_one_changed_the_object(
+    store: Store, hook: WebhookServer, policy: str, calls: int
+) -> None:
+    """As Kubernetes: `reinvocationPolicy: IfNeeded` calls a mutating webhook once more when
+    one after it changed the object, and shows it the object as changed."""
+    early = configuration(MUTATING, "a-early", hook.client_config("allow"))
+    early["webhooks"][0]["reinvocationPolicy"] = policy
+    await store.create(early)
+    late = configuration(MUTATING, "b-labeller", hook.client_config("label"))
+    late["webhooks"][0]["reinvocationPolicy"] = "IfNeeded"  # nothing changes after it
+    await store.create(late)
+    await store.create(process("web"))
+    seen = [r["object"]["metadata"].get("labels") for r in hook.requests("allow")]
+    assert seen == [None, {"webhook": "was-here"}][:calls]
+    assert len(hook.requests("label")) == 1
+    stored = await store.get(API, "Process", "web")
+    assert stored["metadata"]["labels"] == {"webhook": "was-here"}

@@ -37,6 +37,7 @@ from setpoint import __version__
 from setpoint.api import dashboard, discovery, insight, openapi
 from setpoint.api.auth import CLIENT_SUBJECT, NOBODY_CHECKS, Authenticator, User, authorize
 from setpoint.api.browser_safety import LOOPBACK_ONLY, HostRules, refusal
+from setpoint.api.in_flight import InFlight, is_long_running, too_many
 from setpoint.api.query import PATCH_TYPES, ResourcePath, media_type, parse_path
 from setpoint.api.resources import (
     ApiSettings,
@@ -96,6 +97,7 @@ def create_app(
     )
     app.resource_paths = (("/api/", core_path), ("/apis/", groups_path))
     app.hosts = hosts
+    app.in_flight = InFlight(api.settings.max_requests_in_flight, api.settings.max_writes_in_flight)
     app.state.watches = api.resources.watches  # open and dropped watches (WatchCounts)
     return app
 
@@ -108,10 +110,12 @@ class _ApiApp(Starlette):
     while the response is sent is answered as `_unexpected` (if nothing was sent yet)
     and raised to the server, as Starlette's ServerErrorMiddleware does. Anything else
     (insight's routes under `/apis/`, methods no route allows, the rest of the app)
-    goes through Starlette. Every HTTP request passes `browser_safety.refusal` first."""
+    goes through Starlette. Every HTTP request passes `browser_safety.refusal` first, then
+    (unless it is a watch) the bound on requests in flight (`setpoint.api.in_flight`)."""
 
     resource_paths: tuple[tuple[str, Endpoint], ...] = ()
     hosts: HostRules = LOOPBACK_ONLY
+    in_flight: InFlight
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
@@ -121,6 +125,26 @@ class _ApiApp(Starlette):
                 body = status_of(refused)
                 await json_response(body, body["code"])(scope, receive, send)
                 return
+            if not is_long_running(scope["path"], scope.get("query_string", b"")):
+                await self._counted(scope, receive, send)
+                return
+        await self._answer(scope, receive, send)
+
+    async def _counted(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Answer a request counted in flight, or a 429 beyond the bound (`in_flight`)."""
+        method = scope["method"]
+        if not self.in_flight.enter(method):
+            body, headers = too_many()
+            response = json_response(body, 429)
+            response.headers.update(headers)
+            await response(scope, receive, send)
+            return
+        try:
+            await self._answer(scope, receive, send)
+        finally:
+            self.in_flight.leave(method)
+
+    async def _answer(self, scope: Scope, receive: Receive, send: Send) -> None:
         endpoint = self._resource_endpoint(scope)
         if endpoint is None:
             await super().__call__(scope, receive, send)

@@ -13,8 +13,9 @@ of a write. Pure: no I/O; the app (`setpoint.api.app`) answers a refusal with it
   names the page's origin on every cross-origin request. The dashboard, served by the API
   itself, is same-origin. No CORS headers are ever sent.
 * **Content type.** A write (POST, PUT, PATCH, or a DELETE with a body) must say its body
-  is JSON, YAML or a patch type (`WRITE_TYPES`); otherwise 415. A page can send a body
-  without a preflight only as `text/plain`, a form or nothing named: all refused. One
+  is JSON, YAML, Kubernetes' protobuf or a patch type (`WRITE_TYPES`); otherwise 415. A page
+  can send a body without a preflight only as `text/plain`, a form or nothing named: all
+  refused. One
   exception, as the Kubernetes API server reads it: a POST, PUT or DELETE that names no
   content type *and carries no Origin* is read as JSON (pykube-ng, which kopf's examples
   use, sends none). A browser names the page's origin on every request but GET and HEAD,
@@ -28,13 +29,17 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from setpoint.api import protobuf
 from setpoint.api.auth import is_loopback
 from setpoint.api.query import PATCH_TYPES, media_type
 from setpoint.errors import Error, Forbidden, Invalid, UnsupportedMediaType
 from setpoint.model.patterns import compile_pattern
 
-BODY_TYPES = frozenset({"application/json", "application/yaml", "application/x-yaml", "text/yaml"})
-"""What a POST or PUT body may be (what `setpoint.api.resources` parses)."""
+BODY_TYPES = frozenset(
+    {"application/json", "application/yaml", "application/x-yaml", "text/yaml", protobuf.MEDIA_TYPE}
+)
+"""What a POST or PUT body may be (what `setpoint.api.resources` parses; protobuf for the
+kinds `setpoint.api.protobuf` reads). A page cannot send protobuf without a preflight."""
 WRITE_TYPES = BODY_TYPES | frozenset(PATCH_TYPES)
 WRITES = frozenset({"POST", "PUT", "PATCH"})
 DEFAULT_PORTS = {"http": 80, "https": 443}

@@ -38,6 +38,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
+from setpoint.api import protobuf
 from setpoint.api.query import (
     PATCH_TYPES,
     ContinueToken,
@@ -84,6 +85,10 @@ class ApiSettings:
     list_snapshot_ttl: float = 60.0
     """How long the rest of a paged list is kept for its `continue` token."""
     max_list_snapshots: int = 16
+    max_requests_in_flight: int = 400
+    """Requests other than writes answered at once (watches aside); beyond, a 429."""
+    max_writes_in_flight: int = 200
+    """Writes (POST, PUT, PATCH, DELETE) answered at once; beyond, a 429."""
 
 
 def json_response(body: Any, status_code: int = 200) -> Response:
@@ -603,6 +608,8 @@ class Resources:
         return self._parse(raw, content)
 
     def _parse(self, raw: bytes, content: str) -> Any:
+        if content == protobuf.MEDIA_TYPE:  # kubectl create configmap, secret, namespace
+            return protobuf.decode(raw)
         if content in ("", "application/json", "*/*"):
             as_json = True
         elif content in ("application/yaml", "application/x-yaml", "text/yaml"):

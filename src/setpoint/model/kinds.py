@@ -138,6 +138,9 @@ class Kind:
     (`spec.dependsOn`; a field written with the object, not by a status write):
     references `{kind, name, namespace}`, edges of the dependency graph in which the store
     refuses a write that closes a cycle (`setpoint.model.dependency_graph`)."""
+    status_on_create: bool = False
+    """A create that carries no status gets the status schema's defaults (a Pod starts
+    `Pending`, as kube-apiserver creates it); otherwise a new object has no status."""
 
     def __post_init__(self) -> None:
         if "/" not in self.api_version and self.api_version != "v1":

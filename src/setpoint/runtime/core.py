@@ -153,8 +153,9 @@ class PodSpec(Schema):
 
 
 class PodStatus(Schema):
-    """A `Pod`'s status, as a client writes it (no kubelet writes one here)."""
+    """A `Pod`'s status, as a client writes it (no kubelet writes one here); `Pending` from
+    its create on (`Kind.status_on_create`), as kube-apiserver creates every Pod."""
 
     model_config = ConfigDict(extra="allow")
 
-    phase: str | None = None
+    phase: str = "Pending"

@@ -12,7 +12,7 @@ these kinds imports neither pydantic nor those modules. No I/O.
 from __future__ import annotations
 
 from setpoint.model.crd import CRD
-from setpoint.model.kinds import Kind, Registry
+from setpoint.model.kinds import Kind, PrinterColumn, Registry
 from setpoint.model.webhooks import MUTATING, VALIDATING
 
 EVENT = Kind(
@@ -59,6 +59,8 @@ POD = Kind(
     namespaced=True,
     spec="setpoint.runtime.core:PodSpec",
     status="setpoint.runtime.core:PodStatus",
+    columns=(PrinterColumn("STATUS", "status.phase"),),
+    status_on_create=True,
 )
 """The `Pod` kind (core group, as Kubernetes): stored, never run (no kubelet here)."""
 

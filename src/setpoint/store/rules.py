@@ -102,6 +102,8 @@ def prepare(registry: Registry, op: Verb, obj: Object, options: WriteOptions = N
     else:
         if op == "update":
             obj.pop("status", None)
+        elif kind.status_on_create and obj.get("status") is None:
+            obj["status"] = {}  # validated to the schema's defaults
         kind.validate(obj)
     if op in ("update", "update_status") and not obj["metadata"].get("resourceVersion"):
         raise Invalid("must be specified for an update", field="metadata.resourceVersion")

@@ -12,7 +12,8 @@ process's writes and, on backends that share a log, from every process's committ
 and admits one write:
 
 1. mutating webhooks first, in the order of their configurations' names and then as listed;
-   each JSON patch is applied to the object the next one sees;
+   each JSON patch is applied to the object the next one sees; then, once, each one with
+   `reinvocationPolicy: IfNeeded` that a later one changed the object after;
 2. then validating webhooks, all of which see the final object;
 3. a denial is `Forbidden` (or the webhook's code) with `admission webhook "NAME" denied the
    request: MESSAGE`; a call that fails or times out (`timeoutSeconds`) is `WebhookFailed`
@@ -164,15 +165,31 @@ class WebhookAdmission:
                         found.append((webhook["name"], webhook))
             return found
 
+        mutating = await matching(self._mutating)
+        last_change = -1  # which of them last changed the object
+        for index, (name, webhook) in enumerate(mutating):
+            attrs, changed = await self._mutate(name, webhook, attrs)
+            last_change = index if changed else last_change
+        # As kube-apiserver: once more, each `reinvocationPolicy: IfNeeded` webhook that a
+        # later one's change has not been shown to yet (at most once more each).
+        for name, webhook in mutating[: max(last_change, 0)]:
+            if webhook.get("reinvocationPolicy") == "IfNeeded":
+                attrs, _ = await self._mutate(name, webhook, attrs)
         obj = attrs.object
-        for name, webhook in await matching(self._mutating):
-            verdict = await self._ask(name, webhook, attrs, mutating=True)
-            if verdict is not None and verdict.patch and obj is not None:
-                obj = _patched(obj, verdict.patch, name)
-                attrs = replace(attrs, object=obj)
         for name, webhook in await matching(self._validating):
             await self._ask(name, webhook, attrs, mutating=False)
         return obj
+
+    async def _mutate(
+        self, name: str, webhook: dict[str, Any], attrs: Attributes
+    ) -> tuple[Attributes, bool]:
+        """`attrs` with the object as the mutating webhook `name` patched it, and whether it
+        changed."""
+        verdict = await self._ask(name, webhook, attrs, mutating=True)
+        if verdict is None or not verdict.patch or attrs.object is None:
+            return attrs, False
+        patched = _patched(attrs.object, verdict.patch, name)
+        return replace(attrs, object=patched), patched != attrs.object
 
     async def _ask(
         self, name: str, webhook: dict[str, Any], attrs: Attributes, *, mutating: bool

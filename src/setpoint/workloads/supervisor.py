@@ -82,7 +82,13 @@ from typing import Any, NamedTuple
 
 from setpoint.clock import SYSTEM_CLOCK, Clock
 from setpoint.errors import AlreadyExists, Invalid
-from setpoint.files import ensure_private_dir, make_private, open_private, write_private
+from setpoint.files import (
+    check_replaceable,
+    ensure_private_dir,
+    make_private,
+    open_private,
+    write_private,
+)
 from setpoint.runtime.run_as import UserPolicy, command_environment, switch_to
 from setpoint.workloads import log_holder
 
@@ -672,6 +678,9 @@ async def start(
     try:
         ensure_private_dir(state_dir)
         ensure_private_dir(log.path.parent)
+        # Before the child runs: a child that ends at once is never recorded, so the state
+        # file's own check would come too late to keep it from running.
+        check_replaceable(_state_path(name, state_dir))
         log_start = _log_start(log)
         fifo.unlink(missing_ok=True)
         os.mkfifo(fifo, 0o600)
