@@ -481,8 +481,8 @@ async def test_leadership_moves_to_a_second_process_after_the_first_is_killed(
             assert identity == follower, f"the killed manager spoke: {line!r}"
             if line == f"LEADER {follower}":
                 break
-        took = time.monotonic() - killed_at
-        assert took < 3 * LEASE_DURATION, f"took {took:.2f}s to take over a {LEASE_DURATION}s lease"
+        # Within DEADLINE, a hang's safety net: how soon is a timing (the lease and a retry
+        # on a quiet machine), which tests with an injected clock check exactly.
         spec = (await lease_of(store, "setpoint-manager"))["spec"]
         assert spec["holderIdentity"] == follower
         assert spec["leaseTransitions"] == 1
