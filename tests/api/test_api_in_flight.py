@@ -13,6 +13,7 @@ from pathlib import Path
 from api_kit import kubectl_binary
 from http_kit import ADMIN, PROCESSES, TIMEOUT, Api, client_context, process, running_api
 
+from setpoint.api.in_flight import is_long_running
 from setpoint.api.kubeconfig import kubeconfig, write_kubeconfig
 from setpoint.api.resources import ApiSettings
 from setpoint.api.tls import ensure_certificate
@@ -101,3 +102,12 @@ async def test_kubectl_waits_out_a_429_and_its_write_lands(tmp_path: Path) -> No
         assert kubectl.returncode == 0, err.decode()
         stored = await api.client.get("/api/v1/namespaces/default/configmaps/settings")
         assert stored.json()["data"] == {"level": "3"}
+
+
+def test_a_watch_is_long_running_however_its_flag_is_spelt() -> None:
+    """As the routes read `watch` (`query.flag`): kubernetes_asyncio's `watch=True` holds no
+    place in flight for the life of its watch."""
+    for query in (b"watch=true", b"watch=True", b"watch=1", b"watch=", b"follow=TRUE"):
+        assert is_long_running(PROCESSES, query), query
+    for query in (b"", b"watch=false", b"watch=0", b"watch=False", b"limit=5"):
+        assert not is_long_running(PROCESSES, query), query

@@ -89,6 +89,20 @@ async def test_a_watch_without_a_revision_starts_with_what_exists(api: Api) -> N
         assert (later["type"], later["object"]["metadata"]["name"]) == ("ADDED", "c")
 
 
+@pytest.mark.parametrize("value", ["True", "1", "TRUE", ""])
+async def test_watch_is_a_boolean_as_the_api_server_reads_one(api: Api, value: str) -> None:
+    """kubernetes_asyncio sends `watch=True`; anything but absent, `0` or `false` is true."""
+    created = await api.store.create(process("a"))
+    await api.store.create(process("b"))
+    params = {"watch": value, "resourceVersion": created["metadata"]["resourceVersion"]}
+    async with api.client.stream("GET", PROCESSES, params=params) as response:
+        event = await Lines(response.aiter_lines()).next()
+    assert (event["type"], event["object"]["metadata"]["name"]) == ("ADDED", "b")
+    for value in ("false", "False", "0"):
+        listed = await api.client.get(PROCESSES, params={"watch": value})
+        assert listed.json()["kind"] == "ProcessList"
+
+
 async def test_a_compacted_revision_is_a_410_error_event(api: Api) -> None:
     await api.store.create(process("a"))
     await api.store.create(process("b"))

@@ -86,6 +86,17 @@ def test_subresources_follow_the_kind() -> None:
     assert version["subresources"] == {"status": {}}
 
 
+def test_a_crd_kind_has_the_status_subresource_its_crd_declares() -> None:
+    crd = widget_crd()
+    kind = kind_of(crd)
+    assert kind.has_status
+    assert crd_of(kind)["spec"]["versions"][0]["subresources"] == {"status": {}}
+    del crd["spec"]["versions"][0]["subresources"]
+    assert not kind_of(crd).has_status
+    assert "subresources" not in crd_of(kind_of(crd))["spec"]["versions"][0]
+    assert (PROCESS.has_status, kind_of(crd_of(PROCESS)).has_status) == (True, True)
+
+
 def test_the_schema_is_structural_with_nullable_and_preserved_fields() -> None:
     spec = openapi_schema(PROCESS)["properties"]["spec"]
     assert spec["properties"]["cwd"] == {"type": "string", "nullable": True}

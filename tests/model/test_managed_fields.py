@@ -110,6 +110,36 @@ def test_force_takes_the_field_and_the_same_value_shares_it() -> None:
     assert taken["spec"] == {"replicas": 7}  # b's apply no longer holds `paused`
 
 
+def test_an_apply_of_the_status_owns_status_fields_only_in_an_entry_of_its_own() -> None:
+    live = apply(None, deploy({"replicas": 2}), manager="kubectl", force=False, now=NOW)
+    applied = {**deploy({"replicas": 9}), "status": {"phase": "Ready", "replicas": 2}}
+    merged = apply(live, applied, manager="kubectl", force=False, now=NOW, subresource="status")
+    assert (merged["spec"], merged["status"]) == ({"replicas": 2}, applied["status"])
+    entries = merged["metadata"]["managedFields"]
+    assert [(e["operation"], e.get("subresource"), e["fieldsV1"]) for e in entries] == [
+        ("Apply", None, {"f:spec": {"f:replicas": {}}}),
+        ("Apply", "status", {"f:status": {"f:phase": {}, "f:replicas": {}}}),
+    ]
+    merged = apply(  # no longer applied: removed; the object's own entry is untouched
+        merged,
+        {**deploy({}), "status": {"phase": "Done"}},
+        manager="kubectl",
+        force=False,
+        now=NOW,
+        subresource="status",
+    )
+    assert (merged["spec"], merged["status"]) == ({"replicas": 2}, {"phase": "Done"})
+    with pytest.raises(Conflict, match=r"\.status\.phase"):
+        apply(
+            merged,
+            {**deploy({}), "status": {"phase": "Lost"}},
+            manager="other",
+            force=False,
+            now=NOW,
+            subresource="status",
+        )
+
+
 def test_a_plain_write_takes_what_it_changes() -> None:
     live = apply(None, deploy({"replicas": 2, "paused": False}), manager="kubectl", force=False,
                  now=NOW)  # fmt: skip

@@ -117,7 +117,7 @@ def resources_of(kind: Kind) -> list[dict[str, Any]]:
     if cats := categories(kind):
         main["categories"] = cats
     out = [main]
-    if kind.status is not None:
+    if kind.has_status:
         out.append(
             {
                 "name": f"{kind.plural}/status",

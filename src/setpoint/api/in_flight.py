@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import parse_qs
 
+from setpoint.api.query import flag
 from setpoint.api.status import status
 
 MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
@@ -65,8 +66,11 @@ def is_long_running(path: str, query_string: bytes) -> bool:
         return True
     if not query_string:
         return False
-    query = parse_qs(query_string.decode("latin-1"))
-    return any(query.get(name, [""])[-1] in ("true", "1") for name in ("watch", "follow"))
+    query = {
+        name: values[-1]
+        for name, values in parse_qs(query_string.decode("latin-1"), keep_blank_values=True).items()
+    }
+    return flag(query, "watch") or flag(query, "follow")  # as the routes read them
 
 
 def too_many() -> tuple[dict[str, object], dict[str, str]]:

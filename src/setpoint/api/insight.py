@@ -44,6 +44,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from setpoint.api.auth import User, authorize, readable_kinds
+from setpoint.api.query import flag
 from setpoint.api.resources import json_response
 from setpoint.api.status import status_of
 from setpoint.api.watch import WatchCounts, WatchLimits, WatchRequest, WatchStream, event_line
@@ -165,7 +166,7 @@ class _Insight:
 
     async def objects(self, request: Request) -> Response:
         params = request.query_params
-        verb = "watch" if params.get("watch") in ("true", "1") else "list"
+        verb = "watch" if flag(params, "watch") else "list"
         user = self.user_of(request)
         selector = params.get("labelSelector") or None
         if verb == "watch":
@@ -179,7 +180,7 @@ class _Insight:
                 since=since,
                 initial=[],
                 encode=lambda obj: obj,
-                bookmarks=params.get("allowWatchBookmarks") in ("true", "1"),
+                bookmarks=flag(params, "allowWatchBookmarks"),
                 initial_events_end=False,
                 timeout=min(timeout or self.limits.max_timeout, self.limits.max_timeout),
             )
@@ -403,7 +404,7 @@ class _Insight:
         params = request.query_params
         tail = _int(params.get("tailLines") or "200", "tailLines")
         path = self.log_dir / child_log_file(ref.namespace, ref.name)
-        follow = params.get("follow") in ("true", "1")
+        follow = flag(params, "follow")
         # The values of the Secrets its environment takes, masked as `describe` masks them.
         secrets = (await resolve_env_in_store(self.store, obj, best_effort=True)).secret_values
         # The tail is read before the answer starts: what is appended after the client has

@@ -8,6 +8,7 @@ selectors, list paging, patch types, table output. Pure: no I/O, no store.
   `metadata.namespace`, and for an Event those `kubectl describe` uses.
 * `ContinueToken` is the opaque `continue` of a paged list.
 * `answer_form` reads the Accept header: the objects, a Table, or their metadata only.
+* `flag` reads a boolean parameter (`watch`, `force`, ...) as the Kubernetes API server does.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -154,6 +156,14 @@ class ContinueToken:
             return cls(str(data["s"]), int(data["o"]), int(data["rv"]))
         except (ValueError, KeyError, TypeError, binascii.Error):
             raise BadRequest(f"continue {text[:40]!r}: not a continue token") from None
+
+
+def flag(params: Mapping[str, str], name: str) -> bool:
+    """The boolean parameter `name`, read as the Kubernetes API server reads one: absent,
+    `0` or `false` (any case) is false, any other value is true (`watch=True`, as
+    kubernetes_asyncio sends it, and a bare `watch=`)."""
+    value = params.get(name)
+    return value is not None and value != "0" and value.lower() != "false"
 
 
 def non_negative_int(params: dict[str, str], name: str) -> int | None:

@@ -45,6 +45,7 @@ from setpoint.api.query import (
     FieldSelector,
     ResourcePath,
     answer_form,
+    flag,
     media_type,
     non_negative_int,
     wants_table,
@@ -146,7 +147,7 @@ def verb_of(method: str, path: ResourcePath, params: dict[str, str]) -> str:
     """The Kubernetes verb of a request (what roles allow)."""
     if method in ("GET", "HEAD"):
         if path.name is None:
-            return "watch" if params.get("watch") in ("true", "1") else "list"
+            return "watch" if flag(params, "watch") else "list"
         return "get"
     if method == "DELETE" and path.name is None:
         return "deletecollection"
@@ -179,12 +180,12 @@ class Resources:
         if (
             path.subresource not in (None, "status", "scale")
             or (path.subresource == "scale" and kind.scale is None)
-            or (path.subresource == "status" and kind.status is None)
+            or (path.subresource == "status" and not kind.has_status)
         ):
             raise NotFound(f'{kind.plural} have no subresource "{path.subresource}"')
         if path.name is None:
             if method in ("GET", "HEAD"):
-                if params.get("watch") in ("true", "1"):
+                if flag(params, "watch"):
                     return await self._watch(request, kind, namespace, params)
                 return await self._list(request, kind, namespace, params)
             if method == "POST":
@@ -266,7 +267,7 @@ class Resources:
         fields = FieldSelector.parse(params.get("fieldSelector"), kind)
         version = params.get("resourceVersion", "")
         initial: list[Object] = []
-        send_initial = params.get("sendInitialEvents") in ("true", "1")
+        send_initial = flag(params, "sendInitialEvents")
         if version in ("", "0") or send_initial:
             items, since = await self.store.list(kind.api_version, kind.kind, namespace, selector)
             initial = [obj for obj in items if fields.matches(obj)]
@@ -287,7 +288,7 @@ class Resources:
             since=since,
             initial=initial,
             encode=as_row if as_table else None,
-            bookmarks=params.get("allowWatchBookmarks") in ("true", "1"),
+            bookmarks=flag(params, "allowWatchBookmarks"),
             initial_events_end=send_initial,
             timeout=min(float(timeout), limits.max_timeout) if timeout else limits.max_timeout,
         )
@@ -354,7 +355,7 @@ class Resources:
         patch_type = self._patch_type(request)
         body = await self._body(request, patch=patch_type)
         if patch_type == "apply":
-            return await self._apply(request, kind, name, namespace, params, body)
+            return await self._apply(request, kind, name, namespace, params, body, subresource)
         options = _options(request, params)
         if subresource == "status":
             written = await self._patch_status(kind, name, namespace, body, patch_type, options)
@@ -401,8 +402,10 @@ class Resources:
         namespace: str | None,
         params: dict[str, str],
         body: Any,
+        subresource: str | None,
     ) -> Response:
-        """Server-side apply (`setpoint.store.apply`; `setpoint.model.managed_fields` decides)."""
+        """Server-side apply (`setpoint.store.apply`; `setpoint.model.managed_fields` decides),
+        of the object or of its status."""
         from setpoint.store.apply import server_side_apply
 
         applied = await server_side_apply(
@@ -412,8 +415,9 @@ class Resources:
             namespace,
             body,
             field_manager=params.get("fieldManager") or "kubectl",
-            force=params.get("force") in ("true", "1"),
+            force=flag(params, "force"),
             options=_options(request, params),
+            subresource=subresource,
         )
         return self._answer(request, kind, applied, params)
 
@@ -499,7 +503,7 @@ class Resources:
         if propagation is None:
             orphan = options.get("orphanDependents")
             if orphan is None and "orphanDependents" in params:
-                orphan = params["orphanDependents"] in ("true", "1")
+                orphan = flag(params, "orphanDependents")
             propagation = "Orphan" if orphan else "Background"
         if not isinstance(propagation, str):
             raise BadRequest("propagationPolicy: want Background, Foreground or Orphan")

@@ -63,7 +63,7 @@ def crd_of(kind: Kind) -> Object:
         raise Invalid(f"{kind.kind} is in the core group: a CRD needs a group", field="apiVersion")
     schema = openapi_schema(kind)
     subresources: dict[str, Any] = {}
-    if "status" in schema.get("properties", {}):
+    if kind.status_subresource if kind.validator else "status" in schema.get("properties", {}):
         subresources["status"] = {}
     if kind.scale is not None:
         scale: dict[str, str] = {
@@ -326,7 +326,8 @@ def kind_of(crd: Object) -> Kind:
     names = spec["names"]
     version = next(v for v in spec["versions"] if v.get("storage"))
     schema = version["schema"]["openAPIV3Schema"]
-    scale = (version.get("subresources") or {}).get("scale")
+    subresources = version.get("subresources") or {}
+    scale = subresources.get("scale")
     return Kind(
         f"{spec['group']}/{version['name']}",
         names["kind"],
@@ -346,6 +347,7 @@ def kind_of(crd: Object) -> Kind:
             if c["jsonPath"] not in (READY_PATH, AGE_PATH) and _FIELD_PATH.fullmatch(c["jsonPath"])
         ),
         validator=SchemaValidator(json.dumps(schema, sort_keys=True)),
+        status_subresource="status" in subresources,
     )
 
 

@@ -130,6 +130,9 @@ class Kind:
     validator: KindValidator | None = None
     """Validation of a kind with no models (defined by a CRD): used instead of `spec`,
     `status` and `body`."""
+    status_subresource: bool = False
+    """A kind with no models whose CRD declares the status subresource (`subresources:
+    {status: {}}`). A kind with a `status` schema always has it (`has_status`)."""
     depends_on: str | None = None
     """The dotted path of the field listing what an object of this kind depends on
     (`spec.dependsOn`; a field written with the object, not by a status write):
@@ -167,6 +170,11 @@ class Kind:
     @property
     def singular(self) -> str:
         return self.kind.lower()
+
+    @property
+    def has_status(self) -> bool:
+        """Whether the kind serves the status subresource (`.../NAME/status`)."""
+        return self.status is not None or self.status_subresource
 
     def validate(self, obj: Object) -> None:
         """Check values and field names, metadata, then spec and status, in place; raise

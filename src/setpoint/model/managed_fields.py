@@ -28,9 +28,11 @@ leave their other owners, without conflicts. A write that brings its own
 `managedFields`, other than the live ones, sets them as given (`[{}]` clears them).
 
 What counts as a field: everything but `apiVersion`, `kind`, `status` and `metadata`,
-except the labels and annotations in `metadata`. An object with no `managedFields` (written
-before any apply) has no owners, so a first apply never conflicts. Pure: no I/O, no clock
-(`now` is an argument).
+except the labels and annotations in `metadata`. An apply of the status subresource
+(`subresource="status"`) is the other way round: only the fields of `status` count, in an
+entry of its own (`"subresource": "status"`), and nothing else of the object changes. An
+object with no `managedFields` (written before any apply) has no owners, so a first apply
+never conflicts. Pure: no I/O, no clock (`now` is an argument).
 """
 
 from __future__ import annotations
@@ -65,18 +67,31 @@ def apply(
     force: bool,
     now: datetime,
     schema: Schema | None = None,
+    subresource: str | None = None,
 ) -> Object:
     """The object after `manager` applied `applied` onto `live` (None: a new object), with
     its managed fields; `Conflict` (with `causes`) if it would change another manager's
     fields and `force` is not set; `Invalid` naming the list when an element of a keyed
-    list lacks its keys or repeats another's."""
+    list lacks its keys or repeats another's. `subresource="status"`: `applied`'s status
+    only, onto `live` (which must exist)."""
     _check_manager(manager)
-    wanted = fields_of(applied, schema, strict=True)
+    if subresource == "status":
+        wanted = _status_fields(applied, schema)
+    else:
+        wanted = fields_of(applied, schema, strict=True)
     entries = _entries(live)
     api_version = str(applied.get("apiVersion") or (live or {}).get("apiVersion") or "")
     conflicts: list[tuple[Path, str, str]] = []
+
+    def is_mine(entry: dict[str, Any]) -> bool:
+        return (
+            entry["manager"] == manager
+            and entry.get("operation") == "Apply"
+            and entry.get("subresource") == subresource
+        )
+
     for entry in entries:
-        if entry["manager"] == manager and entry.get("operation") == "Apply":
+        if is_mine(entry):
             continue
         owned = decode(entry.get("fieldsV1") or {})
         for path in wanted:
@@ -88,9 +103,7 @@ def apply(
     taken = {path for path, _, _ in conflicts}
 
     merged: Object = copy.deepcopy(live) if live is not None else _skeleton(applied)
-    before = next(
-        (e for e in entries if e["manager"] == manager and e.get("operation") == "Apply"), None
-    )
+    before = next((e for e in entries if is_mine(e)), None)
     others = [e for e in entries if e is not before]
     still_owned = {p for e in others for p in decode(e.get("fieldsV1") or {})} - taken
     for path in sorted(decode((before or {}).get("fieldsV1") or {}) - wanted, reverse=True):
@@ -109,7 +122,7 @@ def apply(
         if left:
             out_entries.append({**entry, "fieldsV1": encode(left)} if left != owned else entry)
     if wanted:
-        mine = _entry(manager, "Apply", api_version, now, wanted)
+        mine = _entry(manager, "Apply", api_version, now, wanted, subresource)
         if before is not None and unchanged and before.get("fieldsV1") == mine["fieldsV1"]:
             mine = before  # a no-op apply writes nothing, not even a new time
         where = entries.index(before) if before is not None else len(out_entries)
@@ -192,6 +205,14 @@ def fields_of(obj: Object, schema: Schema | None = None, *, strict: bool = False
     for name in _METADATA_FIELDS:
         if isinstance(meta.get(name), dict):
             _leaves(meta[name], ("f:metadata", f"f:{name}"), None, out, strict)
+    return out
+
+
+def _status_fields(obj: Object, schema: Schema | None) -> set[Path]:
+    """The fields of `obj`'s status (what an apply of the status subresource sets)."""
+    out: set[Path] = set()
+    status_schema = ((schema or {}).get("properties") or {}).get("status")
+    _leaves(obj.get("status"), ("f:status",), status_schema, out, True)
     return out
 
 
@@ -460,9 +481,14 @@ def _set_entries(obj: Object, entries: list[dict[str, Any]]) -> None:
 
 
 def _entry(
-    manager: str, operation: str, api_version: str, now: datetime, fields: set[Path]
+    manager: str,
+    operation: str,
+    api_version: str,
+    now: datetime,
+    fields: set[Path],
+    subresource: str | None = None,
 ) -> dict[str, Any]:
-    return {
+    entry = {
         "manager": manager,
         "operation": operation,
         "apiVersion": api_version,
@@ -470,6 +496,15 @@ def _entry(
         "fieldsType": "FieldsV1",
         "fieldsV1": encode(fields),
     }
+    if subresource is not None:
+        entry["subresource"] = subresource
+    return entry
+
+
+def check_entries(obj: Object) -> None:
+    """`Invalid` unless `obj`'s `metadata.managedFields` (if any) is a list of entries,
+    each naming its manager."""
+    _entries(obj)
 
 
 def field_path(path: Path) -> str:

@@ -138,7 +138,7 @@ def check_metadata(obj: Object, *, namespaced: bool) -> None:
         size += len(key) + len(val.encode())
     if size > MAX_ANNOTATIONS_BYTES:
         raise Invalid(
-            f"may not be more than {MAX_ANNOTATIONS_BYTES} bytes in total",
+            f"Too long: must have at most {MAX_ANNOTATIONS_BYTES} bytes",  # Kubernetes' words
             field="metadata.annotations",
         )
 

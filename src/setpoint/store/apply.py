@@ -10,6 +10,10 @@ value conflicts instead of silently undoing them, is the store's own `update` or
 with `WriteOptions.record_fields`: `setpoint.store.rules` records them in the write, on the
 object as validated once.)
 
+An apply of the status subresource (`subresource="status"`) sets the status only, as a
+status write that carries the manager's entry (`rules` keeps a status write's managed
+fields when it records fields).
+
 It takes the `WriteOptions` of its writes (`options`: a dry run decides and writes
 nothing; the actor goes with the write). It is what the HTTP API's `PATCH` with
 `application/apply-patch+yaml` does (`kubectl apply --server-side`). A `Conflict` with
@@ -20,6 +24,7 @@ without causes) is retried here.
 from __future__ import annotations
 
 import copy
+import dataclasses
 from datetime import UTC, datetime
 from typing import Any
 
@@ -44,21 +49,38 @@ async def server_side_apply(
     force: bool = False,
     options: WriteOptions = NO_OPTIONS,
     now: datetime | None = None,
+    subresource: str | None = None,
 ) -> Object:
     """Apply `applied` (the manager's whole configuration of the object `name` of `kind`)
-    and return the object as stored (with a dry run: as it would be, nothing written)."""
-    intent = _intent(kind, name, namespace, applied)
+    and return the object as stored (with a dry run: as it would be, nothing written).
+    `subresource="status"`: the configuration of its status, written as a status write
+    (with the manager's entry in `managedFields`) to an object that exists."""
+    status = subresource == "status"
+    intent = _intent(kind, name, namespace, applied, keep_status=status)
     schema = apply_schema(kind)
     for _ in range(ATTEMPTS):
         try:
             live: Object | None = await store.get(kind.api_version, kind.kind, name, namespace)
         except NotFound:
+            if status:
+                raise
             live = None
         at = now or datetime.now(UTC)
-        merged = apply(live, intent, manager=field_manager, force=force, now=at, schema=schema)
+        merged = apply(
+            live,
+            intent,
+            manager=field_manager,
+            force=force,
+            now=at,
+            schema=schema,
+            subresource=subresource,
+        )
         try:
             if live is None:
                 return await store.create(merged, options=options)
+            if status:
+                recorded = dataclasses.replace(options, record_fields=True)
+                return await store.update_status(merged, options=recorded)
             return await store.update(merged, options=options)
         except AlreadyExists:
             continue
@@ -73,7 +95,9 @@ def _busy(kind: Kind, name: str) -> Conflict:
     return Conflict(f'{kind.kind} "{name}" kept changing while being written; try again')
 
 
-def _intent(kind: Kind, name: str, namespace: str | None, applied: Any) -> Object:
+def _intent(
+    kind: Kind, name: str, namespace: str | None, applied: Any, *, keep_status: bool = False
+) -> Object:
     """The applied configuration, checked to be the object addressed."""
     if not isinstance(applied, dict):
         raise Invalid("an applied configuration must be an object")
@@ -98,5 +122,6 @@ def _intent(kind: Kind, name: str, namespace: str | None, applied: Any) -> Objec
         meta["namespace"] = namespace
     for server_owned in ("managedFields", "resourceVersion", "uid", "creationTimestamp"):
         meta.pop(server_owned, None)
-    intent.pop("status", None)
+    if not keep_status:
+        intent.pop("status", None)
     return intent

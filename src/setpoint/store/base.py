@@ -26,7 +26,9 @@ Every write (`create`, `update`, `update_status`, `patch`, `delete`) takes one k
   (its `Update` entry in `metadata.managedFields`, `setpoint.model.managed_fields`),
   decided in the write on the object as validated and as stored. A write whose actor
   names a manager records them on an object that has managed fields already, with or
-  without it.
+  without it. An `update_status` that records fields keeps the `managedFields` its object
+  carries (a server-side apply of the status brings its manager's entry); any other status
+  write keeps the stored ones.
 
 No backend code lives here.
 """

@@ -21,6 +21,7 @@ from setpoint.clock import rfc3339
 from setpoint.errors import AlreadyExists, Conflict, Invalid
 from setpoint.model import Kind, Object, Registry, apply_patch, codec
 from setpoint.model.crd import apply_schema
+from setpoint.model.managed_fields import check_entries
 from setpoint.model.managed_fields import update as record_update
 from setpoint.model.meta import object_key
 from setpoint.store.base import NO_OPTIONS, WriteOptions
@@ -94,6 +95,8 @@ def prepare(registry: Registry, op: Verb, obj: Object, options: WriteOptions = N
         if not isinstance(obj.get("metadata"), dict) or not obj["metadata"].get("name"):
             raise Invalid("required", field="metadata.name")
         obj["status"] = kind.validate_status(obj.get("status"))
+        if options.record_fields:
+            check_entries(obj)
         if kind.namespaced:
             obj["metadata"]["namespace"] = obj["metadata"].get("namespace") or "default"
     else:
@@ -127,12 +130,7 @@ def decide(write: Write, current: Object | None, now: float) -> Change | None:
     assert write.obj is not None
     _check_version(write.obj, current)
     if write.op == "update_status":
-        new = dict(current)  # `current` is the backend's private copy: share what is unchanged
-        if write.obj.get("status") is None:
-            new.pop("status", None)
-        else:
-            new["status"] = write.obj["status"]
-        return _change(write.key, current, new)
+        return _change(write.key, current, _status_written(write, current, write.obj))
     return _updated(write.key, current, _recorded(write, current, write.obj, now))
 
 
@@ -283,13 +281,27 @@ def _admitted(write: Write, current: Object, now: float) -> Change | None:
     assert admitted is not None
     _check_version(admitted, current)
     if write.op == "update_status":
-        new = dict(current)
-        if admitted.get("status") is None:
-            new.pop("status", None)
-        else:
-            new["status"] = admitted["status"]
-        return _change(write.key, current, new)
+        return _change(write.key, current, _status_written(write, current, admitted))
     return _updated(write.key, current, _recorded(write, current, admitted, now))
+
+
+def _status_written(write: Write, current: Object, obj: Object) -> Object:
+    """`current` with the status of `obj` (a status write changes nothing else), and with
+    `obj`'s managed fields when the write records fields and brings them (a server-side
+    apply of the status, `setpoint.store.apply`, brings its manager's new entry)."""
+    new = dict(current)  # `current` is the backend's private copy: share what is unchanged
+    if obj.get("status") is None:
+        new.pop("status", None)
+    else:
+        new["status"] = obj["status"]
+    meta = obj.get("metadata") or {}
+    if write.options.record_fields and "managedFields" in meta:
+        new = _with_metadata(new)
+        if entries := meta["managedFields"]:
+            new["metadata"]["managedFields"] = entries
+        else:
+            new["metadata"].pop("managedFields", None)
+    return new
 
 
 def _deleted(key: Key, current: Object, now: float, propagation: str) -> Change | None:
