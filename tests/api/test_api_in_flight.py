@@ -63,6 +63,7 @@ async def test_a_write_beyond_the_bound_is_answered_429_and_writes_nothing() -> 
         refused = await api.client.post(PROCESSES, json=process("refused"))
         assert refused.status_code == 429
         assert refused.headers["Retry-After"] == "1"
+        assert refused.headers["Connection"] == "close"  # its body unread: not to be reused
         body = refused.json()
         assert (body["kind"], body["reason"], body["code"]) == ("Status", "TooManyRequests", 429)
         assert body["details"] == {"retryAfterSeconds": 1}

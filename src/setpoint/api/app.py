@@ -134,7 +134,7 @@ class _ApiApp(Starlette):
         """Answer a request counted in flight, or a 429 beyond the bound (`in_flight`)."""
         method = scope["method"]
         if not self.in_flight.enter(method):
-            body, headers = too_many()
+            body, headers = too_many(method)
             response = json_response(body, 429)
             response.headers.update(headers)
             await response(scope, receive, send)

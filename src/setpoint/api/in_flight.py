@@ -73,8 +73,13 @@ def is_long_running(path: str, query_string: bytes) -> bool:
     return flag(query, "watch") or flag(query, "follow")  # as the routes read them
 
 
-def too_many() -> tuple[dict[str, object], dict[str, str]]:
-    """The 429 Status kube-apiserver answers, with its headers."""
+def too_many(method: str) -> tuple[dict[str, object], dict[str, str]]:
+    """The 429 Status kube-apiserver answers, with its headers. A write's body is not read,
+    so its connection is closed after the answer, and says so: a client that put it back in
+    its pool would send the retry into a closed connection (kubectl's failed with EOF)."""
     body = status(429, "Too many requests, please try again later.")
     body["details"] = {"retryAfterSeconds": RETRY_AFTER_SECONDS}
-    return body, {"Retry-After": str(RETRY_AFTER_SECONDS)}
+    headers = {"Retry-After": str(RETRY_AFTER_SECONDS)}
+    if method in MUTATING:
+        headers["Connection"] = "close"
+    return body, headers
