@@ -160,7 +160,9 @@ def test_nothing_is_left_behind(mode: str, temporary_directories: Path) -> None:
     threads, descriptors = set(threading.enumerate()), open_descriptors()
     once()
     assert set(threading.enumerate()) == threads
-    assert open_descriptors() == descriptors
+    # Nothing opened is left open (one the first use left to the collector may have closed
+    # since: fewer is fine; a number reused by another file shows as a new entry).
+    assert open_descriptors() <= descriptors
     assert list(temporary_directories.iterdir()) == []
 
 
