@@ -3,6 +3,7 @@ with a timeout, stopped by a signal. Shared by the CLI's and the API's test kits
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import signal
 import subprocess
@@ -25,8 +26,11 @@ class Running:
         threading.Thread(target=self._pump, args=(proc.stdout,), daemon=True).start()
 
     def _pump(self, stream: IO[str]) -> None:
-        for line in stream:
-            self._lines.put(line.rstrip("\n"))
+        # `stop` and `ended` read the rest with communicate(), which closes the stream under
+        # this thread once the command has ended.
+        with contextlib.suppress(ValueError):
+            for line in stream:
+                self._lines.put(line.rstrip("\n"))
         self._lines.put(None)
 
     def expect(self, match: Callable[[str], bool], what: str) -> str:
