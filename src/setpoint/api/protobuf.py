@@ -82,8 +82,8 @@ KINDS: dict[tuple[str, str], Message] = {
         3: ("status", {1: ("phase", "string"), 2: ("conditions", (NAMESPACE_CONDITION,))}),
     },
 }
-UNKNOWN: Message = {1: ("typeMeta", {1: ("apiVersion", "string"), 2: ("kind", "string")})}
-"""runtime.Unknown as far as it is read here: `raw` (2) and `contentEncoding` (3) apart."""
+TYPE_META: Message = {1: ("apiVersion", "string"), 2: ("kind", "string")}
+"""runtime.TypeMeta, field 1 of the envelope's runtime.Unknown (2: raw, 3: contentEncoding)."""
 
 
 def decode(body: bytes) -> dict[str, Any]:
@@ -94,7 +94,7 @@ def decode(body: bytes) -> dict[str, Any]:
     raw = b""
     for number, wire, value in _fields(body[len(MAGIC) :], "runtime.Unknown"):
         if number == 1 and wire == 2:
-            type_meta = _message(value, UNKNOWN[1][1], "runtime.TypeMeta")
+            type_meta = _message(value, TYPE_META, "runtime.TypeMeta")
         elif number == 2 and wire == 2:
             raw = value
         elif number == 3 and wire == 2 and value:
