@@ -98,7 +98,9 @@ def decode(body: bytes) -> dict[str, Any]:
         elif number == 2 and wire == 2:
             raw = value
         elif number == 3 and wire == 2 and value:
-            raise UnsupportedMediaType(f"protobuf bodies encoded as {value.decode()!r}")
+            raise UnsupportedMediaType(
+                f"protobuf bodies encoded as {value.decode(errors='replace')!r}"
+            )
     api_version, kind = type_meta.get("apiVersion", ""), type_meta.get("kind", "")
     message = KINDS.get((api_version, kind))
     if message is None:
