@@ -12,8 +12,11 @@ from typing import Any
 import pytest
 from api_kit import Server
 from http_kit import running_api
+from hypothesis import given
+from hypothesis import strategies as st
 
-from setpoint.api.protobuf import MAGIC, MEDIA_TYPE
+from setpoint.api.protobuf import MAGIC, MEDIA_TYPE, decode
+from setpoint.errors import Error
 
 CONFIGMAPS = "/api/v1/namespaces/default/configmaps"
 PROTOBUF = {"Content-Type": MEDIA_TYPE}
@@ -94,3 +97,14 @@ async def test_a_protobuf_body_setpoint_cannot_read_is_refused_whole(
         created = await api.client.post(CONFIGMAPS, content=body, headers=PROTOBUF)
         assert created.status_code == 201, created.text
         assert created.json()["data"] == {"k": ""}
+
+
+@given(st.binary(max_size=200), st.sampled_from([b"", MAGIC]))
+def test_any_bytes_are_read_or_refused_with_a_status_never_crash(tail: bytes, head: bytes) -> None:
+    """Whatever a client sends as protobuf, the answer is an object or a setpoint error (a
+    4xx Status), never another exception (a 500)."""
+    try:
+        decoded: dict[str, Any] | None = decode(head + tail)
+    except Error as exc:
+        decoded, code = None, exc.code
+    assert decoded["apiVersion"] == "v1" if decoded is not None else code in (400, 415)
