@@ -6,6 +6,7 @@ elsewhere: a planted symbolic link, FIFO, file or directory of theirs is refused
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
 import os
 import stat
@@ -207,9 +208,9 @@ async def test_a_childs_log_and_state_files_are_private(tmp_path: Path) -> None:
     old_backup = logs / "default_web.log.1"
     old_backup.write_text("older still\n")
     old_backup.chmod(0o644)
-    spec = supervisor.ProcessSpec(
-        args=[sys.executable, "-c", "print('hello', flush=True)"], log_dir=logs, marker="m"
-    )
+    # A child that stays: one that ends at once is never recorded (nothing to adopt).
+    hello = "import time; print('hello', flush=True); time.sleep(600)"
+    spec = supervisor.ProcessSpec(args=[sys.executable, "-c", hello], log_dir=logs, marker="m")
     child = await supervisor.start("default_web", spec, state)
     try:
         assert mode(state) == 0o700
@@ -217,11 +218,12 @@ async def test_a_childs_log_and_state_files_are_private(tmp_path: Path) -> None:
         assert mode(state / "default_web.json") == 0o600
         assert mode(old_log) == 0o600
         assert mode(old_backup) == 0o600
-        await child.wait()
-        await child.wait_logs_closed()
+        async with asyncio.timeout(60):  # its line, appended to the tightened log
+            while "hello" not in old_log.read_text():  # noqa: ASYNC110 - a file it writes
+                await asyncio.sleep(0.01)
     finally:
         await supervisor.stop(child, grace=0)
-    assert "hello" in old_log.read_text()
+    await child.wait_logs_closed()
 
 
 @pytest.mark.parametrize("planted", ["run/default_web.json", "logs/default_web.log"])
