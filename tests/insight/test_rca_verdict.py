@@ -1,5 +1,5 @@
-"""`setpoint.insight.rca.window_verdict` and `diagnose`: a window of noise alone is normal
-and gets no causes; an injected anomaly, short or lasting, is anomalous and ranked."""
+"""`setpoint.insight.rca.window_verdict` and `diagnose`: a window of noise alone is normal;
+an injected anomaly, short or lasting, is anomalous; the ranking is returned either way."""
 
 from __future__ import annotations
 
@@ -54,15 +54,21 @@ def test_noise_within_the_relative_floor_is_always_normal(
     assert verdict.z < RcaSettings().verdict_floor
 
 
-def test_a_long_window_of_normal_operation_with_its_usual_spikes_is_normal() -> None:
-    for seed in range(5):
+def test_long_windows_of_normal_operation_with_their_usual_spikes_are_mostly_normal() -> None:
+    # At level 0.2 a window of pure noise is called anomalous at most one time in five (the
+    # p-value is conformal and Bonferroni-corrected, so fewer); 0.8 is the specificity the
+    # verdict is held to.
+    normal_windows = spiky = 0
+    for seed in range(40):
         rng = np.random.default_rng(seed)
         normal = table({"front": noisy(rng, 300), "db": noisy(rng, 300)})
         window = table({"front": noisy(rng, 300), "db": noisy(rng, 300)}, start=300)
         found = diagnose(GRAPH, window, target="front", metric="latency", at=None, normal=normal)
-        assert not found.verdict.anomalous, seed
-        assert found.verdict.z >= RcaSettings().threshold  # it has spikes; they are usual
-        assert found.causes == []
+        assert {c.node for c in found.causes} == {"front", "db"}  # the verdict hides nothing
+        normal_windows += not found.verdict.anomalous
+        spiky += found.verdict.z >= RcaSettings().threshold  # spikes that are usual
+    assert normal_windows >= 32
+    assert spiky >= 30
 
 
 def test_a_burst_right_after_the_anomaly_time_is_anomalous_and_ranked() -> None:

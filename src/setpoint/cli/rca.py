@@ -1,5 +1,5 @@
 """`setpoint rca --graph G.csv --abnormal A.csv [--normal N.csv ...] --target NODE --metric M
-[--statistic S] [--at TS] [-o json]`: rank the likely root causes of a metric anomaly.
+[--statistic S] [--at TS] [--ranking] [-o json]`: rank the likely root causes of a metric anomaly.
 
 The files are in the PetShop dataset's format (`setpoint.insight.petshop`). The
 baseline is every `--normal` file (`FILE@TIME` or a FILE with a `target.json` beside it
@@ -7,11 +7,12 @@ counts only its rows before that time), plus the rows of `--abnormal` before `--
 without `--normal` those rows alone are the baseline.
 
 First comes a verdict: is TARGET's METRIC anomalous after `--at` at all
-(`setpoint.insight.rca.window_verdict`)? A normal window gets no causes. `-o json` prints
-one object: `{"verdict": "anomalous" | "normal", "z", "p_value", "window_rows",
+(`setpoint.insight.rca.window_verdict`)? The verdict never hides the ranking. `-o json`
+prints one object: `{"verdict": "anomalous" | "normal", "z", "p_value", "window_rows",
 "baseline_rows", "causes": [{"node", "metric", "score"}, ...]}`, the causes best first,
-every node of the graph when anomalous, none when normal. The default output's first line
-is `verdict: ...` with its reason, then a table of the best ten causes. Reads files and
+every node of the graph, whatever the verdict. The default output's first line is
+`verdict: ...` with its reason, then a table of the best ten causes; for a window that
+looks normal the table is shown with `--ranking` (and a line says so). Reads files and
 prints; the analysis is `setpoint.insight.rca`, which needs numpy (the extra
 `setpoint[rca]`; without it the command says how to install it).
 """
@@ -67,6 +68,11 @@ def add_parser(
         help="the target's statistic (default Average); every statistic of METRIC is weighed",
     )
     p.add_argument("--at", type=float, metavar="TS", help="the anomaly's time (unix seconds)")
+    p.add_argument(
+        "--ranking",
+        action="store_true",
+        help="show the ranked causes even when the window looks normal",
+    )
     p.add_argument("-o", "--output", choices=["table", "json"], default="table")
     p.set_defaults(run=run)
 
@@ -128,7 +134,8 @@ async def run(ctx: Context, args: argparse.Namespace) -> int:
         print(json.dumps(doc))
         return 0
     print(verdict_line(verdict, f"{args.target} {args.metric}"))
-    if not ranked:
+    if not verdict.anomalous and not args.ranking:
+        print("the window looks normal: --ranking shows the causes ranked anyway")
         return 0
     rows = [("RANK", "NODE", "METRIC", "SCORE")] + [
         (str(i), r.node, r.metric or "-", f"{r.score:.3g}")
