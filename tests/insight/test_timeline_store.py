@@ -4,6 +4,7 @@ checkpoints, JSON Lines, and where `setpoint up` keeps it."""
 from __future__ import annotations
 
 import io
+from collections.abc import Iterator
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,13 @@ import pytest
 
 from setpoint.errors import Invalid
 from setpoint.insight.entries import parse_timeline, read_timeline
-from setpoint.insight.timeline import Checkpoint, Timeline, dump_jsonl, timeline_path_for
+from setpoint.insight.timeline import (
+    Checkpoint,
+    CheckpointMoved,
+    Timeline,
+    dump_jsonl,
+    timeline_path_for,
+)
 from setpoint.testing import ManualClock
 
 T0 = 1_700_000_000.0
@@ -51,11 +58,19 @@ def sample() -> list[dict[str, Any]]:
     ]
 
 
-@pytest.fixture(params=["memory", "file"])
-def timeline(request: pytest.FixtureRequest, tmp_path: Path) -> Timeline:
-    if request.param == "memory":
-        return Timeline.memory()
-    return Timeline.open(tmp_path / "state.db")
+@pytest.fixture(params=["memory", "file", "postgresql"])
+def timeline(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Timeline]:
+    with Timeline.open(where(request.param, request, tmp_path)) as timeline:
+        yield timeline
+
+
+def where(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Where a test's timeline lives: the URL of a store, or a file."""
+    if backend == "memory":
+        return "memory://"
+    if backend == "postgresql":
+        return str(request.getfixturevalue("postgresql_server").new_url("timeline"))
+    return str(tmp_path / "state.db")
 
 
 def test_query_by_object_time_and_type_oldest_first(timeline: Timeline) -> None:
@@ -104,8 +119,11 @@ def test_prune_deletes_in_chunks_across_many_rows() -> None:
     assert timeline.count() == 1_000
 
 
-def test_checkpoint_is_saved_with_entries_and_updates_by_key(tmp_path: Path) -> None:
-    path = tmp_path / "state.db"
+@pytest.mark.parametrize("backend", ["file", "postgresql"])
+def test_checkpoint_is_saved_with_entries_and_updates_by_key(
+    request: pytest.FixtureRequest, tmp_path: Path, backend: str
+) -> None:
+    path = where(backend, request, tmp_path)
     with Timeline.open(path) as timeline:
         assert timeline.checkpoint() is None
         timeline.append_many(sample()[:1], Checkpoint(7, {"a": {"x": 1}, "b": {"y": 2}}))
@@ -113,6 +131,36 @@ def test_checkpoint_is_saved_with_entries_and_updates_by_key(tmp_path: Path) -> 
     with Timeline.open(path) as reopened:
         assert reopened.checkpoint() == Checkpoint(9, {"b": {"y": 2}, "c": {"z": 3}})
         assert reopened.count() == 1
+
+
+@pytest.mark.parametrize("backend", ["file", "postgresql"])
+def test_two_recorders_never_record_one_stretch_of_history(
+    request: pytest.FixtureRequest, tmp_path: Path, backend: str
+) -> None:
+    path = where(backend, request, tmp_path)
+    with Timeline.open(path) as first, Timeline.open(path) as second:
+        first.append_many(sample()[:1], Checkpoint(5, {"a": {"x": 1}}), after=0)
+        with pytest.raises(CheckpointMoved, match="from revision 0 to 5"):
+            second.append_many(sample()[1:], Checkpoint(6, {"a": None}), after=0)
+        assert second.count() == 1  # nothing of the refused batch
+        assert second.checkpoint() == Checkpoint(5, {"a": {"x": 1}})
+        second.append_many(sample()[1:2], Checkpoint(6, {"a": None}), after=5)
+        assert first.checkpoint() == Checkpoint(6, {})
+        assert first.count() == 2
+
+
+@pytest.mark.parametrize("backend", ["file", "postgresql"])
+def test_a_live_recorder_says_so_until_its_word_runs_out(
+    request: pytest.FixtureRequest, tmp_path: Path, backend: str
+) -> None:
+    clock = ManualClock(T0)
+    path = where(backend, request, tmp_path)
+    with Timeline.open(path, clock=clock) as recorder, Timeline.open(path, clock=clock) as reader:
+        assert not reader.recording()
+        recorder.mark_recording(T0 + 30)
+        assert reader.recording()
+        clock.advance(30)
+        assert not reader.recording()
 
 
 def test_an_older_file_loses_its_actor_notes_table(tmp_path: Path) -> None:

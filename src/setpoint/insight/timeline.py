@@ -33,9 +33,10 @@ This module does I/O (SQLite, files); what goes into entries is decided by
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import threading
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -44,13 +45,15 @@ from urllib.parse import urlsplit
 import orjson
 
 from setpoint.clock import SYSTEM_CLOCK, Clock
-from setpoint.errors import Invalid
+from setpoint.errors import Conflict, Invalid, StoreUnavailable
 from setpoint.files import ensure_private_dir, make_private, sqlite_files
+from setpoint.store import postgres_conninfo
+from setpoint.store.urls import shown_url
 
 Entry = dict[str, Any]
 """One timeline entry (see the module docstring)."""
 
-_SCHEMA = """
+_SQLITE_SCHEMA = """
 CREATE TABLE IF NOT EXISTS timeline (
     id INTEGER PRIMARY KEY, ts REAL NOT NULL, type TEXT NOT NULL, kind TEXT NOT NULL,
     namespace TEXT NOT NULL, name TEXT NOT NULL, body BLOB NOT NULL
@@ -58,11 +61,23 @@ CREATE TABLE IF NOT EXISTS timeline (
 CREATE INDEX IF NOT EXISTS timeline_ts ON timeline (ts);
 CREATE INDEX IF NOT EXISTS timeline_object ON timeline (kind, namespace, name, ts);
 CREATE TABLE IF NOT EXISTS timeline_seen (key TEXT PRIMARY KEY, body BLOB NOT NULL);
-CREATE TABLE IF NOT EXISTS timeline_meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS timeline_meta (key TEXT PRIMARY KEY, value REAL NOT NULL);
 DROP TABLE IF EXISTS timeline_actors;
 """
 
-_INSERT = "INSERT INTO timeline (ts, type, kind, namespace, name, body) VALUES (?, ?, ?, ?, ?, ?)"
+_POSTGRES_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS setpoint_timeline (
+    id BIGSERIAL PRIMARY KEY, ts DOUBLE PRECISION NOT NULL, type TEXT NOT NULL,
+    kind TEXT NOT NULL, namespace TEXT NOT NULL, name TEXT NOT NULL, body BYTEA NOT NULL)""",
+    "CREATE INDEX IF NOT EXISTS setpoint_timeline_ts ON setpoint_timeline (ts)",
+    """CREATE INDEX IF NOT EXISTS setpoint_timeline_object
+    ON setpoint_timeline (kind, namespace, name, ts)""",
+    """CREATE TABLE IF NOT EXISTS setpoint_timeline_seen (
+    key TEXT PRIMARY KEY, body BYTEA NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS setpoint_timeline_meta (
+    key TEXT PRIMARY KEY, value DOUBLE PRECISION NOT NULL)""",
+)
+
 _PRUNE_CHUNK = 20_000
 
 TYPES = ("write", "change", "condition", "event", "exit", "log", "edge")
@@ -78,10 +93,13 @@ class Checkpoint:
     seen: Mapping[str, Any]
 
 
+class CheckpointMoved(Conflict):
+    """Another recorder saved a checkpoint since this one read it: nothing was written."""
+
+
 def timeline_path_for(store_url: str) -> Path | None:
-    """The database file holding `setpoint up`'s timeline for the store at `store_url`: the
-    SQLite store's own file; None for other stores (the timeline then lives only in the
-    memory of the `up` process)."""
+    """The database file holding the timeline of the SQLite store at `store_url`: the
+    store's own file; None for other stores (see `Timeline.of_store`)."""
     parts = urlsplit(store_url)
     if parts.scheme != "sqlite":
         return None
@@ -97,32 +115,89 @@ def object_of(entry: Mapping[str, Any]) -> Mapping[str, Any]:
     return found if isinstance(found, Mapping) else {}
 
 
+@dataclass(frozen=True, slots=True)
+class _Dialect:
+    """What differs between the databases a timeline lives in: table names, the parameter
+    mark, upserts."""
+
+    table: str
+    mark: str
+    upsert: str  # "INSERT OR REPLACE INTO" or "INSERT INTO ... ON CONFLICT" (see `_upsert`)
+
+    def sql(self, text: str) -> str:
+        """`text` with `{t}` the entries' table and `?` this database's parameter mark."""
+        return text.replace("{t}", self.table).replace("?", self.mark)
+
+    def upsert_sql(self, table: str, columns: str) -> str:
+        marks = ", ".join([self.mark] * len(columns.split(", ")))
+        if self.upsert == "replace":
+            return f"INSERT OR REPLACE INTO {table} ({columns}) VALUES ({marks})"
+        first, rest = columns.split(", ", 1)
+        updates = ", ".join(f"{c} = excluded.{c}" for c in rest.split(", "))
+        return (
+            f"INSERT INTO {table} ({columns}) VALUES ({marks}) "
+            f"ON CONFLICT ({first}) DO UPDATE SET {updates}"
+        )
+
+
+_SQLITE = _Dialect("timeline", "?", "replace")
+_POSTGRES = _Dialect("setpoint_timeline", "%s", "on conflict")
+
+
 class Timeline:
-    """An append-only timeline in one SQLite database (a file, or memory).
+    """An append-only timeline in one database: a SQLite file (or memory), or the PostgreSQL
+    database of a `postgresql://` store.
 
     Thread-safe: one connection guarded by a lock, so the recorder may write from a
-    worker thread while the event loop stays free. Open with `open` or `memory`.
+    worker thread while the event loop stays free. Open with `open`, `of_store` or `memory`.
     """
 
-    def __init__(self, conn: sqlite3.Connection, *, clock: Clock = SYSTEM_CLOCK) -> None:
+    def __init__(
+        self, conn: Any, dialect: _Dialect = _SQLITE, *, clock: Clock = SYSTEM_CLOCK
+    ) -> None:
         self._conn = conn
+        self._dialect = dialect
         self._clock = clock
         self._lock = threading.Lock()
-        self._conn.executescript(_SCHEMA)
+        if dialect is _SQLITE:
+            self._conn.executescript(_SQLITE_SCHEMA)
+        else:
+            for statement in _POSTGRES_SCHEMA:
+                self._conn.execute(statement)
+        self._seen_table = f"{dialect.table}_seen"
+        self._meta_table = f"{dialect.table}_meta"
 
     @classmethod
     def open(cls, url_or_path: str | Path, *, clock: Clock = SYSTEM_CLOCK) -> Timeline:
-        """The timeline of a store URL (`sqlite:///x.db`: in that file; `memory://`: a fresh
-        one in memory) or in the SQLite file at a path (created if missing)."""
+        """The timeline of a store URL (`of_store`) or in the SQLite file at a path
+        (created if missing)."""
         text = str(url_or_path)
         if "://" in text:
-            if urlsplit(text).scheme == "memory":
-                return cls.memory(clock=clock)
-            path = timeline_path_for(text)
-            if path is None:
-                raise Invalid(f"{text!r}: no timeline for this store", field="store")
-        else:
-            path = Path(text)
+            return cls.of_store(text, clock=clock)
+        return cls._sqlite_file(Path(text), clock=clock)
+
+    @classmethod
+    def of_store(cls, store_url: str, *, clock: Clock = SYSTEM_CLOCK) -> Timeline:
+        """The timeline kept with the store at `store_url`, shared by every process and host
+        that uses the store: in the SQLite store's file, in the PostgreSQL store's database
+        (tables `setpoint_timeline*`); for `memory://` a fresh one in memory. Other stores
+        keep none: `Invalid`."""
+        scheme = urlsplit(store_url).scheme
+        if scheme == "memory":
+            return cls.memory(clock=clock)
+        if scheme in ("postgresql", "postgres"):
+            return cls._postgres(store_url, clock=clock)
+        path = timeline_path_for(store_url)
+        if path is None:
+            raise Invalid(
+                f"{shown_url(store_url)!r}: this store keeps no timeline (sqlite:/// and "
+                "postgresql:// stores do)",
+                field="store",
+            )
+        return cls._sqlite_file(path, clock=clock)
+
+    @classmethod
+    def _sqlite_file(cls, path: Path, *, clock: Clock) -> Timeline:
         if not path.parent.is_dir():
             ensure_private_dir(path.parent)
         conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30.0)
@@ -134,54 +209,111 @@ class Timeline:
         return cls(conn, clock=clock)
 
     @classmethod
+    def _postgres(cls, store_url: str, *, clock: Clock) -> Timeline:
+        import psycopg  # the postgresql extra, as the store itself needs
+
+        try:
+            conn = psycopg.connect(postgres_conninfo(store_url), autocommit=True)
+        except psycopg.OperationalError as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise StoreUnavailable(f"{shown_url(store_url)}: {first}") from None
+        return cls(conn, _POSTGRES, clock=clock)
+
+    @classmethod
     def memory(cls, *, clock: Clock = SYSTEM_CLOCK) -> Timeline:
         """A timeline in memory, gone when closed."""
         conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
         return cls(conn, clock=clock)
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """One transaction, the lock held (SQLite: taking the write lock at once)."""
+        with self._lock:
+            if self._dialect is not _SQLITE:
+                with self._conn.transaction():
+                    yield
+                return
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+
+    def _many(self, sql: str, rows: list[tuple[Any, ...]]) -> None:
+        if rows:
+            self._conn.cursor().executemany(sql, rows)
+
+    def _one(self, sql: str, args: tuple[Any, ...] = ()) -> Any:
+        return self._conn.execute(self._dialect.sql(sql), args).fetchone()
 
     # -- writing ------------------------------------------------------------------
 
     def append(self, entry: Entry) -> None:
         self.append_many([entry])
 
-    def append_many(self, entries: Iterable[Entry], checkpoint: Checkpoint | None = None) -> int:
-        """Append `entries` (and record `checkpoint`) in one transaction; return how many."""
-        entries = list(entries)
-        with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                rows = [_row(e) for e in entries]
-                self._conn.executemany(_INSERT, rows)
-                if checkpoint is not None:
-                    self._save_checkpoint(checkpoint)
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
-            self._conn.execute("COMMIT")
+    def append_many(
+        self,
+        entries: Iterable[Entry],
+        checkpoint: Checkpoint | None = None,
+        *,
+        after: int | None = None,
+    ) -> int:
+        """Append `entries` (and record `checkpoint`) in one transaction; return how many.
+        With `after`, only if the saved checkpoint's revision is still `after` (0: none
+        saved); else nothing is written and `CheckpointMoved` is raised: two recorders
+        never both record one stretch of the store's history."""
+        rows = [_row(e) for e in entries]
+        insert = self._dialect.sql(
+            "INSERT INTO {t} (ts, type, kind, namespace, name, body) VALUES (?, ?, ?, ?, ?, ?)"
+        )
+        with self._transaction():
+            if after is not None:
+                row = self._one(f"SELECT value FROM {self._meta_table} WHERE key = 'revision'")
+                saved = int(row[0]) if row is not None else 0
+                if saved != after:
+                    raise CheckpointMoved(
+                        f"the timeline's checkpoint moved from revision {after} to {saved}"
+                    )
+            self._many(insert, rows)
+            if checkpoint is not None:
+                self._save_checkpoint(checkpoint)
         return len(rows)
 
     def _save_checkpoint(self, checkpoint: Checkpoint) -> None:
         gone = [(k,) for k, v in checkpoint.seen.items() if v is None]
         kept = [(k, orjson.dumps(v)) for k, v in checkpoint.seen.items() if v is not None]
-        self._conn.executemany("DELETE FROM timeline_seen WHERE key = ?", gone)
-        self._conn.executemany("INSERT OR REPLACE INTO timeline_seen VALUES (?, ?)", kept)
-        self._conn.execute(
-            "INSERT OR REPLACE INTO timeline_meta VALUES ('revision', ?)", (checkpoint.revision,)
-        )
+        self._many(self._dialect.sql(f"DELETE FROM {self._seen_table} WHERE key = ?"), gone)
+        self._many(self._dialect.upsert_sql(self._seen_table, "key, body"), kept)
+        self._set_meta("revision", checkpoint.revision)
+
+    def _set_meta(self, key: str, value: float) -> None:
+        self._conn.execute(self._dialect.upsert_sql(self._meta_table, "key, value"), (key, value))
 
     def checkpoint(self) -> Checkpoint | None:
         """The last checkpoint saved with `append_many`, or None if there is none."""
         with self._lock:
-            row = self._conn.execute(
-                "SELECT value FROM timeline_meta WHERE key = 'revision'"
-            ).fetchone()
+            row = self._one(f"SELECT value FROM {self._meta_table} WHERE key = 'revision'")
             if row is None:
                 return None
             seen = {
                 key: orjson.loads(body)
-                for key, body in self._conn.execute("SELECT key, body FROM timeline_seen")
+                for key, body in self._conn.execute(f"SELECT key, body FROM {self._seen_table}")
             }
         return Checkpoint(int(row[0]), seen)
+
+    def mark_recording(self, until: float) -> None:
+        """Say that a live recorder keeps this timeline up to date until `until` (a time by
+        the clock); it says so again before then while it runs."""
+        with self._transaction():
+            self._set_meta("recording_until", until)
+
+    def recording(self) -> bool:
+        """Whether a live recorder said it keeps this timeline up to date now."""
+        with self._lock:
+            row = self._one(f"SELECT value FROM {self._meta_table} WHERE key = 'recording_until'")
+        return row is not None and float(row[0]) > self._clock.now()
 
     def prune(self, max_age_s: float | None, max_entries: int | None) -> int:
         """Delete entries older than `max_age_s` seconds (by the clock) and all but the newest
@@ -194,18 +326,18 @@ class Timeline:
         if max_age_s is not None:
             cutoff = self._clock.now() - max_age_s
             deleted += self._delete_chunks(
-                "DELETE FROM timeline WHERE id IN (SELECT id FROM timeline WHERE ts < ? LIMIT ?)",
+                "DELETE FROM {t} WHERE id IN (SELECT id FROM {t} WHERE ts < ? LIMIT ?)",
                 (cutoff,),
             )
         if max_entries is not None:
             with self._lock:
-                row = self._conn.execute(
-                    "SELECT id FROM timeline ORDER BY id DESC LIMIT 1 OFFSET ?", (max_entries,)
-                ).fetchone()
+                row = self._one(
+                    "SELECT id FROM {t} ORDER BY id DESC LIMIT 1 OFFSET ?", (max_entries,)
+                )
             if row is not None:
                 deleted += self._delete_chunks(
-                    "DELETE FROM timeline WHERE id IN "
-                    "(SELECT id FROM timeline WHERE id <= ? ORDER BY id LIMIT ?)",
+                    "DELETE FROM {t} WHERE id IN "
+                    "(SELECT id FROM {t} WHERE id <= ? ORDER BY id LIMIT ?)",
                     (row[0],),
                 )
         return deleted
@@ -214,7 +346,7 @@ class Timeline:
         total = 0
         while True:
             with self._lock:
-                count = self._conn.execute(sql, (*args, _PRUNE_CHUNK)).rowcount
+                count = self._conn.execute(self._dialect.sql(sql), (*args, _PRUNE_CHUNK)).rowcount
             total += count
             if count < _PRUNE_CHUNK:
                 return total
@@ -251,7 +383,7 @@ class Timeline:
             kinds = list(types)
             where.append(f"type IN ({', '.join('?' * len(kinds))})")
             args += kinds
-        sql = "SELECT body FROM timeline"
+        sql = "SELECT body FROM {t}"
         if where:
             sql += " WHERE " + " AND ".join(where)
         if limit is not None:
@@ -260,14 +392,14 @@ class Timeline:
         else:
             sql += " ORDER BY ts, id"
         with self._lock:
-            bodies = [row[0] for row in self._conn.execute(sql, args)]
+            bodies = [row[0] for row in self._conn.execute(self._dialect.sql(sql), args)]
         if limit is not None:
             bodies.reverse()
         return [orjson.loads(body) for body in bodies]
 
     def count(self) -> int:
         with self._lock:
-            row = self._conn.execute("SELECT count(*) FROM timeline").fetchone()
+            row = self._one("SELECT count(*) FROM {t}")
         return int(row[0])
 
     def close(self) -> None:

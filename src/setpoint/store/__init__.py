@@ -76,6 +76,7 @@ __all__ = [
     "WatchEvent",
     "WriteOptions",
     "open_store",
+    "postgres_conninfo",
     "read_kinds",
 ]
 
@@ -146,12 +147,23 @@ async def _postgresql(
             " (pip install 'setpoint[postgresql]')",
             field="store",
         ) from None
-    parts = urlsplit(url)
-    conninfo = parts._replace(query=urlencode(options)).geturl()
     store = PostgresStore(
-        conninfo, registry, clock=clock, history=history, sync=cast("PgSync", sync)
+        _conninfo(url, options), registry, clock=clock, history=history, sync=cast("PgSync", sync)
     )
     return await store.open(create=create)
+
+
+def postgres_conninfo(url: str) -> str:
+    """The libpq connection string of a `postgresql://` store URL: setpoint's own options
+    (`history`, `sync`) taken out, the rest left to libpq."""
+    _, options = _parse(url)
+    options.pop("history", None)
+    options.pop("sync", None)
+    return _conninfo(url, options)
+
+
+def _conninfo(url: str, options: dict[str, str]) -> str:
+    return urlsplit(url)._replace(query=urlencode(options)).geturl()
 
 
 async def _etcd(
