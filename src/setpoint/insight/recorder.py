@@ -65,9 +65,9 @@ from pathlib import Path
 from typing import Any, cast
 
 from setpoint.clock import SYSTEM_CLOCK, Clock
-from setpoint.errors import Gone, StoreClosed, UnknownKind
+from setpoint.errors import Gone, Invalid, StoreClosed, UnknownKind
 from setpoint.insight.templates import TemplateMiner
-from setpoint.insight.timeline import Checkpoint, Entry, Timeline, timeline_path_for
+from setpoint.insight.timeline import Checkpoint, CheckpointMoved, Entry, Timeline
 from setpoint.model import Object
 from setpoint.model.redaction import Redactor, secret_values
 from setpoint.model.wellknown import CHANGED_AT, CHANGED_BY, child_name
@@ -86,6 +86,10 @@ EVENT_KIND = "Event"
 _ERROR_WORDS = re.compile(r"\b(error|fatal|panic|critical|traceback|exception)\b", re.IGNORECASE)
 _PLAIN_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 _PATH_PART = re.compile(r'\.([A-Za-z_][A-Za-z0-9_-]*)|\[(\d+)\]|\[("(?:[^"\\]|\\.)*")\]')
+
+RECORDING_WORD = 30.0
+"""Seconds for which a live recorder's word that it keeps the timeline holds
+(`Timeline.mark_recording`); it says so again every third of that."""
 
 HISTORY_WAIT = 5.0
 """Seconds a resync may spend reading the store's history for the writes it did not watch
@@ -616,6 +620,8 @@ class Recorder:
         self._dirty: set[_Key] = set()
         self._pending: list[Entry] = []
         self._revision = 0
+        self._saved = 0  # the checkpoint revision in the timeline, as this recorder left it
+        self._moved = asyncio.Event()  # another recorder saved a checkpoint: start over
         self._listed_at: dict[tuple[str, str], int] = {}
         self._wake = asyncio.Event()
         self._watching = asyncio.Event()
@@ -626,15 +632,12 @@ class Recorder:
         """Entries written so far."""
 
     async def run(self) -> None:
-        checkpoint = await asyncio.to_thread(self.timeline.checkpoint)
-        if checkpoint is not None:
-            self._revision = checkpoint.revision
-            for text, snap in checkpoint.seen.items():
-                self._remember(_parse_key(text), snap, dirty=False)
+        await self._load_checkpoint()
         try:
             async with asyncio.TaskGroup() as tasks:
                 tasks.create_task(self._follow_store())
                 tasks.create_task(self._flush_loop())
+                tasks.create_task(self._say_recording())
                 if self.tailer is not None:
                     tasks.create_task(self._follow_logs())
                 if self.settings.max_age_s is not None or self.settings.max_entries is not None:
@@ -642,11 +645,51 @@ class Recorder:
         finally:
             try:
                 self._flush_now()
+                self.timeline.mark_recording(self.clock.now())  # no longer: readers catch up
+            except Exception as exc:
+                log.warning("timeline recorder: could not write on the way out (%s)", exc)
             finally:
                 if self.tailer is not None:
                     self.tailer.close()
                 if self._close_timeline:
                     self.timeline.close()
+
+    async def catch_up(self) -> int:
+        """Record, once, what the store shows that the timeline does not (every write it
+        still keeps after the timeline's checkpoint, and the state its lists find), and
+        return how many entries that took; 0 when a live recorder keeps the timeline, or
+        another catch-up won the race to record the same stretch."""
+        if await asyncio.to_thread(self.timeline.recording):
+            return 0
+        await self._load_checkpoint()
+        await self._resync()
+        batch, checkpoint = self._take()
+        try:
+            return await asyncio.to_thread(
+                self.timeline.append_many, batch, checkpoint, after=self._saved
+            )
+        except CheckpointMoved:
+            return 0
+
+    async def _load_checkpoint(self) -> None:
+        """Start from the timeline's checkpoint: what it says was last seen of each object,
+        and the revision recorded up to (nothing pending)."""
+        checkpoint = await asyncio.to_thread(self.timeline.checkpoint)
+        self._seen.clear()
+        self._workloads.clear()
+        self._pending, self._dirty = [], set()
+        self._revision = self._saved = checkpoint.revision if checkpoint is not None else 0
+        for text, snap in (checkpoint.seen if checkpoint is not None else {}).items():
+            self._remember(_parse_key(text), snap, dirty=False)
+
+    async def _say_recording(self) -> None:
+        while True:
+            until = self.clock.now() + RECORDING_WORD
+            try:
+                await asyncio.to_thread(self.timeline.mark_recording, until)
+            except Exception as exc:
+                log.warning("timeline recorder: could not say it records (%s)", exc)
+            await self.clock.sleep(RECORDING_WORD / 3)
 
     async def wait_watching(self) -> None:
         """Return once the first list is recorded and every later change will be seen."""
@@ -655,6 +698,24 @@ class Recorder:
     # -- the store ----------------------------------------------------------------
 
     async def _follow_store(self) -> None:
+        """List and watch the store; from the top when another recorder moved the
+        checkpoint (`_flush_loop` has read it again by then)."""
+        while True:
+            self._moved.clear()
+            follow = asyncio.ensure_future(self._list_and_watch())
+            moved = asyncio.ensure_future(self._moved.wait())
+            try:
+                await asyncio.wait([follow, moved], return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                moved.cancel()
+                if not follow.done():
+                    follow.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await follow
+            if not self._moved.is_set():
+                return follow.result()
+
+    async def _list_and_watch(self) -> None:
         while True:
             try:
                 since = await self._resync()
@@ -903,8 +964,13 @@ class Recorder:
             batch, checkpoint = self._take()
             try:
                 self.recorded += await asyncio.to_thread(
-                    self.timeline.append_many, batch, checkpoint
+                    self.timeline.append_many, batch, checkpoint, after=self._saved
                 )
+                self._saved = checkpoint.revision
+            except CheckpointMoved as exc:
+                log.info("timeline recorder: %s (another recorder); starting over", exc)
+                await self._load_checkpoint()
+                self._moved.set()
             except Exception as exc:
                 log.warning("timeline recorder: could not write %d entries (%s)", len(batch), exc)
                 self._pending[:0] = batch  # try again with the next batch
@@ -927,7 +993,8 @@ class Recorder:
         if self._pending or self._dirty:
             batch, checkpoint = self._take()
             try:
-                self.recorded += self.timeline.append_many(batch, checkpoint)
+                self.recorded += self.timeline.append_many(batch, checkpoint, after=self._saved)
+                self._saved = checkpoint.revision
             except Exception as exc:
                 log.warning(
                     "timeline recorder: lost %d entries on the way out (%s)", len(batch), exc
@@ -975,13 +1042,13 @@ def setup(
     log_dir: Path | None,
     settings: RecorderSettings = RecorderSettings(),
 ) -> Recorder:
-    """Record the timeline of `manager`'s store while it runs: the timeline of `store_url`
-    (`timeline_path_for`; in memory for other stores), children's logs from `log_dir`."""
-    path = timeline_path_for(store_url)
-    if path is None:
+    """Record the timeline of `manager`'s store while it runs: the timeline kept with the
+    store at `store_url` (`Timeline.of_store`; in memory for a store that keeps none),
+    children's logs from `log_dir`."""
+    try:
+        timeline = Timeline.of_store(store_url, clock=manager.clock)
+    except Invalid:
         timeline = Timeline.memory(clock=manager.clock)
-    else:
-        timeline = Timeline.open(path, clock=manager.clock)
     recorder = Recorder(
         manager.store,
         timeline,

@@ -346,7 +346,7 @@ class Timeline:
         total = 0
         while True:
             with self._lock:
-                count = self._conn.execute(self._dialect.sql(sql), (*args, _PRUNE_CHUNK)).rowcount
+                count: int = self._conn.execute(self._dialect.sql(sql), (*args, _PRUNE_CHUNK)).rowcount
             total += count
             if count < _PRUNE_CHUNK:
                 return total
