@@ -490,3 +490,61 @@ def test_setpoint_run_and_the_cli_end_to_end(tmp_path: Path) -> None:
         if controller.poll() is None:
             controller.kill()
             controller.wait()
+
+
+def test_explain_answers_for_a_stalled_object_of_a_controller_run_on_its_own(
+    tmp_path: Path, unwritable: Path
+) -> None:
+    """`setpoint run` records no timeline; explain catches the store's timeline up itself."""
+    store = f"sqlite:///{tmp_path / 'state.db'}"
+    manifest = tmp_path / "files.yaml"
+    target = unwritable / "nested" / "motd"
+    manifest.write_text(yaml.safe_dump(managed_file("nowhere", target, "x\n", "0644")))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SETPOINT_")}
+    base = [sys.executable, "-m", "setpoint", "--store", store]
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        argv = [*base, "--kinds", str(EXAMPLE / "managedfile.py"), *args]
+        return subprocess.run(
+            argv, capture_output=True, text=True, cwd=tmp_path, env=env, timeout=TIMEOUT
+        )
+
+    def stalled() -> bool:
+        got = cli("get", "managedfile", "nowhere", "-o", "json")
+        condition = get_condition(json.loads(got.stdout).get("status"), STALLED)
+        return condition is not None and condition["status"] == "True"
+
+    controller = subprocess.Popen(
+        [*base, "run", str(EXAMPLE / "managedfile.py")],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+    )
+    try:
+        assert controller.stderr is not None
+        Lines(controller.stderr).expect("manager started")
+        assert cli("apply", "-f", str(manifest)).returncode == 0
+        wait_until(stalled, "Stalled=True in the store")
+        explained = cli("explain", "managedfile/nowhere", "-o", "json")
+        assert explained.returncode == 0, explained.stderr
+        causes = json.loads(explained.stdout)
+        assert causes, explained.stderr
+        best = causes[0]["entry"]
+        assert (best["object"]["kind"], best["object"]["name"]) == ("ManagedFile", "nowhere")
+        assert "PermissionDenied" in json.dumps(best) or "not permitted" in json.dumps(best)
+        # Asked again, nothing is recorded twice.
+        audit = cli("timeline", "managedfile/nowhere", "--audit", "-o", "json")
+        again = cli("timeline", "managedfile/nowhere", "--audit", "-o", "json")
+        writes = json.loads(audit.stdout)
+        assert writes == json.loads(again.stdout)
+        assert [w["verb"] for w in writes][:1] == ["create"]
+    finally:
+        controller.send_signal(signal.SIGINT)
+        try:
+            controller.wait(timeout=TIMEOUT)
+        finally:
+            if controller.poll() is None:
+                controller.kill()
+                controller.wait()

@@ -4,8 +4,8 @@ checkpoints, JSON Lines, and where `setpoint up` keeps it."""
 from __future__ import annotations
 
 import io
-from collections.abc import Iterator
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -150,17 +150,24 @@ def test_two_recorders_never_record_one_stretch_of_history(
 
 
 @pytest.mark.parametrize("backend", ["file", "postgresql"])
-def test_a_live_recorder_says_so_until_its_word_runs_out(
+def test_one_live_recorder_at_a_time_until_its_word_runs_out(
     request: pytest.FixtureRequest, tmp_path: Path, backend: str
 ) -> None:
     clock = ManualClock(T0)
     path = where(backend, request, tmp_path)
-    with Timeline.open(path, clock=clock) as recorder, Timeline.open(path, clock=clock) as reader:
-        assert not reader.recording()
-        recorder.mark_recording(T0 + 30)
-        assert reader.recording()
-        clock.advance(30)
-        assert not reader.recording()
+    with Timeline.open(path, clock=clock) as first, Timeline.open(path, clock=clock) as second:
+        assert not second.recording()
+        assert first.claim_recording(1, T0 + 30)
+        assert second.recording()
+        assert not second.claim_recording(2, T0 + 30)  # stands by
+        clock.advance(10)
+        assert first.claim_recording(1, T0 + 40)  # says so again
+        clock.advance(25)
+        assert not second.claim_recording(2, T0 + 65)
+        clock.advance(5)
+        assert not second.recording()  # the word ran out
+        assert second.claim_recording(2, T0 + 70)
+        assert not first.claim_recording(1, T0 + 70)
 
 
 def test_an_older_file_loses_its_actor_notes_table(tmp_path: Path) -> None:

@@ -61,7 +61,8 @@ from setpoint.insight.ranking import (
     rank,
     target_state,
 )
-from setpoint.insight.timeline import Timeline
+from setpoint.insight.recorder import Recorder
+from setpoint.insight.timeline import Timeline, timeline_url_of
 from setpoint.model import READY, STALLED, Kind, Object, get_condition
 from setpoint.model.redaction import Redactor
 from setpoint.model.selectors import parse_selector
@@ -154,11 +155,11 @@ class _Insight:
         self.user_of = user_of
         self.watches = watches
         self.limits = limits
-        path = getattr(store, "path", None)  # a SQLite store: its file holds the timeline
-        self.timeline_path = Path(path) if isinstance(path, str) and path != ":memory:" else None
+        self.timeline_url = timeline_url_of(store)
+        path = getattr(store, "path", None)  # a SQLite store: children's logs are beside it
         self.log_dir = (
             workspace_of(f"sqlite:///{path}").log_dir
-            if self.timeline_path is not None
+            if isinstance(path, str) and path != ":memory:"
             else workspace_of("memory://").log_dir
         )
 
@@ -226,9 +227,19 @@ class _Insight:
     # -- timeline and explain ------------------------------------------------------------
 
     def _open_timeline(self) -> Timeline | None:
-        if self.timeline_path is None or not self.timeline_path.exists():
-            return None
-        return Timeline.open(self.timeline_path)
+        return Timeline.of_store(self.timeline_url) if self.timeline_url is not None else None
+
+    async def _catch_up(self) -> None:
+        """Record what the store shows that the timeline does not, unless a live recorder
+        keeps it (`Recorder.catch_up`): writes made through this server with no engine
+        running, or by a controller with a manager of its own, are then on it too."""
+        timeline = await asyncio.to_thread(self._open_timeline)
+        if timeline is None:
+            return
+        try:
+            await Recorder(self.store, timeline).catch_up()
+        finally:
+            timeline.close()
 
     def _entries(
         self,
@@ -251,11 +262,13 @@ class _Insight:
     async def timeline(self, request: Request) -> Response:
         hidden = self._hidden(self.user_of(request))
         limit = _int(request.query_params.get("limit") or str(TIMELINE_LIMIT), "limit")
+        await self._catch_up()
         entries = await asyncio.to_thread(self._entries, None, min(limit, TIMELINE_LIMIT), hidden)
         return json_response({"kind": "Timeline", "apiVersion": GROUP_VERSION, "items": entries})
 
     async def object_timeline(self, request: Request) -> Response:
         ref = self._ref(request, "timeline")
+        await self._catch_up()
         entries = await asyncio.to_thread(self._entries, ref)
         return json_response({"kind": "Timeline", "apiVersion": GROUP_VERSION, "items": entries})
 
@@ -264,6 +277,7 @@ class _Insight:
         text = request.query_params.get("at")
         at = _float(text, "at") if text else None
         hidden = self._hidden(self.user_of(request))
+        await self._catch_up()
         body = await asyncio.to_thread(self._explain, ref, at, None, hidden)
         return json_response(body)
 
@@ -316,6 +330,7 @@ class _Insight:
         obj = await self.store.get(kind.api_version, kind.kind, ref.name, _ns(kind, ref))
         chain = await self._root_chain(obj)
         hidden = self._hidden(self.user_of(request))
+        await self._catch_up()
         explanation = await asyncio.to_thread(self._explain, ref, None, 1, hidden)
         top = explanation["causes"][0] if explanation["causes"] else None
         body = {

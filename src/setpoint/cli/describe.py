@@ -333,7 +333,7 @@ async def run(ctx: Context, args: argparse.Namespace) -> int:
     for i, lines in enumerate(waiting):
         texts[i] += "".join("\n" + line for line in lines)
     failed = [i for i, obj in enumerate(found) if health(obj) is Health.FAILED]
-    index = explain.recorded_index(ctx) if failed else None
+    index = await explain.recorded_index(ctx) if failed else None
     for i in failed:
         if index is not None:
             _, namespace, name = key_of(found[i])

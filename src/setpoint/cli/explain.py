@@ -39,6 +39,7 @@ import orjson
 
 from setpoint.cli import render
 from setpoint.cli.context import Context
+from setpoint.cli.timeline import recorded_timeline
 from setpoint.errors import Invalid, NotFound, UnknownKind
 from setpoint.insight.entries import (
     ObjectRef,
@@ -57,7 +58,6 @@ from setpoint.insight.ranking import (
     rank,
     target_state,
 )
-from setpoint.insight.timeline import timeline_path_for
 
 LIVE_WINDOW_S = 7 * 86400.0
 """How far back the live form reads the recorded timeline (edges: all of them)."""
@@ -125,7 +125,7 @@ async def run(ctx: Context, args: argparse.Namespace) -> int:
         raise Invalid("want 0 (all) or more", field="--limit")
     at = parse_time(args.at) if args.at is not None else None
     typed_kind, name = split_object_arg(args.object)
-    entries = read_timeline(args.timeline) if args.timeline else _recorded(ctx, at)
+    entries = read_timeline(args.timeline) if args.timeline else await _recorded(ctx, at)
     index = TimelineIndex.build(entries)
     kind = resolve_kind(typed_kind, ctx.registry, index.kinds)
     namespace = ctx.namespace if ctx.namespace_explicit else None
@@ -217,12 +217,12 @@ def explanation_lines(index: TimelineIndex, target: ObjectRef, width: int = 100)
     return ["Probable Cause:", *("  " + line for line in said), f"  (more: {command})"]
 
 
-def recorded_index(ctx: Context) -> TimelineIndex | None:
-    """The recorded timeline beside the store, indexed; None when there is none."""
-    path = timeline_path_for(ctx.store_url)
-    if path is None or not path.exists():
+async def recorded_index(ctx: Context) -> TimelineIndex | None:
+    """The timeline kept with the store, indexed; None when the store keeps none."""
+    try:
+        return TimelineIndex.build(await _recorded(ctx, None))
+    except Invalid:
         return None
-    return TimelineIndex.build(_recorded(ctx, None))
 
 
 def table_width() -> int | None:
@@ -233,17 +233,9 @@ def table_width() -> int | None:
     return None
 
 
-def _recorded(ctx: Context, at: float | None) -> list[dict[str, Any]]:
-    """The entries of the timeline recorded beside the store, up to `at` (edges: all)."""
-    from setpoint.insight.timeline import Timeline
-
-    path = timeline_path_for(ctx.store_url)
-    if path is None or not path.exists():
-        raise Invalid(
-            f"no recorded timeline for {ctx.store_shown} (it is kept by `setpoint up` beside a "
-            "sqlite store); give one with --timeline FILE.jsonl"
-        )
-    timeline = Timeline.open(path)
+async def _recorded(ctx: Context, at: float | None) -> list[dict[str, Any]]:
+    """The entries of the timeline kept with the store, up to `at` (edges: all)."""
+    timeline = await recorded_timeline(ctx)
     try:
         until = at + 1.0 if at is not None else None
         since = until - LIVE_WINDOW_S if until is not None else None

@@ -23,13 +23,13 @@ import orjson
 from setpoint.cli import render
 from setpoint.cli.context import Context, check_name, count
 from setpoint.errors import Invalid, UnknownKind
+from setpoint.insight.recorder import Recorder
 from setpoint.insight.timeline import (
     TYPES,
     Entry,
     Timeline,
     dump_jsonl,
     object_of,
-    timeline_path_for,
 )
 from setpoint.model.durations import parse_duration
 
@@ -87,6 +87,27 @@ def _object(ctx: Context, arg: str | None) -> dict[str, Any] | None:
     return {"kind": kind.kind, "name": name, "namespace": ctx.namespace_of(kind) or ""}
 
 
+async def recorded_timeline(ctx: Context) -> Timeline:
+    """The timeline kept with the store, caught up with it first (`Recorder.catch_up`: what
+    a controller with a manager of its own, or a client, wrote while no engine recorded is
+    on it too). `Invalid` for a store that keeps none."""
+    ctx.require_store()
+    try:
+        timeline = Timeline.of_store(ctx.store_url)
+    except Invalid:
+        raise Invalid(
+            f"no recorded timeline for {ctx.store_shown} (sqlite:/// and postgresql:// stores "
+            "keep one); give one with --timeline FILE.jsonl"
+        ) from None
+    try:
+        async with ctx.open_store() as store:
+            await Recorder(store, timeline).catch_up()
+    except BaseException:
+        timeline.close()
+        raise
+    return timeline
+
+
 async def run(ctx: Context, args: argparse.Namespace) -> int:
     about = _object(ctx, args.object)
     since = time.time() - parse_duration(args.since, "--since") if args.since else None
@@ -97,18 +118,8 @@ async def run(ctx: Context, args: argparse.Namespace) -> int:
         types = [AUDIT]
     elif types is None and args.output == "table":
         types = [t for t in TYPES if t != AUDIT]
-    path = timeline_path_for(ctx.store_url)
-    if path is None:
-        raise Invalid(
-            f"{ctx.store_shown}: this store keeps no timeline on disk (only `setpoint up` "
-            "on a sqlite:/// store does)",
-            field="store",
-        )
-    ctx.require_store()
-    entries: list[Entry] = []
-    if path.exists():
-        with Timeline.open(path) as timeline:
-            entries = timeline.query(object=about, since=since, types=types, limit=args.limit)
+    with await recorded_timeline(ctx) as timeline:
+        entries = timeline.query(object=about, since=since, types=types, limit=args.limit)
     if args.output == "jsonl":
         dump_jsonl(entries, sys.stdout.buffer)
         sys.stdout.flush()

@@ -230,7 +230,13 @@ class Engine:
             from setpoint.insight.recorder import setup as record_timeline
 
             self.recorder = record_timeline(
-                manager, store_url=self.settings.store_url, log_dir=ws.log_dir
+                manager,
+                store_url=self.settings.store_url,
+                log_dir=ws.log_dir,
+                # The engine lease makes this the store's one engine: its recorder takes the
+                # timeline over at once (from a killed one whose word still holds, too).
+                # Engines that share a store take turns.
+                take_over=not self.coordinated,
             )
         self._processes = ProcessController(
             self.store,

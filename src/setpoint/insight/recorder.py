@@ -56,6 +56,7 @@ import asyncio
 import contextlib
 import hashlib
 import logging
+import random
 import re
 import threading
 from collections import deque
@@ -596,7 +597,11 @@ _LOG_WRITERS = ("Process", "Job")
 
 class Recorder:
     """Watches the store (and the log directory) and appends to a timeline; see the module
-    docstring. `run()` once per instance; cancelling it writes what is pending."""
+    docstring. `run()` once per instance; cancelling it writes what is pending.
+
+    One recorder keeps a timeline at a time (`Timeline.claim_recording`): `run()` stands by
+    while another one's word holds, unless `take_over` (its caller knows it is the store's
+    one engine, so the other is gone)."""
 
     def __init__(
         self,
@@ -607,6 +612,7 @@ class Recorder:
         clock: Clock = SYSTEM_CLOCK,
         settings: RecorderSettings = RecorderSettings(),
         close_timeline: bool = False,
+        take_over: bool = False,
     ) -> None:
         self.store = store
         self.timeline = timeline
@@ -621,6 +627,9 @@ class Recorder:
         self._pending: list[Entry] = []
         self._revision = 0
         self._saved = 0  # the checkpoint revision in the timeline, as this recorder left it
+        self._id = random.getrandbits(52)  # names it in the timeline (exact as a float)
+        self._claimed = False
+        self._take_over = take_over
         self._moved = asyncio.Event()  # another recorder saved a checkpoint: start over
         self._listed_at: dict[tuple[str, str], int] = {}
         self._wake = asyncio.Event()
@@ -632,8 +641,10 @@ class Recorder:
         """Entries written so far."""
 
     async def run(self) -> None:
-        await self._load_checkpoint()
         try:
+            while not await self._claim():  # another engine's recorder keeps this timeline
+                await self.clock.sleep(RECORDING_WORD / 3)
+            await self._load_checkpoint()
             async with asyncio.TaskGroup() as tasks:
                 tasks.create_task(self._follow_store())
                 tasks.create_task(self._flush_loop())
@@ -645,7 +656,8 @@ class Recorder:
         finally:
             try:
                 self._flush_now()
-                self.timeline.mark_recording(self.clock.now())  # no longer: readers catch up
+                if self._claimed:  # no longer recording: readers catch up from here
+                    self.timeline.claim_recording(self._id, self.clock.now())
             except Exception as exc:
                 log.warning("timeline recorder: could not write on the way out (%s)", exc)
             finally:
@@ -653,6 +665,16 @@ class Recorder:
                     self.tailer.close()
                 if self._close_timeline:
                     self.timeline.close()
+
+    async def _claim(self) -> bool:
+        until = self.clock.now() + RECORDING_WORD
+        try:
+            self._claimed = await asyncio.to_thread(
+                self.timeline.claim_recording, self._id, until, force=self._take_over
+            )
+        except Exception as exc:
+            log.warning("timeline recorder: could not say it records (%s)", exc)
+        return self._claimed
 
     async def catch_up(self) -> int:
         """Record, once, what the store shows that the timeline does not (every write it
@@ -684,12 +706,11 @@ class Recorder:
 
     async def _say_recording(self) -> None:
         while True:
-            until = self.clock.now() + RECORDING_WORD
-            try:
-                await asyncio.to_thread(self.timeline.mark_recording, until)
-            except Exception as exc:
-                log.warning("timeline recorder: could not say it records (%s)", exc)
             await self.clock.sleep(RECORDING_WORD / 3)
+            if not await self._claim():
+                # Stalled past its word: another recorder took over. The checkpoint keeps the
+                # two from recording one stretch twice (`_flush_loop` starts over).
+                log.warning("timeline recorder: another recorder took the timeline over")
 
     async def wait_watching(self) -> None:
         """Return once the first list is recorded and every later change will be seen."""
@@ -1041,10 +1062,11 @@ def setup(
     store_url: str,
     log_dir: Path | None,
     settings: RecorderSettings = RecorderSettings(),
+    take_over: bool = False,
 ) -> Recorder:
     """Record the timeline of `manager`'s store while it runs: the timeline kept with the
     store at `store_url` (`Timeline.of_store`; in memory for a store that keeps none),
-    children's logs from `log_dir`."""
+    children's logs from `log_dir`. `take_over`: see `Recorder`."""
     try:
         timeline = Timeline.of_store(store_url, clock=manager.clock)
     except Invalid:
@@ -1056,6 +1078,7 @@ def setup(
         clock=manager.clock,
         settings=settings,
         close_timeline=True,
+        take_over=take_over,
     )
     manager.add_runnable(recorder.run)
     return recorder

@@ -109,6 +109,16 @@ def timeline_path_for(store_url: str) -> Path | None:
     return Path(path[1:])
 
 
+def timeline_url_of(store: object) -> str | None:
+    """The store URL whose timeline (`Timeline.of_store`) goes with an open `store`: its
+    SQLite file's, its PostgreSQL database's; None for a store that keeps none."""
+    path = getattr(store, "path", None)
+    if isinstance(path, str) and path != ":memory:":
+        return f"sqlite:///{path}"
+    conninfo = getattr(store, "conninfo", None)
+    return conninfo if isinstance(conninfo, str) else None
+
+
 def object_of(entry: Mapping[str, Any]) -> Mapping[str, Any]:
     """The object an entry is about (an edge's `from`)."""
     found = entry.get("object") or entry.get("from") or {}
@@ -303,11 +313,27 @@ class Timeline:
             }
         return Checkpoint(int(row[0]), seen)
 
-    def mark_recording(self, until: float) -> None:
-        """Say that a live recorder keeps this timeline up to date until `until` (a time by
-        the clock); it says so again before then while it runs."""
+    def claim_recording(self, recorder: int, until: float, *, force: bool = False) -> bool:
+        """Say that `recorder` (a number it drew) keeps this timeline up to date until
+        `until` (a time by the clock), and return True; or return False, saying nothing,
+        while another recorder's word still holds. One live recorder per timeline: a second
+        engine's recorder stands by until the first one's word runs out (unless `force`)."""
         with self._transaction():
+            if self._dialect is _POSTGRES:  # two claims in one database wait for each other
+                self._conn.execute(f"LOCK TABLE {self._meta_table} IN SHARE ROW EXCLUSIVE MODE")
+            rows = dict(
+                self._conn.execute(
+                    f"SELECT key, value FROM {self._meta_table} "
+                    "WHERE key IN ('recorder', 'recording_until')"
+                ).fetchall()
+            )
+            holder, held_until = rows.get("recorder"), rows.get("recording_until")
+            held = holder not in (None, recorder) and (held_until or 0.0) > self._clock.now()
+            if held and not force:
+                return False
+            self._set_meta("recorder", recorder)
             self._set_meta("recording_until", until)
+        return True
 
     def recording(self) -> bool:
         """Whether a live recorder said it keeps this timeline up to date now."""
@@ -346,7 +372,9 @@ class Timeline:
         total = 0
         while True:
             with self._lock:
-                count: int = self._conn.execute(self._dialect.sql(sql), (*args, _PRUNE_CHUNK)).rowcount
+                count: int = self._conn.execute(
+                    self._dialect.sql(sql), (*args, _PRUNE_CHUNK)
+                ).rowcount
             total += count
             if count < _PRUNE_CHUNK:
                 return total
