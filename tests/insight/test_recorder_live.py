@@ -286,3 +286,33 @@ async def test_writes_made_while_no_recorder_watched_are_audited_once(
         entries = await wait_for_entries(timeline, lambda es: len(audit(es)) == 7)
     assert audit(entries)[5:] == [("web", "delete", "bob@h"), ("api", "create", "alice@h")]
     assert audit(timeline.query()) == audit(entries)  # stopped: nothing more came
+
+
+async def test_catch_up_records_what_no_recorder_saw_once_however_many_readers_ask(
+    store: Store, tmp_path: Path
+) -> None:
+    db = process("db", ["sleep", "1"])
+    await store.create(db, options=WriteOptions(actor=ALICE))
+    changed = await store.get(PROCESS.api_version, PROCESS.kind, "db", "default")
+    changed["spec"]["args"] = ["sleep", "2"]
+    await store.update(changed, options=WriteOptions(actor=BOB))
+    readers = [Timeline.open(tmp_path / "state.db") for _ in range(4)]
+    try:
+        # Four readers at once (explain, the dashboard...): one stretch, recorded once.
+        counts = await asyncio.gather(*(Recorder(store, t).catch_up() for t in readers))
+        assert sum(1 for c in counts if c) == 1
+        entries = readers[0].query(object=REF)
+        writes = of_type(entries, "write")
+        assert [(w["verb"], w["user"]) for w in writes] == [
+            ("create", "alice@h"),
+            ("update", "bob@h"),
+        ]
+        assert [c["action"] for c in of_type(entries, "change")] == ["created"]
+        assert await Recorder(store, readers[1]).catch_up() == 0  # nothing written since
+        # A live recorder keeps the timeline: readers leave it to it.
+        async with recording(store, readers[2]):
+            await store.delete(PROCESS.api_version, PROCESS.kind, "db", "default")
+            assert await Recorder(store, readers[3]).catch_up() == 0
+    finally:
+        for t in readers:
+            t.close()

@@ -683,6 +683,8 @@ class Recorder:
         another catch-up won the race to record the same stretch."""
         if await asyncio.to_thread(self.timeline.recording):
             return 0
+        if await self.store.revision() <= await asyncio.to_thread(self.timeline.revision):
+            return 0  # nothing written since (the common case: asked twice)
         await self._load_checkpoint()
         await self._resync()
         batch, checkpoint = self._take()

@@ -301,6 +301,12 @@ class Timeline:
     def _set_meta(self, key: str, value: float) -> None:
         self._conn.execute(self._dialect.upsert_sql(self._meta_table, "key, value"), (key, value))
 
+    def revision(self) -> int:
+        """The store revision recorded up to (the checkpoint's; 0 when there is none)."""
+        with self._lock:
+            row = self._one(f"SELECT value FROM {self._meta_table} WHERE key = 'revision'")
+        return int(row[0]) if row is not None else 0
+
     def checkpoint(self) -> Checkpoint | None:
         """The last checkpoint saved with `append_many`, or None if there is none."""
         with self._lock:
