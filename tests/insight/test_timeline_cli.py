@@ -96,7 +96,7 @@ def test_timeline_refuses_bad_input_in_one_line(tmp_path: Path) -> None:
         timeout=TIMEOUT,
     )
     assert memory.returncode == 1
-    assert "keeps no timeline on disk" in memory.stderr
+    assert "a memory store keeps it in the memory of the process that holds it" in memory.stderr
     no_store = setpoint(tmp_path, "timeline")
     assert no_store.returncode == 1
     assert f"no store at {tmp_path / 'state.db'}" in no_store.stderr

@@ -22,7 +22,7 @@ import orjson
 
 from setpoint.cli import render
 from setpoint.cli.context import Context, check_name, count
-from setpoint.errors import Invalid, UnknownKind
+from setpoint.errors import Invalid, NotFound, UnknownKind
 from setpoint.insight.recorder import Recorder
 from setpoint.insight.timeline import (
     TYPES,
@@ -91,13 +91,22 @@ async def recorded_timeline(ctx: Context) -> Timeline:
     """The timeline kept with the store, caught up with it first (`Recorder.catch_up`: what
     a controller with a manager of its own, or a client, wrote while no engine recorded is
     on it too). `Invalid` for a store that keeps none."""
-    ctx.require_store()
+    hint = "`setpoint explain --timeline FILE.jsonl` reads one that `timeline -o jsonl` wrote"
+    try:
+        ctx.require_store()
+    except NotFound as exc:
+        raise Invalid(f"no recorded timeline: {exc}; {hint}") from None
+    if ctx.store_url.startswith("memory:"):
+        raise Invalid(
+            f"no recorded timeline for {ctx.store_shown}: a memory store keeps it in the memory "
+            f"of the process that holds it; {hint}"
+        )
     try:
         timeline = Timeline.of_store(ctx.store_url)
     except Invalid:
         raise Invalid(
             f"no recorded timeline for {ctx.store_shown} (sqlite:/// and postgresql:// stores "
-            "keep one); give one with --timeline FILE.jsonl"
+            f"keep one); {hint}"
         ) from None
     try:
         async with ctx.open_store() as store:
