@@ -98,13 +98,15 @@ class Observation:
 @dataclass(frozen=True, slots=True)
 class PredictiveState:
     """What the algorithm remembers between periods: Holt's level and trend (replicas,
-    replicas a second), the time of the last step and the predictions within the hold."""
+    replicas a second), the time of the last step, the loads within the hold, the
+    arrivals per needed replica (once learned) and the last load."""
 
     level: float | None = None
     trend: float = 0.0
     time: float | None = None
     recent: tuple[tuple[float, float], ...] = ()
     rate_per_replica: float | None = None
+    last_load: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,11 +198,12 @@ def step(
         trend = state.trend + beta * ((level - state.level) / dt - state.trend)
     level = max(level, 0.0)
     feed_forward = min(max(trend, 0.0) * settings.horizon_seconds, level)
-    if feed_forward < settings.trend_threshold * level:
-        feed_forward = 0.0  # a slope within the noise
+    rising = state.last_load is None or load > state.last_load
+    if feed_forward < settings.trend_threshold * level or not rising:
+        feed_forward = 0.0  # a slope within the noise, or one that stopped
     prediction = level + feed_forward + backlog
     cutoff = seen.now - settings.hold_seconds
-    recent = (*(r for r in state.recent if r[0] > cutoff), (seen.now, max(load, level)))
+    recent = (*(r for r in state.recent if r[0] > cutoff), (seen.now, load))
     held = max(p for _, p in recent)
     low, high = seen.min_replicas, seen.max_replicas
     direction, wanted = "hold", current
@@ -209,8 +212,10 @@ def step(
     elif held < current * (1 - settings.down_tolerance) and current > low:
         direction, wanted = "down", math.ceil(held * (1 + settings.up_margin))
     recommendation = max(low, min(high, wanted))
-    if recommendation == current:
-        direction = "hold"
+    if recommendation != wanted or recommendation == current:  # the bounds decided
+        direction = (
+            "up" if recommendation > current else "down" if recommendation < current else "hold"
+        )
     terms = Terms(
         metric=seen.metric,
         arrivals=seen.arrivals,
@@ -226,4 +231,4 @@ def step(
         direction=direction,
         recommendation=recommendation,
     )
-    return PredictiveState(level, trend, seen.now, recent, rate), terms
+    return PredictiveState(level, trend, seen.now, recent, rate, load), terms
