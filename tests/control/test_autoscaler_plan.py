@@ -304,6 +304,10 @@ def test_the_pid_and_ratio_algorithms_say_why_too() -> None:
         last = decided.status["lastDecision"]
         assert last["algorithm"] == algorithm
         assert set(last) >= terms | {"metric", "current", "recommendation", "final"}
+        assert last["ratio"] == 3.0  # 30 per replica against 10
+    shared = {"command": {"args": ["true"]}, "target": 10, "targetType": "AverageValue"}
+    decided = World(2, {}).period(typed(metric=shared), 120.0 * 2, 0.0)  # a total of 120
+    assert decided.status["lastDecision"]["ratio"] == 6.0  # 60 per replica against 10
 
 
 @settings(max_examples=20, deadline=None)

@@ -736,14 +736,15 @@ def _explain(
     value: float,
     recommendation: int,
 ) -> dict[str, Any]:
-    """`status.lastDecision` of the ratio or pid algorithm: the observation, the ratio to
-    the target and, for the pid, its proportional, integral and derivative terms (in
-    ln(replicas))."""
+    """`status.lastDecision` of the ratio or pid algorithm: the observation, the ratio of
+    the metric per replica to the target and, for the pid, its proportional, integral and
+    derivative terms (in ln(replicas))."""
+    per_replica = value / current if metric.target_type == "AverageValue" and current else value
     explained: dict[str, Any] = {
         "algorithm": "pid" if pid is not None else "ratio",
         "metric": round(value, 4),
         "current": current,
-        "ratio": round(value / metric.target, 4),
+        "ratio": round(per_replica / metric.target, 4),
     }
     if pid is not None:
         p, i, d = pid.components
