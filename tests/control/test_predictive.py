@@ -162,7 +162,13 @@ def test_terms_as_the_status_holds_them() -> None:
 
 @pytest.mark.parametrize(
     ("field", "value"),
-    [("level_seconds", 0.0), ("hold_seconds", -1.0), ("down_tolerance", 1.0)],
+    [
+        ("level_seconds", 0.0),
+        ("hold_seconds", -1.0),
+        ("down_tolerance", 1.0),
+        ("rate_gain", 0.0),
+        ("saturation_factor", 0.5),
+    ],
 )
 def test_bad_settings_are_refused_naming_the_field(field: str, value: float) -> None:
     with pytest.raises(ValueError, match=field):

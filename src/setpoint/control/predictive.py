@@ -67,7 +67,14 @@ class PredictiveSettings:
     drain: float = 0.5
 
     def __post_init__(self) -> None:
-        for name in ("horizon_seconds", "hold_seconds", "up_tolerance", "up_margin"):
+        for name in (
+            "horizon_seconds",
+            "hold_seconds",
+            "up_tolerance",
+            "up_margin",
+            "trend_threshold",
+            "drain",
+        ):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, not {getattr(self, name)!r}")
         for name in ("level_seconds", "trend_seconds"):
@@ -75,6 +82,10 @@ class PredictiveSettings:
                 raise ValueError(f"{name} must be > 0, not {getattr(self, name)!r}")
         if not 0 <= self.down_tolerance < 1:
             raise ValueError(f"down_tolerance must be in [0, 1), not {self.down_tolerance!r}")
+        if not 0 < self.rate_gain <= 1:
+            raise ValueError(f"rate_gain must be in (0, 1], not {self.rate_gain!r}")
+        if not self.saturation_factor >= 1:
+            raise ValueError(f"saturation_factor must be >= 1, not {self.saturation_factor!r}")
 
 
 DEFAULT_SETTINGS = PredictiveSettings()
@@ -84,7 +95,8 @@ DEFAULT_SETTINGS = PredictiveSettings()
 @dataclass(frozen=True, slots=True)
 class Observation:
     """One period's input: the metric per current replica, the current count, the
-    target and bounds, and the time (seconds on the caller's clock)."""
+    target and bounds, the time (seconds on the caller's clock) and, if known, the
+    arrival rate over the period (requests a second)."""
 
     metric: float
     current: int
