@@ -19,6 +19,7 @@ from control_autoscaler_support import (
     wait_for,
 )
 
+from setpoint.cli.describe import describe_object
 from setpoint.control.autoscaler import AUTOSCALER, setup
 from setpoint.errors import Invalid
 from setpoint.model import Object
@@ -123,6 +124,63 @@ async def test_pid_on_a_json_metric_scales_up(tmp_path: Path) -> None:
         obj = await store.get(API, KIND, "api", "default")
         assert obj["status"]["currentMetric"] == 40.0
         assert all(d["final"] <= 12 for d in obj["status"]["decisions"])
+
+
+async def test_predictive_with_arrivals_scales_in_one_step_and_describe_says_why(
+    tmp_path: Path,
+) -> None:
+    """A JSON metric from a real server, the arrival rate from a real command reading a
+    file. At the target (0.7 in flight per replica at 2 replicas, 70 requests a second)
+    nothing moves and the algorithm learns 35 requests a second per needed replica; then
+    x5 in flight and in arrivals is a need of 10, met in one step. `describe` prints the
+    decision's observation, terms and prediction."""
+    clock = ManualClock()
+    rate = tmp_path / "arrivals"
+    rate.write_text("70\n")
+    async with (
+        metrics_server(tmp_path, 0.7) as server,
+        Harness(registry=kinds(), clock=clock) as harness,
+    ):
+        setup(harness.manager)
+        await harness.start()
+        store = harness.store
+        await store.create(scaled("shop", 2))
+        metric = {"http": {"url": server.url("/stats"), "pointer": "/app/inflight"}, "target": 0.7}
+        read = f"print(open({str(rate)!r}).read())"
+        arrivals = {"command": {"args": [sys.executable, "-c", read]}}
+        await store.create(
+            autoscaler(
+                "shop", "shop", metric, algorithm="predictive", arrivals=arrivals, maxReplicas=40
+            )
+        )
+        obj = await wait_for(
+            store, API, KIND, "shop", lambda o: "lastDecision" in (o.get("status") or {})
+        )
+        assert obj["status"]["lastDecision"]["direction"] == "hold"
+        await reconcile_until_stable(harness)
+        server.set(3.5)
+        rate.write_text("350\n")
+        clock.advance(15)
+        target = await wait_for(
+            store, SCALED.api_version, SCALED.kind, "shop", lambda o: o["spec"]["replicas"] >= 10
+        )
+        obj = await wait_for(
+            store,
+            API,
+            KIND,
+            "shop",
+            lambda o: o["status"]["lastDecision"]["direction"] == "up",
+        )
+        last = obj["status"]["lastDecision"]
+        assert last["algorithm"] == "predictive"
+        assert (last["metric"], last["current"], last["arrivals"]) == (3.5, 2, 350.0)
+        assert (last["need"], last["load"]) == (10.0, 10.0)
+        assert last["final"] == target["spec"]["replicas"]
+        text = describe_object(obj, [], clock.now())
+        assert "predictive: metric 3.5 at 2 replicas, arrivals 350.0/s" in text
+        assert "need 10.0 (feedback), load 10.0" in text
+        assert f"= prediction {last['prediction']}" in text
+        assert f"final {last['final']}" in text
 
 
 async def test_a_metric_that_cannot_be_read_is_reported_and_nothing_scales() -> None:

@@ -68,6 +68,7 @@ class World:
         *,
         metric_fails: bool = False,
         refuse: bool = False,
+        arrivals: float | None = None,
     ) -> Plan:
         current = scale(self.replicas, str(self.version))
         wanted = wants_metric(autoscaler, current)
@@ -81,6 +82,7 @@ class World:
             if metric_fails and wanted
             else None,
             memory=self.memory,
+            arrivals=arrivals,
         )
         frozen = copy.deepcopy(observed)
         decided = plan(autoscaler, observed, now=T0 + now, monotonic=now)
@@ -137,7 +139,7 @@ periods = st.lists(
     start=st.integers(0, 30),
     low=st.integers(0, 5),
     span=st.integers(0, 15),
-    algorithm=st.sampled_from(["ratio", "pid"]),
+    algorithm=st.sampled_from(["ratio", "pid", "predictive"]),
 )
 def test_every_period_keeps_the_hpas_promises(
     periods: list[tuple[float, bool, bool]], start: int, low: int, span: int, algorithm: str
@@ -160,7 +162,9 @@ def test_every_period_keeps_the_hpas_promises(
         if low <= before <= high:
             assert low <= rescale.replicas <= high
             # the default scale-up policy: at most max(4 pods, 100 %) more per 15 s
-            assert rescale.replicas <= max(before + 4, 2 * before)
+            # (the predictive algorithm's: 1000 %)
+            factor = 11 if algorithm == "predictive" else 2
+            assert rescale.replicas <= max(before + 4, factor * before)
             assert not fails, "no metric, no decision"
         else:  # out of range: straight back to the nearest bound
             assert rescale.replicas == (high if before > high else low)
@@ -273,3 +277,49 @@ def test_the_specs_defaults_are_the_schemas() -> None:
     assert autoscaler.mode == "auto"
     assert autoscaler.pid is None
     assert typed(algorithm="pid", pid={"kp": 0.5}).pid.gains().ki == 1.0 / 60.0
+
+
+def test_the_predictive_algorithm_says_why_in_the_status() -> None:
+    autoscaler = typed(algorithm="predictive", maxReplicas=100, periodSeconds=15)
+    world = World(4, {})
+    decided = world.period(autoscaler, 40.0, 0.0, arrivals=80.0)  # 10 per replica: 4 x 1
+    assert decided.rescale is None
+    last = decided.status["lastDecision"]
+    assert last["algorithm"] == "predictive"
+    assert (last["metric"], last["current"], last["arrivals"]) == (10.0, 4, 80.0)
+    assert last["need"] == 4.0
+    assert last["prediction"] == last["level"] + last["feedForward"] + last["backlog"]
+    assert (last["direction"], last["final"]) == ("hold", 4)
+    # a flash crowd, x10: one step, however far, within the 1000 % scale-up policy
+    crowd = world.period(autoscaler, 400.0, 15.0, arrivals=800.0)
+    assert crowd.rescale is not None
+    assert crowd.rescale.replicas >= 40
+    assert crowd.status["lastDecision"]["direction"] == "up"
+    assert crowd.status["lastDecision"]["final"] == crowd.rescale.replicas
+
+
+def test_the_pid_and_ratio_algorithms_say_why_too() -> None:
+    for algorithm, terms in (("ratio", {"ratio"}), ("pid", {"ratio", "p", "i", "d"})):
+        decided = World(2, {}).period(typed(algorithm=algorithm), 60.0, 0.0)
+        last = decided.status["lastDecision"]
+        assert last["algorithm"] == algorithm
+        assert set(last) >= terms | {"metric", "current", "recommendation", "final"}
+        assert last["ratio"] == 3.0  # 30 per replica against 10
+    shared = {"command": {"args": ["true"]}, "target": 10, "targetType": "AverageValue"}
+    decided = World(2, {}).period(typed(metric=shared), 120.0 * 2, 0.0)  # a total of 120
+    assert decided.status["lastDecision"]["ratio"] == 6.0  # 60 per replica against 10
+
+
+@settings(max_examples=20, deadline=None)
+@given(load=st.floats(1, 400, allow_nan=False), start=st.integers(1, 20))
+def test_a_steady_load_under_the_predictive_algorithm_soon_writes_nothing(
+    load: float, start: int
+) -> None:
+    autoscaler = typed(algorithm="predictive", maxReplicas=100)
+    world = World(start, {})
+    for step in range(60):
+        world.period(autoscaler, load, 15.0 * step, arrivals=load * 2)
+    writes = world.writes
+    for step in range(60, 100):  # ten more minutes of the same
+        world.period(autoscaler, load, 15.0 * step, arrivals=load * 2)
+    assert world.writes == writes

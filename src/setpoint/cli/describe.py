@@ -46,8 +46,8 @@ from setpoint.cli.status_table import (
     kind_aliases,
     ref_of,
 )
-from setpoint.control import thermostat
-from setpoint.control.kinds import THERMOSTAT
+from setpoint.control import autoscaler, thermostat
+from setpoint.control.kinds import AUTOSCALER, THERMOSTAT
 from setpoint.errors import Invalid, NotFound, UnknownKind
 from setpoint.insight.entries import ObjectRef
 from setpoint.model import Kind, Object, Registry
@@ -62,6 +62,7 @@ SUMMARIES: dict[tuple[str, str], Summary] = {}
 """Extra header fields by (apiVersion, kind), printed after Observed Generation
 (e.g. a Process's pid and restarts). Kinds not here get the generic fields only."""
 SUMMARIES[(THERMOSTAT.api_version, THERMOSTAT.kind)] = thermostat.step_summary
+SUMMARIES[(AUTOSCALER.api_version, AUTOSCALER.kind)] = autoscaler.decision_summary
 
 NONE = "<none>"
 _ENVELOPE = ("apiVersion", "kind", "metadata", "status")

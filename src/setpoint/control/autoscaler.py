@@ -14,15 +14,24 @@ controller: hold a metric at a target by scaling any kind with a scale subresour
   `targetType` `Value` (the metric is per replica: `ceil(current * metric / target)`)
   or `AverageValue` (the metric is a total to share: `ceil(metric / target)`),
   `tolerance` (0.1), `timeoutSeconds` (5);
-* `algorithm`: `ratio` (the Kubernetes HPA's rule) or `pid` (`spec.pid`: `kp`, `ki`,
+* `algorithm`: `ratio` (the Kubernetes HPA's rule), `pid` (`spec.pid`: `kp`, `ki`,
   `kd`, `deadband`, `relativeDeadband`, `noiseBand`, `downGain`; see
-  `setpoint.control.scaling.PidGains`); the pid algorithm sees the metric as the
-  `Value` form (per replica: an `AverageValue` metric is divided by the current count);
+  `setpoint.control.scaling.PidGains`) or `predictive` (no gains to set: see
+  `setpoint.control.predictive`); the pid and predictive algorithms see the metric as
+  the `Value` form (per replica: an `AverageValue` metric is divided by the current
+  count);
+* `arrivals` (optional, predictive only): one source as in `metric` (`http`,
+  `prometheus`, `command`, and `timeoutSeconds`) giving the arrival rate of the target's
+  load in requests a second, read with the metric: the algorithm's feed-forward above
+  the target, where the metric counts the queue too. Unreadable, the period decides
+  without it (`status.lastDecision.arrivalsError` says why);
 * `behavior`: as the HPA's, `scaleUp` / `scaleDown` each with
   `stabilizationWindowSeconds`, `selectPolicy` (Max | Min | Disabled) and `policies`
   [{`type` Pods | Percent, `value`, `periodSeconds`}]; what is left out takes the HPA's
   defaults (up: 0 s, max(4 pods, 100 %) per 15 s; down: 300 s, 100 % per 15 s), except
-  that the pid algorithm's scale-down window defaults to 0 s (`PID_SCALE_DOWN`);
+  that the pid and predictive algorithms' scale-down window defaults to 0 s
+  (`PID_SCALE_DOWN`) and the predictive one's scale-up to max(4 pods, 1000 %) per 15 s
+  (`PREDICTIVE_SCALE_UP`);
 * `periodSeconds` (15): how often the metric is read and a decision made;
 * `mode`: `auto` (the default) or `manual`: the controller still reads the metric every
   period and records it (`status.currentMetric`, `ScalingActive=False` with reason
@@ -35,7 +44,12 @@ controller: hold a metric at a target by scaling any kind with a scale subresour
 `lastScaleTime`, `observedGeneration`, the HPA's conditions `AbleToScale`,
 `ScalingActive` and `ScalingLimited` with its reasons, and `decisions`: the last 20
 decisions that changed the replicas or wanted to (each with `time`, `metric`,
-`current`, `recommendation`, `stabilized`, `limited`, `final`, `reason`).
+`current`, `recommendation`, `stabilized`, `limited`, `final`, `reason`), and
+`lastDecision`: why the last period decided what it did, changed or not: the
+`algorithm`, the observation (`metric`, `current`, `arrivals`), each term of the
+algorithm (ratio: `ratio`; pid: `p`, `i`, `d`; predictive: `setpoint.control.predictive.Terms`,
+its prediction among them), its `recommendation`, and `stabilized`, `limited`, `final`
+as the behaviour made them (`describe` prints it in one line).
 
 The controller is observe -> plan -> apply. `observe` reads the target's scale and (when
 the plan will use it, `wants_metric`) the metric; `plan` is pure (time is an argument): it
@@ -74,10 +88,13 @@ from setpoint.control.metrics_source import (
     PrometheusSource,
     read_metric,
 )
+from setpoint.control.predictive import Observation, PredictiveState, Terms
+from setpoint.control.predictive import step as predictive_step
 from setpoint.control.scaling import (
     DEFAULT_SCALE_DOWN,
     DEFAULT_SCALE_UP,
     PID_SCALE_DOWN,
+    PREDICTIVE_SCALE_UP,
     Behavior,
     Decision,
     History,
@@ -115,6 +132,7 @@ __all__ = [
     "Plan",
     "Rescale",
     "behavior_of",
+    "decision_summary",
     "metric_source_of",
     "plan",
     "refused",
@@ -177,19 +195,38 @@ class MetricSpecSchema(Schema):
 
     @model_validator(mode="after")
     def _one_source(self) -> MetricSpecSchema:
-        given = [n for n in ("http", "prometheus", "command") if getattr(self, n) is not None]
-        if len(given) != 1:
+        _check_one_source(self)
+        return self
+
+
+def _check_one_source(schema: MetricSpecSchema | ArrivalsSpecSchema) -> None:
+    given = [n for n in ("http", "prometheus", "command") if getattr(schema, n) is not None]
+    if len(given) != 1:
+        raise PydanticCustomError(
+            "metric_source",
+            "want exactly one of http, prometheus, command (got {given})",
+            {"given": ", ".join(given) or "none"},
+        )
+    for name in ("http", "prometheus"):
+        source = getattr(schema, name)
+        if source is not None and not source.url.startswith(("http://", "https://")):
             raise PydanticCustomError(
-                "metric_source",
-                "want exactly one of http, prometheus, command (got {given})",
-                {"given": ", ".join(given) or "none"},
+                "metric_url", "{name}.url: want an http:// or https:// URL", {"name": name}
             )
-        for name in ("http", "prometheus"):
-            source = getattr(self, name)
-            if source is not None and not source.url.startswith(("http://", "https://")):
-                raise PydanticCustomError(
-                    "metric_url", "{name}.url: want an http:// or https:// URL", {"name": name}
-                )
+
+
+class ArrivalsSpecSchema(Schema):
+    """Where the arrival rate (requests a second) of the target's load comes from (exactly
+    one source): the predictive algorithm's feed-forward."""
+
+    http: HttpMetricSchema | None = None
+    prometheus: PrometheusMetricSchema | None = None
+    command: CommandMetricSchema | None = None
+    timeout_seconds: float = Field(default=5.0, gt=0, le=300)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ArrivalsSpecSchema:
+        _check_one_source(self)
         return self
 
 
@@ -251,8 +288,9 @@ class AutoscalerSpecSchema(Schema):
     min_replicas: int = Field(default=1, ge=0)
     max_replicas: int = Field(ge=1)
     metric: MetricSpecSchema
-    algorithm: Literal["ratio", "pid"] = "ratio"
+    algorithm: Literal["ratio", "pid", "predictive"] = "ratio"
     pid: PidSpecSchema | None = None
+    arrivals: ArrivalsSpecSchema | None = None
     behavior: BehaviorSchema | None = None
     period_seconds: float = Field(default=15.0, gt=0, le=3600)
     mode: Literal["auto", "manual"] = "auto"
@@ -279,6 +317,7 @@ class AutoscalerStatusSchema(Schema):
     observed_generation: int | None = None
     conditions: list[dict[str, Any]] = Field(default_factory=list)
     decisions: list[dict[str, Any]] = Field(default_factory=list)
+    last_decision: dict[str, Any] | None = None
 
 
 # -- from the typed spec --------------------------------------------------------------
@@ -305,14 +344,18 @@ def _rules(schema: ScalingRulesSchema | None, default: ScalingRules) -> ScalingR
 
 def behavior_of(spec: AutoscalerSpecSchema) -> Behavior:
     """The `Behavior` of an Autoscaler's spec, what it leaves out taken from the HPA's
-    defaults, but no scale-down window for the pid algorithm (`PID_SCALE_DOWN`)."""
+    defaults, but no scale-down window for the pid and predictive algorithms
+    (`PID_SCALE_DOWN`) and max(4 pods, 1000 %) per 15 s up for the predictive one
+    (`PREDICTIVE_SCALE_UP`)."""
     wire = spec.behavior or BehaviorSchema()
-    down = PID_SCALE_DOWN if spec.algorithm == "pid" else DEFAULT_SCALE_DOWN
-    return Behavior(_rules(wire.scale_up, DEFAULT_SCALE_UP), _rules(wire.scale_down, down))
+    down = DEFAULT_SCALE_DOWN if spec.algorithm == "ratio" else PID_SCALE_DOWN
+    up = PREDICTIVE_SCALE_UP if spec.algorithm == "predictive" else DEFAULT_SCALE_UP
+    return Behavior(_rules(wire.scale_up, up), _rules(wire.scale_down, down))
 
 
-def metric_source_of(metric: MetricSpecSchema) -> MetricSource:
-    """The `MetricSource` of an Autoscaler's `spec.metric` (the schema allows exactly one)."""
+def metric_source_of(metric: MetricSpecSchema | ArrivalsSpecSchema) -> MetricSource:
+    """The `MetricSource` of an Autoscaler's `spec.metric` or `spec.arrivals` (the schema
+    allows exactly one)."""
     if metric.http is not None:
         return HttpJsonSource(metric.http.url, metric.http.pointer)
     if metric.prometheus is not None:
@@ -329,20 +372,23 @@ def metric_source_of(metric: MetricSpecSchema) -> MetricSource:
 @dataclass(frozen=True, slots=True)
 class Memory:
     """What one Autoscaler's decisions remember between periods (in memory, as the HPA's):
-    the behaviour's history and, for the pid algorithm, its state; for the object `uid`
-    at `generation` (a new generation starts the pid afresh)."""
+    the behaviour's history and, for the pid or predictive algorithm, its state; for the
+    object `uid` at `generation` (a new generation starts them afresh)."""
 
     uid: str
     generation: int
     history: History = field(default_factory=History)
     pid: PidAlgorithm | None = None
+    predictive: PredictiveState | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Observed:
     """What `observe` saw: the Autoscaler (uid, generation, status), the target's scale or
     why it could not be read, the metric or why it could not be read (it is read only when
-    `wants_metric` says the plan will use it), and the decisions' memory."""
+    `wants_metric` says the plan will use it), the decisions' memory, and the arrival rate
+    or why it could not be read (read with the metric, for the predictive algorithm when
+    `spec.arrivals` is given)."""
 
     uid: str
     generation: int
@@ -352,6 +398,8 @@ class Observed:
     metric: float | None = None
     metric_error: str | None = None
     memory: Memory | None = None
+    arrivals: float | None = None
+    arrivals_error: str | None = None
 
 
 Event = tuple[str, str, str]
@@ -444,9 +492,16 @@ def plan(spec: AutoscalerSpecSchema, observed: Observed, *, now: float, monotoni
     if wants_metric(spec, scale):
         if value is None:
             return out.plan(observed.memory, None, period)  # reported above
-        pid = copy.deepcopy(memory.pid)
-        recommendation = _recommend(metric, pid, current, value, monotonic)
-        memory = replace(memory, pid=pid)
+        if memory.predictive is not None:
+            state, terms = _predict(spec, memory.predictive, current, value, observed, monotonic)
+            recommendation = terms.recommendation
+            memory = replace(memory, predictive=state)
+            explained = _explain_predictive(terms, observed.arrivals_error)
+        else:
+            pid = copy.deepcopy(memory.pid)
+            recommendation = _recommend(metric, pid, current, value, monotonic)
+            memory = replace(memory, pid=pid)
+            explained = _explain(metric, pid, current, value, recommendation)
         out.report(
             SCALING_ACTIVE,
             True,
@@ -456,6 +511,7 @@ def plan(spec: AutoscalerSpecSchema, observed: Observed, *, now: float, monotoni
         )
     else:
         recommendation = current
+        explained = None
     decision = decide(
         memory.history,
         current=current,
@@ -481,6 +537,13 @@ def plan(spec: AutoscalerSpecSchema, observed: Observed, *, now: float, monotoni
         decision.limited_message,
     )
     status["desiredReplicas"] = decision.replicas
+    if explained is not None:
+        status["lastDecision"] = {
+            **explained,
+            "stabilized": decision.stabilized,
+            "limited": decision.limited,
+            "final": decision.replicas,
+        }
     if decision.rescale or decision.recommendation != decision.current:
         entry = {
             "time": rfc3339(now),
@@ -603,13 +666,16 @@ class _Draft:
 
 def _remember(observed: Observed, spec: AutoscalerSpecSchema) -> Memory:
     """The memory to decide with: the remembered one if it is this object's, with the pid
-    started afresh on a new generation (new gains or bounds) or created for the pid
-    algorithm; a fresh one otherwise."""
+    or predictive state started afresh on a new generation (new gains or bounds) or
+    created for its algorithm; a fresh one otherwise."""
     memory = observed.memory
     if memory is None or memory.uid != observed.uid:
         memory = Memory(observed.uid, observed.generation)
     if memory.generation != observed.generation:
-        memory = replace(memory, generation=observed.generation, pid=None)
+        memory = replace(memory, generation=observed.generation, pid=None, predictive=None)
+    if spec.algorithm == "predictive":
+        return replace(memory, pid=None, predictive=memory.predictive or PredictiveState())
+    memory = replace(memory, predictive=None)
     if spec.algorithm != "pid":
         return replace(memory, pid=None)
     if memory.pid is None:
@@ -632,6 +698,61 @@ def _recommend(
     return value_replicas(current, value, metric.target, tolerance=metric.tolerance)
 
 
+def _predict(
+    spec: AutoscalerSpecSchema,
+    state: PredictiveState,
+    current: int,
+    value: float,
+    observed: Observed,
+    now: float,
+) -> tuple[PredictiveState, Terms]:
+    """One step of the predictive algorithm on the metric as `Value` (per replica)."""
+    metric = spec.metric
+    per_replica = value / current if metric.target_type == "AverageValue" and current else value
+    seen = Observation(
+        per_replica,
+        current,
+        metric.target,
+        spec.min_replicas,
+        spec.max_replicas,
+        now,
+        observed.arrivals,
+    )
+    return predictive_step(state, seen)
+
+
+def _explain_predictive(terms: Terms, arrivals_error: str | None) -> dict[str, Any]:
+    """`status.lastDecision` of the predictive algorithm: every term (`Terms.as_dict`)."""
+    explained: dict[str, Any] = {"algorithm": "predictive", **terms.as_dict()}
+    if arrivals_error is not None:
+        explained["arrivalsError"] = arrivals_error
+    return explained
+
+
+def _explain(
+    metric: MetricSpecSchema,
+    pid: PidAlgorithm | None,
+    current: int,
+    value: float,
+    recommendation: int,
+) -> dict[str, Any]:
+    """`status.lastDecision` of the ratio or pid algorithm: the observation, the ratio of
+    the metric per replica to the target and, for the pid, its proportional, integral and
+    derivative terms (in ln(replicas))."""
+    per_replica = value / current if metric.target_type == "AverageValue" and current else value
+    explained: dict[str, Any] = {
+        "algorithm": "pid" if pid is not None else "ratio",
+        "metric": round(value, 4),
+        "current": current,
+        "ratio": round(per_replica / metric.target, 4),
+    }
+    if pid is not None:
+        p, i, d = pid.components
+        explained.update({"p": round(p, 4), "i": round(i, 4), "d": round(d, 4)})
+    explained["recommendation"] = recommendation
+    return explained
+
+
 def _rescale_reason(decision: Decision, metric: float | None, spec: MetricSpecSchema) -> str:
     if metric is None:
         return decision.limited_message
@@ -640,6 +761,45 @@ def _rescale_reason(decision: Decision, metric: float | None, spec: MetricSpecSc
     if decision.replicas < decision.current:
         return f"metric {metric:g} below target {spec.target:g}"
     return "no change"
+
+
+def decision_summary(obj: Object, now: float) -> list[tuple[str, str]]:
+    """`describe`'s header fields for an Autoscaler: why the last period decided what it
+    did (`status.lastDecision`): the observation, the prediction and each term."""
+    del now
+    last = (obj.get("status") or {}).get("lastDecision")
+    if not isinstance(last, dict):
+        return [("Last Decision", "<none>")]
+    algorithm = last.get("algorithm", "?")
+    seen = f"metric {last.get('metric')} at {last.get('current')} replicas"
+    if last.get("arrivals") is not None:
+        seen += f", arrivals {last['arrivals']}/s"
+    if algorithm == "predictive":
+        terms = (
+            f"need {last.get('need')} (feedback), load {last.get('load')}, "
+            f"level {last.get('level')} + feed-forward {last.get('feedForward')} "
+            f"(trend {last.get('trendPerSecond')}/s) + backlog {last.get('backlog')} "
+            f"= prediction {last.get('prediction')}; held {last.get('held')}; "
+            f"{last.get('direction')}"
+        )
+    elif algorithm == "pid":
+        terms = (
+            f"ratio {last.get('ratio')}; P {last.get('p')}, I {last.get('i')}, D {last.get('d')}"
+        )
+    else:
+        terms = f"ratio {last.get('ratio')}"
+    fields = [
+        ("Last Decision", f"{algorithm}: {seen}"),
+        ("Terms", terms),
+        (
+            "Replicas",
+            f"recommended {last.get('recommendation')}, stabilized {last.get('stabilized')}, "
+            f"limited {last.get('limited')}, final {last.get('final')}",
+        ),
+    ]
+    if last.get("arrivalsError"):
+        fields.append(("Arrivals Error", str(last["arrivalsError"])))
+    return fields
 
 
 # -- the controller ----------------------------------------------------------------------
@@ -712,13 +872,30 @@ class AutoscalerController:
         if not wants_metric(spec, scale):
             return seen
         try:
-            source = metric_source_of(spec.metric)
-            if isinstance(source, CommandSource):
-                source = await self._command_as_target(source, target_kind, ref.name, meta)
-            value = await read_metric(source, within=spec.metric.timeout_seconds)
+            value = await self._read(spec.metric, target_kind, ref.name, meta)
         except MetricUnavailable as exc:
             return replace(seen, metric_error=str(exc))
-        return replace(seen, metric=value)
+        seen = replace(seen, metric=value)
+        if spec.algorithm == "predictive" and spec.arrivals is not None and spec.mode == "auto":
+            try:
+                arrivals = await self._read(spec.arrivals, target_kind, ref.name, meta)
+            except MetricUnavailable as exc:
+                return replace(seen, arrivals_error=str(exc))
+            seen = replace(seen, arrivals=arrivals)
+        return seen
+
+    async def _read(
+        self,
+        spec: MetricSpecSchema | ArrivalsSpecSchema,
+        target_kind: Kind,
+        name: str,
+        meta: Mapping[str, Any],
+    ) -> float:
+        """The number `spec`'s source gives (`MetricUnavailable` if none)."""
+        source = metric_source_of(spec)
+        if isinstance(source, CommandSource):
+            source = await self._command_as_target(source, target_kind, name, meta)
+        return await read_metric(source, within=spec.timeout_seconds)
 
     async def _command_as_target(
         self, source: CommandSource, target_kind: Kind, name: str, meta: Mapping[str, Any]

@@ -42,6 +42,8 @@ __all__ = [
     "DEFAULT_SCALE_UP",
     "PID_BEHAVIOR",
     "PID_SCALE_DOWN",
+    "PREDICTIVE_BEHAVIOR",
+    "PREDICTIVE_SCALE_UP",
     "TOLERANCE",
     "Behavior",
     "Decision",
@@ -490,6 +492,15 @@ its slow `down_gain` already keeps capacity through noise, which the HPA's 300 s
 is there for (a window on top only delays it more)."""
 PID_BEHAVIOR = Behavior(DEFAULT_SCALE_UP, PID_SCALE_DOWN)
 """The pid algorithm's default behaviour."""
+PREDICTIVE_SCALE_UP = ScalingRules(
+    0, (ScalingPolicy("Pods", 4, 15), ScalingPolicy("Percent", 1000, 15)), "Max"
+)
+"""The predictive algorithm's default scale-up: max(4 pods, 1000 %) per 15 s. Its
+recommendation is already the capacity the load will need when new replicas serve; the
+HPA's 100 % would make a x10 crowd wait for four doublings, each paying the start-up."""
+PREDICTIVE_BEHAVIOR = Behavior(PREDICTIVE_SCALE_UP, PID_SCALE_DOWN)
+"""The predictive algorithm's default behaviour (`setpoint.control.predictive`): its own
+hold does what the HPA's 300 s scale-down window is there for."""
 
 
 _LOG_RATIO_LIMIT = math.log(100.0)
@@ -545,6 +556,12 @@ class PidAlgorithm:
         if error > 0:
             error *= self.gains.down_gain
         return error
+
+    @property
+    def components(self) -> tuple[float, float, float]:
+        """The PID's (P, I, D) terms of the last recommendation, in ln(replicas); zeros
+        before the first."""
+        return (0.0, 0.0, 0.0) if self._pid is None else self._pid.components
 
     def recommend(self, current: int, metric: float, now: float) -> int:
         """The replica count the PID asks for, given the current count and the metric."""

@@ -1,5 +1,6 @@
 // Control view: a live plot of setpoint, measurement and output (Thermostat) or target
-// metric, current metric and replicas (Autoscaler), sampled from each watched update.
+// metric, current metric, replicas and the last decision's predicted replicas (Autoscaler,
+// `status.lastDecision.prediction`: the predictive algorithm), sampled from each watched update.
 import { el, svg } from "./util.js";
 
 const W = 720, H = 240, PAD = 36, KEEP = 600;
@@ -9,11 +10,12 @@ function numbers(kind, obj) {
   if (kind === "Thermostat") return [spec.target, status.temperature, status.output];
   const metric = spec.metric || {};
   const target = metric.target ?? metric.targetValue ?? metric.targetAverageValue ?? metric.averageValue;
-  return [target, status.currentMetric, status.currentReplicas ?? status.desiredReplicas];
+  const prediction = (status.lastDecision || {}).prediction;
+  return [target, status.currentMetric, status.currentReplicas ?? status.desiredReplicas, prediction];
 }
 
 export function controlPlot(kind) {
-  const names = kind === "Thermostat" ? ["setpoint", "measurement", "output"] : ["target", "metric", "replicas"];
+  const names = kind === "Thermostat" ? ["setpoint", "measurement", "output"] : ["target", "metric", "replicas", "prediction"];
   const samples = [];
   const box = el("div", { class: "control", id: "control" });
   const legend = el("div", { class: "legend" }, names.map((n, i) => el("span", { class: `series-${i}`, text: n })));
