@@ -84,6 +84,7 @@ from setpoint.cli.apply import (
 )
 from setpoint.cli.background import START_TIMEOUT, Readiness, start_engine
 from setpoint.cli.context import Context
+from setpoint.cli.dashboard import dashboard_line
 from setpoint.cli.live import StatusBoard, view_for
 from setpoint.cli.load import (
     MANIFEST_SUFFIXES,
@@ -290,6 +291,7 @@ async def run(ctx: Context, args: argparse.Namespace) -> int:
                 serve_api(store, _api_options(ctx, args)) as api,
             ):
                 print(f"serving the API on {api.url} (KUBECONFIG={_api_kubeconfig(ctx)})")
+                print(dashboard_line(api), flush=True)
                 return await _run_engine(
                     engine, objects, readiness, logs=args.logs, keep_project=args.keep_project
                 )
