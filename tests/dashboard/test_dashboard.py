@@ -79,7 +79,7 @@ def test_object_page_shows_conditions_events_and_changes_live(
             expect(page.locator("#conditions tr[data-type=Ready]")).to_contain_text("Starting")
             expect(page.locator("#events")).to_contain_text("ProbeFailed")
             expect(page.locator("#spec")).to_contain_text("pg.py")
-            expect(page.locator("#object-state")).to_have_text("Reconciling")
+            expect(page.locator("#object-state")).to_have_text("progressing")
             page.evaluate("window.notReloaded = true")
             status_patch(api, "processes", "db", [condition("Ready", "True", "Running")])
             expect(page.locator("#object-state")).to_have_text("Ready", timeout=10_000)
@@ -106,7 +106,7 @@ def test_graph_shows_the_webapp_chain(served: Served, tmp_path: Path) -> None:
         with served.client() as api:
             stalled = condition("Stalled", "True", "BackoffLimitExceeded", "3 failures")
             status_patch(api, "jobs", "migrate", [stalled])
-        expect(migrate).to_have_attribute("data-state", "Stalled")  # redrawn from the watch
+        expect(migrate).to_have_attribute("data-state", "failed")  # redrawn from the watch
         page.screenshot(path=str(tmp_path / "graph.png"))
         page.click('#graph-svg a[data-key="Job/default/migrate"]')
         expect(page.locator("#object-title")).to_have_text("Job/migrate")
@@ -132,7 +132,11 @@ def test_timeline_explain_ranks_the_injected_cause_first(tmp_path: Path) -> None
         with browser(tmp_path) as context:
             page = context.new_page()
             log_in(page, served, path="#/timeline")
-            failure = page.locator('#failures button[data-object="Process/default/api"]')
+            # api waits for cache: progress, not a failure; cache's crash loop is one
+            waiting_api = page.locator('#failures button[data-object="Process/default/api"]')
+            failure = page.locator('#failures button[data-object="Process/default/cache"]')
+            expect(failure.first).to_be_visible()
+            expect(waiting_api).to_have_count(0)
             failure.first.click()
             first = page.locator("#causes li").first
             expect(first).to_contain_text("Process/cache spec.args changed")
@@ -257,7 +261,7 @@ def test_readme_screenshot_of_the_webapp(tmp_path: Path) -> None:
             page = context.new_page()
             page.set_viewport_size({"width": 1100, "height": 420})
             log_in(page, served, path="#/graph")
-            expect(page.locator('#graph-svg a[data-state="Ready"]')).to_have_count(2)
+            expect(page.locator('#graph-svg a[data-state="ready"]')).to_have_count(2)
             page.hover('#graph-svg a[data-key="Deployment/default/web"]')
             expect(page.locator("#graph-tip")).to_contain_text("root blocker: Job/migrate")
             shot = tmp_path / "dashboard.png"
