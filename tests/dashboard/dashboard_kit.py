@@ -75,6 +75,8 @@ class Served:
     store: str
     url: str
     proc: subprocess.Popen[str]
+    link: str = ""
+    """The one-step login link `serve` printed."""
 
     def client(self, role: str = "admin") -> httpx.Client:
         headers = {"Authorization": f"Bearer {TOKENS[role]}"}
@@ -104,7 +106,7 @@ def setpoint(store: str, *args: str, cwd: Path) -> None:
 
 def serve(directory: Path, manifests: list[Path] = EXAMPLES) -> Served:
     """`setpoint serve --port 0` on a SQLite store in `directory` with `manifests` applied;
-    returns once it says where it serves."""
+    returns once it says where it serves and its dashboard link."""
     directory.mkdir(parents=True, exist_ok=True)
     tokens = directory / "tokens.csv"
     tokens.write_text("".join(f"{token},{role},{role}\n" for role, token in TOKENS.items()))
@@ -130,6 +132,7 @@ def serve(directory: Path, manifests: list[Path] = EXAMPLES) -> Served:
         lines.put(None)
 
     threading.Thread(target=pump, daemon=True).start()
+    url = ""
     while True:
         try:
             line = lines.get(timeout=TIMEOUT_S)
@@ -140,7 +143,8 @@ def serve(directory: Path, manifests: list[Path] = EXAMPLES) -> Served:
             raise AssertionError(f"setpoint serve ended with {proc.wait()}")
         if "serving the API on" in line:
             url = line.split("serving the API on ", 1)[1].split()[0]
-            return Served(directory, store, url, proc)
+        if line.startswith("dashboard: "):
+            return Served(directory, store, url, proc, line.split()[1])
 
 
 @contextmanager

@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 from pathlib import Path
+from typing import Any
 
 from dashboard_kit import (
     API,
@@ -22,6 +23,8 @@ from dashboard_kit import (
     status_patch,
 )
 from playwright.sync_api import expect
+
+from setpoint.insight.health import RULES, health
 
 
 def test_overview_lists_the_examples(served: Served, tmp_path: Path) -> None:
@@ -272,3 +275,55 @@ def test_readme_screenshot_of_the_webapp(tmp_path: Path) -> None:
         target = ROOT / "docs/images/dashboard.png"
         target.parent.mkdir(exist_ok=True)
         shutil.copyfile(shot, target)
+
+
+def test_the_page_classifies_objects_as_the_server_does(served: Served, tmp_path: Path) -> None:
+    """The page's `stateOf` (util.js, on the rules the server sends) and
+    `insight.health.health` give every object the same state: run in Chromium over
+    conditions, reasons and start/transition times of every kind."""
+    start, before, after = (
+        "2026-01-01T00:00:05.250Z",
+        "2026-01-01T00:00:01Z",
+        "2026-01-01T00:00:09Z",
+    )
+    reasons = ["Running", "Completed", "CrashLoopBackOff", "ReadinessProbeFailed", "Other"]
+    objects: list[dict[str, Any]] = [{"kind": "Event", "metadata": {"name": "e"}}]
+    for status in ("True", "False", "Unknown"):
+        for reason in reasons:
+            for changed in (before, after, None, "not a time"):
+                for started in (start, None):
+                    ready = {"type": "Ready", "status": status, "reason": reason}
+                    if changed is not None:
+                        ready["lastTransitionTime"] = changed
+                    st: dict[str, Any] = {"conditions": [ready]}
+                    if started is not None:
+                        st["startTime"] = started
+                    objects.append({"kind": "Process", "metadata": {"name": "p"}, "status": st})
+    for type_ in ("Stalled", "Failed", "ReplicaFailure"):
+        for value in ("True", "False"):
+            conditions = [{"type": type_, "status": value}, {"type": "Ready", "status": "True"}]
+            objects.append({"kind": "Job", "status": {"conditions": conditions}})
+    with browser(tmp_path) as context:
+        page = context.new_page()
+        page.goto(f"{served.url}/ui/")
+        expect(page.locator("#login")).to_be_visible()
+        on_page = page.evaluate(
+            """async ([objects, rules]) => {
+                const util = await import("/ui/util.js");
+                util.setHealthRules(rules);
+                return objects.map((o) => util.stateOf(o));
+            }""",
+            [objects, dict(RULES)],
+        )
+    assert on_page == [health(o).value for o in objects]
+    assert {"ready", "progressing", "failed", "none"} <= set(on_page)
+
+
+def test_serve_prints_a_link_that_logs_in(served: Served, tmp_path: Path) -> None:
+    with browser(tmp_path, any_certificate=False) as context:
+        page = context.new_page()
+        page.goto(served.link)
+        expect(page.locator("#main[data-ready=true]")).to_have_count(1)
+        expect(page.locator("#login")).to_be_hidden()
+        expect(page.locator("#logout")).to_be_visible()
+        expect(page.locator("#objects .row[data-kind=Job][data-name=db-init]")).to_have_count(1)

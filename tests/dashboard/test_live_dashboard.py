@@ -10,6 +10,7 @@ folder, and to docs/images/ when SETPOINT_DOCS_SCREENSHOT=1.
 
 from __future__ import annotations
 
+import base64
 import os
 import re
 import shutil
@@ -31,7 +32,9 @@ OWN = [
     ("Deployment", "web"),
     ("Service", "web"),
 ]
-SYSTEM = ("Event", "CustomResourceDefinition", "ControllerRevision", "Lease")
+"""The stack's objects with a Ready condition (and the two replicas): Ready 6 when up."""
+SECRET_VALUE = "hush-hush-0451"
+SYSTEM = ("Event", "CustomResourceDefinition", "ControllerRevision", "Lease", "Namespace")
 
 
 @pytest.fixture(scope="module")
@@ -191,12 +194,21 @@ def test_overview_opens_on_their_objects_with_counts_by_state(up: LiveUp, tmp_pa
         expect(page.locator('#counts [data-state="failed"]')).to_have_text("failed 0")
         expect(page.locator('#counts [data-state="progressing"]')).to_have_text("progressing 0")
         expect(page.locator("#objects")).not_to_contain_text("None")
+        secret = page.locator("#objects .row[data-kind=Secret][data-name=web-config]")
+        expect(secret.locator(".state")).to_have_text("-")  # no Ready condition
         shot(page, tmp_path, "overview.png")
         page.check("#filter-system")  # the server's kinds, behind a filter
         events = page.locator("#objects .row[data-kind=Event]")
         expect(events.first).to_be_visible()
         expect(events.first.locator(".state")).to_have_text("-")
         expect(page.locator("#objects")).not_to_contain_text("None")
+        # a Secret by name: its page shows its keys, never its values
+        page.goto(page.url.split("#")[0] + "#/object/Secret/default/web-config")
+        expect(page.locator("#spec")).to_contain_text("greeting")
+        expect(page.locator("#spec")).to_contain_text("***")
+        content = page.content()
+        assert SECRET_VALUE not in content
+        assert base64.b64encode(SECRET_VALUE.encode()).decode() not in content
 
 
 def test_graph_links_the_service_to_its_replicas(up: LiveUp, tmp_path: Path) -> None:

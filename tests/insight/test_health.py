@@ -122,3 +122,19 @@ def test_the_rules_table_says_what_health_does() -> None:
             assert health(o) is by_rules, (status, reason)
     for type_ in RULES["failureConditions"]:
         assert health(obj(("Ready", "True", "Running"), (type_, "True", "X"))) is Health.FAILED
+
+
+def test_an_object_says_by_its_times_whether_its_probe_failed_after_ready() -> None:
+    """A False `Ready` keeps its transition time through starting and probing: one from
+    before the child's start means it was never Ready since (still starting)."""
+
+    def probed(changed: str, started: str) -> dict[str, Any]:
+        o = obj(("Ready", "False", "ReadinessProbeFailed"))
+        o["status"]["conditions"][0]["lastTransitionTime"] = changed
+        o["status"]["startTime"] = started
+        return o
+
+    assert health(probed("2026-01-01T00:00:01Z", "2026-01-01T00:00:01.500Z")) is Health.PROGRESSING
+    assert health(probed("2026-01-01T00:00:01Z", "2026-01-01T00:00:01Z")) is Health.PROGRESSING
+    assert health(probed("2026-01-01T00:00:09Z", "2026-01-01T00:00:01.500Z")) is Health.FAILED
+    assert health(probed("not a time", "2026-01-01T00:00:01.500Z")) is Health.FAILED

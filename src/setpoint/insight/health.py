@@ -8,7 +8,7 @@ from here, so that a newcomer sees the same word in every door.
   failure condition is True (`Stalled`, a Job's `Failed`, a Deployment's
   `ReplicaFailure`), or `Ready` is False for a reason of `FAILED_REASONS` (crash loop, a
   non-zero exit its policy does not restart, a failed start, ...), or a readiness probe
-  fails on an object that had been Ready (`PROBE_FAILED_REASONS`).
+  fails on an object that had been Ready since it last started (`PROBE_FAILED_REASONS`).
 * **progressing** (yellow): not Ready yet and nothing says it cannot get there: waiting
   for a dependency, a probe pending, starting, stopping. A readiness probe that fails
   before the object was ever Ready is still starting (a database that takes a few
@@ -28,9 +28,20 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable, Mapping
+from datetime import datetime
 from typing import Any
 
-from setpoint.model import READY, STALLED, Object, get_condition
+READY, STALLED = "Ready", "Stalled"
+"""The condition types (`setpoint.model`'s; not imported: that package reads the clock)."""
+Object = Mapping[str, Any]
+
+
+def get_condition(status: Mapping[str, Any] | None, type_: str) -> Mapping[str, Any] | None:
+    """The condition of `type_` in `status`, if any."""
+    for condition in (status or {}).get("conditions") or ():
+        if isinstance(condition, Mapping) and condition.get("type") == type_:
+            return condition
+    return None
 
 
 class Health(enum.Enum):
@@ -69,10 +80,9 @@ Unknown `Ready` (WaitingForDependency, DependencyNotReady, ReadinessProbePending
 Terminating, Running, a reason of a kind we do not know, ...) means progressing."""
 
 PROBE_FAILED_REASONS = frozenset({"ReadinessProbeFailed"})
-"""Reasons of a False `Ready` that mean failed once the object had been Ready, and
-progressing before (it is still starting). An object alone does not say which: `health`
-takes `was_ready` (the timeline knows; the CLI and the overview take the reason as a
-failure, the probe having failed its threshold)."""
+"""Reasons of a False `Ready` that mean failed once the object had been Ready since it
+last started, and progressing before (it is still starting). An object says which by its
+times (`ready_since_start`); the timeline by the entries before."""
 
 DONE_REASONS = frozenset({"Completed"})
 """Reasons of a False `Ready` that mean finished as it should (a Process that exited 0)."""
@@ -104,13 +114,38 @@ def ready_health(ready: Mapping[str, Any] | None, *, was_ready: bool = True) -> 
     return Health.PROGRESSING
 
 
-def health(obj: Object, *, was_ready: bool = True) -> Health:
+def health(obj: Object, *, was_ready: bool | None = None) -> Health:
     """`obj`'s health, from its conditions (see the module docstring); `was_ready`: whether
-    it had been Ready before (unknown to an object alone: a failing probe counts)."""
+    it had been Ready since it last started (None: as `ready_since_start` reads it)."""
     status = obj.get("status") or {}
     if _failure(status) is not None:
         return Health.FAILED
-    return ready_health(get_condition(status, READY), was_ready=was_ready)
+    ready = get_condition(status, READY)
+    if was_ready is None:
+        was_ready = ready_since_start(status, ready)
+    return ready_health(ready, was_ready=was_ready)
+
+
+def ready_since_start(status: Mapping[str, Any], ready: Mapping[str, Any] | None) -> bool:
+    """Whether a False `Ready` turned False after the child last started (`startTime`):
+    then it had been Ready in this run (a False `Ready` keeps its `lastTransitionTime`
+    through starting, waiting and probing, so one from before the start means it was
+    never Ready since). True when either time is missing or not a time."""
+    if ready is None:
+        return True
+    try:
+        started = _time(status.get("startTime"))
+        changed = _time(ready.get("lastTransitionTime"))
+    except ValueError:
+        return True
+    return started is None or changed is None or changed > started
+
+
+def _time(value: Any) -> datetime | None:
+    """An RFC 3339 time (None when absent); `ValueError` when it is not one."""
+    if not isinstance(value, str) or not value:
+        return None
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
 
 
 def headline(obj: Object) -> str:
@@ -173,10 +208,13 @@ def entry_health(entries: Iterable[Mapping[str, Any]]) -> list[Health | None]:
 
 
 RULES: Mapping[str, Any] = {
+    "readyCondition": READY,
     "failureConditions": list(FAILURE_CONDITIONS),
     "failedReasons": sorted(FAILED_REASONS),
     "probeFailedReasons": sorted(PROBE_FAILED_REASONS),
     "doneReasons": sorted(DONE_REASONS),
 }
 """The rules above as data, for the dashboard's page to classify an object that came on
-the watch with the same rules (`api/ui/util.js` reads them; it holds no list of its own)."""
+the watch with the same rules (`api/ui/util.js` reads them and follows `health`'s steps,
+`ready_since_start` included; it holds no list of its own). A test runs that code in
+Chromium against `health` on the same objects."""

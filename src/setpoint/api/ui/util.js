@@ -45,18 +45,28 @@ function failureCondition(obj) {
   return null;
 }
 
+// Whether a False Ready turned False after the child last started (health.ready_since_start).
+function readySinceStart(obj, ready) {
+  const time = (v) => (typeof v === "string" && v ? Date.parse(v) : NaN);
+  const started = time((obj.status || {}).startTime);
+  const changed = time(ready.lastTransitionTime);
+  return Number.isNaN(started) || Number.isNaN(changed) || changed > started;
+}
+
+// health.health: the same steps, on the server's rules.
 export function stateOf(obj) {
   if (!rules) return "none";
   if (failureCondition(obj)) return "failed";
-  const ready = condition(obj, "Ready");
+  const ready = condition(obj, rules.readyCondition);
   if (!ready) return "none";
   if (ready.status === "True" || rules.doneReasons.includes(ready.reason)) return "ready";
-  if (rules.failedReasons.includes(ready.reason) || rules.probeFailedReasons.includes(ready.reason)) return "failed";
+  if (rules.failedReasons.includes(ready.reason)) return "failed";
+  if (rules.probeFailedReasons.includes(ready.reason) && readySinceStart(obj, ready)) return "failed";
   return "progressing";
 }
 
 export function reasonOf(obj) {
-  const c = failureCondition(obj) || condition(obj, "Ready");
+  const c = failureCondition(obj) || condition(obj, (rules && rules.readyCondition) || "Ready");
   return c ? [c.reason, c.message].filter(Boolean).join(": ") : "";
 }
 
