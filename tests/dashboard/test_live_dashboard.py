@@ -15,6 +15,8 @@ import os
 import re
 import shutil
 import stat
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -272,3 +274,20 @@ def test_a_crash_loop_is_a_failure_everywhere(up: LiveUp, tmp_path: Path) -> Non
             expect(others).to_have_count(0)
     finally:
         up.setpoint("delete", "process", "crasher")
+
+
+def test_setpoint_dashboard_with_no_server_says_so_in_one_line(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SETPOINT_", "KUBE"))}
+    done = subprocess.run(
+        [sys.executable, "-m", "setpoint", "dashboard", "--print"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
+    assert done.returncode == 1
+    assert done.stdout == ""
+    assert done.stderr.count("\n") == 1
+    assert "no server runs on" in done.stderr
+    assert "setpoint up" in done.stderr
