@@ -291,3 +291,42 @@ def test_setpoint_dashboard_with_no_server_says_so_in_one_line(tmp_path: Path) -
     assert done.stderr.count("\n") == 1
     assert "no server runs on" in done.stderr
     assert "setpoint up" in done.stderr
+
+
+def test_up_detached_writes_no_login_code_to_its_log(tmp_path: Path) -> None:
+    """`up -d`'s engine prints to its log file: no code there; `setpoint dashboard` gets
+    a link from it, which logs in."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SETPOINT_", "KUBE"))}
+    env.pop("BROWSER", None)
+    manifest = tmp_path / "sleeper.yaml"
+    manifest.write_text(
+        "apiVersion: setpoint.dev/v1alpha1\nkind: Process\nmetadata: {name: sleeper}\n"
+        "spec: {args: [sleep, '1000']}\n"
+    )
+
+    def setpoint(*args: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-m", "setpoint", *args],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT_S,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    setpoint("up", "-d", str(manifest))
+    try:
+        link = setpoint("dashboard", "--print").strip()
+        assert "#login=" in link
+        log = (tmp_path / ".setpoint/engine.log").read_text()
+        assert "dashboard: `setpoint dashboard` opens it" in log
+        assert "#login=" not in log
+        with browser(tmp_path, any_certificate=False) as context:
+            page = context.new_page()
+            logged_in(page, link)
+            row = page.locator("#objects .row[data-kind=Process][data-name=sleeper]")
+            expect(row).to_have_count(1)
+    finally:
+        setpoint("down")

@@ -43,12 +43,15 @@ def add_parser(
     p.set_defaults(run=run)
 
 
-def dashboard_line(api: ApiServer) -> str:
+def dashboard_line(api: ApiServer, *, to_log: bool = False) -> str:
     """What `up` and `serve` print about the dashboard (`serving.dashboard_link`): one line
     that fits 80 columns (the link logs in once, within `login.CODE_TTL_S`; `setpoint
-    dashboard` makes another)."""
+    dashboard` makes another). `to_log`: the output goes to a log file (an engine `up -d`
+    started), where no login code is written: the line names `setpoint dashboard`."""
     from setpoint.api.serving import dashboard_link
 
+    if to_log and api.login is not None:
+        return "dashboard: `setpoint dashboard` opens it, logged in"
     return f"dashboard: {dashboard_link(api)}"
 
 

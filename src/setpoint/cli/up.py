@@ -291,7 +291,8 @@ async def run(ctx: Context, args: argparse.Namespace) -> int:
                 serve_api(store, _api_options(ctx, args)) as api,
             ):
                 print(f"serving the API on {api.url} (KUBECONFIG={_api_kubeconfig(ctx)})")
-                print(dashboard_line(api), flush=True)
+                # an engine `up -d` started writes to its log: no login code there
+                print(dashboard_line(api, to_log=args.ready_fd is not None), flush=True)
                 return await _run_engine(
                     engine, objects, readiness, logs=args.logs, keep_project=args.keep_project
                 )
