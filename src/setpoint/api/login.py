@@ -27,6 +27,7 @@ import hmac
 import json
 import secrets
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from starlette.requests import Request
@@ -101,9 +102,9 @@ class LoginCodes:
             self.auth.tokens.pop(old, None)
         return token
 
-    def routes(self, user_of: object) -> list[Route]:
+    def routes(self, user_of: Callable[[Request], User]) -> list[Route]:
         """`POST /ui/login` and `POST .../logincodes` (`user_of`: the app's authentication,
-        a callable of the request)."""
+        `Unauthorized` for nobody it knows)."""
 
         async def login(request: Request) -> Response:
             try:
@@ -121,7 +122,7 @@ class LoginCodes:
 
         async def new_code(request: Request) -> Response:
             try:
-                user = user_of(request)  # type: ignore[operator]
+                user = user_of(request)
             except Unauthorized as exc:
                 body = status_of(exc)
                 return json_response(body, body["code"])

@@ -21,6 +21,8 @@ from setpoint.cli.context import Context, credentials_of
 from setpoint.errors import Invalid, StoreUnavailable
 
 if TYPE_CHECKING:
+    import httpx
+
     from setpoint.api.server import ApiServer
 
 LOGIN_CODES = "/apis/insight.setpoint.dev/v1alpha1/logincodes"
@@ -107,9 +109,9 @@ def login_link(ctx: Context) -> str:
     return link
 
 
-def _json(response: object) -> object:
+def _json(response: httpx.Response) -> object:
     try:
-        return response.json()  # type: ignore[attr-defined]
+        return response.json()
     except ValueError:
         return None
 
