@@ -28,6 +28,10 @@ from dashboard_kit import ROOT, TIMEOUT_S, LiveUp, browser, chromium, live_up
 from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import expect
 
+pytestmark = pytest.mark.xdist_group("live-up")
+"""One worker runs these in order, against one `setpoint up` (the crash-loop test, which
+leaves its failure in the timeline, comes after the healthy start's)."""
+
 OWN = [
     ("Job", "prepare"),
     ("Process", "cache"),
