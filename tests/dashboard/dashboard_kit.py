@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 import queue
 import shutil
+import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -73,6 +75,8 @@ class Served:
     store: str
     url: str
     proc: subprocess.Popen[str]
+    link: str = ""
+    """The one-step login link `serve` printed."""
 
     def client(self, role: str = "admin") -> httpx.Client:
         headers = {"Authorization": f"Bearer {TOKENS[role]}"}
@@ -102,7 +106,7 @@ def setpoint(store: str, *args: str, cwd: Path) -> None:
 
 def serve(directory: Path, manifests: list[Path] = EXAMPLES) -> Served:
     """`setpoint serve --port 0` on a SQLite store in `directory` with `manifests` applied;
-    returns once it says where it serves."""
+    returns once it says where it serves and its dashboard link."""
     directory.mkdir(parents=True, exist_ok=True)
     tokens = directory / "tokens.csv"
     tokens.write_text("".join(f"{token},{role},{role}\n" for role, token in TOKENS.items()))
@@ -128,6 +132,7 @@ def serve(directory: Path, manifests: list[Path] = EXAMPLES) -> Served:
         lines.put(None)
 
     threading.Thread(target=pump, daemon=True).start()
+    url = ""
     while True:
         try:
             line = lines.get(timeout=TIMEOUT_S)
@@ -138,13 +143,15 @@ def serve(directory: Path, manifests: list[Path] = EXAMPLES) -> Served:
             raise AssertionError(f"setpoint serve ended with {proc.wait()}")
         if "serving the API on" in line:
             url = line.split("serving the API on ", 1)[1].split()[0]
-            return Served(directory, store, url, proc)
+        if line.startswith("dashboard: "):
+            return Served(directory, store, url, proc, line.split()[1])
 
 
 @contextmanager
-def browser(directory: Path) -> Iterator[Any]:
+def browser(directory: Path, *, any_certificate: bool = True) -> Iterator[Any]:
     """A fresh headless Chromium (its own user-data-dir under `directory`) that accepts the
-    server's self-signed certificate; yields its context."""
+    server's self-signed certificate (unless `any_certificate` is False: then it checks
+    certificates as a user's browser does); yields its context."""
     from playwright.sync_api import sync_playwright
 
     executable = chromium()
@@ -154,7 +161,7 @@ def browser(directory: Path) -> Iterator[Any]:
             executable_path=executable,
             headless=True,
             args=CHROMIUM_ARGS,
-            ignore_https_errors=True,
+            ignore_https_errors=any_certificate,
             viewport={"width": 1400, "height": 900},
         )
         context.set_default_timeout(TIMEOUT_S * 1000)
@@ -242,3 +249,97 @@ def record_failure(database: Path) -> None:
     ]
     with Timeline.open(database) as timeline:
         timeline.append_many(entries)
+
+
+@dataclass
+class LiveUp:
+    """A real `setpoint up` of a manifest: its engine runs the children; `api` is the
+    HTTPS API's address, `link` the one-step login link it printed."""
+
+    directory: Path
+    api: str
+    link: str
+    proc: subprocess.Popen[str]
+    output: list[str]
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGINT)  # as Ctrl-C: the children are stopped
+        try:
+            self.proc.wait(TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+    def setpoint(self, *args: str, env: dict[str, str] | None = None) -> str:
+        """Run `setpoint ARGS` where `up` runs (its store found in `.setpoint/`); its
+        standard output."""
+        environ = {k: v for k, v in os.environ.items() if not k.startswith("SETPOINT_")}
+        environ.pop("BROWSER", None)
+        done = subprocess.run(
+            [sys.executable, "-m", "setpoint", *args],
+            cwd=self.directory,
+            env={**environ, **(env or {})},
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT_S,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+LIVE_STACK = ROOT / "tests/dashboard/live_stack.yaml"
+
+
+def live_up(directory: Path) -> LiveUp:
+    """`setpoint up` of `LIVE_STACK` (a Job, a Process, a Deployment of two Python HTTP
+    servers and their Service, on free ports) in `directory`; returns once it printed its
+    login link (the objects converge after)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    base = free_port()
+    ports = {"CACHE_PORT": free_port(), "SERVICE_PORT": free_port()}
+    ports |= {"WEB_START": base, "WEB_END": base + 40}
+    text = LIVE_STACK.read_text()
+    for name, port in ports.items():
+        text = text.replace(f"${{{name}}}", str(port))
+    (directory / "stack.yaml").write_text(text)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SETPOINT_")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "setpoint", "up", "stack.yaml"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=directory,
+        env=env,
+    )
+    lines: queue.Queue[str | None] = queue.Queue()
+    output: list[str] = []
+
+    def pump() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            output.append(line)
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=pump, daemon=True).start()
+    api = None
+    while True:
+        try:
+            line = lines.get(timeout=TIMEOUT_S)
+        except queue.Empty:
+            proc.kill()
+            raise AssertionError("setpoint up printed no dashboard link") from None
+        if line is None:
+            raise AssertionError(f"setpoint up ended with {proc.wait()}: {''.join(output)}")
+        if line.startswith("serving the API on "):
+            api = line.split("serving the API on ", 1)[1].split()[0]
+        if line.startswith("dashboard: "):
+            assert api is not None
+            link = line.split()[1]
+            return LiveUp(directory, api, link, proc, output)

@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 from pathlib import Path
+from typing import Any
 
 from dashboard_kit import (
     API,
@@ -22,6 +23,8 @@ from dashboard_kit import (
     status_patch,
 )
 from playwright.sync_api import expect
+
+from setpoint.insight.health import RULES, health
 
 
 def test_overview_lists_the_examples(served: Served, tmp_path: Path) -> None:
@@ -79,7 +82,7 @@ def test_object_page_shows_conditions_events_and_changes_live(
             expect(page.locator("#conditions tr[data-type=Ready]")).to_contain_text("Starting")
             expect(page.locator("#events")).to_contain_text("ProbeFailed")
             expect(page.locator("#spec")).to_contain_text("pg.py")
-            expect(page.locator("#object-state")).to_have_text("Reconciling")
+            expect(page.locator("#object-state")).to_have_text("progressing")
             page.evaluate("window.notReloaded = true")
             status_patch(api, "processes", "db", [condition("Ready", "True", "Running")])
             expect(page.locator("#object-state")).to_have_text("Ready", timeout=10_000)
@@ -106,7 +109,7 @@ def test_graph_shows_the_webapp_chain(served: Served, tmp_path: Path) -> None:
         with served.client() as api:
             stalled = condition("Stalled", "True", "BackoffLimitExceeded", "3 failures")
             status_patch(api, "jobs", "migrate", [stalled])
-        expect(migrate).to_have_attribute("data-state", "Stalled")  # redrawn from the watch
+        expect(migrate).to_have_attribute("data-state", "failed")  # redrawn from the watch
         page.screenshot(path=str(tmp_path / "graph.png"))
         page.click('#graph-svg a[data-key="Job/default/migrate"]')
         expect(page.locator("#object-title")).to_have_text("Job/migrate")
@@ -132,7 +135,11 @@ def test_timeline_explain_ranks_the_injected_cause_first(tmp_path: Path) -> None
         with browser(tmp_path) as context:
             page = context.new_page()
             log_in(page, served, path="#/timeline")
-            failure = page.locator('#failures button[data-object="Process/default/api"]')
+            # api waits for cache: progress, not a failure; cache's crash loop is one
+            waiting_api = page.locator('#failures button[data-object="Process/default/api"]')
+            failure = page.locator('#failures button[data-object="Process/default/cache"]')
+            expect(failure.first).to_be_visible()
+            expect(waiting_api).to_have_count(0)
             failure.first.click()
             first = page.locator("#causes li").first
             expect(first).to_contain_text("Process/cache spec.args changed")
@@ -257,7 +264,7 @@ def test_readme_screenshot_of_the_webapp(tmp_path: Path) -> None:
             page = context.new_page()
             page.set_viewport_size({"width": 1100, "height": 420})
             log_in(page, served, path="#/graph")
-            expect(page.locator('#graph-svg a[data-state="Ready"]')).to_have_count(2)
+            expect(page.locator('#graph-svg a[data-state="ready"]')).to_have_count(2)
             page.hover('#graph-svg a[data-key="Deployment/default/web"]')
             expect(page.locator("#graph-tip")).to_contain_text("root blocker: Job/migrate")
             shot = tmp_path / "dashboard.png"
@@ -268,3 +275,55 @@ def test_readme_screenshot_of_the_webapp(tmp_path: Path) -> None:
         target = ROOT / "docs/images/dashboard.png"
         target.parent.mkdir(exist_ok=True)
         shutil.copyfile(shot, target)
+
+
+def test_the_page_classifies_objects_as_the_server_does(served: Served, tmp_path: Path) -> None:
+    """The page's `stateOf` (util.js, on the rules the server sends) and
+    `insight.health.health` give every object the same state: run in Chromium over
+    conditions, reasons and start/transition times of every kind."""
+    start, before, after = (
+        "2026-01-01T00:00:05.250Z",
+        "2026-01-01T00:00:01Z",
+        "2026-01-01T00:00:09Z",
+    )
+    reasons = ["Running", "Completed", "CrashLoopBackOff", "ReadinessProbeFailed", "Other"]
+    objects: list[dict[str, Any]] = [{"kind": "Event", "metadata": {"name": "e"}}]
+    for status in ("True", "False", "Unknown"):
+        for reason in reasons:
+            for changed in (before, after, None, "not a time"):
+                for started in (start, None):
+                    ready = {"type": "Ready", "status": status, "reason": reason}
+                    if changed is not None:
+                        ready["lastTransitionTime"] = changed
+                    st: dict[str, Any] = {"conditions": [ready]}
+                    if started is not None:
+                        st["startTime"] = started
+                    objects.append({"kind": "Process", "metadata": {"name": "p"}, "status": st})
+    for type_ in ("Stalled", "Failed", "ReplicaFailure"):
+        for value in ("True", "False"):
+            conditions = [{"type": type_, "status": value}, {"type": "Ready", "status": "True"}]
+            objects.append({"kind": "Job", "status": {"conditions": conditions}})
+    with browser(tmp_path) as context:
+        page = context.new_page()
+        page.goto(f"{served.url}/ui/")
+        expect(page.locator("#login")).to_be_visible()
+        on_page = page.evaluate(
+            """async ([objects, rules]) => {
+                const util = await import("/ui/util.js");
+                util.setHealthRules(rules);
+                return objects.map((o) => util.stateOf(o));
+            }""",
+            [objects, dict(RULES)],
+        )
+    assert on_page == [health(o).value for o in objects]
+    assert {"ready", "progressing", "failed", "none"} <= set(on_page)
+
+
+def test_serve_prints_a_link_that_logs_in(served: Served, tmp_path: Path) -> None:
+    with browser(tmp_path, any_certificate=False) as context:
+        page = context.new_page()
+        page.goto(served.link)
+        expect(page.locator("#main[data-ready=true]")).to_have_count(1)
+        expect(page.locator("#login")).to_be_hidden()
+        expect(page.locator("#logout")).to_be_visible()
+        expect(page.locator("#objects .row[data-kind=Job][data-name=db-init]")).to_have_count(1)

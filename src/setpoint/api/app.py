@@ -4,18 +4,18 @@ OpenAPI or resources, after authentication, and turns every failure into a `Stat
     app = create_app(store, auth=Authenticator.from_file("tokens.csv"))
     # serve it with `setpoint.api.server.serve`, or any ASGI server (uvicorn, hypercorn)
 
-A request's path: the browser-safety checks (`setpoint.api.browser_safety`: Host,
-Origin, a write's content type; a refusal is answered before anything else) ->
-authenticate (`setpoint.api.auth`: client certificate, bearer token, or anonymous reads
-when allowed) -> route (`/version`, `/api`, `/apis`, `/openapi/v2`, `/openapi/v3`,
-`/healthz`; the dashboard's `/ui/` and read endpoints, `setpoint.api.dashboard` and
-`.insight`) -> for a resource, find its kind in `store.registry`, authorize the verb on that
-kind for the caller's role (discovery and OpenAPI: any authenticated caller), and let
-`setpoint.api.resources` do it with the store. An `setpoint.Error` raised on the way
-becomes the Status `setpoint.api.status` maps it to; any other exception is logged with
-its traceback and answered with a 500 Status naming only its class. Warnings admission
-webhooks answered a write with are sent as `Warning` headers (`warning_header`), as
-kube-apiserver sends them (kubectl prints them).
+A request's path: the browser-safety checks (`setpoint.api.browser_safety`: Host, Origin,
+a write's content type; a refusal is answered before anything else) -> authenticate
+(`setpoint.api.auth`: client certificate, bearer token, or anonymous reads when allowed)
+-> route (`/version`, `/api`, `/apis`, `/openapi/v2`, `/openapi/v3`, `/healthz`; the
+dashboard's `/ui/` and read endpoints, `setpoint.api.dashboard` and `.insight`, and its
+one-step login, `.login`) -> for a resource, find its kind in `store.registry`, authorize
+the verb on that kind for the caller's role (discovery and OpenAPI: any authenticated
+caller), and let `setpoint.api.resources` do it with the store. An `setpoint.Error` raised
+on the way becomes the Status `setpoint.api.status` maps it to; any other exception is
+logged with its traceback and answered with a 500 Status naming only its class. Warnings
+admission webhooks answered a write with are sent as `Warning` headers (`warning_header`),
+as kube-apiserver sends them (kubectl prints them).
 
 The app holds no connection limits: those belong to the server (`setpoint.api.server`).
 """
@@ -38,6 +38,7 @@ from setpoint.api import dashboard, discovery, insight, openapi
 from setpoint.api.auth import CLIENT_SUBJECT, NOBODY_CHECKS, Authenticator, User, authorize
 from setpoint.api.browser_safety import LOOPBACK_ONLY, HostRules, refusal
 from setpoint.api.in_flight import InFlight, is_long_running, too_many
+from setpoint.api.login import LoginCodes
 from setpoint.api.query import PATCH_TYPES, ResourcePath, media_type, parse_path
 from setpoint.api.resources import (
     ApiSettings,
@@ -68,15 +69,18 @@ def create_app(
     settings: ApiSettings | None = None,
     clock: Clock = SYSTEM_CLOCK,
     hosts: HostRules = LOOPBACK_ONLY,
+    login: LoginCodes | None = None,
 ) -> Starlette:
     """The API app serving `store` to requests naming a Host of `hosts` (loopback names
     by default). `auth=None` lets every caller do everything: only for a server on
-    loopback (`setpoint.api.auth.check_bind`)."""
+    loopback (`setpoint.api.auth.check_bind`). With `login`, the dashboard's one-step
+    login is served too (`setpoint.api.login`)."""
     api = _Api(store, auth, settings or ApiSettings(), clock)
     core_path = api.guard(api.core_path)
     groups_path = api.guard(api.groups_path)
     routes = [
         # before the `/apis/...` catch-all:
+        *(login.routes(api.user) if login is not None else []),
         *insight.routes(store, api.user, api.guard, api.resources.watches, api.settings.watch),
         *dashboard.routes(),
         Route("/version", api.guard(api.version), methods=["GET", "HEAD"]),

@@ -5,12 +5,17 @@ or Job's log (like `pods/log`, with `follow=true`). The dashboard reads these; s
 holding a `view` token.
 
     (P = /apis/insight.setpoint.dev/v1alpha1, O = P/namespaces/NS/PLURAL/NAME)
-    GET P/objects[?labelSelector=..][&watch=true&resourceVersion=N]
+    GET P/objects[?labelSelector=..][&watch=true&resourceVersion=N]   (+ healthRules)
     GET P/timeline[?limit=N]
     GET O/timeline
     GET O/explain[?at=TS]
     GET O/why
     GET O/log[?tailLines=N][&follow=true]
+
+Health is `setpoint.insight.health`'s, decided once: each timeline entry that says how
+its object is doing carries it (`health`: ready, progressing, failed), `why` carries the
+object's, and `objects` sends its rules (`healthRules`) for the page to classify what
+comes on the watch the same way, and the kinds it keeps behind a filter (`systemKinds`).
 
 `objects` exists because a browser opens at most six connections to one server over
 HTTP/1.1: one watch per kind would starve it. Its watch is the store's watch of all kinds
@@ -52,6 +57,7 @@ from setpoint.engine import workspace_of
 from setpoint.errors import BadRequest, Error, NotFound
 from setpoint.insight.blockers import root_blockers
 from setpoint.insight.entries import ObjectRef
+from setpoint.insight.health import RULES, entry_health, health
 from setpoint.insight.ranking import (
     Failure,
     RankingSettings,
@@ -84,6 +90,11 @@ Endpoint = Callable[[Request], Awaitable[Response]]
 UserOf = Callable[[Request], User]
 """Who sent a request (the app's authentication; `Unauthorized` if nobody)."""
 
+
+SYSTEM_KINDS = ("ControllerRevision", "CustomResourceDefinition", "Event", "Lease", "Namespace")
+"""Kinds the server keeps for itself: the dashboard shows them behind a filter, after what
+the user applied and what it made (workloads, Services, Secrets, custom kinds). Namespaces
+are there too: the namespace filter names them."""
 
 ALL_KINDS = Kind(GROUP_VERSION, "Object", plural="objects")
 """What the all-kinds watch's BOOKMARKs and log lines name."""
@@ -196,6 +207,8 @@ class _Insight:
             "apiVersion": GROUP_VERSION,
             "metadata": {"resourceVersion": str(revision)},
             "items": items,
+            "healthRules": RULES,
+            "systemKinds": list(SYSTEM_KINDS),
         }
         return json_response(body)
 
@@ -257,7 +270,11 @@ class _Insight:
             entries = timeline.query(object=about, limit=limit)
         finally:
             timeline.close()
-        return [entry for entry in entries if not _about(entry, hidden)]
+        return [
+            _with_health(e, h)
+            for e, h in zip(entries, entry_health(entries), strict=True)
+            if not _about(e, hidden)
+        ]
 
     async def timeline(self, request: Request) -> Response:
         hidden = self._hidden(self.user_of(request))
@@ -338,6 +355,7 @@ class _Insight:
             "apiVersion": GROUP_VERSION,
             "object": _ref_json(ref),
             "state": state_of(obj),
+            "health": health(obj).value,
             "rootBlocker": chain,
             "topCause": top,
         }
@@ -442,6 +460,14 @@ class _Insight:
         kind = self._kind(params["plural"])
         authorize(user, "get", kind, f"{params['plural']}/{sub}")
         return ObjectRef(kind.kind, params["name"], params["namespace"])
+
+
+def _with_health(entry: Any, found: Any) -> Any:
+    """`entry` with the health it says of its object (`insight.health.entry_health`), as
+    `health` (ready, progressing, failed), when it says one."""
+    if found is None or not isinstance(entry, dict):
+        return entry
+    return {**entry, "health": found.value}
 
 
 def _about(entry: Any, kinds: frozenset[str]) -> bool:

@@ -48,13 +48,16 @@ from collections.abc import Coroutine, Generator
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from setpoint.api.auth import ANONYMOUS, CLIENT_SUBJECT, User
 from setpoint.api.tls import TlsFiles
+
+if TYPE_CHECKING:
+    from setpoint.api.login import LoginCodes
 
 T = TypeVar("T")
 
@@ -364,6 +367,10 @@ class ApiServer:
         )
         self._server = _Server(config, self.limits)
         self._task: asyncio.Task[None] | None = None
+        self.login: LoginCodes | None = None
+        """The dashboard's one-step login, when `serving.serve_api` serves one."""
+        self.login_user: User | None = None
+        """Whom the login link `up` and `serve` print logs in."""
 
     @property
     def url(self) -> str:

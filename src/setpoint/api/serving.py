@@ -16,6 +16,12 @@ kubeconfig names the server and the most capable token (admin, else edit, else v
 the first), and trusts the server's certificate: with tokens the server serves HTTPS, with
 a self-signed certificate kept in `tls_directory`.
 
+With tokens, a second listener serves the dashboard's page and the API for it over plain
+HTTP on 127.0.0.1 (any port; loopback Host names only, whatever `accept_hosts` says), with
+the one-step login of `setpoint.api.login`: a browser opens it with no certificate
+warning, and `dashboard_link` is the link that logs it in. kubectl and the clients keep
+HTTPS on the main port (the kubeconfig names it).
+
 Every write the API takes passes the admission webhooks configured in the store
 (`setpoint.runtime.webhooks.install_webhooks`, before the server accepts connections).
 
@@ -26,6 +32,7 @@ that address and this machine's names (so a kubeconfig naming either works); and
 
 from __future__ import annotations
 
+import contextlib
 import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -43,8 +50,9 @@ from setpoint.api.auth import (
     load_roles,
     new_token,
 )
-from setpoint.api.browser_safety import HostRules
+from setpoint.api.browser_safety import LOOPBACK_ONLY, HostRules
 from setpoint.api.kubeconfig import kubeconfig, write_kubeconfig
+from setpoint.api.login import LoginCodes
 from setpoint.api.server import ApiServer, ServerLimits
 from setpoint.api.tls import TlsFiles, ensure_certificate
 from setpoint.errors import Invalid
@@ -76,6 +84,10 @@ class ServeOptions:
     client_ca_file: Path | None = None
     """Client certificates this CA (PEM) signed authenticate (`--client-ca-file`)."""
     limits: ServerLimits = field(default_factory=ServerLimits)
+    dashboard: bool = True
+    """With tokens: serve the dashboard's page and the API for it over plain HTTP on a
+    second listener, on loopback only, for the one-step login (`setpoint.api.login`)."""
+    dashboard_port: int = 0
 
 
 def authenticator_for(options: ServeOptions, registry: Registry) -> Authenticator | None:
@@ -141,12 +153,45 @@ async def serve_api(store: Store, options: ServeOptions) -> AsyncIterator[ApiSer
             raise Invalid("a server with tokens serves HTTPS: give it a TLS directory")
         tls = ensure_certificate(options.tls_directory, [options.host])
     await install_webhooks(store)  # every write the API takes passes the webhooks configured
-    app = create_app(store, auth=auth, hosts=hosts)
-    async with ApiServer(
-        app, options.host, options.port, options.limits, tls=tls, client_ca=options.client_ca_file
-    ) as server:
+    login = LoginCodes(auth) if tls is not None and auth is not None and auth.tokens else None
+    app = create_app(store, auth=auth, hosts=hosts, login=login)
+    async with contextlib.AsyncExitStack() as stack:
+        server = await stack.enter_async_context(
+            ApiServer(
+                app,
+                options.host,
+                options.port,
+                options.limits,
+                tls=tls,
+                client_ca=options.client_ca_file,
+            )
+        )
+        if login is not None and options.dashboard:
+            # the page's listener: plain HTTP, loopback only, loopback Host names only
+            page_app = create_app(store, auth=auth, hosts=LOOPBACK_ONLY, login=login)
+            page = await stack.enter_async_context(
+                ApiServer(page_app, PAGE_HOST, options.dashboard_port, options.limits)
+            )
+            login.page_url = f"{page.url}/ui/"
+            server.login = login
+            token = kubeconfig_token(auth)
+            server.login_user = auth.tokens[token] if auth is not None and token else None
         if options.kubeconfig is not None:
             certificate = tls.certificate_pem() if tls is not None else None
             config = kubeconfig(server.url, kubeconfig_token(auth), certificate=certificate)
             write_kubeconfig(options.kubeconfig, config)
         yield server
+
+
+PAGE_HOST = "127.0.0.1"
+"""Where the dashboard's plain-HTTP listener listens, whatever the API's address."""
+
+
+def dashboard_link(server: ApiServer) -> str:
+    """What `up` and `serve` print for the dashboard: its one-step login link (a new
+    one-time code in its fragment), else the page on the API's own port."""
+    if server.login is not None and server.login_user is not None:
+        link = server.login.link(server.login_user)
+        if link is not None:
+            return link
+    return f"{server.url}/ui/"

@@ -37,11 +37,8 @@ from setpoint.cli.context import Context, kind_and_names
 from setpoint.cli.events import Involved
 from setpoint.cli.status_table import (
     Blockers,
-    Health,
     Key,
     command,
-    headline,
-    health,
     key_of,
     kind_aliases,
     ref_of,
@@ -50,6 +47,7 @@ from setpoint.control import autoscaler, thermostat
 from setpoint.control.kinds import AUTOSCALER, THERMOSTAT
 from setpoint.errors import Invalid, NotFound, UnknownKind
 from setpoint.insight.entries import ObjectRef
+from setpoint.insight.health import Health, headline, health
 from setpoint.model import Kind, Object, Registry
 from setpoint.runtime import EVENT
 from setpoint.store import Store

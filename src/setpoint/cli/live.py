@@ -29,7 +29,6 @@ from rich.text import Text
 from setpoint.cli.logstream import colour_of
 from setpoint.cli.render import cut, escape
 from setpoint.cli.status_table import (
-    Health,
     Key,
     Line,
     Role,
@@ -39,6 +38,7 @@ from setpoint.cli.status_table import (
     status_row,
     view_lines,
 )
+from setpoint.insight.health import Health
 from setpoint.model import Kind, Object
 from setpoint.runtime.informer import InformerEvent
 

@@ -134,6 +134,10 @@ VERBS: tuple[Verb, ...] = (
         "setpoint serve --port 8080 --token-file tokens.csv",
         "KUBECONFIG=.setpoint/kubeconfig kubectl get processes",
     )),
+    Verb("dashboard", "dashboard", "open the dashboard of the running server, logged in", (
+        "setpoint dashboard            # opens it in your browser (or prints the link)",
+        "setpoint dashboard --print",
+    )),
     Verb("kubeconfig", "kubeconfig", "print or write a kubeconfig for a setpoint API server", (
         "setpoint kubeconfig --server http://127.0.0.1:8080 --token-file tokens.csv",
     )),

@@ -154,6 +154,7 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
 async def _serve(ctx: Context, args: argparse.Namespace) -> int:
     from setpoint.api.serving import ServeOptions, serve_api
     from setpoint.api.tls import TlsFiles
+    from setpoint.cli.dashboard import dashboard_line
     from setpoint.runtime.namespaces import ensure_system_namespaces
     from setpoint.store.kinds import publish_kinds
 
@@ -189,4 +190,5 @@ async def _serve(ctx: Context, args: argparse.Namespace) -> int:
             f"serving the API on {api.url} (KUBECONFIG={options.kubeconfig} kubectl get all)",
             flush=True,
         )
+        print(dashboard_line(api), flush=True)
         return await until_signalled(api.wait_forever())

@@ -1,5 +1,6 @@
 """What `setpoint up`'s live view shows, decided purely: one row per object, each object's
-`Health` (the one place that tells progressing from failed), a detail line under each object
+`Health` (`setpoint.insight.health`: the one place that tells progressing from failed,
+shared with the dashboard), a detail line under each object
 that is not Ready (the root blocker along its `dependsOn` chain, and a command to run), and
 the layout of it all in a given number of terminal columns.
 
@@ -25,88 +26,12 @@ from pydantic import ValidationError
 
 from setpoint.cli.render import ELLIPSIS, cut, escape, text_width, timestamp_age
 from setpoint.insight.blockers import root_blockers
-from setpoint.model import READY, STALLED, Kind, Object, get_condition
+from setpoint.insight.health import Health, condition_text, headline, health
+from setpoint.model import READY, Kind, Object, get_condition
 from setpoint.workloads.dependencies import Dependency, unmet
 
 Key = tuple[str, str, str]
 """(kind, namespace, name) of a shown object; the namespace is never empty (`default`)."""
-
-
-class Health(enum.Enum):
-    """How an object is doing, as the live view colours it."""
-
-    READY = "ready"
-    """Ready=True (or finished as it should: reason `Completed`)."""
-    PROGRESSING = "progressing"
-    """Not Ready yet, and nothing says it cannot get there: starting, waiting, stopping."""
-    FAILED = "failed"
-    """Stalled, failed, crash-looping: it will not get Ready without a change or a retry."""
-    UNKNOWN = "unknown"
-    """No Ready condition (yet)."""
-
-
-FAILURE_CONDITIONS = (STALLED, "Failed", "ReplicaFailure")
-"""Conditions that, when True, mean the object failed (Stalled: kstatus's; Failed: a Job's;
-ReplicaFailure: a Deployment's)."""
-
-FAILED_REASONS = frozenset(
-    {
-        "CrashLoopBackOff",  # Process: restarting after exits, with a back-off
-        "Failed",  # Process: exited, and its restartPolicy starts it no more
-        "StartFailed",  # Process, Job: the command could not be started
-        "SecretMissing",  # Process, Job: a Secret (or key) it needs is missing
-        "SecretInvalid",  # Process, Job: a Secret's value cannot be used
-        "BackOff",  # Job: an attempt failed, the next waits out its back-off
-        "BackoffLimitExceeded",  # Job
-        "DeadlineExceeded",  # Job: activeDeadlineSeconds
-        "ProgressDeadlineExceeded",  # Deployment
-        "ListenFailed",  # Service: its port cannot be bound
-    }
-)
-"""Reasons of a False `Ready` condition that mean failed. Any other reason of a False or
-Unknown `Ready` (WaitingForDependency, DependencyNotReady, ReadinessProbePending,
-Terminating, Running, a reason of a kind we do not know, ...) means progressing."""
-
-DONE_REASONS = frozenset({"Completed"})
-"""Reasons of a False `Ready` that mean finished as it should (a Process that exited 0)."""
-
-
-def _text(condition: Mapping[str, object]) -> str:
-    """`reason: message`, whitespace folded to single spaces."""
-    parts = (condition.get("reason"), condition.get("message"))
-    return ": ".join(" ".join(str(p).split()) for p in parts if p)
-
-
-def _failure(status: Mapping[str, object] | None) -> Mapping[str, object] | None:
-    """The first condition of `FAILURE_CONDITIONS` that is True, if any."""
-    for type_ in FAILURE_CONDITIONS:
-        condition = get_condition(status, type_)
-        if condition is not None and condition.get("status") == "True":
-            return condition
-    return None
-
-
-def health(obj: Object) -> Health:
-    """`obj`'s health, from its conditions (see `Health`, `FAILED_REASONS`)."""
-    status = obj.get("status") or {}
-    if _failure(status) is not None:
-        return Health.FAILED
-    ready = get_condition(status, READY)
-    if ready is None:
-        return Health.UNKNOWN
-    if ready.get("status") == "True" or ready.get("reason") in DONE_REASONS:
-        return Health.READY
-    if ready.get("reason") in FAILED_REASONS:
-        return Health.FAILED
-    return Health.PROGRESSING
-
-
-def headline(obj: Object) -> str:
-    """`reason: message` of what says most about `obj`: a failure condition that is True,
-    else `Ready`; empty when there is neither."""
-    status = obj.get("status") or {}
-    condition = _failure(status) or get_condition(status, READY)
-    return _text(condition) if condition is not None else ""
 
 
 def key_of(obj: Object) -> Key:
@@ -158,7 +83,7 @@ def status_row(obj: Object) -> StatusRow:
         ref=escape(ref_of(key_of(obj))),
         ready=str(ready["status"]) if ready else "-",
         phase=escape(str(status.get("phase") or _replicas(obj) or "-")),
-        reason=(escape(_text(ready)) if ready else "") or "-",
+        reason=(escape(condition_text(ready)) if ready else "") or "-",
         restarts=str(status.get("restarts", 0)),
         pid=str(status.get("pid") or "-"),
         created=(obj.get("metadata") or {}).get("creationTimestamp"),

@@ -84,6 +84,7 @@ from setpoint.cli.apply import (
 )
 from setpoint.cli.background import START_TIMEOUT, Readiness, start_engine
 from setpoint.cli.context import Context
+from setpoint.cli.dashboard import dashboard_line
 from setpoint.cli.live import StatusBoard, view_for
 from setpoint.cli.load import (
     MANIFEST_SUFFIXES,
@@ -290,6 +291,8 @@ async def run(ctx: Context, args: argparse.Namespace) -> int:
                 serve_api(store, _api_options(ctx, args)) as api,
             ):
                 print(f"serving the API on {api.url} (KUBECONFIG={_api_kubeconfig(ctx)})")
+                # an engine `up -d` started writes to its log: no login code there
+                print(dashboard_line(api, to_log=args.ready_fd is not None), flush=True)
                 return await _run_engine(
                     engine, objects, readiness, logs=args.logs, keep_project=args.keep_project
                 )

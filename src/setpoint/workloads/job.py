@@ -415,7 +415,11 @@ def _carry_on(desired: JobDesired, observed: JobObserved, now: float) -> JobPlan
     if new_run:
         if observed.unmet is not None:
             return JobPlan(Action.WAIT, observed.unmet, "Waiting")
-        why = "not run yet" if observed.generation is None else "the spec changed: running again"
+        why = (
+            "starting its first attempt"
+            if observed.generation is None
+            else "the spec changed: running again"
+        )
         if not spec_changed:
             why = f"{_RESTART_REQUESTED}: running again"
         deadline = spec.active_deadline_seconds or 0.0  # look again at the deadline

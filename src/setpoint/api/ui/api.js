@@ -1,6 +1,8 @@
 // The API client: the token (kept in sessionStorage), JSON reads and writes, discovery,
 // and the live object set fed by one list then one watch stream (fetch + ReadableStream).
-// Nothing here polls: changes arrive on the watch.
+// Nothing here polls: changes arrive on the watch. The one-step login: a `#login=CODE`
+// fragment is exchanged (POST /ui/login) for a session token, then dropped from the URL.
+import { setHealthRules } from "./util.js";
 
 const TOKEN = "setpoint.token";
 export const INSIGHT = "/apis/insight.setpoint.dev/v1alpha1";
@@ -11,6 +13,19 @@ export class ApiError extends Error {
     this.status = status;
     this.body = body;
   }
+}
+
+// The code of a one-time login link (`#login=CODE`), exchanged for a session token; the
+// fragment is never sent to the server, and is taken out of the address bar and history.
+export async function redeemLoginCode() {
+  const match = /^#login=([A-Za-z0-9_-]+)$/.exec(location.hash);
+  if (!match) return null;
+  history.replaceState(null, "", location.pathname + location.search);
+  const response = await fetch("/ui/login", { method: "POST", headers: { "Content-Type": "application/json", Accept: "application/json" }, body: JSON.stringify({ code: match[1] }) });
+  const body = await response.json().catch(() => null);
+  if (!response.ok) return (body && body.message) || `HTTP ${response.status}`;
+  setToken(body.token);
+  return null;
 }
 
 export function token() { return sessionStorage.getItem(TOKEN) || ""; }
@@ -128,6 +143,7 @@ export class Live {
     const q = this.selector ? `labelSelector=${encodeURIComponent(this.selector)}` : "";
     const list = await get(`${INSIGHT}/objects${q ? "?" + q : ""}`);
     if (generation !== this.generation) return;
+    setHealthRules({ ...list.healthRules, systemKinds: list.systemKinds });
     this.objects = new Map();
     for (const obj of list.items) this.objects.set(keyOf(obj), obj);
     this.revision = Number(list.metadata.resourceVersion);

@@ -1,5 +1,6 @@
-// The dashboard's entry point: login, the header, and the router (by URL fragment).
-import { ApiError, discover, get, live, setToken, token } from "./api.js";
+// The dashboard's entry point: login (a one-time link's code, or a token typed in), the
+// header, and the router (by URL fragment).
+import { ApiError, discover, get, live, redeemLoginCode, setToken, token } from "./api.js";
 import { showOverview } from "./overview.js";
 import { showObject } from "./object.js";
 import { showGraph } from "./graph.js";
@@ -17,7 +18,8 @@ function showLogin(message) {
   document.getElementById("token").focus();
 }
 
-async function start() {
+async function start(loginError) {
+  if (loginError) { showLogin(loginError); return; }
   try {
     await get("/version");
   } catch (e) {
@@ -30,7 +32,7 @@ async function start() {
   live.onStatus((text) => {
     const badge = document.getElementById("live");
     badge.textContent = text;
-    badge.className = `live ${text}`;
+    badge.className = `live status-${text}`;
   });
   await live.start("");
   window.addEventListener("hashchange", route);
@@ -54,8 +56,8 @@ function route() {
 login.addEventListener("submit", (event) => {
   event.preventDefault();
   setToken(document.getElementById("token").value.trim());
-  start();
+  start(null);
 });
 document.getElementById("logout").addEventListener("click", () => { setToken(""); location.reload(); });
 
-start().catch((e) => { main.replaceChildren(); main.append(`error: ${e.message}`); });
+redeemLoginCode().then(start).catch((e) => { main.replaceChildren(); main.append(`error: ${e.message}`); });

@@ -1,11 +1,11 @@
-// Dependency graph: dependsOn and ownership edges, a layered layout (longest path from the
+// Dependency graph: dependsOn, ownership and Service -> endpoint edges (the Processes its
+// status names), a layered layout (longest path from the
 // objects nothing depends on), nodes coloured by state, redrawn live; a click opens the
 // object, a hover shows its root blocker and top explanation.
 import { INSIGHT, get, keyOf, live } from "./api.js";
-import { el, objectHref, stateOf, svg } from "./util.js";
+import { HEALTH_LABEL, el, objectHref, stateOf, svg, systemKinds } from "./util.js";
 
 const W = 170, H = 34, GAP_X = 60, GAP_Y = 18;
-const HIDDEN = new Set(["Event", "ControllerRevision", "CustomResourceDefinition", "Lease"]);
 
 export function edgesOf(objects) {
   const byName = new Map();
@@ -21,6 +21,12 @@ export function edgesOf(objects) {
       const key = `${dep.kind}/${dep.namespace || ns}/${dep.name}`;
       if (byName.has(key)) edges.push({ from: keyOf(obj), to: key, type: "dependsOn" });
     }
+    if (obj.kind === "Service") {
+      for (const endpoint of (obj.status || {}).endpoints || []) {
+        const key = `Process/${ns}/${endpoint.name}`;
+        if (byName.has(key)) edges.push({ from: keyOf(obj), to: key, type: "endpoint" });
+      }
+    }
     for (const owner of obj.metadata.ownerReferences || []) {
       const o = byUid.get(owner.uid) || byName.get(`${owner.kind}/${ns}/${owner.name}`);
       if (o) edges.push({ from: keyOf(o), to: keyOf(obj), type: "owns" });
@@ -34,7 +40,7 @@ export function layers(keys, edges) {
   // than the deepest of those it depends on (dependsOn edges point to the left).
   const before = new Map(keys.map((k) => [k, []]));
   for (const e of edges) {
-    if (e.type === "dependsOn") before.get(e.from).push(e.to); else before.get(e.to).push(e.from);
+    if (e.type === "owns") before.get(e.to).push(e.from); else before.get(e.from).push(e.to);
   }
   const layer = new Map();
   const visiting = new Set();
@@ -68,11 +74,12 @@ function around(key, objects, edges) {
 export function showGraph({ main, kinds }, focus) {
   const tip = el("div", { class: "tip hidden", id: "graph-tip" });
   const box = el("div", { class: "graph", id: "graph" });
-  main.append(el("p", { class: "hint", text: "dependsOn and ownership edges; click a node to open it, hover for why it is not Ready" }), box, tip);
+  main.append(el("p", { class: "hint", text: "dependsOn, ownership and Service -> endpoint edges; click a node to open it, hover for why it is not Ready" }), box, tip);
   let hoverToken = 0;
 
   function draw() {
-    const all = [...live.objects.values()].filter((o) => !HIDDEN.has(o.kind));
+    const hidden = systemKinds();
+    const all = [...live.objects.values()].filter((o) => !hidden.has(o.kind));
     const objects = around(focus, all, edgesOf(all));
     const keys = objects.map(keyOf);
     const edges = edgesOf(objects);
@@ -88,7 +95,7 @@ export function showGraph({ main, kinds }, focus) {
     const linked = new Set(edges.flatMap((e) => [e.from, e.to]));
     const left = new Map(keys.map((k) => [k, []]));
     for (const e of edges) {
-      if (e.type === "dependsOn") left.get(e.from).push(e.to); else left.get(e.to).push(e.from);
+      if (e.type === "owns") left.get(e.to).push(e.from); else left.get(e.from).push(e.to);
     }
     columns.forEach((col, x) => {
       const rank = (obj) => {
@@ -105,8 +112,9 @@ export function showGraph({ main, kinds }, focus) {
         svg("path", { d: "M 0 0 L 10 5 L 0 10 z", class: "arrowhead" }))));
     for (const e of edges) {
       const a = pos.get(e.from), b = pos.get(e.to);
-      // dependsOn: from the dependent (right) to what it waits for (left); owns: owner -> owned
-      const [x1, y1, x2, y2] = e.type === "dependsOn"
+      // dependsOn: from the dependent (right) to what it waits for (left); endpoint: from
+      // the Service (right) to the replica it sends to (left); owns: owner -> owned
+      const [x1, y1, x2, y2] = e.type !== "owns"
         ? [a.x, a.y + H / 2, b.x + W, b.y + H / 2]
         : [a.x + W, a.y + H / 2, b.x, b.y + H / 2];
       const mid = (x1 + x2) / 2;
@@ -137,9 +145,9 @@ export function showGraph({ main, kinds }, focus) {
     const mine = ++hoverToken;
     tip.style.left = `${ev.pageX + 12}px`;
     tip.style.top = `${ev.pageY + 12}px`;
-    tip.replaceChildren(el("strong", { text: `${obj.kind}/${obj.metadata.name}: ${state}` }));
+    tip.replaceChildren(el("strong", { text: `${obj.kind}/${obj.metadata.name}: ${HEALTH_LABEL[state]}` }));
     tip.classList.remove("hidden");
-    if (state === "Ready") return;
+    if (state === "ready" || state === "none") return;
     const info = obj.metadata;
     const plural = (kinds.get(obj.kind) || {}).plural;
     if (!plural) return;

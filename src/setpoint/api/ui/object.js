@@ -2,7 +2,13 @@
 // Process's or Job's log (followed live), a Deployment's rollout history, the control
 // plot, and the edit role's actions (delete, scale, rollout undo) behind a confirmation.
 import { ApiError, INSIGHT, get, keyOf, live, request, resourcePath, streamLines } from "./api.js";
-import { age, el, reasonOf, stateOf, when, yaml } from "./util.js";
+import { HEALTH_LABEL, age, el, reasonOf, stateOf, when, yaml } from "./util.js";
+
+// A Secret's values are never drawn: its keys only.
+function masked(obj, field, value) {
+  if (obj.kind !== "Secret" || !["data", "stringData"].includes(field) || !value || typeof value !== "object") return value;
+  return Object.fromEntries(Object.keys(value).map((k) => [k, "***"]));
+}
 import { controlPlot } from "./control.js";
 
 export function showObject({ main, kinds }, kind, namespace, name) {
@@ -35,11 +41,11 @@ export function showObject({ main, kinds }, kind, namespace, name) {
 
   function render() {
     const obj = live.objects.get(key);
-    if (!obj) { stateBadge.textContent = "deleted"; stateBadge.className = "badge state-Stalled"; return; }
+    if (!obj) { stateBadge.textContent = "deleted"; stateBadge.className = "badge state-failed"; return; }
     const state = stateOf(obj);
-    stateBadge.textContent = state;
+    stateBadge.textContent = HEALTH_LABEL[state];
     stateBadge.className = `badge state-${state}`;
-    spec.textContent = yaml(obj.spec !== undefined ? obj.spec : Object.fromEntries(Object.entries(obj).filter(([k]) => !["metadata", "status", "kind", "apiVersion"].includes(k)))).trimStart();
+    spec.textContent = yaml(obj.spec !== undefined ? obj.spec : Object.fromEntries(Object.entries(obj).filter(([k]) => !["metadata", "status", "kind", "apiVersion"].includes(k)).map(([k, v]) => [k, masked(obj, k, v)]))).trimStart();
     const conds = (obj.status || {}).conditions || [];
     conditions.replaceChildren(el("tr", {}, ["Type", "Status", "Reason", "Message", "Last transition"].map((t) => el("th", { text: t }))),
       ...conds.map((c) => el("tr", { "data-type": c.type }, el("td", { text: c.type }), el("td", { class: `cond-${c.status}`, text: c.status }),
@@ -57,7 +63,7 @@ export function showObject({ main, kinds }, kind, namespace, name) {
   }
 
   async function loadWhy(state) {
-    if (state === "Ready" || !info) { why.classList.add("hidden"); return; }
+    if (state === "ready" || state === "none" || !info) { why.classList.add("hidden"); return; }
     try {
       const answer = await get(`${insightBase}/why`);
       const parts = [el("h2", { text: "Why not Ready" })];

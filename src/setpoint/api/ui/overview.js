@@ -1,11 +1,14 @@
-// Overview: every object (kind, namespace, state, reason, age), counts per state, filters
-// (kind, namespace, free text here; label selector on the server), in a virtualised list.
+// Overview: the user's objects first (workloads, Services, Secrets by name, custom kinds;
+// the server's own kinds behind the "with the server's kinds" filter), each with its kind,
+// namespace, state (Ready / progressing / failed, `-` without a Ready condition), reason
+// and age; counts by state; filters (kind, namespace, free text here; label selector on
+// the server), in a virtualised list.
 import { live } from "./api.js";
-import { age, el, objectHref, reasonOf, stateOf } from "./util.js";
+import { HEALTH_LABEL, age, el, objectHref, reasonOf, stateOf, systemKinds } from "./util.js";
 
 const ROW = 28;
-const STATES = ["Ready", "Reconciling", "Stalled", "None"];
-const filters = { kind: "", namespace: "", text: "", selector: "" };
+const COUNTED = ["ready", "progressing", "failed"];
+const filters = { kind: "", namespace: "", text: "", selector: "", system: false };
 // what a row needs, worked out once per version of an object (an update is a new object)
 const rowOf = new WeakMap();
 function row(obj) {
@@ -15,7 +18,7 @@ function row(obj) {
     const state = stateOf(obj);
     const reason = reasonOf(obj);
     r = { obj, state, reason, sort: `${obj.kind}/${m.name}/${m.namespace || ""}`,
-      text: `${obj.kind} ${m.namespace || ""} ${m.name} ${state} ${reason}`.toLowerCase() };
+      text: `${obj.kind} ${m.namespace || ""} ${m.name} ${HEALTH_LABEL[state]} ${reason}`.toLowerCase() };
     rowOf.set(obj, r);
   }
   return r;
@@ -27,12 +30,14 @@ export function showOverview({ main }) {
   const nsSelect = el("select", { id: "filter-namespace", "aria-label": "namespace" });
   const text = el("input", { id: "filter-text", type: "search", placeholder: "filter", value: filters.text });
   const selector = el("input", { id: "filter-selector", type: "search", placeholder: "label selector (app=web)", value: filters.selector });
+  const system = el("input", { id: "filter-system", type: "checkbox", checked: filters.system });
+  const systemLabel = el("label", { for: "filter-system", title: "Events, CustomResourceDefinitions, ControllerRevisions, Leases" }, system, " with the server's kinds");
   const viewport = el("div", { class: "viewport", id: "objects" });
   const spacer = el("div", { class: "spacer" });
   const rows = el("div", { class: "rows" });
   viewport.append(spacer, rows);
   main.append(
-    el("section", { class: "toolbar" }, kindSelect, nsSelect, selector, text, counts),
+    el("section", { class: "toolbar" }, kindSelect, nsSelect, selector, text, systemLabel, counts),
     el("div", { class: "row head" }, ["Kind", "Namespace", "Name", "State", "Reason", "Age"].map((t) => el("span", { text: t }))),
     viewport,
   );
@@ -50,18 +55,20 @@ export function showOverview({ main }) {
   function compute() {
     const kinds = new Set();
     const namespaces = new Set();
-    const tally = Object.fromEntries(STATES.map((s) => [s, 0]));
+    const tally = Object.fromEntries(COUNTED.map((s) => [s, 0]));
     const needle = filters.text.toLowerCase();
+    const hidden = filters.system || filters.kind ? new Set() : systemKinds();
     shown = [];
     for (const obj of live.objects.values()) {
       const m = obj.metadata;
-      kinds.add(obj.kind);
+      kinds.add(obj.kind); // every kind can be chosen, the server's too
+      if (hidden.has(obj.kind)) continue;
       if (m.namespace) namespaces.add(m.namespace);
       if (filters.kind && obj.kind !== filters.kind) continue;
       if (filters.namespace && m.namespace !== filters.namespace) continue;
       const r = row(obj);
       if (needle && !r.text.includes(needle)) continue;
-      tally[r.state] += 1;
+      if (r.state in tally) tally[r.state] += 1;
       shown.push(r);
     }
     shown.sort((a, b) => (a.sort < b.sort ? -1 : a.sort > b.sort ? 1 : 0));
@@ -69,7 +76,7 @@ export function showOverview({ main }) {
     options(nsSelect, [...namespaces].sort(), filters.namespace, "all namespaces");
     counts.replaceChildren(
       el("span", { class: "count total", text: `${shown.length} objects` }),
-      ...STATES.filter((s) => tally[s]).map((s) => el("span", { class: `count state-${s}`, "data-state": s, text: `${s} ${tally[s]}` })),
+      ...COUNTED.map((s) => el("span", { class: `count state-${s}`, "data-state": s, text: `${HEALTH_LABEL[s]} ${tally[s]}` })),
     );
     spacer.style.height = `${shown.length * ROW}px`;
     paint();
@@ -85,7 +92,7 @@ export function showOverview({ main }) {
       const m = obj.metadata;
       out.push(el("a", { class: `row state-${state}`, href: objectHref(obj), "data-name": m.name, "data-kind": obj.kind },
         el("span", { text: obj.kind }), el("span", { text: m.namespace || "" }), el("span", { class: "name", text: m.name }),
-        el("span", { class: "state", text: state }), el("span", { class: "reason", text: reason, title: reason }),
+        el("span", { class: "state", "data-state": state, text: HEALTH_LABEL[state] }), el("span", { class: "reason", text: reason, title: reason }),
         el("span", { text: age(m.creationTimestamp) })));
     }
     rows.replaceChildren(...out);
@@ -95,6 +102,7 @@ export function showOverview({ main }) {
   kindSelect.addEventListener("change", () => { filters.kind = kindSelect.value; compute(); });
   nsSelect.addEventListener("change", () => { filters.namespace = nsSelect.value; compute(); });
   text.addEventListener("input", () => { filters.text = text.value; compute(); });
+  system.addEventListener("change", () => { filters.system = system.checked; compute(); });
   selector.addEventListener("change", () => { filters.selector = selector.value.trim(); live.start(filters.selector); });
   viewport.addEventListener("scroll", () => requestAnimationFrame(paint));
   const unsubscribe = live.subscribe(compute);

@@ -1,23 +1,17 @@
 // Timeline: changes, condition transitions, events and exits on a time axis, one lane per
-// object, failures highlighted; choosing a failure shows explain's ranked causes and marks
-// their evidence entries on the axis. Beside it, the audit trail: who (user, else field
+// object, failures in red (the server's health of each entry) and progress in yellow;
+// choosing a failure shows explain's ranked causes and marks their evidence entries on
+// the axis. Beside it, the audit trail: who (user, else field
 // manager) made which write (verb, object, revision), newest first.
 import { INSIGHT, get, live } from "./api.js";
-import { el, svg, when } from "./util.js";
+import { el, svg, systemKinds, when } from "./util.js";
 import { summary } from "./object.js";
 
 const LANE = 22, LEFT = 230, WIDTH = 1100;
-const HIDDEN = new Set(["CustomResourceDefinition", "Lease"]); // the server's bookkeeping
 
-export function isFailure(e) {
-  if (e.type === "exit") return !e.stoppedOnRequest && (e.exitCode !== 0 || e.signal);
-  if (e.type === "condition") {
-    const c = e.condition || {};
-    return (c.type === "Ready" && c.status === "False") || (c.type === "Stalled" && c.status === "True");
-  }
-  if (e.type === "event") return e.eventType === "Warning";
-  return false;
-}
+// A failure is what the server says failed (setpoint.insight.health, the CLI's and
+// explain's rules): waiting for a dependency, a probe pending or starting is progress.
+export function isFailure(e) { return e.health === "failed"; }
 
 // One write of the audit trail; every part is text (textContent), whatever a user is called.
 function auditRow(e) {
@@ -39,15 +33,17 @@ function sameEntry(a, b) {
 export function showTimeline({ main, kinds }) {
   const chart = el("div", { class: "chart", id: "timeline-chart" });
   const failures = el("ul", { class: "failures", id: "failures" });
+  const noFailure = el("p", { class: "hint", id: "no-failures", text: "no failure: progress (waiting, starting) is drawn in yellow" });
   const audit = el("ul", { class: "audit", id: "audit" });
   const panel = el("section", { class: "explain", id: "explain" }, el("p", { class: "hint", text: "choose a failure to see its probable causes" }));
-  main.append(el("div", { class: "timeline-page" }, el("div", {}, el("h2", { text: "Failures" }), failures, el("h2", { text: "Who changed what" }), audit), chart), panel);
+  main.append(el("div", { class: "timeline-page" }, el("div", {}, el("h2", { text: "Failures" }), failures, noFailure, el("h2", { text: "Who changed what" }), audit), chart), panel);
   let entries = [];
   let evidence = [];
   let chosen = null;
   let reload = null;
 
   function draw() {
+    const HIDDEN = systemKinds(); // the server's bookkeeping
     const shown = entries.filter((e) => e.type !== "edge" && e.type !== "log" && e.type !== "write" && !HIDDEN.has((e.object || {}).kind));
     const writes = entries.filter((e) => e.type === "write" && !HIDDEN.has((e.object || {}).kind));
     audit.replaceChildren(...writes.reverse().slice(0, 200).map(auditRow));
@@ -70,11 +66,12 @@ export function showTimeline({ main, kinds }) {
       const failed = isFailure(e);
       const marked = evidence.some((c) => sameEntry(c, e));
       const dot = svg("circle", { cx: x(e.ts), cy: 30 + lane * LANE, r: marked ? 7 : failed ? 5 : 3.5,
-        class: `dot type-${e.type}${failed ? " failure" : ""}${marked ? " evidence" : ""}` }, svg("title", { text: `${when(e.ts)} ${summary(e)}` }));
+        class: `dot type-${e.type}${e.health ? " health-" + e.health : ""}${failed ? " failure" : ""}${marked ? " evidence" : ""}`, "data-health": e.health || "" }, svg("title", { text: `${when(e.ts)} ${summary(e)}` }));
       if (failed) dot.addEventListener("click", () => choose(e));
       root.append(dot);
     }
     chart.replaceChildren(root);
+    noFailure.classList.toggle("hidden", shown.some(isFailure));
     failures.replaceChildren(...shown.filter(isFailure).reverse().slice(0, 200).map((e) =>
       el("li", {}, el("button", { type: "button", class: chosen && sameEntry(chosen, e) ? "failure chosen" : "failure", "data-object": refKey(e.object || {}), onclick: () => choose(e) },
         `${when(e.ts).slice(11, 19)} ${summary(e)}`))));

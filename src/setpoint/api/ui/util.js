@@ -1,4 +1,4 @@
-// Small helpers shared by the pages: DOM building, states, ages, YAML.
+// Small helpers shared by the pages: DOM building, states (by the server's rules), ages, YAML.
 
 export function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
@@ -29,18 +29,44 @@ export function condition(obj, type) {
   return ((obj.status || {}).conditions || []).find((c) => c.type === type) || null;
 }
 
+// How an object is doing: "ready", "progressing", "failed" or "none" (no Ready
+// condition), by the rules the server sends with its list (setpoint.insight.health's
+// RULES, the same the CLI's live view and the timeline use): this holds no list of its own.
+let rules = null;
+export function setHealthRules(r) { rules = r || null; }
+export function systemKinds() { return new Set((rules && rules.systemKinds) || []); }
+export const HEALTH_LABEL = { ready: "Ready", progressing: "progressing", failed: "failed", none: "-" };
+
+function failureCondition(obj) {
+  for (const type of (rules && rules.failureConditions) || []) {
+    const c = condition(obj, type);
+    if (c && c.status === "True") return c;
+  }
+  return null;
+}
+
+// Whether a False Ready turned False after the child last started (health.ready_since_start).
+function readySinceStart(obj, ready) {
+  const time = (v) => (typeof v === "string" && v ? Date.parse(v) : NaN);
+  const started = time((obj.status || {}).startTime);
+  const changed = time(ready.lastTransitionTime);
+  return Number.isNaN(started) || Number.isNaN(changed) || changed > started;
+}
+
+// health.health: the same steps, on the server's rules.
 export function stateOf(obj) {
-  const stalled = condition(obj, "Stalled");
-  if (stalled && stalled.status === "True") return "Stalled";
-  const ready = condition(obj, "Ready");
-  if (ready && ready.status === "True") return "Ready";
-  if (!ready && !stalled) return "None"; // reports neither (a CRD, an Event, not yet reconciled)
-  return "Reconciling";
+  if (!rules) return "none";
+  if (failureCondition(obj)) return "failed";
+  const ready = condition(obj, rules.readyCondition);
+  if (!ready) return "none";
+  if (ready.status === "True" || rules.doneReasons.includes(ready.reason)) return "ready";
+  if (rules.failedReasons.includes(ready.reason)) return "failed";
+  if (rules.probeFailedReasons.includes(ready.reason) && readySinceStart(obj, ready)) return "failed";
+  return "progressing";
 }
 
 export function reasonOf(obj) {
-  const s = stateOf(obj);
-  const c = s === "Stalled" ? condition(obj, "Stalled") : condition(obj, "Ready");
+  const c = failureCondition(obj) || condition(obj, (rules && rules.readyCondition) || "Ready");
   return c ? [c.reason, c.message].filter(Boolean).join(": ") : "";
 }
 
