@@ -10,7 +10,7 @@ import random
 import pytest
 import simple_pid
 
-from setpoint.control.simple_pid_compat import SimplePidCompatible
+from simple_pid_compat import SimplePidCompatible
 
 
 class FakeTime:

@@ -8,7 +8,7 @@ import math
 import simple_pid
 
 from setpoint.control.pid import PID
-from setpoint.control.simple_pid_compat import SimplePidCompatible
+from simple_pid_compat import SimplePidCompatible
 
 
 def _proportional_on_measurement_run(pid: PID | SimplePidCompatible) -> list[float]:

@@ -27,8 +27,9 @@ integral cannot jump. `set_auto_mode(False)` puts it in manual: `update` then on
 tracks the measurement and returns the manual output; back to auto, the integral is set
 so that the output continues from the manual one (bumpless transfer).
 
-Nothing here is for compatibility: `setpoint.control.simple_pid_compat` computes what
-simple-pid 2.x computes (its faults included), for checking this controller against it.
+Nothing here is for compatibility: the tests' `SimplePidCompatible`
+(tests/control/simple_pid_compat.py) computes what simple-pid 2.x computes (its faults
+included), for checking this controller against it.
 """
 
 from __future__ import annotations
