@@ -9,7 +9,6 @@ import random
 
 import pytest
 import simple_pid
-
 from simple_pid_compat import SimplePidCompatible
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import math
 
 import simple_pid
+from simple_pid_compat import SimplePidCompatible
 
 from setpoint.control.pid import PID
-from simple_pid_compat import SimplePidCompatible
 
 
 def _proportional_on_measurement_run(pid: PID | SimplePidCompatible) -> list[float]:
