@@ -67,7 +67,7 @@ from setpoint.runtime.leases import LeaderElector
 from setpoint.runtime.manager import Manager, ManagerOptions
 from setpoint.runtime.namespaces import ensure_system_namespaces
 from setpoint.runtime.run_as import UserPolicy
-from setpoint.store import Store
+from setpoint.store import Store, sqlite_path
 from setpoint.store.kinds import publish_kinds
 from setpoint.workloads import deployment, service, supervisor
 from setpoint.workloads.job import JOB, JobController, JobSettings
@@ -114,8 +114,7 @@ def workspace_of(store_url: str) -> Workspace:
     """`run/`, `run/jobs/` and `logs/` beside a SQLite store's file, else under `./.setpoint/`."""
     base = WORKSPACE
     if urlsplit(store_url).scheme == "sqlite":
-        path = store_url.split("://", 1)[1].split("?", 1)[0][1:]
-        base = Path(path).parent
+        base = Path(sqlite_path(store_url)).parent
     return Workspace(base / "run", base / "run" / "jobs", base / "logs")
 
 

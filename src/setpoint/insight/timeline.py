@@ -47,7 +47,7 @@ import orjson
 from setpoint.clock import SYSTEM_CLOCK, Clock
 from setpoint.errors import Conflict, Invalid, StoreUnavailable
 from setpoint.files import ensure_private_dir, make_private, sqlite_files
-from setpoint.store import postgres_conninfo
+from setpoint.store import postgres_conninfo, sqlite_path
 from setpoint.store.urls import shown_url
 
 Entry = dict[str, Any]
@@ -100,13 +100,9 @@ class CheckpointMoved(Conflict):
 def timeline_path_for(store_url: str) -> Path | None:
     """The database file holding the timeline of the SQLite store at `store_url`: the
     store's own file; None for other stores (see `Timeline.of_store`)."""
-    parts = urlsplit(store_url)
-    if parts.scheme != "sqlite":
+    if urlsplit(store_url).scheme != "sqlite":
         return None
-    path = store_url.split("://", 1)[1].split("?", 1)[0]
-    if not path.startswith("/") or path == "/":
-        raise Invalid(f"{store_url!r}: want sqlite:///relative/path.db", field="store")
-    return Path(path[1:])
+    return Path(sqlite_path(store_url))
 
 
 def timeline_url_of(store: object) -> str | None:

@@ -78,6 +78,7 @@ __all__ = [
     "open_store",
     "postgres_conninfo",
     "read_kinds",
+    "sqlite_path",
 ]
 
 
