@@ -76,9 +76,7 @@ __all__ = [
     "WatchEvent",
     "WriteOptions",
     "open_store",
-    "postgres_conninfo",
     "read_kinds",
-    "sqlite_path",
 ]
 
 
