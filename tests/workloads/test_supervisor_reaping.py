@@ -34,6 +34,10 @@ LAZY_PARENT = """
     child = subprocess.Popen(
         [sys.executable, "-c", code], start_new_session=True, env={"SETPOINT_MARKER": marker}
     )
+    # Popen returns once the exec began; its environment is readable a moment later.
+    deadline = time.monotonic() + 30
+    while marker.encode() not in open(f"/proc/{child.pid}/environ", "rb").read():
+        assert time.monotonic() < deadline, "the child's environment never showed"
     raw = open(f"/proc/{child.pid}/stat", "rb").read()
     starttime = int(raw[raw.rindex(b")") + 2 :].split()[19])
     record = {"name": "web-0", "pid": child.pid, "pgid": child.pid, "starttime": starttime,

@@ -383,6 +383,8 @@ class ShardMember:
         lease change, renewal time or possible expiry."""
         while True:
             self._changed.clear()
+            if self._incarnation is None:
+                return  # the renew deadline passed meanwhile: `run` stops all and rejoins
             try:
                 await self._step()
             except LeadershipLost:
