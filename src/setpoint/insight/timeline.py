@@ -186,18 +186,31 @@ class Timeline:
     def of_store(cls, store_url: str, *, clock: Clock = SYSTEM_CLOCK) -> Timeline:
         """The timeline kept with the store at `store_url`, shared by every process and host
         that uses the store: in the SQLite store's file, in the PostgreSQL store's database
-        (tables `setpoint_timeline*`); for `memory://` a fresh one in memory. Other stores
-        keep none: `Invalid`."""
+        (tables `setpoint_timeline*`), in the etcd store's cluster (keys under its prefix:
+        `setpoint.insight.timeline_etcd`); for `memory://` a fresh one in memory. Other
+        stores keep none: `Invalid`."""
         scheme = urlsplit(store_url).scheme
         if scheme == "memory":
             return cls.memory(clock=clock)
         if scheme in ("postgresql", "postgres"):
             return cls._postgres(store_url, clock=clock)
+        if scheme == "etcd":
+            try:
+                from setpoint.insight.timeline_etcd import EtcdTimeline
+            except ImportError as exc:
+                if not (exc.name or "grpc").startswith(("grpc", "google")):
+                    raise
+                raise Invalid(
+                    f"{shown_url(store_url)!r}: the etcd timeline needs the etcd extra"
+                    " (pip install 'setpoint[etcd]')",
+                    field="store",
+                ) from None
+            return EtcdTimeline.of_url(store_url, clock=clock)
         path = timeline_path_for(store_url)
         if path is None:
             raise Invalid(
-                f"{shown_url(store_url)!r}: this store keeps no timeline (sqlite:/// and "
-                "postgresql:// stores do)",
+                f"{shown_url(store_url)!r}: this store keeps no timeline (sqlite:///, "
+                "postgresql:// and etcd:// stores do)",
                 field="store",
             )
         return cls._sqlite_file(path, clock=clock)
