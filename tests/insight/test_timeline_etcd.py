@@ -191,6 +191,9 @@ def test_the_newest_of_a_long_timeline_oldest_first(url: str) -> None:
         in_the_future = log(T0 + 40 * 86400)
         timeline.append(in_the_future)
         assert timeline.query(limit=1) == [in_the_future]
+        timeline.append(log(T0 - 1))  # written last, the oldest of all
+        assert timeline.query(limit=2) == [entries[-1], in_the_future]
+        assert timeline.query(limit=1, until=T0) == [log(T0 - 1)]
 
 
 def test_objects_by_namespace_and_odd_names(url: str) -> None:

@@ -13,10 +13,12 @@ under `<prefix>timeline/` (T below), never under the store's object keys (`<pref
     T s/<key>                    the checkpoint's last view of one object
     T checkpoint                 {"revision": N, "applying": null or a batch's tag}
     T recording                  {"recorder": id, "until": t} (`claim_recording`)
+    T newest                     the newest `ts` of the last batch written (`_newest`)
     T p/<tag>, T p/<tag>/<rest>  a large batch, staged: <rest> is the key it goes to
 
 A time window is a key range of `e/` (or of one object's `o/`), read in pages at one
-revision; `limit` reads windows back from `until` (or now), doubling, so etcd never sorts.
+revision; `limit` reads windows back from the newest entry (or `until`), doubling, so etcd
+never sorts.
 
 Writes. etcd takes at most 128 operations and about 1.5 MiB per request, so:
 
@@ -48,6 +50,7 @@ into entries is decided by `setpoint.insight.recorder`.
 
 from __future__ import annotations
 
+import math
 import random
 import struct
 import threading
@@ -110,6 +113,7 @@ class EtcdTimeline(Timeline):
         self._staging = self._root + b"p/"
         self._meta = self._root + b"checkpoint"
         self._claim = self._root + b"recording"
+        self._newest_key = self._root + b"newest"
         self._channel = grpc.insecure_channel(address, options=_CHANNEL_OPTIONS)
         self._kv = pb_grpc.KVStub(self._channel)  # type: ignore[no-untyped-call]
 
@@ -190,12 +194,16 @@ class EtcdTimeline(Timeline):
         is written whole or not at all, however large (see the module docstring)."""
         tag = self._tag()
         ops: list[Op] = []
+        newest: float | None = None
         for i, entry in enumerate(entries):
             body, about = _encoded(entry)
             suffix = f"{_ts_key(entry['ts'])}/{tag}/{i:06x}".encode()
             ops.append((self._entries + suffix, body))
             ops.append((self._object_prefix(about) + suffix, body))
+            newest = max(float(entry["ts"]), newest if newest is not None else -math.inf)
         count = len(ops) // 2
+        if newest is not None:  # where `query(limit=)` starts looking (a hint: `_newest`)
+            ops.append((self._newest_key, orjson.dumps(newest)))
         for key, value in ops:
             if len(key) + len(value or b"") > _MAX_BYTES // 2:
                 raise Invalid(f"an entry of {len(value or b'')} bytes is too large for etcd")
@@ -445,15 +453,20 @@ class EtcdTimeline(Timeline):
         limit: int,
     ) -> list[Entry]:
         """The newest `limit` entries in [start, end) that `keep` keeps, oldest first: read
-        in windows back from `until` (or now), each twice as long as the one before, so
-        that etcd reads about as much as is returned (it would read a whole range to sort
-        it descending)."""
+        in windows back from the newest entry's time (or `until`, if earlier), each twice
+        as long as the one before, so that etcd reads about as much as is returned (it
+        would read a whole range to sort it descending). The first window reaches to `end`,
+        so the newest time, saved by the last batch written, need only be a hint: a later
+        batch with older entries, or a prune, makes a window longer or shorter, no answer
+        different."""
         oldest = self._call(self._kv.Range, pb.RangeRequest(key=start, range_end=end, limit=1))
         if not oldest.kvs:
             return []
         at = int(oldest.header.revision)
         floor = oldest.kvs[0].key
-        top = until if until is not None else self._clock.now()
+        hint = self._call(self._kv.Range, pb.RangeRequest(key=self._newest_key, revision=at))
+        newest = float(orjson.loads(hint.kvs[0].value)) if hint.kvs else self._clock.now()
+        top = newest if until is None else min(until, newest)
         width, high = _FIRST_WINDOW_S, end
         found: list[Entry] = []
         while len(found) < limit and high > floor:
