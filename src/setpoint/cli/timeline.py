@@ -105,8 +105,8 @@ async def recorded_timeline(ctx: Context) -> Timeline:
         timeline = Timeline.of_store(ctx.store_url)
     except Invalid:
         raise Invalid(
-            f"no recorded timeline for {ctx.store_shown} (sqlite:/// and postgresql:// stores "
-            f"keep one); {hint}"
+            f"no recorded timeline for {ctx.store_shown} (sqlite:///, postgresql:// and etcd:// "
+            f"stores keep one); {hint}"
         ) from None
     try:
         async with ctx.open_store() as store:
