@@ -128,10 +128,12 @@ def test_checkpoint_is_saved_with_entries_and_updates_by_key(
     path = where(backend, request, tmp_path)
     with Timeline.open(path) as timeline:
         assert timeline.checkpoint() is None
+        assert timeline.revision() == 0
         timeline.append_many(sample()[:1], Checkpoint(7, {"a": {"x": 1}, "b": {"y": 2}}))
         timeline.append_many([], Checkpoint(9, {"a": None, "c": {"z": 3}}))
     with Timeline.open(path) as reopened:
         assert reopened.checkpoint() == Checkpoint(9, {"b": {"y": 2}, "c": {"z": 3}})
+        assert reopened.revision() == 9
         assert reopened.count() == 1
 
 

@@ -297,6 +297,12 @@ class EtcdTimeline(Timeline):
         kind, name = str(about.get("kind") or ""), str(about.get("name") or "")
         return self._objects + f"{_quote(kind)}/{_quote(name)}/".encode()
 
+    def revision(self) -> int:
+        """The store revision recorded up to (the checkpoint's; 0 when there is none)."""
+        with self._lock:
+            meta, _ = self._get(self._meta)
+        return int(meta["revision"]) if meta is not None and meta["revision"] is not None else 0
+
     def checkpoint(self) -> Checkpoint | None:
         """The last checkpoint saved with `append_many`, or None if there is none."""
         with self._lock:
