@@ -1,16 +1,20 @@
 """The timeline of an etcd store (`setpoint.insight.timeline_etcd`), on a real etcd: batches
 larger than one etcd transaction are written whole or not at all, a batch left half-way is
 finished or forgotten, retention, the newest entries of a long timeline, keys kept apart
-from the store's objects; and an engine on an etcd store records a failure that `setpoint
-explain` and `setpoint timeline` read from other processes, after the engine is gone.
+from the store's objects, readers catching up once beside a live recorder; and an engine on
+an etcd store records a failure that `setpoint explain` and `setpoint timeline` read from
+other processes, after the engine is gone.
 
 The backend-parametrized tests in test_timeline_store.py run on etcd too; this file holds
 what only etcd's limits (128 operations, ~1.5 MiB a request) and key layout make worth
-testing. Waits are on the engine's output lines, bounded by timeouts.
+testing. Waits are on the timeline's entries and the engine's output lines, bounded by
+timeouts.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -27,16 +31,20 @@ import grpc
 import orjson
 import pytest
 import yaml
+from timeline_support import of_type, wait_for_entries
 
 from setpoint.engine import builtin_kinds
 from setpoint.errors import Invalid
+from setpoint.insight.recorder import Recorder
 from setpoint.insight.timeline import Checkpoint, CheckpointMoved, Timeline
 from setpoint.insight.timeline_etcd import EtcdTimeline
 from setpoint.store import open_store
+from setpoint.store.base import Actor, WriteOptions
 from setpoint.store.etcd import prefix_end
 from setpoint.store.etcd_api import etcdserverpb_pb2 as pb
 from setpoint.store.etcd_api import etcdserverpb_pb2_grpc as pb_grpc
 from setpoint.testing import ManualClock
+from setpoint.workloads.process import PROCESS
 
 T0 = 1_700_000_000.0
 TIMEOUT = 60.0
@@ -227,6 +235,51 @@ async def test_the_timeline_keeps_apart_from_the_stores_objects(url: str, etcd: 
         await store.close()
     outside = [k for k in etcd.under() if not k.startswith(b"timeline/")]
     assert outside == [b"o/setpoint.dev/v1alpha1/Process/default/db", b"store"]
+
+
+async def test_a_recorder_on_an_etcd_store_catches_up_once_then_records_live(url: str) -> None:
+    store = await open_store(url, builtin_kinds())
+    readers = [Timeline.open(url) for _ in range(4)]
+    db = {
+        "apiVersion": PROCESS.api_version,
+        "kind": PROCESS.kind,
+        "metadata": {"name": "db", "namespace": "default"},
+        "spec": {"args": ["sleep", "1"]},
+    }
+    try:
+        await store.create(db, options=WriteOptions(actor=Actor("alice@h", "setpoint", None)))
+        changed = await store.get(PROCESS.api_version, PROCESS.kind, "db", "default")
+        changed["spec"]["args"] = ["sleep", "2"]
+        await store.update(changed, options=WriteOptions(actor=Actor("bob@h", "setpoint", None)))
+        # Four readers at once (explain, the dashboard...): one stretch, recorded once.
+        counts = await asyncio.gather(*(Recorder(store, t).catch_up() for t in readers))
+        assert sum(1 for c in counts if c) == 1
+        writes = of_type(readers[0].query(object=ref("db")), "write")
+        assert [(w["verb"], w["user"]) for w in writes] == [
+            ("create", "alice@h"),
+            ("update", "bob@h"),
+        ]
+        live = Recorder(store, readers[1])
+        task = asyncio.create_task(live.run())
+        try:
+            async with asyncio.timeout(TIMEOUT):
+                await live.wait_watching()
+            assert readers[2].recording()
+            assert await Recorder(store, readers[3]).catch_up() == 0  # left to the live one
+            await store.delete(PROCESS.api_version, PROCESS.kind, "db", "default")
+            entries = await wait_for_entries(
+                readers[2], lambda es: "deleted" in [e.get("action") for e in es], object=ref("db")
+            )
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        assert [e.get("action") for e in of_type(entries, "change")] == ["created", "deleted"]
+        assert not readers[2].recording()  # it said so on its way out
+    finally:
+        for timeline in readers:
+            timeline.close()
+        await store.close()
 
 
 # -- an engine on an etcd store -------------------------------------------------------
