@@ -34,7 +34,8 @@ Writes. etcd takes at most 128 operations and about 1.5 MiB per request, so:
   raises `CheckpointMoved`: two recorders never both record one stretch. A writer that
   died after its commit is finished by the next one (copying is idempotent); meanwhile
   `checkpoint()` reads the staged views over the placed ones. Staging left by a writer that
-  died before its commit is invisible, and `prune` removes it after `_STALE_STAGING_S`.
+  died before its commit (or had no answer to it) is invisible, and `prune` removes it
+  after `_STALE_STAGING_S`, only while no batch commits meanwhile.
 * A batch with neither (plain `append`) goes in chunks as they fit: each chunk is whole,
   a batch whose process dies half-way is half there.
 
@@ -242,11 +243,13 @@ class EtcdTimeline(Timeline):
         try:
             for chunk in _chunks([(staged + k[len(self._root) :], v or b"") for k, v in ops]):
                 self._txn([], chunk)
-            whole = _compare(marker, pb.Compare.VERSION, result=pb.Compare.GREATER, version=0)
-            committed = self._txn([unchanged, whole], [(self._meta, _meta(revision, tag))])
         except BaseException:
             self._drop_staging(marker)
             raise
+        # No answer here (a timeout) may still be a commit: the staging then stays, for the
+        # next writer to put in place, or for `prune` to remove once stale if it was not.
+        whole = _compare(marker, pb.Compare.VERSION, result=pb.Compare.GREATER, version=0)
+        committed = self._txn([unchanged, whole], [(self._meta, _meta(revision, tag))])
         if not committed.succeeded:
             self._drop_staging(marker)
             return False
@@ -283,9 +286,10 @@ class EtcdTimeline(Timeline):
         ]
         self._txn([unchanged], done)
 
-    def _drop_staging(self, marker: bytes) -> None:
+    def _drop_staging(self, marker: bytes, guard: list[pb.Compare] | None = None) -> None:
+        """Remove a batch's staging (only if `guard` holds)."""
         staged = marker + b"/"
-        self._txn([], [_delete_range(staged, prefix_end(staged)), (marker, None)])
+        self._txn(guard or [], [_delete_range(staged, prefix_end(staged)), (marker, None)])
 
     def _tag(self) -> str:
         """A batch's name: the clock's milliseconds (so later batches sort later), then
@@ -401,8 +405,11 @@ class EtcdTimeline(Timeline):
 
     def _drop_stale_staging(self) -> None:
         with self._lock:
-            meta, _ = self._get(self._meta)
+            meta, mod = self._get(self._meta)
             applying = (meta or {}).get("applying")
+            # Each removal only while no batch committed since `meta` was read: one that did
+            # may be among those found, however old its staging.
+            guard = [_compare(self._meta, pb.Compare.MOD, mod_revision=mod)]
             stale = int((self._clock.now() - _STALE_STAGING_S) * 1000)
             found = self._call(
                 self._kv.Range,
@@ -413,7 +420,7 @@ class EtcdTimeline(Timeline):
             tags = {kv.key[len(self._staging) :].split(b"/", 1)[0].decode() for kv in found.kvs}
             for tag in tags:
                 if tag != applying and int(tag[:12], 16) < stale:
-                    self._drop_staging(self._staging + tag.encode())
+                    self._drop_staging(self._staging + tag.encode(), guard)
 
     # -- reading ----------------------------------------------------------------------
 
