@@ -23,6 +23,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -117,6 +118,27 @@ def test_a_batch_larger_than_a_transaction_is_written_whole_or_not_at_all(
         second.append_many(big[:1], Checkpoint(12, gone), after=10)
         assert first.checkpoint() == Checkpoint(12, dict(list(views.items())[200:]))
     assert etcd.under(b"timeline/p/") == []  # no staging left behind
+
+
+def test_two_writers_racing_large_batches_record_each_stretch_once(url: str, etcd: Etcd) -> None:
+    def write(timeline: Timeline, batch: list[dict[str, Any]], saved: int) -> str:
+        try:
+            timeline.append_many(batch, Checkpoint(saved + 1, {}), after=saved)
+        except CheckpointMoved:
+            return "moved"
+        return str(batch[0]["object"]["name"])
+
+    with Timeline.open(url) as first, Timeline.open(url) as second:
+        for saved in range(3):  # three stretches, each raced for by both
+            at = T0 + 1000 * saved
+            one, two = ([log(at + i, who, "z" * 512) for i in range(200)] for who in "ab")
+            with ThreadPoolExecutor(2) as pool:
+                outcomes = sorted(pool.map(write, (first, second), (one, two), (saved, saved)))
+            assert outcomes in (["a", "moved"], ["b", "moved"])
+            assert first.query(since=at) == (one if outcomes[0] == "a" else two)
+            assert first.checkpoint() == Checkpoint(saved + 1, {})
+        assert first.count() == 3 * 200
+    assert etcd.under(b"timeline/p/") == []
 
 
 def test_a_batch_committed_by_a_writer_that_died_is_finished_by_the_next(
