@@ -226,6 +226,34 @@ def test_the_newest_of_a_long_timeline_oldest_first(url: str) -> None:
         assert timeline.query(limit=1, until=T0) == [log(T0 - 1)]
 
 
+def test_windows_over_bursts_gaps_and_any_time(url: str) -> None:
+    """Reads go by slices of time sized to what they find: a burst of thousands within a
+    second, gaps of years, times before 1970; every window the same as a plain filter."""
+    burst = [T0 + i / 4096 for i in range(3000)]
+    times = [-5e9, -1.0, 0.0, 1e-9, 3.0, T0 - 1e8, *burst, T0 + 7, T0 + 1e6, T0 + 3e8]
+    entries = [log(ts, f"p{i % 2}") for i, ts in enumerate(times)]
+    with Timeline.open(url, clock=ManualClock(T0)) as timeline:
+        timeline.append_many(entries[::-1])  # stored in any order, read by time
+        assert timeline.query() == entries
+        for since, until in [
+            (None, 0.0),
+            (-1.0, 1.0),
+            (T0, T0 + 0.5),
+            (T0 + 0.5, None),
+            (T0 - 1e9, T0 + 1e7),
+            (T0 + 1e9, None),
+        ]:
+            expected = [
+                e
+                for e in entries
+                if (since is None or e["ts"] >= since) and (until is None or e["ts"] < until)
+            ]
+            assert timeline.query(since=since, until=until) == expected, (since, until)
+            assert timeline.query(since=since, until=until, limit=7) == expected[-7:]
+            p1 = [e for e in expected if e["object"]["name"] == "p1"]
+            assert timeline.query(object=ref("p1"), since=since, until=until) == p1
+
+
 def test_objects_by_namespace_and_odd_names(url: str) -> None:
     with Timeline.open(url) as timeline:
         here, there = log(T0, "a/b"), log(T0 + 1, "a/b", namespace="other")

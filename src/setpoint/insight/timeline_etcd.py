@@ -447,44 +447,90 @@ class EtcdTimeline(Timeline):
                 namespace or ""
             )
 
-        start = base + (_ts_key(since).encode() if since is not None else b"")
-        end = base + _ts_key(until).encode() if until is not None else prefix_end(base)
         with self._lock:
             if limit is None:
-                return [e for kv in self._scan(start, end) if keep(e := orjson.loads(kv.value))]
+                return [
+                    entry
+                    for kv in self._between(base, since, until)
+                    if keep(entry := orjson.loads(kv.value))
+                ]
             if limit <= 0:
                 return []
-            return self._newest(base, start, end, until, keep, limit)
+            return self._newest(base, since, until, keep, limit)
+
+    def _between(self, base: bytes, since: float | None, until: float | None) -> Iterator[Any]:
+        """Every key-value under `base` at `since` <= ts < `until`, in key order, at one
+        revision: read in slices of time sized to about a page each, since an etcd Range
+        costs as much as the keys between its ends, whatever its limit (paging a long range
+        would cost the square of its length)."""
+        end = base + _ts_key(until).encode() if until is not None else prefix_end(base)
+        at = self._revision_now()
+        low = since
+        width = _FIRST_WINDOW_S
+        while True:
+            if low is None or width == 0.0:  # from the first key there is (one long Range)
+                first = self._call(
+                    self._kv.Range,
+                    pb.RangeRequest(
+                        key=base + (_ts_key(low).encode() if low is not None else b""),
+                        range_end=end,
+                        limit=1,
+                        revision=at,
+                    ),
+                )
+                if not first.kvs:
+                    return
+                low, width = _ts_of(first.kvs[0].key[len(base) :]), _FIRST_WINDOW_S
+            high = max(low + width, math.nextafter(low, math.inf))
+            last = high == math.inf or (until is not None and high >= until)
+            got = 0
+            start = base + _ts_key(low).encode()
+            for kv in self._scan(start, end if last else base + _ts_key(high).encode(), at):
+                got += 1
+                yield kv
+            if last:
+                return
+            # About a page a slice; none: find the next key, as far away as it is.
+            width = 0.0 if got == 0 else width / 2 if got > _PAGE else width * 2
+            low = high
+
+    def _revision_now(self) -> int:
+        """etcd's revision now (to read at, from one call to the next)."""
+        found = self._call(self._kv.Range, pb.RangeRequest(key=self._meta, count_only=True))
+        return int(found.header.revision)
 
     def _newest(
         self,
         base: bytes,
-        start: bytes,
-        end: bytes,
+        since: float | None,
         until: float | None,
         keep: Callable[[Entry], bool],
         limit: int,
     ) -> list[Entry]:
-        """The newest `limit` entries in [start, end) that `keep` keeps, oldest first: read
-        in windows back from the newest entry's time (or `until`, if earlier), each twice
-        as long as the one before, so that etcd reads about as much as is returned (it
-        would read a whole range to sort it descending). The first window reaches to `end`,
-        so the newest time, saved by the last batch written, need only be a hint: a later
-        batch with older entries, or a prune, makes a window longer or shorter, no answer
-        different."""
-        oldest = self._call(self._kv.Range, pb.RangeRequest(key=start, range_end=end, limit=1))
-        if not oldest.kvs:
-            return []
-        at = int(oldest.header.revision)
-        floor = oldest.kvs[0].key
-        hint = self._call(self._kv.Range, pb.RangeRequest(key=self._newest_key, revision=at))
+        """The newest `limit` entries under `base` at `since` <= ts < `until` that `keep`
+        keeps, oldest first: read in windows back from the newest entry's time (or
+        `until`, if earlier), each twice as long as the one before, so that etcd reads
+        about as much as is returned (it would read a whole range to sort it descending).
+        The first window reaches to the end, so the newest time, saved by the last batch
+        written, need only be a hint: a later batch with older entries, or a prune, makes
+        a window longer or shorter, no answer different. After an empty window, one Range
+        asks whether anything is older."""
+        start = base + (_ts_key(since).encode() if since is not None else b"")
+        high = base + _ts_key(until).encode() if until is not None else prefix_end(base)
+        hint = self._call(self._kv.Range, pb.RangeRequest(key=self._newest_key))
+        at = int(hint.header.revision)
         newest = float(orjson.loads(hint.kvs[0].value)) if hint.kvs else self._clock.now()
         top = newest if until is None else min(until, newest)
-        width, high = _FIRST_WINDOW_S, end
+        width = _FIRST_WINDOW_S
         found: list[Entry] = []
-        while len(found) < limit and high > floor:
-            low = max(base + _ts_key(top - width).encode(), floor)
-            window = [e for kv in self._scan(low, high, at) if keep(e := orjson.loads(kv.value))]
+        while len(found) < limit and high > start:
+            low = max(base + _ts_key(top - width).encode(), start)
+            kvs = list(self._scan(low, high, at))
+            window = [entry for kv in kvs if keep(entry := orjson.loads(kv.value))]
+            if not kvs and low > start:
+                older = pb.RangeRequest(key=start, range_end=low, limit=1, revision=at)
+                if not self._call(self._kv.Range, older).kvs:
+                    break
             found[:0] = window
             high, width = low, width * 2
         return found[-limit:]
@@ -516,6 +562,14 @@ def _ts_key(ts: float) -> str:
     (bits,) = struct.unpack(">Q", struct.pack(">d", float(ts) + 0.0))  # -0.0 as 0.0
     bits = bits ^ 0xFFFF_FFFF_FFFF_FFFF if bits >> 63 else bits | (1 << 63)
     return f"{bits:016x}"
+
+
+def _ts_of(key: bytes) -> float:
+    """The time a key spells in its first 16 hex digits (`_ts_key` undone)."""
+    bits = int(key[:16], 16)
+    bits = bits & ~(1 << 63) if bits >> 63 else bits ^ 0xFFFF_FFFF_FFFF_FFFF
+    (ts,) = struct.unpack(">d", struct.pack(">Q", bits))
+    return float(ts)
 
 
 def _quote(text: str) -> str:
