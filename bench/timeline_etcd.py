@@ -16,7 +16,8 @@ What is measured, and the key it is reported under:
   `append_cpu_us_per_entry`: this process's CPU per entry of the large batches.
 * `window_10m_ms` (and `window_10m_entries`, the median count), `object_history_ms` (one
   object's whole history), `object_window_1h_ms`: as bench/timeline.py.
-* `newest_50_ms`: `query(limit=50)`, the newest entries (`setpoint timeline --limit 50`).
+* `newest_50_ms`: `query(limit=50)`, the newest entries (`setpoint timeline --limit 50`);
+  `query_all_per_s`: entries per second of one `query()` of everything.
 * `prune_per_s`: entries deleted per second by `prune(max_entries=ENTRIES // 2)`.
 """
 
@@ -119,7 +120,9 @@ def queries(timeline: Timeline) -> dict[str, Any]:
             timed(lambda about=about, t=t: timeline.query(object=about, since=t, until=t + 3600))[0]
         )
         newest.append(timed(lambda: timeline.query(limit=50))[0])
+    ms, everything = timed(timeline.query)
     return {
+        "query_all_per_s": round(len(everything) / (ms / 1000.0)),
         "window_10m_ms": median_ms(windows),
         "window_10m_entries": statistics.median(counts),
         "object_history_ms": median_ms(histories),

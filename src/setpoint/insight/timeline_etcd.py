@@ -77,6 +77,8 @@ _MAX_BYTES = 1 << 20
 `--max-request-bytes` is 1.5 MiB; the rest is room for the request's framing)."""
 _PAGE = 500
 """Keys read per Range call."""
+_PLAIN_RANGE = 4 * _PAGE
+"""Keys left in a range up to which it is read in plain pages (see `_between`)."""
 _PRUNE_CHUNK = 1_000
 """Entries deleted per step of `prune`."""
 _STALE_STAGING_S = 3600.0
@@ -364,44 +366,45 @@ class EtcdTimeline(Timeline):
             raise Invalid("must be >= 0", field="max_entries")
         deleted = 0
         if max_age_s is not None:
-            cutoff = self._entries + _ts_key(self._clock.now() - max_age_s).encode()
-            while (gone := self._delete_oldest(cutoff, _PRUNE_CHUNK)) > 0:
-                deleted += gone
+            deleted += self._delete_oldest(self._clock.now() - max_age_s, None)
         if max_entries is not None:
             excess = self.count() - max_entries
-            while excess > 0:
-                gone = self._delete_oldest(prefix_end(self._entries), min(excess, _PRUNE_CHUNK))
-                if gone == 0:
-                    break
-                excess -= gone
-                deleted += gone
+            if excess > 0:
+                deleted += self._delete_oldest(None, excess)
         self._drop_stale_staging()
         return deleted
 
-    def _delete_oldest(self, before: bytes, most: int) -> int:
-        """Delete up to `most` of the oldest entries with keys before `before`, their object
-        copies first; return how many."""
+    def _delete_oldest(self, before: float | None, most: int | None) -> int:
+        """Delete the oldest entries, those before `before` (None: any), at most `most`
+        (None: all), a chunk at a time; return how many went."""
+        deleted, chunk = 0, list[Any]()
+        for kv in self._between(self._entries, None, before):
+            if most is not None and deleted + len(chunk) >= most:
+                break
+            chunk.append(kv)
+            if len(chunk) == _PRUNE_CHUNK:
+                deleted, chunk = deleted + self._delete(chunk), []
+        return deleted + (self._delete(chunk) if chunk else 0)
+
+    def _delete(self, kvs: list[Any]) -> int:
+        """Delete the entries `kvs` (a run of `e/` keys, oldest first), their object copies
+        first (one range per object: its copies carry the same suffixes); return how many
+        went."""
+        spans: dict[bytes, tuple[bytes, bytes]] = {}  # object prefix -> (first, last)
+        for kv in kvs:
+            suffix = kv.key[len(self._entries) :]
+            where = self._object_prefix(object_of(orjson.loads(kv.value)))
+            first, _ = spans.get(where, (suffix, suffix))
+            spans[where] = (first, suffix)
+        copies = [
+            _delete_range(where + first, where + last + b"\0")
+            for where, (first, last) in spans.items()
+        ]
         with self._lock:
-            found = self._call(
-                self._kv.Range, pb.RangeRequest(key=self._entries, range_end=before, limit=most)
-            )
-            if not found.kvs:
-                return 0
-            spans: dict[bytes, tuple[bytes, bytes]] = {}  # object prefix -> (first, last)
-            for kv in found.kvs:
-                suffix = kv.key[len(self._entries) :]
-                where = self._object_prefix(object_of(orjson.loads(kv.value)))
-                first, _ = spans.get(where, (suffix, suffix))
-                spans[where] = (first, suffix)
-            copies = [
-                _delete_range(where + first, where + last + b"\0")
-                for where, (first, last) in spans.items()
-            ]
             for chunk in _chunks(copies):
                 self._txn([], chunk)
-            last = found.kvs[-1].key
-            gone = self._txn([], [_delete_range(self._entries, last + b"\0")])
-            return int(gone.responses[0].response_delete_range.deleted)
+            gone = self._txn([], [_delete_range(kvs[0].key, kvs[-1].key + b"\0")])
+        return int(gone.responses[0].response_delete_range.deleted)
 
     def _drop_stale_staging(self) -> None:
         with self._lock:
@@ -460,44 +463,42 @@ class EtcdTimeline(Timeline):
 
     def _between(self, base: bytes, since: float | None, until: float | None) -> Iterator[Any]:
         """Every key-value under `base` at `since` <= ts < `until`, in key order, at one
-        revision: read in slices of time sized to about a page each, since an etcd Range
-        costs as much as the keys between its ends, whatever its limit (paging a long range
-        would cost the square of its length)."""
+        revision. An etcd Range costs as much as the keys between its ends, whatever its
+        limit, so paging a long range would cost the square of its length: a first page
+        says how many keys are left (its count); past `_PLAIN_RANGE` of them the rest is
+        read in slices of time sized to about a page each, and after an empty slice
+        another such page finds the next key, however far."""
+        start = base + (_ts_key(since).encode() if since is not None else b"")
         end = base + _ts_key(until).encode() if until is not None else prefix_end(base)
-        at = self._revision_now()
-        low = since
-        width = _FIRST_WINDOW_S
+        at, width = 0, _FIRST_WINDOW_S
         while True:
-            if low is None or width == 0.0:  # from the first key there is (one long Range)
-                first = self._call(
-                    self._kv.Range,
-                    pb.RangeRequest(
-                        key=base + (_ts_key(low).encode() if low is not None else b""),
-                        range_end=end,
-                        limit=1,
-                        revision=at,
-                    ),
-                )
-                if not first.kvs:
-                    return
-                low, width = _ts_of(first.kvs[0].key[len(base) :]), _FIRST_WINDOW_S
-            high = max(low + width, math.nextafter(low, math.inf))
-            last = high == math.inf or (until is not None and high >= until)
-            got = 0
-            start = base + _ts_key(low).encode()
-            for kv in self._scan(start, end if last else base + _ts_key(high).encode(), at):
-                got += 1
-                yield kv
-            if last:
+            page = self._call(
+                self._kv.Range,
+                pb.RangeRequest(key=start, range_end=end, limit=_PAGE, revision=at),
+            )
+            at = at or int(page.header.revision)
+            yield from page.kvs
+            if not page.more or not page.kvs:
                 return
-            # About a page a slice; none: find the next key, as far away as it is.
-            width = 0.0 if got == 0 else width / 2 if got > _PAGE else width * 2
-            low = high
-
-    def _revision_now(self) -> int:
-        """etcd's revision now (to read at, from one call to the next)."""
-        found = self._call(self._kv.Range, pb.RangeRequest(key=self._meta, count_only=True))
-        return int(found.header.revision)
+            start = page.kvs[-1].key + b"\0"
+            if page.count <= _PLAIN_RANGE:
+                yield from self._scan(start, end, at)
+                return
+            low = _ts_of(page.kvs[-1].key[len(base) :])
+            while True:
+                high = max(low + width, math.nextafter(low, math.inf))
+                last = high == math.inf or (until is not None and high >= until)
+                stop = end if last else base + _ts_key(high).encode()
+                got = 0
+                for kv in self._scan(start, stop, at):
+                    got += 1
+                    yield kv
+                if last:
+                    return
+                start, low = stop, high
+                if got == 0:
+                    break  # a first page again
+                width = width / 2 if got > _PAGE else width * 2 if got < _PAGE // 2 else width
 
     def _newest(
         self,
