@@ -16,9 +16,10 @@ under `<prefix>timeline/` (T below), never under the store's object keys (`<pref
     T newest                     the newest `ts` of the last batch written (`_newest`)
     T p/<tag>, T p/<tag>/<rest>  a large batch, staged: <rest> is the key it goes to
 
-A time window is a key range of `e/` (or of one object's `o/`), read in pages at one
-revision; `limit` reads windows back from the newest entry (or `until`), doubling, so etcd
-never sorts.
+A time window is a key range of `e/` (or of one object's `o/`), read at one revision. An
+etcd Range costs as much as the keys between its ends, whatever its limit, so a long range
+is read in slices of time of about a page each (`_between`), and `limit` reads windows
+back from the newest entry (or `until`), doubling, so that etcd never sorts (`_newest`).
 
 Writes. etcd takes at most 128 operations and about 1.5 MiB per request, so:
 
@@ -39,10 +40,10 @@ Writes. etcd takes at most 128 operations and about 1.5 MiB per request, so:
 * A batch with neither (plain `append`) goes in chunks as they fit: each chunk is whole,
   a batch whose process dies half-way is half there.
 
-Retention (`prune`) deletes the oldest `e/` keys a chunk at a time, with their `o/`
-copies (one range per object in the chunk: its copies carry the same suffixes). etcd keeps
-the deleted values until the cluster is compacted (the store compacts as `?history=N`
-says, or the operator's `--auto-compaction-*`).
+Retention (`prune`) reads the oldest `e/` keys as queries do and deletes them a chunk at a
+time, with their `o/` copies (one range per object in the chunk: its copies carry the same
+suffixes). etcd keeps the deleted values until the cluster is compacted (the store
+compacts as `?history=N` says, or the operator's `--auto-compaction-*`).
 
 I/O: a synchronous gRPC channel of its own with setpoint's generated KV stub
 (`setpoint.store.etcd_api`, the `setpoint[etcd]` extra); thread-safe (one lock). What goes
@@ -84,7 +85,8 @@ _PRUNE_CHUNK = 1_000
 _STALE_STAGING_S = 3600.0
 """Seconds after which `prune` removes a batch's staging that never committed."""
 _FIRST_WINDOW_S = 60.0
-"""The first window `query(limit=)` reads back from its end (then twice as far, ...)."""
+"""Seconds of the first window `query(limit=)` reads back from its end (then twice as far,
+...), and of the first slice of a long range (`_between`)."""
 _CHANNEL_OPTIONS = (
     ("grpc.max_receive_message_length", -1),
     ("grpc.max_send_message_length", -1),
