@@ -34,8 +34,9 @@ import pytest
 import yaml
 from timeline_support import of_type, wait_for_entries
 
+from etcd_server import free_port
 from setpoint.engine import builtin_kinds
-from setpoint.errors import Invalid
+from setpoint.errors import Invalid, StoreUnavailable
 from setpoint.insight.recorder import Recorder
 from setpoint.insight.timeline import Checkpoint, CheckpointMoved, Timeline
 from setpoint.insight.timeline_etcd import EtcdTimeline
@@ -263,6 +264,18 @@ def test_objects_by_namespace_and_odd_names(url: str) -> None:
         assert timeline.query(object=ref("a/b", namespace=None)) == [here, there]
         assert timeline.query(object={"kind": "Node", "name": "n1", "namespace": ""}) == [bare]
         assert timeline.query(object=ref("a", namespace=None)) == [log(T0 + 3, "a")]
+
+
+def test_refusals_are_one_line_and_write_nothing(url: str) -> None:
+    with Timeline.open(url) as timeline:
+        with pytest.raises(Invalid, match="too large for etcd"):
+            timeline.append_many([log(T0), log(T0 + 1, line="x" * 600_000)])
+        assert timeline.count() == 0
+    with pytest.raises(Invalid, match="want etcd://host:port"):
+        Timeline.open("etcd://127.0.0.1:2379?prefix=/no-slash")
+    nowhere = Timeline.open(f"etcd://127.0.0.1:{free_port()}")  # nothing listens there
+    with nowhere, pytest.raises(StoreUnavailable, match="did not answer"):
+        nowhere.count()
 
 
 async def test_the_timeline_keeps_apart_from_the_stores_objects(url: str, etcd: Etcd) -> None:
