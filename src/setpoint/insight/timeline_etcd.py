@@ -1,7 +1,8 @@
 """The timeline of an `etcd://` store, kept in that etcd cluster beside the store's objects.
 
-`EtcdTimeline` has the public interface of `setpoint.insight.timeline.Timeline` (appending,
-the recorder's checkpoint and claim, retention, queries oldest first) and the same entries;
+`EtcdTimeline` has the public interface of `setpoint.insight.timeline.Timeline`
+(`setpoint.insight.timeline_base.TimelineBackend`: appending, the recorder's checkpoint and
+claim, retention, queries oldest first) and the same entries;
 `Timeline.of_store` returns one for an `etcd://host:port?prefix=/p/` URL. Its keys live
 under `<prefix>timeline/` (T below), never under the store's object keys (`<prefix>o/`):
 
@@ -65,7 +66,7 @@ import orjson
 
 from setpoint.clock import SYSTEM_CLOCK, Clock
 from setpoint.errors import Error, Invalid, StoreUnavailable
-from setpoint.insight.timeline import Checkpoint, CheckpointMoved, Entry, Timeline, object_of
+from setpoint.insight.timeline_base import Checkpoint, CheckpointMoved, Entry, object_of
 from setpoint.store.etcd import CALL_TIMEOUT, prefix_end
 from setpoint.store.etcd_api import etcdserverpb_pb2 as pb
 from setpoint.store.etcd_api import etcdserverpb_pb2_grpc as pb_grpc
@@ -100,10 +101,10 @@ Op = tuple[bytes, bytes | None]
 """One write: a key and its value (None: delete the key)."""
 
 
-class EtcdTimeline(Timeline):
+class EtcdTimeline:
     """A timeline in the etcd cluster at `address` ("host:port"), under `<prefix>timeline/`
-    (see the module docstring). Open with `of_url`; every public method of `Timeline` is
-    its own (none of the SQL ones' internals is used)."""
+    (see the module docstring): a `TimelineBackend`, as `Timeline` is. Open with
+    `of_url` (or `Timeline.of_store`)."""
 
     def __init__(
         self, address: str, *, prefix: str = "/setpoint/", clock: Clock = SYSTEM_CLOCK
@@ -554,6 +555,9 @@ class EtcdTimeline(Timeline):
 
     def __enter__(self) -> EtcdTimeline:
         return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 # -- keys and requests ---------------------------------------------------------------
