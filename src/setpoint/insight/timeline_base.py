@@ -1,5 +1,6 @@
 """What every timeline shares, whatever keeps it: an entry's type, the recorder's checkpoint,
-the refusal of a checkpoint that moved, and the interface (`TimelineBackend`) that the SQL
+the refusal of a checkpoint that moved (`CheckpointMoved`, defined in `setpoint.errors`
+with every error), and the interface (`TimelineBackend`) that the SQL
 timeline (`setpoint.insight.timeline.Timeline`) and the etcd one
 (`setpoint.insight.timeline_etcd.EtcdTimeline`) both have, which the recorder and the
 readers use. Both modules import this one and neither imports the other at module level
@@ -14,7 +15,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, Self
 
-from setpoint.errors import Conflict
+from setpoint.errors import CheckpointMoved as CheckpointMoved
 
 Entry = dict[str, Any]
 """One timeline entry (see `setpoint.insight.timeline`)."""
@@ -27,10 +28,6 @@ class Checkpoint:
 
     revision: int
     seen: Mapping[str, Any]
-
-
-class CheckpointMoved(Conflict):
-    """Another recorder saved a checkpoint since this one read it: nothing was written."""
 
 
 def object_of(entry: Mapping[str, Any]) -> Mapping[str, Any]:
