@@ -23,6 +23,7 @@ PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
 NEEDS_EXTRA = {
     "setpoint.insight.rca",
     "setpoint.insight.petshop",
+    "setpoint.insight.timeline_etcd",
     "setpoint.store.etcd",
     "setpoint.store.etcd_api.etcdserverpb_pb2",
     "setpoint.store.etcd_api.etcdserverpb_pb2_grpc",

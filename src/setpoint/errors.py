@@ -8,6 +8,8 @@
     ├── NotFound           the object does not exist
     ├── AlreadyExists      create of a name that is taken
     ├── Conflict           stale resourceVersion: re-read, re-apply, retry
+    │   └── CheckpointMoved  another recorder moved the timeline's checkpoint: nothing was
+    │                      written (`Timeline.append_many(after=)`)
     ├── Gone               watch history compacted past the requested revision: relist
     ├── BadRequest         an HTTP request the API cannot read (a bad query, body or selector)
     ├── Unauthorized       no valid credentials (HTTP 401)
@@ -93,6 +95,11 @@ class Conflict(Error):
     def __init__(self, message: str = "", *, causes: list[dict[str, str]] | None = None) -> None:
         super().__init__(message)
         self.causes: list[dict[str, str]] = list(causes or ())
+
+
+class CheckpointMoved(Conflict):
+    """Another recorder saved a timeline checkpoint since this one read it: nothing was
+    written (`setpoint.insight.timeline.Timeline.append_many`)."""
 
 
 class Gone(Error):

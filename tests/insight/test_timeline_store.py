@@ -58,7 +58,7 @@ def sample() -> list[dict[str, Any]]:
     ]
 
 
-@pytest.fixture(params=["memory", "file", "postgresql"])
+@pytest.fixture(params=["memory", "file", "postgresql", "etcd"])
 def timeline(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Timeline]:
     with Timeline.open(where(request.param, request, tmp_path)) as timeline:
         yield timeline
@@ -70,6 +70,8 @@ def where(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
         return "memory://"
     if backend == "postgresql":
         return str(request.getfixturevalue("postgresql_server").new_url("timeline"))
+    if backend == "etcd":
+        return str(request.getfixturevalue("etcd_server").new_url())
     return str(tmp_path / "state.db")
 
 
@@ -119,21 +121,23 @@ def test_prune_deletes_in_chunks_across_many_rows() -> None:
     assert timeline.count() == 1_000
 
 
-@pytest.mark.parametrize("backend", ["file", "postgresql"])
+@pytest.mark.parametrize("backend", ["file", "postgresql", "etcd"])
 def test_checkpoint_is_saved_with_entries_and_updates_by_key(
     request: pytest.FixtureRequest, tmp_path: Path, backend: str
 ) -> None:
     path = where(backend, request, tmp_path)
     with Timeline.open(path) as timeline:
         assert timeline.checkpoint() is None
+        assert timeline.revision() == 0
         timeline.append_many(sample()[:1], Checkpoint(7, {"a": {"x": 1}, "b": {"y": 2}}))
         timeline.append_many([], Checkpoint(9, {"a": None, "c": {"z": 3}}))
     with Timeline.open(path) as reopened:
         assert reopened.checkpoint() == Checkpoint(9, {"b": {"y": 2}, "c": {"z": 3}})
+        assert reopened.revision() == 9
         assert reopened.count() == 1
 
 
-@pytest.mark.parametrize("backend", ["file", "postgresql"])
+@pytest.mark.parametrize("backend", ["file", "postgresql", "etcd"])
 def test_two_recorders_never_record_one_stretch_of_history(
     request: pytest.FixtureRequest, tmp_path: Path, backend: str
 ) -> None:
@@ -149,7 +153,7 @@ def test_two_recorders_never_record_one_stretch_of_history(
         assert first.count() == 2
 
 
-@pytest.mark.parametrize("backend", ["file", "postgresql"])
+@pytest.mark.parametrize("backend", ["file", "postgresql", "etcd"])
 def test_one_live_recorder_at_a_time_until_its_word_runs_out(
     request: pytest.FixtureRequest, tmp_path: Path, backend: str
 ) -> None:

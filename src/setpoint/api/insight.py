@@ -68,7 +68,7 @@ from setpoint.insight.ranking import (
     target_state,
 )
 from setpoint.insight.recorder import Recorder
-from setpoint.insight.timeline import Timeline, timeline_url_of
+from setpoint.insight.timeline import Timeline, TimelineBackend, timeline_url_of
 from setpoint.model import READY, STALLED, Kind, Object, get_condition
 from setpoint.model.redaction import Redactor
 from setpoint.model.selectors import parse_selector
@@ -239,7 +239,7 @@ class _Insight:
 
     # -- timeline and explain ------------------------------------------------------------
 
-    def _open_timeline(self) -> Timeline | None:
+    def _open_timeline(self) -> TimelineBackend | None:
         return Timeline.of_store(self.timeline_url) if self.timeline_url is not None else None
 
     async def _catch_up(self) -> None:

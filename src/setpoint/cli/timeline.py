@@ -28,6 +28,7 @@ from setpoint.insight.timeline import (
     TYPES,
     Entry,
     Timeline,
+    TimelineBackend,
     dump_jsonl,
     object_of,
 )
@@ -87,7 +88,7 @@ def _object(ctx: Context, arg: str | None) -> dict[str, Any] | None:
     return {"kind": kind.kind, "name": name, "namespace": ctx.namespace_of(kind) or ""}
 
 
-async def recorded_timeline(ctx: Context) -> Timeline:
+async def recorded_timeline(ctx: Context) -> TimelineBackend:
     """The timeline kept with the store, caught up with it first (`Recorder.catch_up`: what
     a controller with a manager of its own, or a client, wrote while no engine recorded is
     on it too). `Invalid` for a store that keeps none."""
@@ -105,8 +106,8 @@ async def recorded_timeline(ctx: Context) -> Timeline:
         timeline = Timeline.of_store(ctx.store_url)
     except Invalid:
         raise Invalid(
-            f"no recorded timeline for {ctx.store_shown} (sqlite:/// and postgresql:// stores "
-            f"keep one); {hint}"
+            f"no recorded timeline for {ctx.store_shown} (sqlite:///, postgresql:// and etcd:// "
+            f"stores keep one); {hint}"
         ) from None
     try:
         async with ctx.open_store() as store:

@@ -68,7 +68,13 @@ from typing import Any, cast
 from setpoint.clock import SYSTEM_CLOCK, Clock
 from setpoint.errors import Gone, Invalid, StoreClosed, UnknownKind
 from setpoint.insight.templates import TemplateMiner
-from setpoint.insight.timeline import Checkpoint, CheckpointMoved, Entry, Timeline
+from setpoint.insight.timeline import (
+    Checkpoint,
+    CheckpointMoved,
+    Entry,
+    Timeline,
+    TimelineBackend,
+)
 from setpoint.model import Object
 from setpoint.model.redaction import Redactor, secret_values
 from setpoint.model.wellknown import CHANGED_AT, CHANGED_BY, child_name
@@ -606,7 +612,7 @@ class Recorder:
     def __init__(
         self,
         store: Store,
-        timeline: Timeline,
+        timeline: TimelineBackend,
         *,
         log_dir: Path | None = None,
         clock: Clock = SYSTEM_CLOCK,

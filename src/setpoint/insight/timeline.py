@@ -45,13 +45,15 @@ from urllib.parse import urlsplit
 import orjson
 
 from setpoint.clock import SYSTEM_CLOCK, Clock
-from setpoint.errors import Conflict, Invalid, StoreUnavailable
+from setpoint.errors import Invalid, StoreUnavailable
 from setpoint.files import ensure_private_dir, make_private, sqlite_files
+from setpoint.insight.timeline_base import Checkpoint as Checkpoint
+from setpoint.insight.timeline_base import CheckpointMoved as CheckpointMoved
+from setpoint.insight.timeline_base import Entry as Entry
+from setpoint.insight.timeline_base import TimelineBackend as TimelineBackend
+from setpoint.insight.timeline_base import object_of as object_of
 from setpoint.store import postgres_conninfo, sqlite_path
 from setpoint.store.urls import shown_url
-
-Entry = dict[str, Any]
-"""One timeline entry (see the module docstring)."""
 
 _SQLITE_SCHEMA = """
 CREATE TABLE IF NOT EXISTS timeline (
@@ -84,19 +86,6 @@ TYPES = ("write", "change", "condition", "event", "exit", "log", "edge")
 """The entry types the recorder writes (readers must accept others too)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Checkpoint:
-    """Where the recorder stands: the store `revision` it recorded up to, and its last view
-    of each object by key (`None` in an update: the object is gone)."""
-
-    revision: int
-    seen: Mapping[str, Any]
-
-
-class CheckpointMoved(Conflict):
-    """Another recorder saved a checkpoint since this one read it: nothing was written."""
-
-
 def timeline_path_for(store_url: str) -> Path | None:
     """The database file holding the timeline of the SQLite store at `store_url`: the
     store's own file; None for other stores (see `Timeline.of_store`)."""
@@ -113,12 +102,6 @@ def timeline_url_of(store: object) -> str | None:
         return f"sqlite:///{path}"
     conninfo = getattr(store, "conninfo", None)
     return conninfo if isinstance(conninfo, str) else None
-
-
-def object_of(entry: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The object an entry is about (an edge's `from`)."""
-    found = entry.get("object") or entry.get("from") or {}
-    return found if isinstance(found, Mapping) else {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,7 +157,7 @@ class Timeline:
         self._meta_table = f"{dialect.table}_meta"
 
     @classmethod
-    def open(cls, url_or_path: str | Path, *, clock: Clock = SYSTEM_CLOCK) -> Timeline:
+    def open(cls, url_or_path: str | Path, *, clock: Clock = SYSTEM_CLOCK) -> TimelineBackend:
         """The timeline of a store URL (`of_store`) or in the SQLite file at a path
         (created if missing)."""
         text = str(url_or_path)
@@ -183,21 +166,34 @@ class Timeline:
         return cls._sqlite_file(Path(text), clock=clock)
 
     @classmethod
-    def of_store(cls, store_url: str, *, clock: Clock = SYSTEM_CLOCK) -> Timeline:
+    def of_store(cls, store_url: str, *, clock: Clock = SYSTEM_CLOCK) -> TimelineBackend:
         """The timeline kept with the store at `store_url`, shared by every process and host
         that uses the store: in the SQLite store's file, in the PostgreSQL store's database
-        (tables `setpoint_timeline*`); for `memory://` a fresh one in memory. Other stores
-        keep none: `Invalid`."""
+        (tables `setpoint_timeline*`), in the etcd store's cluster (keys under its prefix:
+        `setpoint.insight.timeline_etcd`); for `memory://` a fresh one in memory. Other
+        stores keep none: `Invalid`."""
         scheme = urlsplit(store_url).scheme
         if scheme == "memory":
             return cls.memory(clock=clock)
         if scheme in ("postgresql", "postgres"):
             return cls._postgres(store_url, clock=clock)
+        if scheme == "etcd":
+            try:
+                from setpoint.insight.timeline_etcd import EtcdTimeline
+            except ImportError as exc:
+                if not (exc.name or "grpc").startswith(("grpc", "google")):
+                    raise
+                raise Invalid(
+                    f"{shown_url(store_url)!r}: the etcd timeline needs the etcd extra"
+                    " (pip install 'setpoint[etcd]')",
+                    field="store",
+                ) from None
+            return EtcdTimeline.of_url(store_url, clock=clock)
         path = timeline_path_for(store_url)
         if path is None:
             raise Invalid(
-                f"{shown_url(store_url)!r}: this store keeps no timeline (sqlite:/// and "
-                "postgresql:// stores do)",
+                f"{shown_url(store_url)!r}: this store keeps no timeline (sqlite:///, "
+                "postgresql:// and etcd:// stores do)",
                 field="store",
             )
         return cls._sqlite_file(path, clock=clock)
