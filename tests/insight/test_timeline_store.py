@@ -20,7 +20,9 @@ from setpoint.insight.timeline import (
     Timeline,
     dump_jsonl,
     timeline_path_for,
+    timeline_url_of,
 )
+from setpoint.store import open_store
 from setpoint.testing import ManualClock
 
 T0 = 1_700_000_000.0
@@ -220,3 +222,26 @@ def test_timeline_path_for_store_urls() -> None:
     assert timeline_path_for("memory://") is None
     with Timeline.open("memory://") as in_memory:
         assert in_memory.count() == 0
+
+
+@pytest.mark.parametrize("backend", ["file", "postgresql", "etcd"])
+async def test_an_open_store_names_the_timeline_its_url_opens(
+    request: pytest.FixtureRequest, tmp_path: Path, backend: str
+) -> None:
+    """What the API server reads (`timeline_url_of` its open store) is what the CLI reads
+    (`Timeline.of_store` of the store's URL)."""
+    url = where(backend, request, tmp_path)
+    if backend == "file":
+        url = f"sqlite:///{url}"
+    store = await open_store(url, create=True)
+    try:
+        served = timeline_url_of(store)
+        assert served is not None
+        with Timeline.of_store(served) as through_server, Timeline.of_store(url) as through_cli:
+            through_server.append_many(sample())
+            assert through_cli.query() == sample()
+    finally:
+        await store.close()
+    in_memory = await open_store("memory://")
+    assert timeline_url_of(in_memory) is None  # its timeline is the engine's, in memory
+    await in_memory.close()

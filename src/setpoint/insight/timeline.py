@@ -40,7 +40,7 @@ from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit
 
 import orjson
 
@@ -96,12 +96,18 @@ def timeline_path_for(store_url: str) -> Path | None:
 
 def timeline_url_of(store: object) -> str | None:
     """The store URL whose timeline (`Timeline.of_store`) goes with an open `store`: its
-    SQLite file's, its PostgreSQL database's; None for a store that keeps none."""
+    SQLite file's, its PostgreSQL database's, its etcd cluster's; None for a store that
+    keeps none."""
     path = getattr(store, "path", None)
     if isinstance(path, str) and path != ":memory:":
         return f"sqlite:///{path}"
     conninfo = getattr(store, "conninfo", None)
-    return conninfo if isinstance(conninfo, str) else None
+    if isinstance(conninfo, str):
+        return conninfo
+    address, prefix = getattr(store, "address", None), getattr(store, "prefix", None)
+    if isinstance(address, str) and isinstance(prefix, str):
+        return f"etcd://{address}?{urlencode({'prefix': prefix})}"
+    return None
 
 
 @dataclass(frozen=True, slots=True)

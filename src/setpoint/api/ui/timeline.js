@@ -48,7 +48,7 @@ export function showTimeline({ main, kinds }) {
     const writes = entries.filter((e) => e.type === "write" && !HIDDEN.has((e.object || {}).kind));
     audit.replaceChildren(...writes.reverse().slice(0, 200).map(auditRow));
     const lanes = [...new Set(shown.map((e) => refKey(e.object || {})))].sort();
-    if (!shown.length) { chart.replaceChildren(el("p", { class: "hint", text: "nothing recorded yet (the timeline is kept with a sqlite or postgresql store)" })); return; }
+    if (!shown.length) { chart.replaceChildren(el("p", { class: "hint", text: "nothing recorded yet (the timeline is kept with a sqlite, postgresql or etcd store)" })); return; }
     const t0 = shown[0].ts, t1 = Math.max(shown[shown.length - 1].ts, t0 + 1);
     const x = (ts) => LEFT + ((ts - t0) / (t1 - t0)) * (WIDTH - LEFT - 20);
     const height = 40 + lanes.length * LANE;
