@@ -40,9 +40,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from setpoint.insight.index import TimelineIndex
 from setpoint.insight.ranking import (
     RankingSettings,
-    TimelineIndex,
     find_failure,
     hops_from,
     rank,

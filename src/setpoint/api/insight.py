@@ -52,10 +52,10 @@ from setpoint.engine import workspace_of
 from setpoint.errors import BadRequest, Error, NotFound
 from setpoint.insight.blockers import root_blockers
 from setpoint.insight.entries import ObjectRef
+from setpoint.insight.index import TimelineIndex
 from setpoint.insight.ranking import (
     Failure,
     RankingSettings,
-    TimelineIndex,
     confident,
     find_failure,
     rank,

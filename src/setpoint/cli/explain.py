@@ -47,11 +47,11 @@ from setpoint.insight.entries import (
     resolve_kind,
     split_object_arg,
 )
+from setpoint.insight.index import TimelineIndex
 from setpoint.insight.ranking import (
     Candidate,
     Failure,
     RankingSettings,
-    TimelineIndex,
     confident,
     find_failure,
     rank,
