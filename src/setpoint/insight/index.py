@@ -163,10 +163,14 @@ def _value_key(value: Any) -> bytes:
 
 @dataclass(frozen=True)
 class Edge:
+    """A dependency (`dependsOn`), ownership (`ownerReference`) or input (`uses`) edge, as of
+    `ts`; `position` is its entry's index in the timeline."""
+
     ts: float
     source: ObjectRef
     target: ObjectRef
     relation: str
+    position: int = -1
 
 
 @dataclass(frozen=True)
@@ -260,7 +264,9 @@ class TimelineIndex:
             if kind == "edge":
                 source, target = ref_of(entry.get("from")), ref_of(entry.get("to"))
                 if source is not None and target is not None:
-                    index.edges.append(Edge(ts, source, target, str(entry.get("relation"))))
+                    index.edges.append(
+                        Edge(ts, source, target, str(entry.get("relation")), position)
+                    )
                     index.edge_ts.append(ts)
                 continue
             ref = ref_of(entry.get("object"))
@@ -466,6 +472,9 @@ class TimelineIndex:
             if edge.relation == "dependsOn":
                 graph[edge.source].append((edge.target, 1, "dependsOn"))
                 graph[edge.target].append((edge.source, 2, "is depended on by"))
+            elif edge.relation == "uses":  # an input: a Secret its env takes values from
+                graph[edge.source].append((edge.target, 1, "uses"))
+                graph[edge.target].append((edge.source, 2, "is used by"))
             else:
                 graph[edge.source].append((edge.target, 1, "ownedBy"))
                 graph[edge.target].append((edge.source, 1, "owns"))

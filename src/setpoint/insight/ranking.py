@@ -16,7 +16,7 @@ changes within `RankingSettings.horizon_s` before it, and the first symptoms (be
 product of factors, each a reason to believe it:
 
     score = prior x time_factor ** w_time x graph_factor ** w_graph
-            x (1 + w_history * cooccurrence) x (1 + w_novelty * novelty)
+            x history ** w_history x (1 + w_novelty * novelty)
             x (1 + w_evidence * 4 * evidence) x (precedence_penalty if it came too late)
 
 * prior: what the entry is. A spec change can change what runs (1.0); a `spec.replicas`
@@ -31,9 +31,13 @@ product of factors, each a reason to believe it:
   what the target depends on and both ways along ownership; against a dependency counts two
   hops): each hop halves the belief. Unconnected objects count as 4 hops (edges may be
   missing from a timeline, so not zero).
-* cooccurrence: in the history before the candidate window, the share of changes of this kind
-  (object kind and path, list indices dropped) that a failure of this kind (the target's kind
-  and failure class) followed within `follow_s`, add-one smoothed: 0 without history.
+* history: in the history before the candidate window, how often changes of this kind
+  (object kind and path, list indices dropped) were followed within `follow_s` by a failure
+  of this kind (the target's kind and failure class), against an even chance: 2 x (followed
+  + 1) / (made + 2) (Laplace's rule of succession), 1 without history. A kind of change
+  made three times before with nothing following (a routine log level) counts 0.4; one
+  followed by such a failure each time it was made, up to 2. The kind of change most
+  telling of the change's paths counts.
 * novelty: a change sets a value the path never had before; a log line's template never
   appeared for that object before.
 * evidence: the changed object (or one it owns) showed a new symptom after the change and
@@ -128,7 +132,7 @@ import heapq
 from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import orjson
@@ -147,6 +151,8 @@ from setpoint.insight.index import (
     symptom_of,
     template_of,
 )
+from setpoint.insight.onsets import Trouble, mentions, reach, troubles
+from setpoint.insight.paths import Hop, edges_by_pair, verified_path
 
 
 def change_prior(paths: Sequence[str], settings: RankingSettings) -> float:
@@ -218,6 +224,12 @@ class Candidate:
     """The chain from the target to the entry's object (the target alone for its own
     entries): a root blocker's chain, else the shortest path along dependency and ownership
     edges; empty when they are not connected."""
+    doubted: bool = False
+    """A change the ranking found a reason against: the target was Ready again after it, it
+    ended a failure (a fix), its episode ended, or it reaches the target only through new
+    objects."""
+    hops: tuple[Hop, ...] = ()
+    """The verified path: each step of `path` with the timeline entry that shows it."""
 
 
 @dataclass(frozen=True)
@@ -246,7 +258,8 @@ class _Context:
     via: dict[ObjectRef, ObjectRef]
     """Each connected object -> the one before it on its shortest path from the target."""
     first_path_symptom: tuple[float, ObjectRef] | None
-    cooccurrence: dict[str, float]
+    cooccurrence: dict[str, tuple[int, int]]
+    """Change kind -> (times made, times followed by such a failure) before the window."""
     episode: float = float("-inf")
     """When the target was last healthy before its failure (`episode_start`): what came
     before belongs to an earlier episode that ended."""
@@ -317,9 +330,12 @@ def rank(index: TimelineIndex, failure: Failure, settings: RankingSettings) -> l
     scored = [c for p in change_positions if (c := _score_change(ctx, p)) is not None]
     scored += _score_symptoms(ctx)
     scored += _blocker_evidence(ctx)
+    scored += _causes_first(ctx, scored)
     scored.sort(key=lambda c: (-c.score, -float(c.entry["ts"])))
     scored = _best_of_each_entry(scored)
-    return scored[: settings.limit] if settings.limit else scored
+    best = scored[: settings.limit] if settings.limit else scored
+    pairs = edges_by_pair(index, failure.now if failure.now is not None else failure.ts)
+    return [replace(c, hops=verified_path(index, c.path, pairs)) for c in best]
 
 
 def _best_of_each_entry(ranked: list[Candidate]) -> list[Candidate]:
@@ -399,9 +415,11 @@ def _change_kind(ref: ObjectRef, path: str) -> str:
     return f"{ref.kind}:{path_kind(path)}"
 
 
-def _cooccurrence(ctx: _Context, candidates: Sequence[int], window_start: int) -> dict[str, float]:
-    """For each kind of change among the candidates: how often such a change was followed by a
-    failure like this one before the candidate window (add-one smoothed)."""
+def _cooccurrence(
+    ctx: _Context, candidates: Sequence[int], window_start: int
+) -> dict[str, tuple[int, int]]:
+    """For each kind of change among the candidates: how often such a change was made, and
+    followed by a failure like this one, before the candidate window."""
     index, settings, failure = ctx.index, ctx.settings, ctx.failure
     wanted = {
         _change_kind(index.refs[p], path)
@@ -429,7 +447,13 @@ def _cooccurrence(ctx: _Context, candidates: Sequence[int], window_start: int) -
         for k in kinds:
             seen[k] += 1
             followed[k] += hit
-    return {k: followed[k] / (seen[k] + 1) for k in seen}
+    return {k: (seen[k], followed[k]) for k in seen}
+
+
+def _history_factor(made: int, followed: int) -> float:
+    """How much likelier a change is the cause, given how often its kind was followed by
+    such a failure: 2 x (followed + 1) / (made + 2); 1 without history."""
+    return 2.0 * (followed + 1) / (made + 2)
 
 
 def _route(ctx: _Context, obj: ObjectRef) -> tuple[ObjectRef, ...]:
@@ -465,7 +489,12 @@ def _score_change(ctx: _Context, position: int) -> Candidate | None:
     score = change_prior(paths, s) * closeness
     if by_controller(entry):
         score *= s.prior_controller
-    history = max((ctx.cooccurrence.get(_change_kind(obj, p), 0.0) for p in paths), default=0.0)
+    made, followed = max(
+        (ctx.cooccurrence.get(_change_kind(obj, p), (0, 0)) for p in paths),
+        key=lambda mf: abs(_history_factor(*mf) - 1.0),
+        default=(0, 0),
+    )
+    history = _history_factor(made, followed)
     novel = index.novel_paths.get(position, ())
     untouched = (
         any(n == obj and r == "ownedBy" for n, _, r in ctx.graph.get(failure.obj, ()))
@@ -484,7 +513,7 @@ def _score_change(ctx: _Context, position: int) -> Candidate | None:
     ended = _episode_ended(ctx, obj, ts, paths)
     if ended is not None:
         evidence, symptom = 0.0, None  # changed again, then healthy: its episode ended
-    score *= (1 + s.w_history * history) * (1 + s.w_novelty * bool(novel))
+    score *= history**s.w_history * (1 + s.w_novelty * bool(novel))
     score *= 1 + s.w_evidence * s.evidence_gain * evidence
     late = ctx.first_path_symptom is not None and ts > ctx.first_path_symptom[0]
     if late:
@@ -521,8 +550,10 @@ def _score_change(ctx: _Context, position: int) -> Candidate | None:
         parts.append(f"a value {obj} never had before ({', '.join(novel)})")
     if symptom is not None:
         parts.append(f"then {symptom[1]}")
-    if history > 0:
-        parts.append(f"such changes were followed by such failures before ({history:.0%})")
+    if followed > 0:
+        parts.append(f"such changes were followed by such failures before ({followed} of {made})")
+    elif made >= 2:
+        parts.append(f"such changes were made {made} times before with no such failure")
     if late and ctx.first_path_symptom is not None:
         began, failing = ctx.first_path_symptom
         parts.append(f"but {failing} already showed trouble {_ago(ts - began)} before it")
@@ -540,7 +571,9 @@ def _score_change(ctx: _Context, position: int) -> Candidate | None:
         parts.append(
             f"but {failure.obj} was made before it: its owner's change reaches only new ones"
         )
-    return Candidate(entry, round(score, 6), "; ".join(p for p in parts if p), _route(ctx, obj))
+    doubted = healed is not None or ended is not None or untouched or fixed
+    reason = "; ".join(p for p in parts if p)
+    return Candidate(entry, round(score, 6), reason, _route(ctx, obj), doubted)
 
 
 def changes_what_runs(entry: Entry, settings: RankingSettings) -> bool:
@@ -682,13 +715,13 @@ def _upstream(graph: Graph, obj: ObjectRef) -> set[ObjectRef]:
     """What `obj` (or its owner) depends on, directly or not, with the objects those own."""
     starts = [obj, *(n for n, _, rel in graph.get(obj, ()) if rel == "ownedBy")]
     found: set[ObjectRef] = set()
-    todo = [n for o in starts for n, _, rel in graph.get(o, ()) if rel == "dependsOn"]
+    todo = [n for o in starts for n, _, rel in graph.get(o, ()) if rel in ("dependsOn", "uses")]
     while todo:
         node = todo.pop()
         if node in found or node == obj:
             continue
         found.add(node)
-        todo += [n for n, _, rel in graph.get(node, ()) if rel in ("dependsOn", "owns")]
+        todo += [n for n, _, rel in graph.get(node, ()) if rel in ("dependsOn", "owns", "uses")]
     return found
 
 
@@ -757,6 +790,126 @@ def _own_symptoms(ctx: _Context) -> list[Candidate]:
         reason = f"{failure.obj} {what} {when}"
         out.append(Candidate(entry, round(score, 6), reason, (failure.obj,)))
     return out
+
+
+# -- causes before symptoms ------------------------------------------------------------
+
+
+def _troubled(ctx: _Context) -> tuple[list[Trouble], float, bool]:
+    """Where the failure's trouble is (`onsets.troubles`): the root blockers when the target
+    is held back (up to now), else the target, what it owns, and what it depends on (up to
+    the failure, since its episode began); with the time read up to and whether it is held
+    back."""
+    index, s, failure = ctx.index, ctx.settings, ctx.failure
+    now = failure.now if failure.now is not None else failure.ts
+    if _blocked(ctx, now):
+        chains = blocking_chains(index, failure.obj, now) or [[failure.obj]]
+        roots = {c[-1] for c in chains if index.exists_at(c[-1], now)}
+        return troubles(index, roots, failure.ts - s.symptom_horizon_s, now), now, True
+    children = [n for n, _, rel in ctx.graph.get(failure.obj, ()) if rel == "owns"]
+    near = {failure.obj, *children, *_upstream(ctx.graph, failure.obj)}
+    since = max(ctx.episode, failure.ts - s.symptom_horizon_s)
+    found = troubles(index, near, since, failure.ts)
+    lasting = [
+        t
+        for t in found
+        if t.count > 1 or index.failing_at(t.obj, failure.ts, float("-inf")) is not None
+    ]  # one line that nothing followed is no trouble this failure grew from
+    return lasting, failure.ts, False
+
+
+def _causes_first(ctx: _Context, scored: Sequence[Candidate]) -> list[Candidate]:
+    """Causes before symptoms: for each trouble (`_troubled`), the person's change of what
+    runs in what can change the troubled object (`onsets.reach`: itself, its owner's
+    template, its inputs, what it depends on) made in the `symptom_horizon_s` before the
+    trouble began that fits it best (`_fit`), unless the ranking doubts it (`doubted`) and
+    the trouble's words do not name it. It is ranked above the trouble's own symptoms,
+    with them as its evidence and the time between; the change behind the earliest trouble
+    above everything: a failure propagates from where it began, and what began it is what
+    one reverts."""
+    index, s = ctx.index, ctx.settings
+    found, _, held = _troubled(ctx)
+    if not found:
+        return []
+    changes = [
+        c
+        for c in scored
+        if c.entry.get("type") == "change"
+        and c.entry.get("action") != "created"
+        and changes_what_runs(c.entry, s)
+    ]
+    top = max((c.score for c in scored), default=0.0)
+    out: list[Candidate] = []
+    for trouble in found:
+        able = reach(ctx.graph, trouble.obj)
+        fits = [
+            c
+            for c in changes
+            if index_ref(index, c.entry) in able
+            and trouble.onset - s.symptom_horizon_s <= float(c.entry["ts"]) < trouble.onset
+        ]
+        ranked = [(_fit(ctx, trouble, c), c) for c in fits]
+        ranked = [(fit, c) for fit, c in ranked if fit[0] or not c.doubted]
+        if not ranked:
+            continue
+        best = max(ranked, key=lambda fc: fc[0])[1]
+        own = max(
+            (c.score for c in scored if index_ref(index, c.entry) == trouble.obj), default=0.0
+        )
+        score = (top if not out else max(own, best.score)) * 1.05
+        if out:
+            score = min(score, out[0].score * 0.99)
+        obj = index_ref(index, best.entry)
+        gap = _ago(trouble.onset - float(best.entry["ts"]))
+        times = f" ({trouble.count} times since)" if trouble.count > 1 else ""
+        symptom = index.entries[trouble.position]
+        reason = (
+            f"{_describe_change(best.entry, obj)}, {gap} before {trouble.obj} "
+            f"{_began(symptom)}{times}"
+        )
+        if trouble.obj != ctx.failure.obj:
+            reason += (
+                f"; it holds back {ctx.failure.obj}"
+                if held
+                else f"; then {ctx.failure.obj} {_failed(ctx.failure)}"
+            )
+        more = best.reason.split("; ", 1)[1:]  # the change's own reasons, but its first words
+        reason += "".join(f"; {m}" for m in more)
+        out.append(Candidate(best.entry, round(score, 6), reason, _route(ctx, obj)))
+    return out
+
+
+def _fit(ctx: _Context, trouble: Trouble, candidate: Candidate) -> tuple[bool, float]:
+    """How well a change fits a trouble: first whether the trouble's words name it
+    (`onsets.mentions`; for a change of the troubled object or its owner, by its setting's
+    name only: its own lines say its own values all the time, a `UTC` time stamp); of those
+    named the latest; of the others the best scored."""
+    obj = index_ref(ctx.index, candidate.entry)
+    mine = {trouble.obj, *(n for n, _, rel in ctx.graph.get(trouble.obj, ()) if rel == "ownedBy")}
+    said = [ctx.index.entries[p] for p in trouble.said]
+    named = mentions(said, candidate.entry, obj, values=obj not in mine)
+    return named, float(candidate.entry["ts"]) if named else candidate.score
+
+
+def index_ref(index: TimelineIndex, entry: Entry) -> ObjectRef:
+    """The object of a candidate's entry."""
+    ref = ObjectRef.of(entry.get("object"))
+    assert ref is not None
+    return ref
+
+
+def _began(entry: Entry) -> str:
+    """How an object's trouble began, in words (`began exiting with signal 9`)."""
+    kind = entry.get("type")
+    if kind == "exit":
+        sig = entry.get("signal")
+        how = f"signal {sig}" if sig else f"code {entry.get('exitCode')}"
+        return f"began exiting with {how}"
+    if kind == "log":
+        return f"began logging {_short(entry.get('line', ''), 60)!r}"
+    if kind == "event":
+        return f"began having Warning events {entry.get('reason')}"
+    return _describe_symptom(entry)
 
 
 # -- blocked chains ------------------------------------------------------------------------
