@@ -136,15 +136,18 @@ GENERIC = frozenset(
 
 
 def tokens_of(change: Entry, obj: ObjectRef, *, values: bool = True) -> set[str]:
-    """The words that name what a change changed: the words of each setting's path
-    (`readinessProbe.timeoutSeconds`: readiness, probe, timeout), and, with `values`, its
-    object's name and the pieces of its old and new values (`--maxmemory=1mb`: maxmemory,
-    1mb). Markers of hidden values and words shorter than three letters (four for a path's)
-    are left out, but the object's name."""
+    """The words that name what a change changed. Without `values` (the troubled object's own
+    change), the words of each setting's path (`readinessProbe.timeoutSeconds`: readiness,
+    probe, timeout). With `values` (another object's), its name, the words of each
+    setting's last name (`data.password`: password), and the pieces of its old and new
+    values (`--maxmemory=1mb`: maxmemory, 1mb; `5432`): a client's error names the
+    dependency, the port, the flag, not the dependency's probe. Markers of hidden values and
+    words shorter than three letters (four for a path's) are left out, but the name."""
     found: set[str] = set()
     diff = change.get("diff") or {}
     for path in change_paths(change):
-        for segment in re.sub(r"\[\d+\]", "", path).split("."):
+        segments = re.sub(r"\[\d+\]", "", path).split(".")
+        for segment in segments if not values else segments[-1:]:
             found.update(w.lower() for w in _WORDS.findall(segment) if len(w) >= 4)
         if not values:
             continue

@@ -114,6 +114,27 @@ x `precedence_penalty`, as after a deletion. A change that its own new symptom f
 right away (evidence x 5) can rank above a blocker's evidence too: the change is why the
 blocker fails.
 
+Causes before symptoms. A failure propagates from where it began, and what began it is what
+one reverts. So the ranking finds the troubles (`setpoint.insight.onsets.troubles`): the
+root blockers when the target is held back, else the target, what it owns and what it
+depends on, each with its first symptom after which it was not Ready again (one line that
+nothing followed is no trouble). For each, the person's changes of what runs in what can
+change the troubled object (`onsets.reach`: itself, its owner's template, the Secrets it
+uses, what it depends on) made in the `symptom_horizon_s` before the trouble began are its
+possible causes; the one that fits best (a change the trouble's own words name, as `port
+5432` names the port moved from 5432, the latest of those; else the best scored) is ranked
+above the trouble's symptoms, with them as its evidence and the time between ("db
+spec.env.PGPORT changed from 5432 to 6432 by alice, 21 s before Process/web-0 began
+exiting with code 1 (3 times since); then Deployment/web went NotReady"); the one behind
+the earliest trouble above everything. A change the ranking doubts (`Candidate.doubted`:
+healed, a fix, an episode that ended, an owner's change that reaches only new objects) is
+such a cause only when it is another object's change the trouble's words name. A symptom
+ranks first only when no change explains it.
+
+Every candidate comes with its verified path (`Candidate.hops`,
+`setpoint.insight.paths`): each step from the target to the entry's object with the edge
+entry that shows it, `unknown` where none does.
+
 Floor (`RankingSettings.floor`): what a spec change of an object not connected to the
 target, made `tau_s` before the failure, with nothing else for it, scores (1 x 0.5 ** 4 x
 0.5 = 0.031). When no candidate reaches it, `explain` says the cause is not known rather
@@ -820,13 +841,13 @@ def _troubled(ctx: _Context) -> tuple[list[Trouble], float, bool]:
 
 def _causes_first(ctx: _Context, scored: Sequence[Candidate]) -> list[Candidate]:
     """Causes before symptoms: for each trouble (`_troubled`), the person's change of what
-    runs in what can change the troubled object (`onsets.reach`: itself, its owner's
+    runs (or deletion) in what can change the troubled object (`onsets.reach`: itself, its owner's
     template, its inputs, what it depends on) made in the `symptom_horizon_s` before the
     trouble began that fits it best (`_fit`), unless the ranking doubts it (`doubted`) and
-    the trouble's words do not name it. It is ranked above the trouble's own symptoms,
-    with them as its evidence and the time between; the change behind the earliest trouble
-    above everything: a failure propagates from where it began, and what began it is what
-    one reverts."""
+    it is not a change of another object the trouble's words name (`_named_elsewhere`). It
+    is ranked above the trouble's own symptoms, with them as its evidence and the time
+    between; the change behind the earliest trouble above everything: a failure propagates
+    from where it began, and what began it is what one reverts."""
     index, s = ctx.index, ctx.settings
     found, _, held = _troubled(ctx)
     if not found:
@@ -836,7 +857,7 @@ def _causes_first(ctx: _Context, scored: Sequence[Candidate]) -> list[Candidate]
         for c in scored
         if c.entry.get("type") == "change"
         and c.entry.get("action") != "created"
-        and changes_what_runs(c.entry, s)
+        and (changes_what_runs(c.entry, s) or _deleted_by_person(c.entry))
     ]
     top = max((c.score for c in scored), default=0.0)
     out: list[Candidate] = []
@@ -849,7 +870,9 @@ def _causes_first(ctx: _Context, scored: Sequence[Candidate]) -> list[Candidate]
             and trouble.onset - s.symptom_horizon_s <= float(c.entry["ts"]) < trouble.onset
         ]
         ranked = [(_fit(ctx, trouble, c), c) for c in fits]
-        ranked = [(fit, c) for fit, c in ranked if fit[0] or not c.doubted]
+        ranked = [
+            (fit, c) for fit, c in ranked if not c.doubted or _named_elsewhere(ctx, trouble, c)
+        ]
         if not ranked:
             continue
         best = max(ranked, key=lambda fc: fc[0])[1]
@@ -877,6 +900,24 @@ def _causes_first(ctx: _Context, scored: Sequence[Candidate]) -> list[Candidate]
         reason += "".join(f"; {m}" for m in more)
         out.append(Candidate(best.entry, round(score, 6), reason, _route(ctx, obj)))
     return out
+
+
+def _deleted_by_person(entry: Entry) -> bool:
+    """Whether a change entry is a person's deletion of its object (its `deletionTimestamp`
+    set, or its removal): what depends on it loses it."""
+    deleted = entry.get("action") == "deleted" or deletion_begun(entry)
+    return deleted and not by_controller(entry)
+
+
+def _named_elsewhere(ctx: _Context, trouble: Trouble, candidate: Candidate) -> bool:
+    """Whether `candidate` changed another object than the troubled one (or its owner) and
+    the trouble's words name it, its setting or its value: a client's error that points at
+    what changed elsewhere (a probe's failure naming a probe setting of its own template is
+    no such pointer: the words are the probe's own)."""
+    obj = index_ref(ctx.index, candidate.entry)
+    mine = {trouble.obj, *(n for n, _, rel in ctx.graph.get(trouble.obj, ()) if rel == "ownedBy")}
+    said = [ctx.index.entries[p] for p in trouble.said]
+    return obj not in mine and mentions(said, candidate.entry, obj)
 
 
 def _fit(ctx: _Context, trouble: Trouble, candidate: Candidate) -> tuple[bool, float]:
