@@ -890,13 +890,14 @@ def _causes_first(ctx: _Context, scored: Sequence[Candidate]) -> list[Candidate]
             f"{_describe_change(best.entry, obj)}, {gap} before {trouble.obj} "
             f"{_began(symptom)}{times}"
         )
-        if trouble.obj != ctx.failure.obj:
+        more = best.reason.split("; ")[1:]  # the change's own reasons, but its first words
+        chained = any(m.startswith("it holds back") for m in more)
+        if trouble.obj != ctx.failure.obj and not chained:
             reason += (
                 f"; it holds back {ctx.failure.obj}"
                 if held
                 else f"; then {ctx.failure.obj} {_failed(ctx.failure)}"
             )
-        more = best.reason.split("; ", 1)[1:]  # the change's own reasons, but its first words
         reason += "".join(f"; {m}" for m in more)
         out.append(Candidate(best.entry, round(score, 6), reason, _route(ctx, obj)))
     return out
