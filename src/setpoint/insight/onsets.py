@@ -17,6 +17,7 @@ Pure: no I/O, no clock.
 from __future__ import annotations
 
 import re
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -76,16 +77,19 @@ def troubles(
     earliest first."""
     out = []
     for obj in objs:
-        mine = [
-            p
-            for p in index.objects.get(obj, [])
-            if since <= index.ts[p] <= until + LOG_LAG_S and p in index.symptom_positions
-        ]
+        positions = index.objects.get(obj, [])
+        lo = bisect_left(positions, since, key=lambda p: index.ts[p])
+        hi = bisect_right(positions, until + LOG_LAG_S, key=lambda p: index.ts[p])
+        mine = [p for p in positions[lo:hi] if p in index.symptom_positions]
+        if not mine:
+            continue
+        ready = index.ready.get(obj, [])
+        r_lo = bisect_left(ready, since, key=lambda p: index.ts[p])
+        r_hi = bisect_right(ready, until, key=lambda p: index.ts[p])
         readies = [
             index.ts[p]
-            for p in index.ready.get(obj, [])
+            for p in ready[r_lo:r_hi]
             if (index.entries[p].get("condition") or {}).get("status") == "True"
-            and since <= index.ts[p] <= until
         ]
         first = next(
             (
