@@ -143,9 +143,10 @@ def tokens_of(change: Entry, obj: ObjectRef, *, values: bool = True) -> set[str]
     """The words that name what a change changed. Without `values` (the troubled object's own
     change), the words of each setting's path (`readinessProbe.timeoutSeconds`: readiness,
     probe, timeout). With `values` (another object's), its name, the words of each
-    setting's last name (`data.password`: password), and the pieces of its old and new
-    values (`--maxmemory=1mb`: maxmemory, 1mb; `5432`): a client's error names the
-    dependency, the port, the flag, not the dependency's probe. Markers of hidden values and
+    setting's last name (`data.password`: password), and the pieces of its old value
+    (`--maxmemory=512mb`: maxmemory, 512mb; `5432`): a client's error names the dependency,
+    the port it still uses, the flag, not the dependency's probe (and a client that names
+    the new value uses it, as asked). Markers of hidden values and
     words shorter than three letters (four for a path's) are left out, but the name."""
     found: set[str] = set()
     diff = change.get("diff") or {}
@@ -156,7 +157,7 @@ def tokens_of(change: Entry, obj: ObjectRef, *, values: bool = True) -> set[str]
         if not values:
             continue
         pair = diff.get(path)
-        for value in pair if isinstance(pair, list | tuple) else ():
+        for value in pair[:1] if isinstance(pair, list | tuple) else ():  # the old value
             if isinstance(value, str | int | float) and not isinstance(value, bool):
                 text = str(value)
                 if text.startswith("(") and text.endswith(")"):

@@ -843,8 +843,9 @@ def _causes_first(ctx: _Context, scored: Sequence[Candidate]) -> list[Candidate]
     """Causes before symptoms: for each trouble (`_troubled`), the person's change of what
     runs (or deletion) in what can change the troubled object (`onsets.reach`: itself, its owner's
     template, its inputs, what it depends on) made in the `symptom_horizon_s` before the
-    trouble began that fits it best (`_fit`), unless the ranking doubts it (`doubted`) and
-    it is not a change of another object the trouble's words name (`_named_elsewhere`). It
+    trouble began that fits it best (`_fit`), unless the ranking doubts it (`doubted`) or it
+    came before the troubled object was made (`_before_it_was_made`) and it is not a change
+    of another object the trouble's words name (`_named_elsewhere`). It
     is ranked above the trouble's own symptoms, with them as its evidence and the time
     between; the change behind the earliest trouble above everything: a failure propagates
     from where it began, and what began it is what one reverts."""
@@ -869,9 +870,12 @@ def _causes_first(ctx: _Context, scored: Sequence[Candidate]) -> list[Candidate]
             if index_ref(index, c.entry) in able
             and trouble.onset - s.symptom_horizon_s <= float(c.entry["ts"]) < trouble.onset
         ]
-        ranked = [(_fit(ctx, trouble, c), c) for c in fits]
+        born = index.created_at(trouble.obj, trouble.onset)
         ranked = [
-            (fit, c) for fit, c in ranked if not c.doubted or _named_elsewhere(ctx, trouble, c)
+            (_fit(ctx, trouble, c), c)
+            for c in fits
+            if _named_elsewhere(ctx, trouble, c)
+            or not (c.doubted or _before_it_was_made(ctx, trouble, c, born))
         ]
         if not ranked:
             continue
@@ -908,6 +912,15 @@ def _deleted_by_person(entry: Entry) -> bool:
     set, or its removal): what depends on it loses it."""
     deleted = entry.get("action") == "deleted" or deletion_begun(entry)
     return deleted and not by_controller(entry)
+
+
+def _before_it_was_made(ctx: _Context, trouble: Trouble, candidate: Candidate, born: float) -> bool:
+    """Whether `candidate` changed another object than the troubled one (or its owner)
+    before the troubled object was made: it was made into the world as that change left
+    it, so its trouble is its own (a new Job's bad SQL is not the db's earlier change)."""
+    obj = index_ref(ctx.index, candidate.entry)
+    mine = {trouble.obj, *(n for n, _, rel in ctx.graph.get(trouble.obj, ()) if rel == "ownedBy")}
+    return obj not in mine and float(candidate.entry["ts"]) < born
 
 
 def _named_elsewhere(ctx: _Context, trouble: Trouble, candidate: Candidate) -> bool:
