@@ -116,3 +116,36 @@ def test_a_client_error_naming_the_port_points_at_the_dependency_not_a_later_cha
     top = ranked(entries)[0]
     assert top.entry is moved
     assert "began exiting with code 1 (2 times since)" in top.reason
+
+
+def test_an_object_made_after_a_dependency_changed_fails_on_its_own() -> None:
+    """db's port is set back by bob; then a new Job that depends on db runs bad SQL and
+    fails: its own exit is first, not the db change it was made after."""
+    job = {"kind": "Job", "name": "migrate-2", "namespace": "default"}
+    restored = change(600, DB, "spec.args[4]", "5433", "5432", "bob")
+    bad_sql = 'migrate: 104_add_column.sql: syntax error at or near ";"'
+    entries = [
+        *webapp(),
+        restored,
+        {"ts": T0 + 600.2, "type": "exit", "object": DB, "exitCode": None, "signal": 15},
+        ready(601.5, DB, "True", "ProbeSucceeded"),
+        {**change(630, job, "spec", None, {"args": ["migrate"]}, "bob"), "action": "created"},
+        edge(630, job, DB, "dependsOn"),
+        {"ts": T0 + 633, "type": "exit", "object": job, "exitCode": 1, "lines": [bad_sql]},
+        {"ts": T0 + 640, "type": "exit", "object": job, "exitCode": 1, "lines": [bad_sql]},
+        {
+            "ts": T0 + 640.5,
+            "type": "condition",
+            "object": job,
+            "condition": {
+                "type": "Failed",
+                "status": "True",
+                "reason": "BackoffLimitExceeded",
+                "message": "2 failed attempts",
+            },
+        },
+    ]
+    index = TimelineIndex.build(by_ts(entries))
+    top = explain(index, ObjectRef("Job", "migrate-2", "default"))[0]
+    assert top.entry is not restored
+    assert top.entry["object"] == job
