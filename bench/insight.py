@@ -7,9 +7,12 @@ Run with `./dev bench insight` (about a minute and a half, ~2 GB of memory for t
 entries). Progress goes to stderr; the last stdout line is one JSON object:
 
 * `explain_ac1`, `explain_ac3` (targets: ac1 >= 0.9 and >= recency_ac1 + 0.2): the fraction
-  of `SCENARIOS` generated scenarios (`tests/insight/scenario_support.py`, the five fault families
-  in turn, seeds from `FIRST_SEED`, a range the ranking was never looked at on) whose true
-  cause is ranked first / in the top three; `per_family` splits them.
+  of `SCENARIOS` generated scenarios (`tests/insight/scenario_support.py`, the eight fault
+  families in turn, seeds from `FIRST_SEED`, a range the ranking was never looked at on; it
+  was tuned on seeds 1-99) whose true cause is ranked first / in the top three;
+  `per_family` splits them (target: ac1 >= 0.92 in every family: a pooled figure hides the
+  family it loses), `worst_family` names the lowest with its ac1, and `explain_missed_cases`
+  lists each miss as `family/seed@rank` (rank None: not ranked at all).
 * `recency_ac1`, `recency_ac3`: the baseline, the changes before the same failure newest
   first (a harmless change follows every fault, so its ac1 is 0 by construction);
   `recency_connected_ac1`/`_ac3` a stronger one: only spec changes of objects connected to
@@ -40,9 +43,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from setpoint.insight.index import TimelineIndex
 from setpoint.insight.ranking import (
     RankingSettings,
-    TimelineIndex,
     find_failure,
     hops_from,
     rank,
@@ -53,7 +56,7 @@ TESTS = Path(__file__).resolve().parents[1] / "tests" / "insight"
 sys.path.insert(0, str(TESTS))  # the scenario generator is test data, kept with the tests
 from scenario_support import FAMILIES, Scenario, generate  # noqa: E402
 
-SCENARIOS = 250
+SCENARIOS = 400
 FIRST_SEED = 10_000
 BIG_ENTRIES = 1_000_000
 WEIGHTS = ("w_time", "w_graph", "w_history", "w_novelty", "w_evidence")
@@ -112,6 +115,8 @@ def suite_figures() -> dict[str, Any]:
         by_family[s.family].append(r)
     for family, rs in by_family.items():
         per_family[family] = {"ac1": accuracy(rs, 1), "ac3": accuracy(rs, 3), "n": len(rs)}
+    worst = min(per_family, key=lambda f: (per_family[f]["ac1"], per_family[f]["ac3"]))
+    misses = [f"{s.family}/{s.seed}@{r}" for s, r in zip(scenarios, ranks, strict=True) if r != 0]
     sensitivity: dict[str, float] = {}
     for weight in WEIGHTS:
         for factor in (0.5, 2.0):
@@ -132,6 +137,8 @@ def suite_figures() -> dict[str, Any]:
         "decoys_per_scenario": dict(sorted(decoys.items())),
         "mean_entries_per_scenario": round(statistics.mean(len(s.entries) for s in scenarios)),
         "per_family": per_family,
+        "worst_family": {"family": worst, **per_family[worst]},
+        "explain_missed_cases": misses,
         "sensitivity": sensitivity,
     }
 
@@ -211,6 +218,9 @@ def main() -> None:
     missed = []
     if figures["explain_ac1"] < 0.9:
         missed.append("explain_ac1 >= 0.9")
+    for family, fig in figures["per_family"].items():
+        if fig["ac1"] < 0.92:
+            missed.append(f"explain_ac1 >= 0.92 in {family} ({fig['ac1']})")
     if figures["explain_ac1"] < figures["recency_ac1"] + 0.2:
         missed.append("explain_ac1 >= recency_ac1 + 0.2")
     if figures["explain_ms_1m"] > 200:

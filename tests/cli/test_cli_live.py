@@ -207,7 +207,7 @@ def test_explain_fits_its_table_in_columns_and_wide_shows_every_reason(cli: CLI)
     assert table.code == 0, table
     reasons = [c["reason"] for c in cli(*args, "-o", "json", store=False, kinds=False).json()]
     assert all(len(line) <= 80 for line in table.lines), table.out
-    assert table.lines[1].split() == ["RANK", "SCORE", "WHEN", "ENTRY", "REASON"]
+    assert table.lines[1].split() == ["RANK", "SCORE", "WHEN", "ENTRY", "PATH", "REASON"]
     rows = table.lines[2:]
     assert len(rows) == len(reasons)
     for row, reason in zip(rows, reasons, strict=True):

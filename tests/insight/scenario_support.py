@@ -17,7 +17,14 @@ objects, some harmless spec changes with their own restarts and new log lines.
 The families: `bad_config` (a db setting that makes it refuse clients), `dependency_down` (a
 db change that makes it crash), `resource_exhaustion` (more workers than memory allows, in web
 or in the db), `bad_rollout` (a new web version that cannot start: the Deployment stalls) and
-`flapping_probe` (a web readiness probe too tight to pass reliably).
+`flapping_probe` (a web readiness probe too tight to pass reliably); and three whose cause is a
+change of a dependency, in a world where web also depends on the `cache`, the `worker`
+Deployment depends on web, and the db takes its password from the Secret `db-credentials`:
+`exhaustion` (a dependency's limit or flag lowered: a memory limit, `--maxmemory`,
+`--max-connections`; then kills or refusals over and over), `dependency_config` (a
+dependency's env, args, port or Secret changed: it runs, its clients fail) and `cascade` (a
+change of the db whose failure travels two or more hops to the `worker`). Earlier incidents are
+always of the first five.
 
 `Scenario.cause` is the ground truth, kept apart from `entries` (the same dict object as the
 one in `entries`, found by identity); nothing in an entry marks it.
@@ -32,7 +39,17 @@ from typing import Any
 
 from setpoint.insight.entries import ObjectRef
 
-FAMILIES = ("bad_config", "dependency_down", "resource_exhaustion", "bad_rollout", "flapping_probe")
+BASE_FAMILIES = (
+    "bad_config",
+    "dependency_down",
+    "resource_exhaustion",
+    "bad_rollout",
+    "flapping_probe",
+)
+DEPENDENCY_FAMILIES = ("exhaustion", "dependency_config", "cascade")
+"""Families whose world has the extra dependencies (web on cache, worker on web, db on its
+Secret)."""
+FAMILIES = BASE_FAMILIES + DEPENDENCY_FAMILIES
 
 NS = "default"
 
@@ -62,6 +79,9 @@ class _World:
     entries: list[dict[str, Any]] = field(default_factory=list)
     web_replicas: list[str] = field(default_factory=list)
     values: dict[tuple[str, str], Any] = field(default_factory=dict)
+    extended: bool = False
+    """The world of `DEPENDENCY_FAMILIES`: web depends on the cache, the worker on web, the db
+    on its Secret."""
 
     def add(self, ts: float, type_: str, obj: dict[str, str], **fields: Any) -> dict[str, Any]:
         entry: dict[str, Any] = {"ts": round(ts, 3), "type": type_, "object": obj, **fields}
@@ -308,12 +328,207 @@ def _flapping_probe(w: _World, t: float) -> tuple[dict[str, Any], float]:
     return cause, failed
 
 
+CACHE = ref("Process", "cache")
+WORKER = ref("Deployment", "worker")
+SECRET = ref("Secret", "db-credentials")
+
+
+def _killed_over_and_over(
+    w: _World, t: float, obj: dict[str, str], line: str, *, signal: Any = 9
+) -> float:
+    """`obj` is killed (by the kernel: SIGKILL) again and again from `t`, restarted after a
+    growing back-off, sometimes Ready for a moment in between; return its first kill."""
+    rng = w.rng
+    at = t
+    for k in range(rng.randint(3, 8)):
+        w.log(at - 0.05, obj, line)
+        w.add(at, "exit", obj, exitCode=137 if signal == 9 else None, signal=signal, lines=[line])
+        if k == 0:
+            w.ready(at + 0.1, obj, False, "ProcessExited", "killed by signal 9")
+        w.event(at + 0.2, obj, "Warning", "BackOff", "back-off restarting the failed process")
+        back_off = min(10 * 2**k, 60) + rng.uniform(0, 1)
+        w.event(at + back_off, obj, "Normal", "Started", "started the process")
+        if rng.random() < 0.4:  # up long enough to pass a probe, then killed again
+            w.ready(at + back_off + 1, obj, True, "ProbeSucceeded")
+            w.ready(at + back_off + 3, obj, False, "ProcessExited", "killed by signal 9")
+            at += back_off + 3
+        else:
+            at += back_off + rng.uniform(0.5, 2)
+    return t
+
+
+def _replicas_crash(w: _World, t: float, line: str) -> float:
+    """Each web replica exits with `line` over and over from `t`; return when web is not
+    Ready (a crash loop)."""
+    rng = w.rng
+    for i, name in enumerate(w.web_replicas):
+        p = ref("Process", name)
+        at = t + 0.3 * i
+        for k in range(rng.randint(2, 4)):
+            w.log(at - 0.01, p, line)
+            w.add(at, "exit", p, exitCode=1, signal=None, lines=[line])
+            w.event(at + 0.2, p, "Warning", "BackOff", "back-off restarting the failed process")
+            at += 10 * 2**k + rng.uniform(0, 1)
+    return _web_fails(w, t + rng.uniform(1, 5), "CrashLoopBackOff", "back-off restarting")
+
+
+def _web_errors(w: _World, t: float, line: str) -> float:
+    """Each web replica logs `line` and fails its readiness probe; return when web is not
+    Ready."""
+    for name in w.web_replicas:
+        w.log(t + w.rng.uniform(0, 1), ref("Process", name), f"{line} (req {_ip(w.rng)})")
+    return _web_fails(w, t + w.rng.uniform(2, 8), "ProbeFailed", "GET /healthz: 500")
+
+
+def _db_restarted_later(w: _World, t: float) -> float:
+    """Someone restarts the db later (an annotation a restart command sets): it stops on
+    request and starts with what its inputs say now; return when it is up again."""
+    at = t + w.rng.uniform(30, 600)
+    w.change(at, DB, "metadata.annotations.setpoint.dev/restartedAt", str(int(at)), "oncall")
+    w.restart(at, DB, 1.5, "ProbeSucceeded")
+    return at + 2
+
+
+def _exhaustion(w: _World, t: float) -> tuple[dict[str, Any], float]:
+    """A dependency's limit or flag lowered; then it is killed, or refuses, over and over."""
+    rng = w.rng
+    shape = rng.choice(["cache_memory", "maxmemory", "connections", "db_memory"])
+    if shape == "cache_memory":
+        limit = rng.choice(["48Mi", "32Mi", "64Mi"])
+        cause = w.change(t, CACHE, "spec.resources.memoryLimit", limit)
+        w.restart(t, CACHE, 1.0, "ProbeSucceeded")
+        killed = _killed_over_and_over(
+            w, t + rng.uniform(5, 120), CACHE, "# Background saving started by pid 41"
+        )
+        for name in w.web_replicas:
+            w.log(
+                killed + rng.uniform(0.2, 2),
+                ref("Process", name),
+                "redis.exceptions.ConnectionError: Error 111 connecting to cache:6379. "
+                "Connection refused.",
+            )
+        failed = _web_fails(
+            w, killed + rng.uniform(1, 10), "DependencyNotReady", "Process/cache is not Ready"
+        )
+    elif shape == "maxmemory":
+        cause = w.change(
+            t, CACHE, "spec.args[2]", rng.choice(["--maxmemory=1mb", "--maxmemory=2mb"])
+        )
+        w.restart(t, CACHE, 1.0, "ProbeSucceeded")
+        failed = _web_errors(
+            w,
+            t + rng.uniform(5, 90),
+            "ERROR redis.exceptions.OutOfMemoryError: OOM command not allowed when used "
+            "memory > 'maxmemory'.",
+        )
+    elif shape == "connections":
+        cause = w.change(
+            t, DB, "spec.args[3]", rng.choice(["--max-connections=3", "--max-connections=2"])
+        )
+        w.restart(t, DB, 1.5, "ProbeSucceeded")
+        t1 = t + rng.uniform(5, 60)
+        w.log(t1 - 0.5, DB, "FATAL:  remaining connection slots are reserved")
+        failed = _replicas_crash(
+            w,
+            t1,
+            'psycopg.OperationalError: connection to server at "db" failed: FATAL:  sorry, '
+            "too many clients already",
+        )
+    else:
+        cause = w.change(t, DB, "spec.resources.memoryLimit", rng.choice(["64Mi", "96Mi"]))
+        w.restart(t, DB, 1.5, "ProbeSucceeded")
+        killed = _killed_over_and_over(
+            w, t + rng.uniform(5, 120), DB, "LOG:  checkpoint starting: time", signal="SIGKILL"
+        )
+        failed = _web_fails(
+            w, killed + rng.uniform(1, 10), "DependencyNotReady", "Process/db is not Ready"
+        )
+    return cause, failed
+
+
+def _dependency_config(w: _World, t: float) -> tuple[dict[str, Any], float]:
+    """A dependency's env, args, port or Secret changed: it runs (and is Ready), its clients
+    cannot reach it or log in."""
+    rng = w.rng
+    shape = rng.choice(["env_port", "args_port", "secret", "cache_port"])
+    refused = (
+        'psycopg.OperationalError: connection to server at "db" (10.0.0.5), port 5432 '
+        "failed: Connection refused"
+    )
+    if shape == "env_port":
+        cause = w.change(t, DB, "spec.env.PGPORT", rng.choice(["5433", "6432"]))
+        w.restart(t, DB, 1.5, "ProbeSucceeded")
+        failed = _replicas_crash(w, t + rng.uniform(3, 40), refused)
+    elif shape == "args_port":
+        cause = w.change(t, DB, "spec.args[4]", rng.choice(["--port=5433", "--port=6543"]))
+        w.restart(t, DB, 1.5, "ProbeSucceeded")
+        failed = _replicas_crash(w, t + rng.uniform(3, 40), refused)
+    elif shape == "secret":
+        cause = w.change(t, SECRET, "data.password", "(changed)")
+        up = _db_restarted_later(w, t)
+        w.log(up + 1, DB, 'FATAL:  password authentication failed for user "shop"')
+        failed = _replicas_crash(
+            w,
+            up + rng.uniform(1, 5),
+            'psycopg.OperationalError: FATAL:  password authentication failed for user "shop"',
+        )
+    else:
+        cause = w.change(t, CACHE, "spec.args[3]", rng.choice(["--port=6380", "--port=7000"]))
+        w.restart(t, CACHE, 1.0, "ProbeSucceeded")
+        failed = _web_errors(
+            w,
+            t + rng.uniform(3, 40),
+            "ERROR redis.exceptions.ConnectionError: Error 111 connecting to cache:6379. "
+            "Connection refused.",
+        )
+    return cause, failed
+
+
+def _cascade(w: _World, t: float) -> tuple[dict[str, Any], float]:
+    """A db change whose failure travels to web and from web to the worker (two or more
+    hops): the worker, which depends on web, is what is explained."""
+    rng = w.rng
+    cause, web_failed = rng.choice([_dependency_down, _exhaustion_of_db, _db_port])(w, t)
+    at = web_failed + rng.uniform(1, 20)
+    for name in ("worker-0", "worker-1"):
+        w.log(
+            at - rng.uniform(0, 1),
+            ref("Process", name),
+            "ERROR worker: upstream http://web/api/orders returned 503",
+        )
+    w.ready(at, WORKER, False, "DependencyNotReady", "Deployment/web is not Ready")
+    return cause, at
+
+
+def _exhaustion_of_db(w: _World, t: float) -> tuple[dict[str, Any], float]:
+    cause = w.change(t, DB, "spec.resources.memoryLimit", w.rng.choice(["64Mi", "96Mi"]))
+    w.restart(t, DB, 1.5, "ProbeSucceeded")
+    killed = _killed_over_and_over(w, t + w.rng.uniform(5, 120), DB, "LOG:  autovacuum launcher")
+    return cause, _web_fails(
+        w, killed + w.rng.uniform(1, 10), "DependencyNotReady", "Process/db is not Ready"
+    )
+
+
+def _db_port(w: _World, t: float) -> tuple[dict[str, Any], float]:
+    cause = w.change(t, DB, "spec.env.PGPORT", w.rng.choice(["5433", "6432"]))
+    w.restart(t, DB, 1.5, "ProbeSucceeded")
+    return cause, _replicas_crash(
+        w,
+        t + w.rng.uniform(3, 40),
+        'psycopg.OperationalError: connection to server at "db", port 5432 failed: '
+        "Connection refused",
+    )
+
+
 FAULTS: dict[str, Callable[[_World, float], tuple[dict[str, Any], float]]] = {
     "bad_config": _bad_config,
     "dependency_down": _dependency_down,
     "resource_exhaustion": _resource_exhaustion,
     "bad_rollout": _bad_rollout,
     "flapping_probe": _flapping_probe,
+    "exhaustion": _exhaustion,
+    "dependency_config": _dependency_config,
+    "cascade": _cascade,
 }
 
 
@@ -334,8 +549,8 @@ def _harmless_change(w: _World, t: float, *, after_fault: bool = False) -> None:
     settings are left alone (a db restart would end the fault)."""
     rng = w.rng
     choice = rng.randrange(9)
-    if after_fault and choice in (4, 5):
-        choice = rng.choice([0, 1, 2, 3, 6, 7, 8])
+    if after_fault and choice in (4, 5, 7) and (w.extended or choice != 7):
+        choice = rng.choice([0, 1, 2, 3, 6, 8] if w.extended else [0, 1, 2, 3, 6, 7, 8])
     obj = rng.choice([WEB, DB, ref("Job", "migrate"), *UNRELATED])
     if choice == 0:
         path = "metadata.annotations.deploy/notes"
@@ -421,6 +636,21 @@ def _create_world(w: _World, t: float) -> None:
         w.edge(t + 2, ref("Process", n), WEB, "ownerReference")
     for n in ("worker-0", "worker-1"):
         w.edge(t + 2, ref("Process", n), ref("Deployment", "worker"), "ownerReference")
+    if w.extended:
+        w.change(t + 1.5, SECRET, "data", {"password": "(hidden)"}, actor="alice")
+        w.edge(t + 2, WEB, CACHE, "dependsOn")
+        w.edge(t + 2, WORKER, WEB, "dependsOn")
+        w.edge(t + 2, DB, SECRET, "uses")
+        for key, value in {
+            ("cache", "spec.resources.memoryLimit"): "512Mi",
+            ("cache", "spec.args[2]"): "--maxmemory=512mb",
+            ("cache", "spec.args[3]"): "--port=6379",
+            ("db", "spec.resources.memoryLimit"): "1Gi",
+            ("db", "spec.env.PGPORT"): "5432",
+            ("db", "spec.args[4]"): "--port=5432",
+            ("db-credentials", "data.password"): "(hidden)",
+        }.items():
+            w.values[key] = value
     w.ready(t + 5, DB, True, "ProbeSucceeded")
     cond = {"type": "Complete", "status": "True", "reason": "Succeeded", "message": ""}
     w.add(t + 8, "condition", ref("Job", "migrate"), condition=cond)
@@ -458,7 +688,7 @@ def _noise(w: _World, start: float, end: float, rate_per_min: float) -> None:
 
 def _past_incident(w: _World, t: float) -> float:
     """An earlier incident of some family, repaired by reverting its change; return the end."""
-    family = w.rng.choice(FAMILIES)
+    family = w.rng.choice(BASE_FAMILIES)
     before = dict(w.values)
     cause, failed = FAULTS[family](w, t)
     ((path, _),) = cause["diff"].items()
@@ -479,7 +709,7 @@ def generate(seed: int, family: str | None = None, *, history_h: float = 3.0) ->
     """The scenario of `seed` (its family drawn from the seed unless given)."""
     rng = random.Random(seed)
     family = family or rng.choice(FAMILIES)
-    w = _World(rng)
+    w = _World(rng, extended=family in DEPENDENCY_FAMILIES)
     t0 = 1_700_000_000.0 + seed * 100_000.0
     _create_world(w, t0)
     fault_at = t0 + history_h * 3600
@@ -504,8 +734,15 @@ def generate(seed: int, family: str | None = None, *, history_h: float = 3.0) ->
     for _ in range(after):
         _harmless_change(w, fault_at + gap * rng.uniform(0.1, 0.9), after_fault=True)
     w.entries.sort(key=lambda e: e["ts"])
+    target = WORKER if family == "cascade" else WEB
     return Scenario(
-        family, seed, w.entries, ObjectRef("Deployment", "web", NS), cause, failed, decoys
+        family,
+        seed,
+        w.entries,
+        ObjectRef(target["kind"], target["name"], NS),
+        cause,
+        failed,
+        decoys,
     )
 
 

@@ -9,9 +9,9 @@ from explain_support import DB, MIGRATE, T0, WEB, WEB0, by_ts, edge, obj, ready
 
 from setpoint.insight.blockers import root_blockers
 from setpoint.insight.entries import ObjectRef
+from setpoint.insight.index import TimelineIndex
 from setpoint.insight.ranking import (
     RankingSettings,
-    TimelineIndex,
     confident,
     explain,
     target_state,

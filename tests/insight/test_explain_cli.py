@@ -48,13 +48,22 @@ def test_json_lists_candidates_best_first_with_the_planted_cause_on_top(
     doc = explain_json(capsys, "--timeline", str(path), name, "--at", str(T0 + 610))
     assert doc[0]["entry"] == cause
     for item in doc:
-        assert set(item) == {"entry", "score", "reason", "path"}
+        assert set(item) == {"entry", "score", "reason", "path", "hops", "verified"}
         assert item["path"][:1] in (["Deployment/web"], [])
         assert isinstance(item["score"], float)
         assert isinstance(item["reason"], str)
         assert "\n" not in item["reason"]
         assert item["reason"]
     assert doc[0]["path"] == ["Deployment/web", "Process/db"]
+    (hop,) = doc[0]["hops"]  # shown by the dependency edge the timeline recorded
+    assert (hop["from"], hop["to"], hop["relation"]) == (
+        "Deployment/web",
+        "Process/db",
+        "dependsOn",
+    )
+    assert hop["entry"]["type"] == "edge"
+    assert hop["entry"]["relation"] == "dependsOn"
+    assert doc[0]["verified"] is True
     assert [i["score"] for i in doc] == sorted((i["score"] for i in doc), reverse=True)
     assert "Process/db" in doc[0]["reason"]
     assert "--max-connections=1" in doc[0]["reason"]
@@ -96,15 +105,19 @@ def test_a_kind_nobody_registered_matches_the_timeline_case_insensitively(
 
 
 def test_the_table_shows_rank_score_when_entry_and_reason(
-    capsys: pytest.CaptureFixture[str], timeline: tuple[Path, dict[str, Any]]
+    capsys: pytest.CaptureFixture[str],
+    timeline: tuple[Path, dict[str, Any]],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     path, _ = timeline
+    monkeypatch.setenv("COLUMNS", "200")  # whatever terminal the tests run in
     assert main(["explain", "--timeline", str(path), "deployment/web"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("Deployment/web NotReady at ")
-    assert lines[1].split()[:5] == ["RANK", "SCORE", "WHEN", "ENTRY", "REASON"]
+    assert lines[1].split()[:6] == ["RANK", "SCORE", "WHEN", "ENTRY", "PATH", "REASON"]
     assert lines[2].split()[0] == "1"
     assert "change spec.args[1] Process/db" in lines[2]
+    assert "web > db" in lines[2]
     assert "-10s" in lines[2]
 
 
@@ -223,3 +236,19 @@ def test_a_store_with_no_recorded_timeline_says_how_to_give_one(
         assert "no recorded timeline" in err
         assert "--timeline FILE.jsonl" in err
     assert not (tmp_path / "none.db").exists()
+
+
+def test_a_path_no_entry_shows_is_unknown_never_guessed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A cause on an object the timeline does not connect to the target has no path
+    (`unknown` in the table, an empty path in JSON): the answer does not make one up."""
+    stranger = change(600, CACHE, "spec.args[1]", "--maxmemory=1gb", "--maxmemory=1mb")
+    entries = [*webapp(), stranger, ready(610, WEB, "False", "ProbeFailed")]
+    path = write(tmp_path / "u.jsonl", by_ts(entries))
+    doc = explain_json(capsys, "--timeline", str(path), "deployment/web")
+    item = next(i for i in doc if i["entry"] == stranger)
+    assert (item["path"], item["hops"], item["verified"]) == ([], [], False)
+    assert main(["explain", "--timeline", str(path), "deployment/web", "-o", "wide"]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if "Process/cache" in line)
+    assert " unknown " in row

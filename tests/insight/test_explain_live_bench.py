@@ -26,6 +26,8 @@ KINDS = {
     "missing_binary",
     "readiness_404",
     "dependency_changed",
+    "probe_too_tight",
+    "two_faults",
     "db_init_startup",
 }
 
@@ -53,3 +55,4 @@ def test_quick_run_scores_every_fault_kind() -> None:
     assert result["healthy_calls"] > 0
     assert result["explain_ms_p95"] > 0
     assert result["seed"] == 1
+    assert result["worst_fault"]["kind"] in KINDS

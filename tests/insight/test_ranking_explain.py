@@ -26,9 +26,11 @@ from explain_support import (
 from scenario_support import FAMILIES, generate, suite
 
 from setpoint.errors import Invalid
+from setpoint.insight import index as index_module
 from setpoint.insight import ranking
 from setpoint.insight.entries import ObjectRef
-from setpoint.insight.ranking import TimelineIndex, explain, failure_class
+from setpoint.insight.index import TimelineIndex, failure_class, symptom_of
+from setpoint.insight.ranking import explain
 
 TARGET = ObjectRef("Deployment", "web", "default")
 
@@ -255,8 +257,9 @@ def test_generated_scenarios_are_mostly_explained() -> None:
     assert all(r is not None and r < 3 for r in ranks), ranks
 
 
-def test_the_ranking_module_does_no_io_and_reads_no_clock() -> None:
-    tree = ast.parse(Path(ranking.__file__).read_text())
+@pytest.mark.parametrize("module", [ranking, index_module])
+def test_the_ranking_modules_do_no_io_and_read_no_clock(module: Any) -> None:
+    tree = ast.parse(Path(module.__file__).read_text())
     imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     imported |= {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     forbidden = {"time", "asyncio", "socket", "subprocess", "setpoint.clock", "setpoint.store"}
@@ -272,11 +275,11 @@ def test_a_stop_on_request_is_no_symptom_but_a_crash_is() -> None:
         "reason": "killed by SIGKILL",
         "stoppedOnRequest": True,
     }
-    assert ranking.symptom_of(stopped) is None
-    assert ranking.symptom_of(killed_on_stop) is None
-    assert ranking.symptom_of({"type": "exit", "object": DB, "exitCode": 0}) is None
-    assert ranking.symptom_of({"type": "exit", "object": DB, "exitCode": 1}) == "exit 1/"
-    assert ranking.symptom_of({"type": "exit", "object": DB, "signal": 9}) == "exit /9"
+    assert symptom_of(stopped) is None
+    assert symptom_of(killed_on_stop) is None
+    assert symptom_of({"type": "exit", "object": DB, "exitCode": 0}) is None
+    assert symptom_of({"type": "exit", "object": DB, "exitCode": 1}) == "exit 1/"
+    assert symptom_of({"type": "exit", "object": DB, "signal": 9}) == "exit /9"
 
 
 def test_entries_that_name_no_namespace_are_in_default() -> None:

@@ -9,7 +9,8 @@ from typing import Any
 from explain_support import DB, T0, WEB, WEB0, by_ts, change, edge, log, ready, webapp
 
 from setpoint.insight.entries import ObjectRef
-from setpoint.insight.ranking import Candidate, TimelineIndex, explain
+from setpoint.insight.index import TimelineIndex
+from setpoint.insight.ranking import Candidate, explain
 
 WEB1 = {"kind": "Process", "name": "web-1", "namespace": "default"}
 

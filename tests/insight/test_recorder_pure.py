@@ -193,6 +193,23 @@ def test_a_spec_change_is_diffed_and_an_unchanged_edge_not_repeated() -> None:
     assert entries[0]["action"] == "updated"
 
 
+def test_a_secret_an_object_takes_values_from_is_a_uses_edge() -> None:
+    """Its env's secretKeyRef and envFrom's secretRef (in a Deployment, its template's) are
+    inputs: a change of the Secret can be traced to what reads it."""
+    password = {"valueFrom": {"secretKeyRef": {"name": "db-credentials", "key": "password"}}}
+    spec = {
+        "args": ["db"],
+        "env": {"PGPASSWORD": password},
+        "envFrom": [{"secretRef": {"name": "tls"}}],
+    }
+    entries = entries_for(None, project(process(spec), 1), now=NOW)
+    used = [(e["relation"], e["to"]["name"]) for e in entries if e["type"] == "edge"]
+    assert used == [("uses", "db-credentials"), ("uses", "tls")]
+    template = {"template": {"spec": {"env": [{"name": "P", **password}]}}}
+    entries = entries_for(None, project(process(template), 1), now=NOW)
+    assert [e["to"]["kind"] for e in entries if e["type"] == "edge"] == ["Secret"]
+
+
 def test_condition_transitions_and_exits_are_entries_but_a_new_message_alone_is_not() -> None:
     ready = {"type": "Ready", "status": "True", "reason": "Up", "message": "ok"}
     failing = {"type": "Ready", "status": "False", "reason": "ReadinessProbeFailed", "message": "x"}

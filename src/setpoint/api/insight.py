@@ -58,10 +58,10 @@ from setpoint.errors import BadRequest, Error, NotFound
 from setpoint.insight.blockers import root_blockers
 from setpoint.insight.entries import ObjectRef
 from setpoint.insight.health import RULES, entry_health, health
+from setpoint.insight.index import TimelineIndex
 from setpoint.insight.ranking import (
     Failure,
     RankingSettings,
-    TimelineIndex,
     confident,
     find_failure,
     rank,

@@ -12,10 +12,15 @@ may come later than the start of the wait it explains). Its REASON (then
 ENTRY) is cut to the terminal's width (`COLUMNS`, else the terminal's; nothing is cut in a
 pipe);
 `-o wide` shows all of it; `-o json` prints a JSON list, best first, of
-{"entry": <timeline entry>, "score": float, "reason": str, "path": [KIND/NAME, ...]}
+{"entry": <timeline entry>, "score": float, "reason": str, "path": [KIND/NAME, ...],
+"hops": [{"from", "to", "relation", "entry"}], "verified": bool}
 (`path`: the chain from the object to the entry's object, a root blocker's or the shortest
-along dependency and ownership edges; empty when they are not connected). The ranking
-itself is `setpoint.insight.ranking` (pure).
+along dependency, ownership and `uses` edges; empty when they are not connected. `hops`:
+each step of it with the edge entry that shows it, `relation` "unknown" and `entry` null
+when no entry does; `verified`: every step is shown). The table's PATH is that path in
+names (`web > migrate > db`), `?` before a step no entry shows, `unknown` when the entry's
+object is not connected, `-` for the object's own entries. The ranking itself is
+`setpoint.insight.ranking` (pure), the path `setpoint.insight.paths`.
 
 Honest answers: an object the timeline does not show (never, or deleted) is an error (exit
 1); one that is Ready and not failing gets "nothing is wrong" (exit 0); when no candidate
@@ -48,11 +53,11 @@ from setpoint.insight.entries import (
     resolve_kind,
     split_object_arg,
 )
+from setpoint.insight.index import TimelineIndex
 from setpoint.insight.ranking import (
     Candidate,
     Failure,
     RankingSettings,
-    TimelineIndex,
     confident,
     find_failure,
     rank,
@@ -62,9 +67,9 @@ from setpoint.insight.ranking import (
 LIVE_WINDOW_S = 7 * 86400.0
 """How far back the live form reads the recorded timeline (edges: all of them)."""
 LIVE_MAX_ENTRIES = 1_000_000
-GIVE_WAY = ((4, 20), (3, 24), (4, 10))
-"""How the table fits a narrow terminal: REASON is cut down to 20 columns, then ENTRY to
-24, then REASON to 10."""
+GIVE_WAY = ((5, 20), (4, 16), (5, 10), (3, 24))
+"""How the table fits a narrow terminal: REASON is cut down to 20 columns, then PATH to 16,
+REASON to 10, then ENTRY to 24."""
 
 
 def add_parser(
@@ -161,6 +166,16 @@ async def run(ctx: Context, args: argparse.Namespace) -> int:
                 "score": c.score,
                 "reason": c.reason,
                 "path": [str(o) for o in c.path],
+                "hops": [
+                    {
+                        "from": str(h.source),
+                        "to": str(h.target),
+                        "relation": h.relation,
+                        "entry": h.entry,
+                    }
+                    for h in c.hops
+                ],
+                "verified": bool(c.path) and all(h.verified for h in c.hops),
             }
             for c in candidates
         ]
@@ -263,7 +278,7 @@ def _print_table(
     if not candidates:
         print("(no change or symptom found before the failure)")
         return
-    rows = [["RANK", "SCORE", "WHEN", "ENTRY", "REASON"]]
+    rows = [["RANK", "SCORE", "WHEN", "ENTRY", "PATH", "REASON"]]
     for i, c in enumerate(candidates, 1):
         before = failed_at - float(c.entry["ts"])
         rows.append(
@@ -272,12 +287,27 @@ def _print_table(
                 f"{c.score:.3f}",
                 _when(before),
                 summarize(c.entry),
+                path_cell(c),
                 c.reason,
             ]
         )
     fitted = rows if width is None else render.fit_table(rows, width, GIVE_WAY)
     for line in render.format_table(fitted):
         print(line)
+
+
+def path_cell(candidate: Candidate) -> str:
+    """The PATH column: the names from the object explained to the entry's object
+    (`web > migrate > db`), `?` before a step no timeline entry shows; `-` for the object's
+    own entries; `unknown` when the entry's object is not connected to it."""
+    if not candidate.path:
+        return "unknown"
+    if len(candidate.path) == 1:
+        return "-"
+    words = [candidate.path[0].name]
+    for hop in candidate.hops:
+        words.append(("" if hop.verified else "?") + hop.target.name)
+    return " > ".join(words)
 
 
 def _when(before: float) -> str:

@@ -16,7 +16,7 @@ changes within `RankingSettings.horizon_s` before it, and the first symptoms (be
 product of factors, each a reason to believe it:
 
     score = prior x time_factor ** w_time x graph_factor ** w_graph
-            x (1 + w_history * cooccurrence) x (1 + w_novelty * novelty)
+            x history ** w_history x (1 + w_novelty * novelty)
             x (1 + w_evidence * 4 * evidence) x (precedence_penalty if it came too late)
 
 * prior: what the entry is. A spec change can change what runs (1.0); a `spec.replicas`
@@ -31,9 +31,13 @@ product of factors, each a reason to believe it:
   what the target depends on and both ways along ownership; against a dependency counts two
   hops): each hop halves the belief. Unconnected objects count as 4 hops (edges may be
   missing from a timeline, so not zero).
-* cooccurrence: in the history before the candidate window, the share of changes of this kind
-  (object kind and path, list indices dropped) that a failure of this kind (the target's kind
-  and failure class) followed within `follow_s`, add-one smoothed: 0 without history.
+* history: in the history before the candidate window, how often changes of this kind
+  (object kind and path, list indices dropped) were followed within `follow_s` by a failure
+  of this kind (the target's kind and failure class), against an even chance: 2 x (followed
+  + 1) / (made + 2) (Laplace's rule of succession), 1 without history. A kind of change
+  made three times before with nothing following (a routine log level) counts 0.4; one
+  followed by such a failure each time it was made, up to 2. The kind of change most
+  telling of the change's paths counts.
 * novelty: a change sets a value the path never had before; a log line's template never
   appeared for that object before.
 * evidence: the changed object (or one it owns) showed a new symptom after the change and
@@ -110,6 +114,27 @@ x `precedence_penalty`, as after a deletion. A change that its own new symptom f
 right away (evidence x 5) can rank above a blocker's evidence too: the change is why the
 blocker fails.
 
+Causes before symptoms. A failure propagates from where it began, and what began it is what
+one reverts. So the ranking finds the troubles (`setpoint.insight.onsets.troubles`): the
+root blockers when the target is held back, else the target, what it owns and what it
+depends on, each with its first symptom after which it was not Ready again (one line that
+nothing followed is no trouble). For each, the person's changes of what runs in what can
+change the troubled object (`onsets.reach`: itself, its owner's template, the Secrets it
+uses, what it depends on) made in the `symptom_horizon_s` before the trouble began are its
+possible causes; the one that fits best (a change the trouble's own words name, as `port
+5432` names the port moved from 5432, the latest of those; else the best scored) is ranked
+above the trouble's symptoms, with them as its evidence and the time between ("db
+spec.env.PGPORT changed from 5432 to 6432 by alice, 21 s before Process/web-0 began
+exiting with code 1 (3 times since); then Deployment/web went NotReady"); the one behind
+the earliest trouble above everything. A change the ranking doubts (`Candidate.doubted`:
+healed, a fix, an episode that ended, an owner's change that reaches only new objects) is
+such a cause only when it is another object's change the trouble's words name. A symptom
+ranks first only when no change explains it.
+
+Every candidate comes with its verified path (`Candidate.hops`,
+`setpoint.insight.paths`): each step from the target to the entry's object with the edge
+entry that shows it, `unknown` where none does.
+
 Floor (`RankingSettings.floor`): what a spec change of an object not connected to the
 target, made `tau_s` before the failure, with nothing else for it, scores (1 x 0.5 ** 4 x
 0.5 = 0.031). When no candidate reaches it, `explain` says the cause is not known rather
@@ -118,26 +143,17 @@ than rank noise (`confident`). It follows from the weights above, not from a ben
 The weights are 1 (w_novelty 0.5: a first-seen value is common for harmless changes too);
 `bench/insight.py` reports the accuracy with each halved and doubled.
 
-A symptom is an exit other than a stop on request (SIGTERM, code 0 or 143), a Warning
-event, a failure onset, or an error line (ERROR, FATAL, Traceback, ...Error) whose template
-its object did not log in the hour before. A log line's template is the line with numbers,
-addresses, ids and quoted strings masked (`line_shape`: each word with a digit in it).
-
-Deletion is a stop on request too: once a change sets an object's `deletionTimestamp`, its
-conditions (a replica turning Ready=False as a rollout removes it), and its exits, events and
-log lines (PostgreSQL's shutdown exits non-zero) are neither failures nor symptoms nor a
-blocker's evidence, until it is created again; and when it is deleted, a failure it had ends with it
-(a removed crash-looping replica is not still failing).
+What entries mean (a symptom, a stop on request) and the index are
+`setpoint.insight.index`.
 """
 
 from __future__ import annotations
 
 import heapq
-import re
 from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import orjson
@@ -145,124 +161,19 @@ import orjson
 from setpoint.errors import Invalid
 from setpoint.insight.blockers import root_blockers
 from setpoint.insight.entries import Entry, ObjectRef
-
-# -- what entries mean ---------------------------------------------------------------
-
-CRASH_LOOP_REASONS = frozenset({"BackOff", "CrashLoopBackOff"})
-STOP_SIGNALS = (None, 0, 15)
-STOP_CODES = (None, 0, 143)
-ERROR_LINE = re.compile(
-    r"\b(?:ERROR|FATAL|PANIC|CRITICAL|SEVERE|Traceback|Exception|panic|refused|denied|"
-    r"timed out|timeout|killed|OOM|[A-Z][A-Za-z]*Error)\b|\berror:"
+from setpoint.insight.index import (
+    ERROR_LINE,
+    METADATA_ONLY,
+    TimelineIndex,
+    by_controller,
+    change_paths,
+    deletion_begun,
+    path_kind,
+    symptom_of,
+    template_of,
 )
-"""A log line that reports a problem: a symptom if its object did not log its template in the
-`QUIET_S` before (recurring warnings are not news)."""
-QUIET_S = 3600.0
-LOG_LAG_S = 1.0
-"""How late the recorder may stamp a log line: it reads the log files at intervals."""
-
-
-def failure_class(entry: Entry) -> str | None:
-    """The failure an entry reports: "NotReady", "Stalled", "CrashLoop", "Failed" or None."""
-    kind = entry.get("type")
-    if kind == "condition":
-        cond = entry.get("condition") or {}
-        ctype, status, reason = cond.get("type"), cond.get("status"), cond.get("reason")
-        if reason in CRASH_LOOP_REASONS and status == ("False" if ctype == "Ready" else "True"):
-            return "CrashLoop"
-        if ctype == "Ready" and status == "False":
-            return "NotReady"
-        if ctype == "Stalled" and status == "True":
-            return "Stalled"
-        if ctype == "Failed" and status == "True":
-            return "Failed"
-    elif kind == "event" and entry.get("reason") in CRASH_LOOP_REASONS:
-        return "CrashLoop"
-    return None
-
-
-def deletion_begun(entry: Entry) -> bool:
-    """Whether a change entry sets its object's `metadata.deletionTimestamp`."""
-    values = (entry.get("diff") or {}).get("metadata.deletionTimestamp")
-    return isinstance(values, list | tuple) and len(values) == 2 and values[1] is not None
-
-
-def recovered_from(entry: Entry) -> frozenset[str]:
-    """The failure classes an entry ends: Ready=True ends them all, Stalled=False a stall,
-    Failed=False a failure."""
-    if entry.get("type") != "condition":
-        return frozenset()
-    cond = entry.get("condition") or {}
-    ctype, status = cond.get("type"), cond.get("status")
-    if ctype == "Ready" and status == "True":
-        return ALL_FAILURES
-    if ctype in ("Stalled", "Failed") and status == "False":
-        return frozenset({ctype})
-    return frozenset()
-
-
-ALL_FAILURES = frozenset({"NotReady", "Stalled", "CrashLoop", "Failed"})
-
-
-def symptom_of(entry: Entry) -> str | None:
-    """What makes an entry (other than a log line) a symptom, as a key; None if it is not.
-
-    A non-zero exit or a signal other than a stop on request, a Warning event, a failure."""
-    kind = entry.get("type")
-    if kind == "exit":
-        code, signal = entry.get("exitCode"), entry.get("signal")
-        if (signal in STOP_SIGNALS and code in STOP_CODES) or entry.get("stoppedOnRequest"):
-            return None  # stopped on request (a restart, a rollout): not a failure
-        return f"exit {code if code is not None else ''}/{signal or ''}"
-    if kind == "event" and entry.get("eventType") == "Warning":
-        return f"event {entry.get('reason')}"
-    cls = failure_class(entry)
-    return f"condition {cls}" if cls else None
-
-
-_VARIABLE = re.compile(r"""'[^']*'|"[^"]*"|`[^`]*`|[^\s'"`]*\d[^\s'"`]*""")
-
-
-def line_shape(line: str) -> str:
-    """A log line with what varies replaced by `<*>`: quoted strings, and every word with a
-    digit in it (numbers, addresses, ids, times, sizes). One regex pass, a few microseconds."""
-    return _VARIABLE.sub("<*>", line.strip())
-
-
-def template_of(entry: Entry) -> str:
-    """What a log entry's line is an instance of: the line's shape (`line_shape`). Not the
-    recorder's `template`: a streaming miner's templates generalise as it learns, so one
-    statement would look new again each time its template widened."""
-    line = entry.get("line")
-    if isinstance(line, str):
-        return line_shape(line)
-    template = entry.get("template")
-    return template if isinstance(template, str) else ""
-
-
-_INDEX = re.compile(r"\[\d+\]")
-
-
-def change_paths(entry: Entry) -> list[str]:
-    """The paths a change entry touched, as written (`spec.args[2]`)."""
-    diff = entry.get("diff")
-    return [str(p) for p in diff] if isinstance(diff, Mapping) else []
-
-
-def path_kind(path: str) -> str:
-    """A path with its list indices dropped: what kind of setting it is (`spec.args`)."""
-    return _INDEX.sub("", path)
-
-
-METADATA_ONLY = ("metadata.labels", "metadata.annotations")
-
-
-def by_controller(entry: Entry) -> bool:
-    """Whether a controller made the change (the recorder's actor `controller` or
-    `controller/<name>`): mostly the consequence of another change, such as a rollout's new
-    replica, rather than a cause of its own."""
-    actor = entry.get("actor")
-    return isinstance(actor, str) and (actor == "controller" or actor.startswith("controller/"))
+from setpoint.insight.onsets import Trouble, mentions, reach, troubles
+from setpoint.insight.paths import Hop, edges_by_pair, verified_path
 
 
 def change_prior(paths: Sequence[str], settings: RankingSettings) -> float:
@@ -274,327 +185,6 @@ def change_prior(paths: Sequence[str], settings: RankingSettings) -> float:
     if all(path_kind(p).endswith("replicas") or p.startswith(METADATA_ONLY) for p in paths):
         return settings.prior_scale
     return settings.prior_spec
-
-
-def _value_key(value: Any) -> bytes:
-    try:
-        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
-    except TypeError:
-        return repr(value).encode()
-
-
-# -- the index ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Edge:
-    ts: float
-    source: ObjectRef
-    target: ObjectRef
-    relation: str
-
-
-@dataclass(frozen=True)
-class Onset:
-    """An object started failing: `position` is the entry's index in the timeline."""
-
-    ts: float
-    position: int
-    obj: ObjectRef
-    failure: str
-
-
-@dataclass
-class TimelineIndex:
-    """What `explain` needs from a timeline, gathered in one pass (see `build`)."""
-
-    entries: Sequence[Entry]
-    ts: list[float]
-    edges: list[Edge]
-    edge_ts: list[float]
-    objects: dict[ObjectRef, list[int]]
-    """Positions of each object's entries (not edges), oldest first."""
-    changes: list[int]
-    change_ts: list[float]
-    symptoms: list[int]
-    """Positions of symptoms: error lines not logged in the hour before, and the entries
-    `symptom_of` names."""
-    symptom_ts: list[float]
-    symptoms_by_object: dict[ObjectRef, list[float]]
-    symptom_keys: dict[ObjectRef, list[str]]
-    """What each of an object's symptoms is (parallel to `symptoms_by_object`)."""
-    onsets: dict[ObjectRef, list[Onset]]
-    recoveries: dict[ObjectRef, list[float]]
-    onsets_by_failure: dict[tuple[str, str], list[float]]
-    """(object kind, failure class) -> when objects of that kind started failing that way."""
-    novel_paths: dict[int, tuple[str, ...]] = field(default_factory=dict)
-    """Change position -> its paths whose new value the object never had before."""
-    novel_logs: set[int] = field(default_factory=set)
-    """Positions of log lines whose template the object never logged before."""
-    refs: dict[int, ObjectRef] = field(default_factory=dict)
-    """Position -> object, for changes and symptoms."""
-    ready: dict[ObjectRef, list[int]] = field(default_factory=dict)
-    """Positions of each object's `Ready` condition entries, oldest first."""
-    lifecycle: dict[ObjectRef, list[tuple[float, str]]] = field(default_factory=dict)
-    """Each object's `created` and `deleted` changes: (ts, action), oldest first."""
-    symptom_positions: set[int] = field(default_factory=set)
-    changes_by_object: dict[ObjectRef, list[int]] = field(default_factory=dict)
-    """Positions of each object's changes, oldest first."""
-    stopping: set[int] = field(default_factory=set)
-    """Positions of exits, log lines and events of an object while it was being deleted or
-    after it was: it stops because it was asked to (neither symptoms nor evidence)."""
-
-    @property
-    def kinds(self) -> set[str]:
-        return {o.kind for o in self.objects}
-
-    @classmethod
-    def build(cls, entries: Sequence[Entry]) -> TimelineIndex:
-        """Index `entries` (ordered by `ts`; an entry out of order raises `Invalid`)."""
-        index = cls(entries, [], [], [], {}, [], [], [], [], {}, {}, {}, {}, {})
-        interned: dict[tuple[str, str, str], ObjectRef] = {}
-        seen_values: dict[tuple[ObjectRef, str], set[bytes]] = {}
-        template_seen: dict[tuple[ObjectRef, str], float] = {}
-        failing: dict[ObjectRef, set[str]] = defaultdict(set)  # its failure classes now
-        deleting: set[ObjectRef] = set()  # their deletion has begun
-        gone: set[ObjectRef] = set()  # deleted (until created again)
-        objects = index.objects
-        ts_list = index.ts
-        last = float("-inf")
-
-        def ref_of(raw: Any) -> ObjectRef | None:
-            if not isinstance(raw, Mapping):
-                return None
-            ns = raw.get("namespace")
-            key = (raw.get("kind"), raw.get("name"), ns if isinstance(ns, str) else "default")
-            ref = interned.get(key)  # type: ignore[arg-type]
-            if ref is None:
-                ref = ObjectRef.of(raw)
-                if ref is None:
-                    return None
-                interned[key] = ref  # type: ignore[index]
-            return ref
-
-        for position, entry in enumerate(entries):
-            ts = entry["ts"]
-            if ts < last:
-                raise Invalid(f"timeline entry {position + 1} is older than the one before it")
-            last = ts
-            ts_list.append(ts)
-            kind = entry.get("type")
-            if kind == "edge":
-                source, target = ref_of(entry.get("from")), ref_of(entry.get("to"))
-                if source is not None and target is not None:
-                    index.edges.append(Edge(ts, source, target, str(entry.get("relation"))))
-                    index.edge_ts.append(ts)
-                continue
-            ref = ref_of(entry.get("object"))
-            if ref is None:
-                continue
-            mine = objects.get(ref)
-            if mine is None:
-                mine = objects[ref] = []
-            mine.append(position)
-            if kind in ("exit", "log", "event") and (ref in deleting or ref in gone):
-                index.stopping.add(position)
-                continue  # it stops because it was asked to: no symptom
-            if kind == "log":
-                key = (ref, template_of(entry))
-                last_seen = template_seen.get(key)
-                template_seen[key] = ts
-                if last_seen is None:
-                    index.novel_logs.add(position)
-                if (last_seen is None or ts - last_seen > QUIET_S) and ERROR_LINE.search(
-                    str(entry.get("line", ""))
-                ):
-                    index._add_symptom(position, ts, ref, "log " + key[1])
-                continue
-            if kind == "change":
-                index.changes.append(position)
-                index.change_ts.append(ts)
-                index.changes_by_object.setdefault(ref, []).append(position)
-                index.refs[position] = ref
-                novel = index._novel_paths(entry, ref, seen_values)
-                if novel:
-                    index.novel_paths[position] = novel
-                action = entry.get("action")
-                if action in ("created", "deleted"):
-                    index.lifecycle.setdefault(ref, []).append((ts, str(action)))
-                if action == "created":
-                    deleting.discard(ref)
-                    gone.discard(ref)
-                elif deletion_begun(entry):
-                    deleting.add(ref)
-                elif action == "deleted":
-                    deleting.discard(ref)
-                    gone.add(ref)
-                    if failing[ref]:  # it is gone, and its failure with it
-                        failing[ref].clear()
-                        index.recoveries.setdefault(ref, []).append(ts)
-                continue
-            if kind == "condition" and (entry.get("condition") or {}).get("type") == "Ready":
-                index.ready.setdefault(ref, []).append(position)
-            if kind == "condition" and ref in deleting:
-                continue  # stopping because it was asked to, as an exit stopped on request
-            cls_ = failure_class(entry)
-            if cls_ is not None:
-                if not failing[ref]:  # it was healthy: a failure begins
-                    onset = Onset(ts, position, ref, cls_)
-                    index.onsets.setdefault(ref, []).append(onset)
-                    index.onsets_by_failure.setdefault((ref.kind, cls_), []).append(ts)
-                failing[ref].add(cls_)
-            else:
-                ended = recovered_from(entry)
-                if ended and failing[ref]:
-                    failing[ref] -= ended
-                    if not failing[ref]:
-                        index.recoveries.setdefault(ref, []).append(ts)
-            symptom = symptom_of(entry)
-            if symptom is not None:
-                index._add_symptom(position, ts, ref, symptom)
-        return index
-
-    def _add_symptom(self, position: int, ts: float, ref: ObjectRef, key: str) -> None:
-        self.symptom_positions.add(position)
-        self.symptoms.append(position)
-        self.symptom_ts.append(ts)
-        self.refs[position] = ref
-        self.symptoms_by_object.setdefault(ref, []).append(ts)
-        self.symptom_keys.setdefault(ref, []).append(key)
-
-    @staticmethod
-    def _novel_paths(
-        entry: Entry, ref: ObjectRef, seen: dict[tuple[ObjectRef, str], set[bytes]]
-    ) -> tuple[str, ...]:
-        """The paths whose new value was never seen at that path of that object (a path seen
-        for the first time is not novel: a created object's every value would be)."""
-        novel = []
-        for path, values in (entry.get("diff") or {}).items():
-            if not isinstance(values, list | tuple) or len(values) != 2:
-                continue
-            old, new = values
-            known = seen.get((ref, path))
-            if known is None:
-                known = seen[(ref, path)] = set()
-            if old is not None:
-                known.add(_value_key(old))
-            new_key = _value_key(new)
-            if old is not None and new is not None and new_key not in known:
-                novel.append(path)
-            known.add(new_key)
-        return tuple(novel)
-
-    # -- queries ---------------------------------------------------------------------
-
-    def failure_of(self, target: ObjectRef, at: float | None) -> Onset | None:
-        """The start of the target's latest failure at or before `at`."""
-        onsets = self.onsets.get(target, [])
-        if at is not None:
-            onsets = onsets[: bisect_right([o.ts for o in onsets], at)]
-        return onsets[-1] if onsets else None
-
-    def failing_at(self, obj: ObjectRef, ts: float, since: float) -> float | None:
-        """When `obj`'s failure that is still going on at `ts` began, if it began after `since`."""
-        onsets = self.onsets.get(obj)
-        if not onsets:
-            return None
-        i = bisect_right([o.ts for o in onsets], ts) - 1
-        if i < 0 or onsets[i].ts < since:
-            return None
-        recoveries = self.recoveries.get(obj, [])
-        j = bisect_right(recoveries, onsets[i].ts)
-        if j < len(recoveries) and recoveries[j] <= ts:
-            return None
-        return onsets[i].ts
-
-    def lasting_symptom(self, obj: ObjectRef, lo: float, hi: float) -> float | None:
-        """The earliest symptom of `obj` in [`lo`, `hi`] that `obj` had not recovered from
-        (a Ready=True) by `hi`: a dependency that failed while starting and then became
-        Ready is not where a later failure began. A log line is stamped when it was read,
-        up to `LOG_LAG_S` after it was written: one read that long after a recovery may
-        have been written before it."""
-        times = self.symptoms_by_object.get(obj, [])
-        keys = self.symptom_keys.get(obj, [])
-        i = bisect_left(times, lo)
-        while i < len(times) and times[i] <= hi:
-            since = times[i] - (LOG_LAG_S if keys[i].startswith("log ") else 0.0)
-            if not self.recovered(obj, since, hi):
-                return times[i]
-            i += 1
-        return None
-
-    def recovered(self, obj: ObjectRef, since: float, until: float) -> float | None:
-        """When `obj` first turned Ready again (or was deleted) after `since`, if it did by
-        `until`."""
-        recoveries = self.recoveries.get(obj, [])
-        j = bisect_right(recoveries, since)
-        return recoveries[j] if j < len(recoveries) and recoveries[j] <= until else None
-
-    def became_ready(self, obj: ObjectRef, since: float, until: float) -> float | None:
-        """When `obj` first turned Ready=True after `since`, by `until`: from not Ready, or
-        as it was first Ready after being created (a replica a rollout made)."""
-        positions = self.ready.get(obj, [])
-        lo = bisect_right(positions, since, key=lambda p: self.ts[p])
-        hi = bisect_right(positions, until, key=lambda p: self.ts[p])
-        for k in range(lo, hi):
-            p = positions[k]
-            if (self.entries[p].get("condition") or {}).get("status") != "True":
-                continue
-            if k == 0:
-                return self.ts[p]
-            before = positions[k - 1]
-            was = (self.entries[before].get("condition") or {}).get("status")
-            if was != "True" or self.created_at(obj, self.ts[p]) > self.ts[before]:
-                return self.ts[p]
-        return None
-
-    def ready_at(self, obj: ObjectRef, ts: float) -> Mapping[str, Any] | None:
-        """`obj`'s `Ready` condition as last recorded at or before `ts` (None: none yet)."""
-        positions = self.ready.get(obj, [])
-        i = bisect_right(positions, ts, key=lambda p: self.ts[p]) - 1
-        return self.entries[positions[i]].get("condition") if i >= 0 else None
-
-    def was_ready(self, obj: ObjectRef, since: float, until: float) -> bool:
-        """Whether `obj` was Ready=True at some time in [`since`, `until`]."""
-        if (self.ready_at(obj, since) or {}).get("status") == "True":
-            return True
-        positions = self.ready.get(obj, [])
-        lo = bisect_right(positions, since, key=lambda p: self.ts[p])
-        hi = bisect_right(positions, until, key=lambda p: self.ts[p])
-        return any(
-            (self.entries[p].get("condition") or {}).get("status") == "True"
-            for p in positions[lo:hi]
-        )
-
-    def exists_at(self, obj: ObjectRef, ts: float) -> bool:
-        """Whether the timeline shows `obj` at `ts`: it has an entry by then, and its last
-        `created` or `deleted` change by then is not a deletion."""
-        positions = self.objects.get(obj)
-        if not positions or self.ts[positions[0]] > ts:
-            return False
-        lifecycle = self.lifecycle.get(obj, [])
-        i = bisect_right(lifecycle, ts, key=lambda c: c[0]) - 1
-        return i < 0 or lifecycle[i][1] != "deleted"
-
-    def created_at(self, obj: ObjectRef, ts: float) -> float:
-        """When `obj` was last created at or before `ts` (its first entry if no `created`)."""
-        lifecycle = self.lifecycle.get(obj, [])
-        i = bisect_right(lifecycle, ts, key=lambda c: c[0]) - 1
-        while i >= 0 and lifecycle[i][1] != "created":
-            i -= 1
-        return lifecycle[i][0] if i >= 0 else self.ts[self.objects[obj][0]]
-
-    def graph_at(self, ts: float) -> dict[ObjectRef, list[tuple[ObjectRef, int, str]]]:
-        """Adjacency as of `ts`, toward possible causes: (neighbour, hops, relation)."""
-        graph: dict[ObjectRef, list[tuple[ObjectRef, int, str]]] = defaultdict(list)
-        for edge in self.edges[: bisect_right(self.edge_ts, ts)]:
-            if edge.relation == "dependsOn":
-                graph[edge.source].append((edge.target, 1, "dependsOn"))
-                graph[edge.target].append((edge.source, 2, "is depended on by"))
-            else:
-                graph[edge.source].append((edge.target, 1, "ownedBy"))
-                graph[edge.target].append((edge.source, 1, "owns"))
-        return graph
 
 
 # -- ranking -----------------------------------------------------------------------------
@@ -655,6 +245,12 @@ class Candidate:
     """The chain from the target to the entry's object (the target alone for its own
     entries): a root blocker's chain, else the shortest path along dependency and ownership
     edges; empty when they are not connected."""
+    doubted: bool = False
+    """A change the ranking found a reason against: the target was Ready again after it, it
+    ended a failure (a fix), its episode ended, or it reaches the target only through new
+    objects."""
+    hops: tuple[Hop, ...] = ()
+    """The verified path: each step of `path` with the timeline entry that shows it."""
 
 
 @dataclass(frozen=True)
@@ -683,7 +279,8 @@ class _Context:
     via: dict[ObjectRef, ObjectRef]
     """Each connected object -> the one before it on its shortest path from the target."""
     first_path_symptom: tuple[float, ObjectRef] | None
-    cooccurrence: dict[str, float]
+    cooccurrence: dict[str, tuple[int, int]]
+    """Change kind -> (times made, times followed by such a failure) before the window."""
     episode: float = float("-inf")
     """When the target was last healthy before its failure (`episode_start`): what came
     before belongs to an earlier episode that ended."""
@@ -754,9 +351,12 @@ def rank(index: TimelineIndex, failure: Failure, settings: RankingSettings) -> l
     scored = [c for p in change_positions if (c := _score_change(ctx, p)) is not None]
     scored += _score_symptoms(ctx)
     scored += _blocker_evidence(ctx)
+    scored += _causes_first(ctx, scored)
     scored.sort(key=lambda c: (-c.score, -float(c.entry["ts"])))
     scored = _best_of_each_entry(scored)
-    return scored[: settings.limit] if settings.limit else scored
+    best = scored[: settings.limit] if settings.limit else scored
+    pairs = edges_by_pair(index, failure.now if failure.now is not None else failure.ts)
+    return [replace(c, hops=verified_path(index, c.path, pairs)) for c in best]
 
 
 def _best_of_each_entry(ranked: list[Candidate]) -> list[Candidate]:
@@ -836,9 +436,11 @@ def _change_kind(ref: ObjectRef, path: str) -> str:
     return f"{ref.kind}:{path_kind(path)}"
 
 
-def _cooccurrence(ctx: _Context, candidates: Sequence[int], window_start: int) -> dict[str, float]:
-    """For each kind of change among the candidates: how often such a change was followed by a
-    failure like this one before the candidate window (add-one smoothed)."""
+def _cooccurrence(
+    ctx: _Context, candidates: Sequence[int], window_start: int
+) -> dict[str, tuple[int, int]]:
+    """For each kind of change among the candidates: how often such a change was made, and
+    followed by a failure like this one, before the candidate window."""
     index, settings, failure = ctx.index, ctx.settings, ctx.failure
     wanted = {
         _change_kind(index.refs[p], path)
@@ -866,7 +468,13 @@ def _cooccurrence(ctx: _Context, candidates: Sequence[int], window_start: int) -
         for k in kinds:
             seen[k] += 1
             followed[k] += hit
-    return {k: followed[k] / (seen[k] + 1) for k in seen}
+    return {k: (seen[k], followed[k]) for k in seen}
+
+
+def _history_factor(made: int, followed: int) -> float:
+    """How much likelier a change is the cause, given how often its kind was followed by
+    such a failure: 2 x (followed + 1) / (made + 2); 1 without history."""
+    return 2.0 * (followed + 1) / (made + 2)
 
 
 def _route(ctx: _Context, obj: ObjectRef) -> tuple[ObjectRef, ...]:
@@ -902,7 +510,12 @@ def _score_change(ctx: _Context, position: int) -> Candidate | None:
     score = change_prior(paths, s) * closeness
     if by_controller(entry):
         score *= s.prior_controller
-    history = max((ctx.cooccurrence.get(_change_kind(obj, p), 0.0) for p in paths), default=0.0)
+    made, followed = max(
+        (ctx.cooccurrence.get(_change_kind(obj, p), (0, 0)) for p in paths),
+        key=lambda mf: abs(_history_factor(*mf) - 1.0),
+        default=(0, 0),
+    )
+    history = _history_factor(made, followed)
     novel = index.novel_paths.get(position, ())
     untouched = (
         any(n == obj and r == "ownedBy" for n, _, r in ctx.graph.get(failure.obj, ()))
@@ -921,7 +534,7 @@ def _score_change(ctx: _Context, position: int) -> Candidate | None:
     ended = _episode_ended(ctx, obj, ts, paths)
     if ended is not None:
         evidence, symptom = 0.0, None  # changed again, then healthy: its episode ended
-    score *= (1 + s.w_history * history) * (1 + s.w_novelty * bool(novel))
+    score *= history**s.w_history * (1 + s.w_novelty * bool(novel))
     score *= 1 + s.w_evidence * s.evidence_gain * evidence
     late = ctx.first_path_symptom is not None and ts > ctx.first_path_symptom[0]
     if late:
@@ -958,8 +571,10 @@ def _score_change(ctx: _Context, position: int) -> Candidate | None:
         parts.append(f"a value {obj} never had before ({', '.join(novel)})")
     if symptom is not None:
         parts.append(f"then {symptom[1]}")
-    if history > 0:
-        parts.append(f"such changes were followed by such failures before ({history:.0%})")
+    if followed > 0:
+        parts.append(f"such changes were followed by such failures before ({followed} of {made})")
+    elif made >= 2:
+        parts.append(f"such changes were made {made} times before with no such failure")
     if late and ctx.first_path_symptom is not None:
         began, failing = ctx.first_path_symptom
         parts.append(f"but {failing} already showed trouble {_ago(ts - began)} before it")
@@ -977,7 +592,9 @@ def _score_change(ctx: _Context, position: int) -> Candidate | None:
         parts.append(
             f"but {failure.obj} was made before it: its owner's change reaches only new ones"
         )
-    return Candidate(entry, round(score, 6), "; ".join(p for p in parts if p), _route(ctx, obj))
+    doubted = healed is not None or ended is not None or untouched or fixed
+    reason = "; ".join(p for p in parts if p)
+    return Candidate(entry, round(score, 6), reason, _route(ctx, obj), doubted)
 
 
 def changes_what_runs(entry: Entry, settings: RankingSettings) -> bool:
@@ -1119,13 +736,13 @@ def _upstream(graph: Graph, obj: ObjectRef) -> set[ObjectRef]:
     """What `obj` (or its owner) depends on, directly or not, with the objects those own."""
     starts = [obj, *(n for n, _, rel in graph.get(obj, ()) if rel == "ownedBy")]
     found: set[ObjectRef] = set()
-    todo = [n for o in starts for n, _, rel in graph.get(o, ()) if rel == "dependsOn"]
+    todo = [n for o in starts for n, _, rel in graph.get(o, ()) if rel in ("dependsOn", "uses")]
     while todo:
         node = todo.pop()
         if node in found or node == obj:
             continue
         found.add(node)
-        todo += [n for n, _, rel in graph.get(node, ()) if rel in ("dependsOn", "owns")]
+        todo += [n for n, _, rel in graph.get(node, ()) if rel in ("dependsOn", "owns", "uses")]
     return found
 
 
@@ -1194,6 +811,160 @@ def _own_symptoms(ctx: _Context) -> list[Candidate]:
         reason = f"{failure.obj} {what} {when}"
         out.append(Candidate(entry, round(score, 6), reason, (failure.obj,)))
     return out
+
+
+# -- causes before symptoms ------------------------------------------------------------
+
+
+def _troubled(ctx: _Context) -> tuple[list[Trouble], float, bool]:
+    """Where the failure's trouble is (`onsets.troubles`): the root blockers when the target
+    is held back (up to now), else the target, what it owns, and what it depends on (up to
+    the failure, since its episode began); with the time read up to and whether it is held
+    back."""
+    index, s, failure = ctx.index, ctx.settings, ctx.failure
+    now = failure.now if failure.now is not None else failure.ts
+    if _blocked(ctx, now):
+        chains = blocking_chains(index, failure.obj, now) or [[failure.obj]]
+        roots = {c[-1] for c in chains if index.exists_at(c[-1], now)}
+        return troubles(index, roots, failure.ts - s.symptom_horizon_s, now), now, True
+    children = [n for n, _, rel in ctx.graph.get(failure.obj, ()) if rel == "owns"]
+    near = {failure.obj, *children, *_upstream(ctx.graph, failure.obj)}
+    since = max(ctx.episode, failure.ts - s.symptom_horizon_s)
+    found = troubles(index, near, since, failure.ts)
+    lasting = [
+        t
+        for t in found
+        if t.count > 1 or index.failing_at(t.obj, failure.ts, float("-inf")) is not None
+    ]  # one line that nothing followed is no trouble this failure grew from
+    return lasting, failure.ts, False
+
+
+def _causes_first(ctx: _Context, scored: Sequence[Candidate]) -> list[Candidate]:
+    """Causes before symptoms: for each trouble (`_troubled`), the person's change of what
+    runs (or deletion) in what can change the troubled object (`onsets.reach`: itself, its owner's
+    template, its inputs, what it depends on) made in the `symptom_horizon_s` before the
+    trouble began that fits it best (`_fit`), unless the ranking doubts it (`doubted`) or it
+    came before the troubled object was made (`_before_it_was_made`) and it is not a change
+    of another object the trouble's words name (`_named_elsewhere`). It
+    is ranked above the trouble's own symptoms, with them as its evidence and the time
+    between; the change behind the earliest trouble above everything: a failure propagates
+    from where it began, and what began it is what one reverts."""
+    index, s = ctx.index, ctx.settings
+    found, _, held = _troubled(ctx)
+    if not found:
+        return []
+    changes = [
+        c
+        for c in scored
+        if c.entry.get("type") == "change"
+        and c.entry.get("action") != "created"
+        and (changes_what_runs(c.entry, s) or _deleted_by_person(c.entry))
+    ]
+    top = max((c.score for c in scored), default=0.0)
+    out: list[Candidate] = []
+    for trouble in found:
+        able = reach(ctx.graph, trouble.obj)
+        fits = [
+            c
+            for c in changes
+            if index_ref(index, c.entry) in able
+            and trouble.onset - s.symptom_horizon_s <= float(c.entry["ts"]) < trouble.onset
+        ]
+        born = index.created_at(trouble.obj, trouble.onset)
+        ranked = [
+            (_fit(ctx, trouble, c), c)
+            for c in fits
+            if _named_elsewhere(ctx, trouble, c)
+            or not (c.doubted or _before_it_was_made(ctx, trouble, c, born))
+        ]
+        if not ranked:
+            continue
+        best = max(ranked, key=lambda fc: fc[0])[1]
+        own = max(
+            (c.score for c in scored if index_ref(index, c.entry) == trouble.obj), default=0.0
+        )
+        score = (top if not out else max(own, best.score)) * 1.05
+        if out:
+            score = min(score, out[0].score * 0.99)
+        obj = index_ref(index, best.entry)
+        gap = _ago(trouble.onset - float(best.entry["ts"]))
+        times = f" ({trouble.count} times since)" if trouble.count > 1 else ""
+        symptom = index.entries[trouble.position]
+        reason = (
+            f"{_describe_change(best.entry, obj)}, {gap} before {trouble.obj} "
+            f"{_began(symptom)}{times}"
+        )
+        more = best.reason.split("; ")[1:]  # the change's own reasons, but its first words
+        chained = any(m.startswith("it holds back") for m in more)
+        if trouble.obj != ctx.failure.obj and not chained:
+            reason += (
+                f"; it holds back {ctx.failure.obj}"
+                if held
+                else f"; then {ctx.failure.obj} {_failed(ctx.failure)}"
+            )
+        reason += "".join(f"; {m}" for m in more)
+        out.append(Candidate(best.entry, round(score, 6), reason, _route(ctx, obj)))
+    return out
+
+
+def _deleted_by_person(entry: Entry) -> bool:
+    """Whether a change entry is a person's deletion of its object (its `deletionTimestamp`
+    set, or its removal): what depends on it loses it."""
+    deleted = entry.get("action") == "deleted" or deletion_begun(entry)
+    return deleted and not by_controller(entry)
+
+
+def _before_it_was_made(ctx: _Context, trouble: Trouble, candidate: Candidate, born: float) -> bool:
+    """Whether `candidate` changed another object than the troubled one (or its owner)
+    before the troubled object was made: it was made into the world as that change left
+    it, so its trouble is its own (a new Job's bad SQL is not the db's earlier change)."""
+    obj = index_ref(ctx.index, candidate.entry)
+    mine = {trouble.obj, *(n for n, _, rel in ctx.graph.get(trouble.obj, ()) if rel == "ownedBy")}
+    return obj not in mine and float(candidate.entry["ts"]) < born
+
+
+def _named_elsewhere(ctx: _Context, trouble: Trouble, candidate: Candidate) -> bool:
+    """Whether `candidate` changed another object than the troubled one (or its owner) and
+    the trouble's words name it, its setting or its value: a client's error that points at
+    what changed elsewhere (a probe's failure naming a probe setting of its own template is
+    no such pointer: the words are the probe's own)."""
+    obj = index_ref(ctx.index, candidate.entry)
+    mine = {trouble.obj, *(n for n, _, rel in ctx.graph.get(trouble.obj, ()) if rel == "ownedBy")}
+    said = [ctx.index.entries[p] for p in trouble.said]
+    return obj not in mine and mentions(said, candidate.entry, obj)
+
+
+def _fit(ctx: _Context, trouble: Trouble, candidate: Candidate) -> tuple[bool, float]:
+    """How well a change fits a trouble: first whether the trouble's words name it
+    (`onsets.mentions`; for a change of the troubled object or its owner, by its setting's
+    name only: its own lines say its own values all the time, a `UTC` time stamp); of those
+    named the latest; of the others the best scored."""
+    obj = index_ref(ctx.index, candidate.entry)
+    mine = {trouble.obj, *(n for n, _, rel in ctx.graph.get(trouble.obj, ()) if rel == "ownedBy")}
+    said = [ctx.index.entries[p] for p in trouble.said]
+    named = mentions(said, candidate.entry, obj, values=obj not in mine)
+    return named, float(candidate.entry["ts"]) if named else candidate.score
+
+
+def index_ref(index: TimelineIndex, entry: Entry) -> ObjectRef:
+    """The object of a candidate's entry."""
+    ref = ObjectRef.of(entry.get("object"))
+    assert ref is not None
+    return ref
+
+
+def _began(entry: Entry) -> str:
+    """How an object's trouble began, in words (`began exiting with signal 9`)."""
+    kind = entry.get("type")
+    if kind == "exit":
+        sig = entry.get("signal")
+        how = f"signal {sig}" if sig else f"code {entry.get('exitCode')}"
+        return f"began exiting with {how}"
+    if kind == "log":
+        return f"began logging {_short(entry.get('line', ''), 60)!r}"
+    if kind == "event":
+        return f"began having Warning events {entry.get('reason')}"
+    return _describe_symptom(entry)
 
 
 # -- blocked chains ------------------------------------------------------------------------

@@ -391,6 +391,8 @@ def _edge_entries(
                     str(dep["kind"]), str(dep["name"]), dep.get("namespace") or namespace
                 )
                 found.append(("dependsOn", to))
+        for name in secrets_used(spec):
+            found.append(("uses", object_ref("Secret", name, namespace)))
         return found
 
     before = edges(old)
@@ -399,6 +401,29 @@ def _edge_entries(
         for relation, to in edges(new)
         if (relation, to) not in before
     ]
+
+
+def secrets_used(spec: Any) -> list[str]:
+    """The Secrets a spec (or its `template`'s) takes values from: `env` entries'
+    `valueFrom.secretKeyRef.name` (as a mapping or a Kubernetes-style list) and `envFrom`'s
+    `secretRef.name`; each once, in order. Pure."""
+    if not isinstance(spec, Mapping):
+        return []
+    template = spec.get("template")
+    inner = template.get("spec") if isinstance(template, Mapping) else None
+    names: dict[str, None] = {n: None for n in secrets_used(inner)} if inner else {}
+    env = spec.get("env")
+    values = env.values() if isinstance(env, Mapping) else env if isinstance(env, list) else []
+    for value in values:
+        ref = value.get("valueFrom") if isinstance(value, Mapping) else None
+        key_ref = ref.get("secretKeyRef") if isinstance(ref, Mapping) else None
+        if isinstance(key_ref, Mapping) and key_ref.get("name"):
+            names[str(key_ref["name"])] = None
+    for source in spec.get("envFrom") or () if isinstance(spec.get("envFrom"), list) else ():
+        secret = source.get("secretRef") if isinstance(source, Mapping) else None
+        if isinstance(secret, Mapping) and secret.get("name"):
+            names[str(secret["name"])] = None
+    return list(names)
 
 
 def _event_entries(old: Snapshot | None, new: Snapshot | None, *, now: float) -> list[Entry]:

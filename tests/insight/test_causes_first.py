@@ -1,0 +1,151 @@
+"""Causes before symptoms (`setpoint.insight.ranking`, `setpoint.insight.onsets`): the change
+that began a dependency's trouble ranks above the trouble, with it as the evidence; the path
+to it is shown step by step with the entries that show it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from explain_support import CACHE, DB, T0, WEB, WEB0, by_ts, change, edge, log, ready, webapp
+
+from setpoint.insight.entries import ObjectRef
+from setpoint.insight.index import TimelineIndex
+from setpoint.insight.ranking import Candidate, explain
+
+TARGET = ObjectRef("Deployment", "web", "default")
+SECRET = {"kind": "Secret", "name": "db-credentials", "namespace": "default"}
+
+
+def ranked(entries: list[dict[str, Any]]) -> list[Candidate]:
+    return explain(TimelineIndex.build(by_ts(entries)), TARGET)
+
+
+def killed(ts: float, o: dict[str, str]) -> dict[str, Any]:
+    return {"ts": T0 + ts, "type": "exit", "object": o, "exitCode": None, "signal": "SIGKILL"}
+
+
+def event(ts: float, o: dict[str, str], reason: str, message: str) -> dict[str, Any]:
+    return {"ts": T0 + ts, "type": "event", "object": o, "eventType": "Warning",
+            "reason": reason, "message": message}  # fmt: skip
+
+
+def test_a_lowered_limit_ranks_above_the_kills_it_began_with_them_as_its_evidence() -> None:
+    """cache's memory limit is lowered; two minutes later it is killed again and again, and
+    web, which depends on it, waits: the change is first, the kills are its evidence."""
+    lowered = change(600, CACHE, "spec.resources.memoryLimit", "512Mi", "48Mi")
+    kills = [
+        {"ts": T0 + 600.2, "type": "exit", "object": CACHE, "exitCode": None, "signal": 15},
+        ready(601.5, CACHE, "True", "ProbeSucceeded"),
+    ]
+    for k in range(7):
+        at = 720 + 15 * k
+        kills += [killed(at, CACHE), event(at + 0.2, CACHE, "BackOff", "back-off restarting")]
+    kills += [
+        ready(720.1, CACHE, "False", "ProcessExited"),
+        ready(722, WEB, "False", "DependencyNotReady"),
+    ]
+    decoy = change(700, WEB, "spec.replicas", 1, 2, "carol")
+    entries = [*webapp(), edge(1, WEB, CACHE, "dependsOn"), lowered, decoy, *kills]
+    candidates = ranked(entries)
+    top = candidates[0]
+    assert top.entry is lowered
+    assert "2 min before Process/cache began exiting with signal SIGKILL (7 times since)" in (
+        top.reason
+    )
+    assert "Deployment/web" in top.reason
+    assert [str(o) for o in top.path] == ["Deployment/web", "Process/cache"]
+    (hop,) = top.hops
+    assert (hop.relation, hop.verified) == ("dependsOn", True)
+    assert hop.entry is not None
+    assert hop.entry["type"] == "edge"
+    kill_ranks = [i for i, c in enumerate(candidates) if c.entry.get("type") == "exit"]
+    assert kill_ranks
+    assert min(kill_ranks) > 0
+
+
+def test_a_secret_changed_under_a_running_db_is_found_through_what_uses_it() -> None:
+    """The db's password changes in its Secret; the db is restarted later (an annotation)
+    and takes it; web's replicas cannot log in. The Secret's change is first, and the path
+    from web to it goes through the db's `uses` edge."""
+    rotated = change(600, SECRET, "data.password", "(hidden)", "(changed)")
+    restarted = change(900, DB, "metadata.annotations.restartedAt", None, "900", "oncall")
+    failing = "FATAL:  password authentication failed for user shop"
+    entries = [
+        *webapp(),
+        change(0, SECRET, "data", None, {"password": "(hidden)"}),
+        edge(1, DB, SECRET, "uses"),
+        rotated,
+        restarted,
+        {"ts": T0 + 900.2, "type": "exit", "object": DB, "exitCode": None, "signal": 15},
+        ready(901.5, DB, "True", "ProbeSucceeded"),
+        log(903, DB, failing),
+        {"ts": T0 + 904, "type": "exit", "object": WEB0, "exitCode": 1, "lines": [failing]},
+        {"ts": T0 + 916, "type": "exit", "object": WEB0, "exitCode": 1, "lines": [failing]},
+        ready(904.5, WEB0, "False", "CrashLoopBackOff"),
+        ready(905, WEB, "False", "ReplicasNotReady"),
+    ]
+    top = ranked(entries)[0]
+    assert top.entry is rotated
+    assert [str(o) for o in top.path] == [
+        "Deployment/web",
+        "Process/db",
+        "Secret/db-credentials",
+    ]
+    assert [h.relation for h in top.hops] == ["dependsOn", "uses"]
+    assert all(h.verified for h in top.hops)
+
+
+def test_a_client_error_naming_the_port_points_at_the_dependency_not_a_later_change() -> None:
+    """db's port moves; web's template changes right after (a harmless log level); then
+    web's replica cannot connect to port 5432: the error names the old port, so the db's
+    change is first though web's own change came later and closer."""
+    moved = change(600, DB, "spec.env.PGPORT", "5432", "5433")
+    level = change(610, WEB, "spec.template.spec.env.LOG_LEVEL", "info", "debug")
+    refused = 'connection to server at "db", port 5432 failed: Connection refused'
+    entries = [
+        *webapp(),
+        moved,
+        {"ts": T0 + 600.2, "type": "exit", "object": DB, "exitCode": None, "signal": 15},
+        ready(601.5, DB, "True", "ProbeSucceeded"),
+        level,
+        {"ts": T0 + 620, "type": "exit", "object": WEB0, "exitCode": 1, "lines": [refused]},
+        {"ts": T0 + 631, "type": "exit", "object": WEB0, "exitCode": 1, "lines": [refused]},
+        ready(631.5, WEB0, "False", "CrashLoopBackOff"),
+        ready(632, WEB, "False", "ReplicasNotReady"),
+    ]
+    top = ranked(entries)[0]
+    assert top.entry is moved
+    assert "began exiting with code 1 (2 times since)" in top.reason
+
+
+def test_an_object_made_after_a_dependency_changed_fails_on_its_own() -> None:
+    """db's port is set back by bob; then a new Job that depends on db runs bad SQL and
+    fails: its own exit is first, not the db change it was made after."""
+    job = {"kind": "Job", "name": "migrate-2", "namespace": "default"}
+    restored = change(600, DB, "spec.args[4]", "5433", "5432", "bob")
+    bad_sql = 'migrate: 104_add_column.sql: syntax error at or near ";"'
+    entries = [
+        *webapp(),
+        restored,
+        {"ts": T0 + 600.2, "type": "exit", "object": DB, "exitCode": None, "signal": 15},
+        ready(601.5, DB, "True", "ProbeSucceeded"),
+        {**change(630, job, "spec", None, {"args": ["migrate"]}, "bob"), "action": "created"},
+        edge(630, job, DB, "dependsOn"),
+        {"ts": T0 + 633, "type": "exit", "object": job, "exitCode": 1, "lines": [bad_sql]},
+        {"ts": T0 + 640, "type": "exit", "object": job, "exitCode": 1, "lines": [bad_sql]},
+        {
+            "ts": T0 + 640.5,
+            "type": "condition",
+            "object": job,
+            "condition": {
+                "type": "Failed",
+                "status": "True",
+                "reason": "BackoffLimitExceeded",
+                "message": "2 failed attempts",
+            },
+        },
+    ]
+    index = TimelineIndex.build(by_ts(entries))
+    top = explain(index, ObjectRef("Job", "migrate-2", "default"))[0]
+    assert top.entry is not restored
+    assert top.entry["object"] == job
