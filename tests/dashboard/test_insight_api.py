@@ -15,6 +15,7 @@ from dashboard_kit import record_failure
 
 from setpoint.api.app import create_app
 from setpoint.api.auth import Authenticator, Role, User
+from setpoint.api.insight import _readable_cause
 from setpoint.api.server import ApiServer
 from setpoint.engine import workspace_of
 from setpoint.engine.kinds import builtin_kinds
@@ -99,6 +100,12 @@ async def test_explain_ranks_the_injected_cause_first(tmp_path: Path) -> None:
         assert explained["state"] == "failing"
         assert explained["causes"][0]["entry"]["type"] == "change"
         assert "Process/cache spec.args changed" in explained["causes"][0]["reason"]
+        best = explained["causes"][0]
+        assert best["path"] == ["Process/api", "Process/cache"]
+        assert [(h["from"], h["to"], h["relation"]) for h in best["hops"]] == [
+            ("Process/api", "Process/cache", "dependsOn")
+        ]
+        assert best["verified"] is True  # each hop with the edge entry that shows it
         timeline = (await client.get(f"{OBJ}/cache/timeline")).json()["items"]
         assert {e["type"] for e in timeline} >= {"change", "exit", "condition"}
         everything = (await client.get(f"{INSIGHT}/timeline", params={"limit": "3"})).json()
@@ -171,3 +178,25 @@ async def test_view_is_not_shown_secrets_in_objects_or_per_object_endpoints(
         for sub in ("timeline", "explain", "why", "log"):
             refused = await client.get(f"{INSIGHT}/namespaces/default/secrets/db-password/{sub}")
             assert refused.status_code == 403, (sub, refused.text)
+
+
+def test_a_cause_path_through_a_kind_the_user_may_not_read_is_shown_hidden() -> None:
+    edge = {"type": "edge", "from": {"kind": "Process", "name": "db"}, "relation": "uses"}
+    edge["to"] = {"kind": "Secret", "name": "db-password"}
+    cause = {
+        "path": ["Process/web", "Process/db", "Secret/db-password"],
+        "hops": [
+            {"from": "Process/web", "to": "Process/db", "relation": "dependsOn", "entry": {}},
+            {"from": "Process/db", "to": "Secret/db-password", "relation": "uses", "entry": edge},
+        ],
+    }
+    shown = _readable_cause(cause, frozenset({"Secret"}))
+    assert shown["path"] == ["Process/web", "Process/db", "(hidden)"]
+    assert shown["hops"][1] == {
+        "from": "Process/db",
+        "to": "(hidden)",
+        "relation": "uses",
+        "entry": None,
+    }
+    assert shown["hops"][0]["to"] == "Process/db"
+    assert "db-password" not in orjson.dumps(shown).decode()

@@ -332,8 +332,7 @@ class _Insight:
         candidates = rank(index, failure, settings)
         if confident(candidates, settings):
             body["causes"] = [
-                {"entry": c.entry, "score": c.score, "reason": c.reason}
-                | {"path": [str(o) for o in c.path]}
+                _readable_cause(c.as_json(), hidden)
                 for c in candidates
                 if not _about(c.entry, hidden)
             ]
@@ -476,6 +475,24 @@ def _about(entry: Any, kinds: frozenset[str]) -> bool:
         return False
     refs = (entry.get("object"), entry.get("from"), entry.get("to"))
     return any(isinstance(r, dict) and r.get("kind") in kinds for r in refs)
+
+
+def _readable_cause(cause: dict[str, Any], kinds: frozenset[str]) -> dict[str, Any]:
+    """A cause's JSON with each step of its path through an object of one of `kinds` (which
+    the user may not read) shown as `(hidden)`, with no entry."""
+    if not kinds:
+        return cause
+
+    def shown(ref: str) -> str:
+        return "(hidden)" if ref.split("/", 1)[0] in kinds else ref
+
+    cause["path"] = [shown(ref) for ref in cause["path"]]
+    for hop in cause["hops"]:
+        if _about(hop["entry"], kinds) or shown(hop["from"]) != hop["from"]:
+            hop.update(to=shown(hop["to"]), entry=None)
+            hop["from"] = shown(hop["from"])
+        hop["to"] = shown(hop["to"])
+    return cause
 
 
 def _ns(kind: Kind, ref: ObjectRef) -> str | None:

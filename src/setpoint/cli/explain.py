@@ -160,25 +160,7 @@ async def run(ctx: Context, args: argparse.Namespace) -> int:
             f"before it scored {settings.floor:.3f} or more)",
         )
     if args.output == "json":
-        doc = [
-            {
-                "entry": c.entry,
-                "score": c.score,
-                "reason": c.reason,
-                "path": [str(o) for o in c.path],
-                "hops": [
-                    {
-                        "from": str(h.source),
-                        "to": str(h.target),
-                        "relation": h.relation,
-                        "entry": h.entry,
-                    }
-                    for h in c.hops
-                ],
-                "verified": bool(c.path) and all(h.verified for h in c.hops),
-            }
-            for c in candidates
-        ]
+        doc = [c.as_json() for c in candidates]
         sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
         return 0
     width = None if args.output == "wide" else table_width()

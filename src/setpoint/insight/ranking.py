@@ -252,6 +252,26 @@ class Candidate:
     hops: tuple[Hop, ...] = ()
     """The verified path: each step of `path` with the timeline entry that shows it."""
 
+    def as_json(self) -> dict[str, Any]:
+        """What `explain -o json` and the API's explain say of it: the entry, score, reason,
+        path, each hop, and whether every hop is shown."""
+        return {
+            "entry": self.entry,
+            "score": self.score,
+            "reason": self.reason,
+            "path": [str(o) for o in self.path],
+            "hops": [
+                {
+                    "from": str(h.source),
+                    "to": str(h.target),
+                    "relation": h.relation,
+                    "entry": h.entry,
+                }
+                for h in self.hops
+            ],
+            "verified": bool(self.path) and all(h.verified for h in self.hops),
+        }
+
 
 @dataclass(frozen=True)
 class Failure:
