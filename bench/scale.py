@@ -6,7 +6,9 @@ a 60 s steady phase, 1,000 Processes; `--kinds 20 --objects-per-kind 200 --stead
 --procs 20 --idle-s 5` is a small run). Progress goes to stderr; the last stdout line is one
 JSON object. Nothing is asserted.
 
-* Server: `setpoint serve --port 0` (`python -m setpoint`, as a user runs it) on a fresh
+* Server: `setpoint serve --port 0 --max-connections 1024+STREAMS` (`python -m setpoint`,
+  as a user runs it; over HTTP/1.1 each watch stream holds a connection, and the default
+  1,024 turns the watchers of every kind away with 503) on a fresh
   SQLite store (the default durability: an fsync per commit) in a temp dir; the bench reads
   its URL and admin token from the kubeconfig it writes. The server runs under this
   script's `--profiled` wrapper, which only adds two signal handlers (SIGUSR1 starts a
@@ -259,11 +261,12 @@ def profiled(out: str, argv: list[str]) -> int:
 class Server:
     """`setpoint serve --port 0` on `store`; its URL and admin token from its kubeconfig."""
 
-    def __init__(self, directory: Path, profile: Path) -> None:
+    def __init__(self, directory: Path, profile: Path, max_connections: int) -> None:
         self.directory = directory
         self.kubeconfig = directory / "kubeconfig"
         env = {k: v for k, v in os.environ.items() if not k.startswith("SETPOINT_")}
         argv = ["--store", f"sqlite:///{directory / 'state.db'}", "serve", "--port", "0"]
+        argv += ["--max-connections", str(max_connections)]
         argv += ["--kubeconfig", str(self.kubeconfig)]
         self.proc = subprocess.Popen(
             [sys.executable, SCRIPT, "--profiled", str(profile), *argv],
@@ -813,7 +816,8 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
         serve_dir = directory / "serve"
         serve_dir.mkdir()
         profile = directory / "server-profile.txt"
-        server = Server(serve_dir, profile)
+        streams = min(PER_KIND_WATCHERS, args.kinds) + ALL_KIND_WATCHERS * args.kinds
+        server = Server(serve_dir, profile, 1024 + streams)
         try:
             log(f"setpoint serve at {server.url}")
             result.update(load(server, directory, args.kinds, args.objects_per_kind))
