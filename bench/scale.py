@@ -22,7 +22,10 @@ JSON object. Nothing is asserted.
   turn, paced (each of the writer's connections sends at its slot, or at once when late),
   for STEADY_S seconds, while 100 watchers (one per kind on the first 100 kinds) and 5
   watchers on every kind (one stream per kind each) watch from the revision before the
-  writes. `mutating_p99_ms`: request sent to answer read. `watch_p99_ms`: from the answer
+  writes (`--kinds 0`: no server phases; `--procs 0`: no engine phase).
+  `steady_writes_per_s` is the rate reached (over the writer's wall time, its start
+  included): below STEADY_RATE when the server cannot keep up, the writer falling behind
+  its slots. `mutating_p99_ms`: request sent to answer read. `watch_p99_ms`: from the answer
   read (the write acknowledged) to the watcher's process reading the event, wall clock.
   `watch_lost`: (watcher, acknowledged write it covers) pairs never delivered, after the
   watchers had WATCH_TIMEOUT seconds to catch up. A stream the server ends or drops is
@@ -392,9 +395,7 @@ def steady_child(api: Api, kinds: int, rate: float, seconds: float, tag: str) ->
                 sent = time.time()
                 answer = await conn.post(collection(kind), body(kind, f"{tag}-{i:07}", i))
                 acked = time.time()
-                records.append(
-                    [int(answer["metadata"]["resourceVersion"]), kind, sent, acked]
-                )
+                records.append([int(answer["metadata"]["resourceVersion"]), kind, sent, acked])
 
         await asyncio.gather(*(run(i, c) for i, c in enumerate(conns)))
         print(json.dumps(records), flush=True)
@@ -480,7 +481,7 @@ def watch_child(api: Api, since: int, watchers_json: str) -> None:
         while not stop:
             ready: asyncio.Future[None] = loop.create_future() if opened.done() else opened
             transport, reader = await loop.create_connection(
-                lambda: WatchStream(seen, ready), api.host, api.port, ssl=api.tls
+                lambda ready=ready: WatchStream(seen, ready), api.host, api.port, ssl=api.tls
             )
             target = f"{collection(kind)}?watch=true&resourceVersion={revision}"
             transport.write(
@@ -511,10 +512,8 @@ def watch_child(api: Api, since: int, watchers_json: str) -> None:
         line = await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
         last = {int(k): v for k, v in json.loads(line).items()}
         deadline = time.monotonic() + WATCH_TIMEOUT
-        while time.monotonic() < deadline:  # noqa: ASYNC110 - waits on the streams' records
-            behind = [
-                1 for w, kind, _ in streams if kind in last and last[kind] not in seens[w]
-            ]
+        while time.monotonic() < deadline:
+            behind = [1 for w, kind, _ in streams if kind in last and last[kind] not in seens[w]]
             if not behind:
                 break
             await asyncio.sleep(0.05)
@@ -543,6 +542,11 @@ def kubectl(server: Server, cache: Path, *args: str) -> tuple[float, str]:
     return elapsed, done.stdout
 
 
+def child_argv(role: str, server: Server) -> list[str]:
+    """This script as a client child of `server` (`--load`, `--steady`, `--watch`)."""
+    return [sys.executable, SCRIPT, role, str(server.kubeconfig)]
+
+
 def load(server: Server, directory: Path, kinds: int, per_kind: int) -> dict[str, Any]:
     crds = directory / "crds.yaml"
     crds.write_text(yaml.safe_dump_all([crd(k) for k in range(kinds)]))
@@ -551,8 +555,7 @@ def load(server: Server, directory: Path, kinds: int, per_kind: int) -> dict[str
     start = time.perf_counter()
     children = [
         subprocess.Popen(
-            [sys.executable, SCRIPT, "--load", str(server.kubeconfig)]
-            + [str(kinds), str(per_kind), str(i), str(LOAD_PROCESSES)],
+            [*child_argv("--load", server), str(kinds), str(per_kind), str(i), str(LOAD_PROCESSES)],
             stdout=subprocess.PIPE,
             text=True,
         )
@@ -576,8 +579,7 @@ def load(server: Server, directory: Path, kinds: int, per_kind: int) -> dict[str
 
 def run_steady(server: Server, kinds: int, rate: float, seconds: float, tag: str) -> list[Any]:
     out = subprocess.run(
-        [sys.executable, SCRIPT, "--steady", str(server.kubeconfig)]
-        + [str(kinds), str(rate), str(seconds), tag],
+        [*child_argv("--steady", server), str(kinds), str(rate), str(seconds), tag],
         capture_output=True,
         text=True,
         check=False,
@@ -598,8 +600,7 @@ def steady(
     groups = [watchers[i::WATCH_PROCESSES] for i in range(WATCH_PROCESSES)]
     children = [
         subprocess.Popen(
-            [sys.executable, SCRIPT, "--watch", str(server.kubeconfig), str(rev_before)]
-            + [json.dumps(g)],
+            [*child_argv("--watch", server), str(rev_before), json.dumps(g)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -613,9 +614,10 @@ def steady(
             if child.stdout.readline().strip() != "ready":
                 raise RuntimeError("a watcher child did not start")
         log(f"{len(watchers)} watchers ({streams} streams) ready; {rate:.0f} writes/s")
-        cpu_before = cpu_seconds(server.pid)
+        cpu_before, began = cpu_seconds(server.pid), time.perf_counter()
         records = run_steady(server, kinds, rate, seconds, "s")
         server_cpu = cpu_seconds(server.pid) - cpu_before
+        took = time.perf_counter() - began
         log(f"{len(records)} writes; profiling {profile_s:.0f} s more")
         os.kill(server.pid, signal.SIGUSR1)
         records_p = run_steady(server, kinds, rate, profile_s, "p")
@@ -657,7 +659,8 @@ def steady(
         time.sleep(0.05)
     return {
         "steady_writes": len(records),
-        "steady_writes_per_s": round(len(records) / seconds, 1),
+        "steady_s_taken": round(took, 1),
+        "steady_writes_per_s": round(len(records) / took, 1),
         "mutating_p50_ms": pct(mutating, 50),
         "mutating_p99_ms": pct(mutating, 99),
         "watchers": len(watchers),
@@ -667,7 +670,7 @@ def steady(
         "watch_p99_ms": pct(latencies, 99),
         "watch_lost": lost,
         "watch_resumed": resumed,
-        "steady_server_cpu_pct": round(server_cpu / seconds * 100, 1),
+        "steady_server_cpu_pct": round(server_cpu / took * 100, 1),
         "server_profile": str(profile),
         "server_rss_mb": server_rss,
         "server_rss_after_watchers_mb": rss_after,
@@ -809,26 +812,32 @@ def engine(directory: Path, procs: int, idle_s: float, timeout: float) -> dict[s
             up.wait()
 
 
+def serve_phases(args: argparse.Namespace, directory: Path, profile: Path) -> dict[str, Any]:
+    """Load, steady, kubectl and store, on one `setpoint serve`."""
+    result: dict[str, Any] = {}
+    serve_dir = directory / "serve"
+    serve_dir.mkdir()
+    streams = min(PER_KIND_WATCHERS, args.kinds) + ALL_KIND_WATCHERS * args.kinds
+    server = Server(serve_dir, profile, 1024 + streams)
+    try:
+        log(f"setpoint serve at {server.url}")
+        result.update(load(server, directory, args.kinds, args.objects_per_kind))
+        result.update(steady(server, profile, args.kinds, args.rate, args.steady_s, args.profile_s))
+        result.update(measure_kubectl(server, directory, args.objects_per_kind))
+        result["server_rss_end_mb"] = rss_mb(server.pid)
+    finally:
+        server.stop()
+    result.update(measure_store(serve_dir))
+    return result
+
+
 def bench(args: argparse.Namespace) -> dict[str, Any]:
     directory = Path(tempfile.mkdtemp(prefix="setpoint-bench-scale-"))
     result: dict[str, Any] = {}
     try:
-        serve_dir = directory / "serve"
-        serve_dir.mkdir()
         profile = directory / "server-profile.txt"
-        streams = min(PER_KIND_WATCHERS, args.kinds) + ALL_KIND_WATCHERS * args.kinds
-        server = Server(serve_dir, profile, 1024 + streams)
-        try:
-            log(f"setpoint serve at {server.url}")
-            result.update(load(server, directory, args.kinds, args.objects_per_kind))
-            result.update(
-                steady(server, profile, args.kinds, args.rate, args.steady_s, args.profile_s)
-            )
-            result.update(measure_kubectl(server, directory, args.objects_per_kind))
-            result["server_rss_end_mb"] = rss_mb(server.pid)
-        finally:
-            server.stop()
-        result.update(measure_store(serve_dir))
+        if args.kinds:
+            result.update(serve_phases(args, directory, profile))
         if args.procs:
             result.update(engine(directory / "engine", args.procs, args.idle_s, args.up_timeout))
         # keep the profile: its path is in the JSON
