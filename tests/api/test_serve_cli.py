@@ -186,7 +186,7 @@ def test_max_connections_sets_how_many_watches_the_server_holds(tmp_path: Path) 
 
 
 def test_max_connections_default_is_the_servers_and_one_is_refused(tmp_path: Path) -> None:
-    assert MAX_CONNECTIONS == ServerLimits().max_connections
+    assert ServerLimits().max_connections == MAX_CONNECTIONS
     assert server_limits(MAX_CONNECTIONS) == ServerLimits()
     refused = setpoint(tmp_path, "serve", "--port", "0", "--max-connections", "1")
     assert refused.returncode == 1

@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
 from setpoint.cli.context import Context, until_signalled
