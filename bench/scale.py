@@ -25,13 +25,13 @@ JSON object. Nothing is asserted.
   writes (`--kinds 0`: no server phases; `--procs 0`: no engine phase).
   `steady_writes_per_s` is the rate reached (over the writer's wall time, its start
   included): below STEADY_RATE when the server cannot keep up, the writer falling behind
-  its slots. `mutating_p99_ms`: request sent to answer read. `watch_p99_ms`: from the answer
-  read (the write acknowledged) to the watcher's process reading the event, wall clock.
-  `watch_lost`: (watcher, acknowledged write it covers) pairs never delivered, after the
-  watchers had WATCH_TIMEOUT seconds to catch up. A stream the server ends or drops is
-  resumed from the last revision seen (`watch_resumed`). Then PROFILE_S more seconds of
-  the same writes run with the server's cProfile on (not part of the figures above):
-  `server_profile` is its path.
+  its slots (it sends nothing after STEADY_S). `mutating_p99_ms`: request sent to answer
+  read. `watch_p99_ms`: from the answer read (the write acknowledged) to the watcher's
+  process reading the event, wall clock. `watch_lost`: (watcher, acknowledged write it
+  covers) pairs never delivered, after the watchers had WATCH_TIMEOUT seconds to catch up.
+  A stream the server ends or drops is resumed from the last revision seen
+  (`watch_resumed`). Then PROFILE_S more seconds of the same writes run with the server's
+  cProfile on (not part of the figures above): `server_profile` is its path.
 * `server_rss_mb`: the server's RSS once the steady phase is over (watchers connected);
   `server_rss_after_watchers_mb` once every watcher process has exited.
 * kubectl: `kubectl_api_resources_cold_s` (`kubectl api-resources` with a fresh
@@ -45,7 +45,8 @@ JSON object. Nothing is asserted.
   Process Ready (read through the store API). `engine_idle_cpu_pct`: the engine's CPU over
   IDLE_S seconds after that; `engine_rss_mb`; `per_child_overhead_pss_mb`: the PSS
   (/proc/PID/smaps_rollup) of every descendant of the engine that is not a child itself
-  (the log holders), summed and divided by PROCS.
+  (the log holders), summed and divided by PROCS. `procs_down_s`: SIGTERM to `up` until
+  it exited (every child stopped, dependents first).
 
 `targets` and `missed` compare with issue 27's targets; `held_back_by` names, for each
 missed target, the phase that holds it back.
@@ -377,7 +378,8 @@ def load_child(api: Api, kinds: int, per_kind: int, share: int, shares: int) -> 
 
 def steady_child(api: Api, kinds: int, rate: float, seconds: float, tag: str) -> None:
     """Creates at `rate` per second for `seconds`, over the kinds in turn, each of
-    STEADY_CONNECTIONS connections sending at its slots (at once when late); prints JSON:
+    STEADY_CONNECTIONS connections sending at its slots (at once when late, none after
+    `seconds`); prints JSON:
     [revision, kind, sent, acked] per write (wall clock)."""
 
     async def main() -> None:
@@ -388,6 +390,8 @@ def steady_child(api: Api, kinds: int, rate: float, seconds: float, tag: str) ->
 
         async def run(index: int, conn: Connection) -> None:
             for i in range(index, total, len(conns)):
+                if time.time() > start + seconds:
+                    return  # behind its slots: the window is over all the same
                 delay = start + i / rate - time.time()
                 if delay > 0:
                     await asyncio.sleep(delay)  # the pace of an open-loop load
@@ -779,7 +783,7 @@ def engine(directory: Path, procs: int, idle_s: float, timeout: float) -> dict[s
                 break
             if (directory / "state.db").exists():
                 ready = asyncio.run(all_ready(store, procs))
-            time.sleep(0.2)
+            time.sleep(0.5)  # each look lists every Process: not too often
         up_s = time.perf_counter() - start if ready == procs else None
         log(f"{ready} of {procs} Processes Ready after {time.perf_counter() - start:.1f} s")
         cpu_before = cpu_seconds(up.pid)
@@ -801,6 +805,10 @@ def engine(directory: Path, procs: int, idle_s: float, timeout: float) -> dict[s
             "per_child_processes": len(holders),
             "per_child_overhead_pss_mb": round(overhead / procs, 3),
         }
+        stopping = time.perf_counter()
+        up.terminate()
+        up.wait(600)
+        result["procs_down_s"] = round(time.perf_counter() - stopping, 1)
         log(f"engine: {result}")
         return result
     finally:
