@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from api_kit import kubectl_binary
 
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "scale.py"
 SMALL = ["--kinds", "3", "--objects-per-kind", "5", "--steady-s", "1", "--rate", "30"]
@@ -39,9 +40,8 @@ KEYS = (
 @pytest.mark.timeout(600)
 def test_a_small_scale_run_prints_every_figure_and_loses_no_event() -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SETPOINT_")}
-    kubectl = Path(sys.executable).parent / "kubectl"  # the pinned one, as api_kit's
-    if kubectl.is_file():
-        env["PATH"] = f"{kubectl.parent}{os.pathsep}{env.get('PATH', '')}"
+    kubectl = Path(kubectl_binary())  # the pinned one (or skipped), first on the PATH
+    env["PATH"] = f"{kubectl.parent}{os.pathsep}{env.get('PATH', '')}"
     done = subprocess.run(
         [sys.executable, str(BENCH), *SMALL],
         capture_output=True,
