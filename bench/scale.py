@@ -2,9 +2,9 @@
 `setpoint serve`, kubectl against it, and `setpoint up` of many Processes.
 
 Run with `./dev bench scale` (the defaults are the issue's run: 500 kinds of 2,000 objects,
-a 60 s steady phase, 1,000 Processes; `--kinds 20 --objects-per-kind 200 --steady-s 5
---procs 20 --idle-s 5` is a small run). Progress goes to stderr; the last stdout line is one
-JSON object. Nothing is asserted.
+a 60 s steady phase, 1,000 Processes; `--objects N` sets the total instead; `--kinds 20
+--objects-per-kind 200 --steady-s 5 --procs 20 --idle-s 5` is a small run). Progress goes to
+stderr; the last stdout line is one JSON object. Nothing is asserted.
 
 * Server: `setpoint serve --port 0 --max-connections 1024+STREAMS` (`python -m setpoint`,
   as a user runs it; over HTTP/1.1 each watch stream holds a connection, and the default
@@ -37,7 +37,7 @@ JSON object. Nothing is asserted.
 * kubectl: `kubectl_api_resources_cold_s` (`kubectl api-resources` with a fresh
   --cache-dir), `kubectl_get_kind_s` (`kubectl get PLURAL -o name` of the first kind, the
   discovery cache then warm), `kubectl_get_kind_cold_s` (the same with a fresh cache).
-* Store: after the server stopped, `db_mb` (the SQLite file and its WAL) against
+* Store: after the server stopped, `db_mb` and `db_gb` (the SQLite file and its WAL) against
   `live_mb` (the current objects' stored JSON) and `history_mb` (the JSON of the log rows
   the store keeps after its automatic compaction); `db_over_live`.
 * Engine: `setpoint up MANIFEST` of PROCS Processes (`sleep infinity` each) on another
@@ -725,6 +725,7 @@ def measure_store(directory: Path) -> dict[str, Any]:
     mb = 1024 * 1024
     return {
         "db_mb": round(size / mb, 1),
+        "db_gb": round(size / mb / 1024, 3),
         "live_mb": round(live / mb, 1),
         "history_mb": round(history / mb, 1),
         "db_over_live": round(size / live, 2) if live else None,
@@ -864,6 +865,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kinds", type=int, default=500)
     parser.add_argument("--objects-per-kind", type=int, default=2000)
+    parser.add_argument(
+        "--objects", type=int, help="objects in all (issue 27's --objects): this / --kinds a kind"
+    )
     parser.add_argument("--steady-s", type=float, default=60.0)
     parser.add_argument("--rate", type=float, default=1000.0, help="steady writes per second")
     parser.add_argument("--profile-s", type=float, default=10.0)
@@ -886,6 +890,8 @@ def main() -> None:
         config, since, watchers = args.watch
         watch_child(Api(config), int(since), watchers)
         return
+    if args.objects is not None and args.kinds:
+        args.objects_per_kind = -(-args.objects // args.kinds)
     result = bench(args)
     missed = []
     for key, (op, target) in TARGETS.items():
