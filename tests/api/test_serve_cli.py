@@ -5,6 +5,7 @@ and the most capable token."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import stat
@@ -18,6 +19,8 @@ import yaml
 
 from running import Running
 from setpoint.api.auth import check_bind, parse_token_file
+from setpoint.api.server import ServerLimits
+from setpoint.cli.serve import MAX_CONNECTIONS, server_limits
 from setpoint.errors import Invalid
 
 TIMEOUT = 60.0
@@ -157,3 +160,34 @@ def test_anonymous_admin_is_explicit_loud_and_loopback_only(tmp_path: Path) -> N
     both = setpoint(tmp_path, "serve", "--insecure-allow-anonymous-admin", "--token-file", "t.csv")
     assert both.returncode == 1
     assert "error: anonymous admin access takes no token or roles file" in both.stderr
+
+
+def test_max_connections_sets_how_many_watches_the_server_holds(tmp_path: Path) -> None:
+    """Over HTTP/1.1 each watch holds a connection: a client watching every kind of a
+    store with hundreds of them needs more than the default 1024 (the scale run's 2,600
+    streams were refused with 503). `--max-connections N` serves N at once, no more."""
+    running, url, kubeconfig = start_serve(tmp_path, "--max-connections", "4")
+    token = yaml.safe_load(kubeconfig.read_text())["users"][0]["user"]["token"]
+    auth = {"Authorization": f"Bearer {token}"}
+    with contextlib.ExitStack() as held:
+        try:
+            for _ in range(3):
+                client = held.enter_context(httpx.Client(verify=False, timeout=TIMEOUT))
+                watch = held.enter_context(
+                    client.stream("GET", f"{url}{PROCESSES}?watch=true", headers=auth)
+                )
+                assert watch.status_code == 200
+            with httpx.Client(verify=False, timeout=TIMEOUT) as fourth:
+                assert fourth.get(f"{url}{PROCESSES}", headers=auth).status_code == 503
+        finally:
+            held.close()
+            running.proc.send_signal(signal.SIGTERM)
+            running.proc.wait(TIMEOUT)
+
+
+def test_max_connections_default_is_the_servers_and_one_is_refused(tmp_path: Path) -> None:
+    assert ServerLimits().max_connections == MAX_CONNECTIONS
+    assert server_limits(MAX_CONNECTIONS) == ServerLimits()
+    refused = setpoint(tmp_path, "serve", "--port", "0", "--max-connections", "1")
+    assert refused.returncode == 1
+    assert refused.stderr.strip() == "error: --max-connections 1: want at least 2"

@@ -19,6 +19,8 @@ address it listens on) are served only with `--accept-hosts`. A token file of an
 user, or one others may write, is refused; one others may read is used with a warning
 line. The workspace is made private only when it is a `.setpoint/`: the directory of a
 store elsewhere is left as it is (`setpoint.files`).
+`--max-connections` raises the server's connection limit: over HTTP/1.1 every watch holds a
+connection, so a client watching every kind of a store with hundreds needs hundreds.
 This module is the terminal's part: options, warnings, one line saying where it serves,
 signals.
 """
@@ -28,9 +30,17 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from setpoint.cli.context import Context, until_signalled
 from setpoint.errors import Invalid
+
+if TYPE_CHECKING:
+    from setpoint.api.server import ServerLimits
+
+MAX_CONNECTIONS = 1024
+"""`--max-connections`' default: `ServerLimits.max_connections` (here, not imported: the
+API's modules load only when it serves)."""
 
 
 def add_parser(
@@ -89,6 +99,14 @@ def add_parser(
         "--roles-file has that role",
     )
     p.add_argument(
+        "--max-connections",
+        type=int,
+        default=MAX_CONNECTIONS,
+        metavar="N",
+        help=f"connections served at once, watches included (default {MAX_CONNECTIONS}; 503 "
+        "beyond): a client holds one per kind it watches",
+    )
+    p.add_argument(
         "--kubeconfig",
         metavar="FILE",
         help="where to write a kubeconfig for this server (default: `kubeconfig` beside "
@@ -145,6 +163,20 @@ def warn_if_others_may_read(token_file: str) -> None:
         )
 
 
+def server_limits(max_connections: int) -> ServerLimits:
+    """The server's limits with `--max-connections`; connections without a token keep at
+    most half of them (at most the default's 512), so they cannot starve those with one."""
+    from setpoint.api.server import ServerLimits
+
+    if max_connections < 2:
+        raise Invalid(f"--max-connections {max_connections}: want at least 2")
+    default = ServerLimits().max_unauthenticated
+    return ServerLimits(
+        max_connections=max_connections,
+        max_unauthenticated=min(default, max_connections // 2),
+    )
+
+
 def run(ctx: Context, args: argparse.Namespace) -> int:
     from setpoint.api.server import run_api_loop
 
@@ -180,6 +212,7 @@ async def _serve(ctx: Context, args: argparse.Namespace) -> int:
         tls_directory=base / "tls",
         tls=tls,
         client_ca_file=Path(args.client_ca_file) if args.client_ca_file else None,
+        limits=server_limits(args.max_connections),
     )
     if options.anonymous_admin:
         print(INSECURE_WARNING, file=sys.stderr, flush=True)

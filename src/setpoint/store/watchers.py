@@ -6,9 +6,12 @@ a gap or a duplicate: it subscribes first (buffering live changes), then reads
 the history after `since` from the backend, then drains the buffer, skipping
 revisions it has already yielded.
 
-Each watcher's buffer is a deque, woken once per published batch. A watcher that falls
-more than `max_buffered` changes behind is ended with `Gone`, as the Kubernetes API
-server ends slow watchers: the client relists.
+Each watcher's buffer is a deque, woken once per published batch that holds a change of
+its kind: watchers are indexed by kind, so a write wakes and costs only the watches of
+its kind and those of every kind (with hundreds of kinds watched, handing every change to
+every watch cost more than the writes). A watcher that falls more than `max_buffered`
+changes of its kind behind is ended with `Gone`, as the Kubernetes API server ends slow
+watchers: the client relists.
 
 `Watchers.watch` yields `WatchEvent`s (each watcher decodes its own copy of the object);
 `Watchers.watch_encoded` yields `EncodedEvent`s, the object as the log keeps it (JSON
@@ -197,6 +200,8 @@ class Watchers:
 
     def __init__(self, max_buffered: int = 100_000) -> None:
         self._subscribers: set[_Subscriber] = set()
+        self._every_kind: set[_Subscriber] = set()
+        self._by_kind: dict[tuple[str | None, str], set[_Subscriber]] = {}
         self._max_buffered = max_buffered
         self._closed = False
 
@@ -205,8 +210,22 @@ class Watchers:
         return bool(self._subscribers)
 
     def publish(self, entries: Sequence[LogEntry]) -> None:
-        """Hand committed changes, in revision order, to every subscriber. Loop thread only."""
-        for sub in self._subscribers:
+        """Hand committed changes, in revision order, to every subscriber of their kind and
+        to those of every kind. Loop thread only."""
+        if self._every_kind:
+            self._hand(self._every_kind, entries)
+        if not self._by_kind:
+            return
+        by_kind: dict[tuple[str | None, str], list[LogEntry]] = {}
+        for entry in entries:
+            key: tuple[str | None, str] = (entry.api_version, entry.kind)
+            if key in self._by_kind:
+                by_kind.setdefault(key, []).append(entry)
+        for wanted, of_kind in by_kind.items():
+            self._hand(self._by_kind[wanted], of_kind)
+
+    def _hand(self, subscribers: set[_Subscriber], entries: Sequence[LogEntry]) -> None:
+        for sub in subscribers:
             if sub.ended:
                 continue
             room = self._max_buffered - len(sub.pending)
@@ -259,6 +278,10 @@ class Watchers:
             raise StoreClosed("the store is closed")
         sub = _Subscriber(wanted)
         self._subscribers.add(sub)
+        if wanted.kind is None:
+            self._every_kind.add(sub)
+        else:
+            self._by_kind.setdefault((wanted.api_version, wanted.kind), set()).add(sub)
         try:
             last = await current_revision() if since is None else since
             entry: LogEntry | None = None
@@ -287,6 +310,15 @@ class Watchers:
                 await sub.waiter
         finally:
             self._subscribers.discard(sub)
+            if wanted.kind is None:
+                self._every_kind.discard(sub)
+            else:
+                key = (wanted.api_version, wanted.kind)
+                of_kind = self._by_kind.get(key)
+                if of_kind is not None:
+                    of_kind.discard(sub)
+                    if not of_kind:
+                        del self._by_kind[key]
 
 
 def matcher(label_selector: str | Selector | None) -> Callable[[dict[str, str] | None], bool]:
