@@ -1,4 +1,5 @@
-"""The timeline's storage: an append-only, indexed record of what happened, in SQLite.
+"""The timeline's storage: an append-only, indexed record of what happened, kept in the
+store's own database so every engine, host and reader of a store shares it.
 
 Each entry is one JSON object (the format `setpoint explain` reads):
 
@@ -12,25 +13,28 @@ fields they do not know. Rows live in the table
     timeline(id INTEGER PRIMARY KEY, ts REAL, type TEXT, kind TEXT, namespace TEXT,
              name TEXT, body BLOB)
 
-indexed on `ts` and on `(kind, namespace, name, ts)`, so a time window and one
-object's history are both range scans. `setpoint up` keeps the table in the
-store's own SQLite file (`timeline_path_for`), opened with a connection of its own
-(WAL, `busy_timeout`, one short transaction per batch), so the store's writer is
-never held up for long; a file it opens is made mode 0600 (`setpoint.files`).
-`Timeline.memory()` is the same in memory.
+(`setpoint_timeline` on PostgreSQL) indexed on `ts` and on `(kind, namespace, name, ts)`,
+so a time window and one object's history are both range scans. `Timeline.of_store` opens
+the one that goes with a store: in the SQLite store's file (`timeline_path_for`; WAL,
+`busy_timeout`, a file it opens made mode 0600), in the PostgreSQL store's database (a
+sync psycopg connection), in the etcd store's cluster (`setpoint.insight.timeline_etcd`),
+each on a connection of its own with one short transaction per batch, so the store's
+writer is never held up for long. `Timeline.memory()` is the same in memory. What differs
+between the SQL databases is in `_Dialect`.
 
-The recorder's resume point (`checkpoint`: the last store revision it recorded
-and what it last saw of each object) is kept in two side tables and written in
-the same transaction as the entries it explains.
+The recorder's resume point (`checkpoint`: the last store revision it recorded and what it
+last saw of each object) is kept in two side tables and written in the same transaction as
+the entries it explains, only if it is still the one the recorder read (`after`:
+`CheckpointMoved` otherwise). `claim_recording` is a live recorder's word that it keeps the
+timeline, so there is one at a time and readers know when to catch up themselves.
 
 JSON Lines (`dump_jsonl`): one entry per line, exactly as `query` returns them;
 `setpoint timeline -o jsonl` writes it and `setpoint explain --timeline FILE` reads it
 (`setpoint.insight.entries.read_timeline`).
 
-This module does I/O (SQLite, files); what goes into entries is decided by
+This module does I/O (databases, files); what goes into entries is decided by
 `setpoint.insight.recorder`.
 """
-
 from __future__ import annotations
 
 import contextlib
