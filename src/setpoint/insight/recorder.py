@@ -43,7 +43,11 @@ memory and, with the last revision recorded, saved in the timeline as its
 checkpoint, so a restarted recorder diffs what it finds against what it last saw
 and misses no change it could observe (it sees the state a change left, not
 every intermediate write it slept through). Entries are written in batches (every
-`flush_interval` or `batch_size` entries, one transaction) from a worker thread.
+`flush_interval` or `batch_size` entries, one transaction) from a worker thread, each with
+the checkpoint it was read from: a recorder that finds it moved (another recorded meanwhile)
+reads it again and relists. One recorder keeps a timeline at a time (`run` claims it and
+says so every `RECORDING_WORD` / 3 seconds); when none does, readers call `catch_up`, the
+same resync once, so what any client or controller wrote is on the timeline.
 
 The decisions (`project`, `entries_for`, `diff_paths`, `actor_of`, `write_entry`,
 `LogSampler`)
