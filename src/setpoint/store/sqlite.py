@@ -17,8 +17,10 @@ earlier version left it wider; a directory the store has to make for it is 0700
 (`setpoint.files`); an existing directory is left as it is.
 
 Watchers in this process are fed from the writer after commit. Changes written by
-other processes are found by polling `PRAGMA data_version` (a free check) every
-`poll_interval` seconds and reading the log after the last published revision.
+other processes are found by polling `PRAGMA data_version` (a free check) and reading the
+log after the last published revision: every `poll_interval` seconds while the database
+changes, twice as long after each quiet poll up to `POLL_IDLE` (an idle engine wakes a few
+times a second, not a hundred).
 
 Kinds as data (`setpoint.store.kinds`): opening learns the kinds of the stored CRDs; every
 published CRD change (this process's or another's) is learnt; while open, the registry's
@@ -104,6 +106,10 @@ def _connect(path: str, sync: Sync) -> sqlite3.Connection:
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute(f"PRAGMA synchronous={sync.upper()}")
     return conn
+
+
+POLL_IDLE = 0.1
+"""The longest wait between two polls for other processes' writes, once nothing changed."""
 
 
 class SqliteStore(Backend):
@@ -361,13 +367,15 @@ class SqliteStore(Backend):
 
     async def _poll(self) -> None:
         seen = None
+        interval = self._poll_interval
         while True:
-            await asyncio.sleep(self._poll_interval)
+            await asyncio.sleep(interval)
             try:
                 version = self._conn.execute("PRAGMA data_version").fetchone()[0]
                 if version == seen:
+                    interval = min(interval * 2, max(POLL_IDLE, self._poll_interval))
                     continue
-                seen = version
+                seen, interval = version, self._poll_interval
                 # Our own commits change data_version too; they reach the dispatcher directly.
                 newer = revision_now(self._conn) > max(self._committed, self._published)
             except sqlite3.Error as exc:
