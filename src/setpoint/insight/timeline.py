@@ -35,6 +35,7 @@ JSON Lines (`dump_jsonl`): one entry per line, exactly as `query` returns them;
 This module does I/O (databases, files); what goes into entries is decided by
 `setpoint.insight.recorder`.
 """
+
 from __future__ import annotations
 
 import contextlib
