@@ -167,6 +167,7 @@ class _Insight:
         self.watches = watches
         self.limits = limits
         self.timeline_url = timeline_url_of(store)
+        self._catching_up = asyncio.Lock()  # one catch-up at a time: many requests, one list
         path = getattr(store, "path", None)  # a SQLite store: children's logs are beside it
         self.log_dir = (
             workspace_of(f"sqlite:///{path}").log_dir
@@ -245,14 +246,17 @@ class _Insight:
     async def _catch_up(self) -> None:
         """Record what the store shows that the timeline does not, unless a live recorder
         keeps it (`Recorder.catch_up`): writes made through this server with no engine
-        running, or by a controller with a manager of its own, are then on it too."""
-        timeline = await asyncio.to_thread(self._open_timeline)
-        if timeline is None:
-            return
-        try:
-            await Recorder(self.store, timeline).catch_up()
-        finally:
-            timeline.close()
+        running, or by a controller with a manager of its own, are then on it too. Requests
+        that arrive during one wait for it (and then find little or nothing left to do)
+        rather than each listing the store."""
+        async with self._catching_up:
+            timeline = await asyncio.to_thread(self._open_timeline)
+            if timeline is None:
+                return
+            try:
+                await Recorder(self.store, timeline).catch_up()
+            finally:
+                timeline.close()
 
     def _entries(
         self,
