@@ -172,7 +172,14 @@ from setpoint.insight.index import (
     symptom_of,
     template_of,
 )
-from setpoint.insight.onsets import Trouble, mentions, reach, troubles
+from setpoint.insight.onsets import (
+    Trouble,
+    changes_an_amount,
+    exhausted,
+    mentions,
+    reach,
+    troubles,
+)
 from setpoint.insight.paths import Hop, edges_by_pair, verified_path
 
 
@@ -582,6 +589,7 @@ def _score_change(ctx: _Context, position: int) -> Candidate | None:
         obj != failure.obj
         and index.failing_at(obj, ts, float("-inf")) is not None
         and index.recovered(obj, ts, failure.ts) is not None
+        and not _heals_by_itself(ctx, obj, ts)
     )
     if fixed:
         score *= s.healed_penalty
@@ -615,6 +623,21 @@ def _score_change(ctx: _Context, position: int) -> Candidate | None:
     doubted = healed is not None or ended is not None or untouched or fixed
     reason = "; ".join(p for p in parts if p)
     return Candidate(entry, round(score, 6), reason, _route(ctx, obj), doubted)
+
+
+def _heals_by_itself(ctx: _Context, obj: ObjectRef, ts: float) -> bool:
+    """Whether `obj` recovered by itself in the `symptom_horizon_s` before `ts`: it turned
+    Ready again after a failure with no person's change of what runs in it in between (a
+    flapping probe). Its recovery after a change at `ts` is then no sign of a fix."""
+    index = ctx.index
+    since = ts - ctx.settings.symptom_horizon_s
+    recoveries = index.recoveries.get(obj, [])
+    lo, hi = bisect_right(recoveries, since), bisect_left(recoveries, ts)
+    for recovery in recoveries[lo:hi]:
+        began = index.failing_at(obj, recovery - 1e-6, since)
+        if began is not None and _next_change(ctx, [obj], began, recovery) is None:
+            return True
+    return False
 
 
 def changes_what_runs(entry: Entry, settings: RankingSettings) -> bool:
@@ -954,16 +977,19 @@ def _named_elsewhere(ctx: _Context, trouble: Trouble, candidate: Candidate) -> b
     return obj not in mine and mentions(said, candidate.entry, obj)
 
 
-def _fit(ctx: _Context, trouble: Trouble, candidate: Candidate) -> tuple[bool, float]:
+def _fit(ctx: _Context, trouble: Trouble, candidate: Candidate) -> tuple[bool, bool, float]:
     """How well a change fits a trouble: first whether the trouble's words name it
     (`onsets.mentions`; for a change of the troubled object or its owner, by its setting's
-    name only: its own lines say its own values all the time, a `UTC` time stamp); of those
-    named the latest; of the others the best scored."""
+    name only: its own lines say its own values all the time, a `UTC` time stamp); then,
+    for a trouble that says a resource ran out (`onsets.exhausted`), whether the change set
+    an amount (`onsets.changes_an_amount`); of those named the latest; of the others the
+    best scored."""
     obj = index_ref(ctx.index, candidate.entry)
     mine = {trouble.obj, *(n for n, _, rel in ctx.graph.get(trouble.obj, ()) if rel == "ownedBy")}
     said = [ctx.index.entries[p] for p in trouble.said]
     named = mentions(said, candidate.entry, obj, values=obj not in mine)
-    return named, float(candidate.entry["ts"]) if named else candidate.score
+    sized = exhausted(said) and changes_an_amount(candidate.entry)
+    return named, sized, float(candidate.entry["ts"]) if named else candidate.score
 
 
 def index_ref(index: TimelineIndex, entry: Entry) -> ObjectRef:
