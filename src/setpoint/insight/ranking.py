@@ -74,7 +74,9 @@ product of factors, each a reason to believe it:
   replicas, it does not change a running one): x `healed_penalty` too, and what the
   target showed after it is no evidence for it.
 * fixed: a change made while its own object was failing, after which that object was Ready
-  again before this failure, ended a failure (a fix, a rollback): x `healed_penalty`.
+  again before this failure, ended a failure (a fix, a rollback): x `healed_penalty`. Not
+  when the object had healed by itself in the `symptom_horizon_s` before (a flapping probe,
+  Ready again with nothing changed): its recovery after the change was its own again.
 * A labels/annotations-only change gets no evidence: it changes nothing that runs, so the
   trouble that follows it is not its doing (else a harmless annotation made just before a
   crash would outrank everything).
@@ -122,7 +124,10 @@ nothing followed is no trouble). For each, the person's changes of what runs in 
 change the troubled object (`onsets.reach`: itself, its owner's template, the Secrets it
 uses, what it depends on) made in the `symptom_horizon_s` before the trouble began are its
 possible causes; the one that fits best (a change the trouble's own words name, as `port
-5432` names the port moved from 5432, the latest of those; else the best scored) is ranked
+5432` names the port moved from 5432, the latest of those; else, when the trouble says a
+resource ran out (killed by SIGKILL, out of memory, too many clients), a change of an amount
+(`4` -> `32` workers, `512Mi` -> `48Mi`) rather than of a name (a log level); else the best
+scored) is ranked
 above the trouble's symptoms, with them as its evidence and the time between ("db
 spec.env.PGPORT changed from 5432 to 6432 by alice, 21 s before Process/web-0 began
 exiting with code 1 (3 times since); then Deployment/web went NotReady"); the one behind
