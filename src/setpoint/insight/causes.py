@@ -54,11 +54,15 @@ def troubled(ctx: Context) -> tuple[list[Trouble], float, bool]:
     if is_blocked(ctx, now):
         chains = blocking_chains(index, failure.obj, now) or [[failure.obj]]
         roots = {c[-1] for c in chains if index.exists_at(c[-1], now)}
-        return troubles(index, roots, failure.ts - s.symptom_horizon_s, now), now, True
+        return (
+            troubles(index, roots, failure.ts - s.symptom_horizon_s, now, settle_s=s.tau_s),
+            now,
+            True,
+        )
     children = [n for n, _, rel in ctx.graph.get(failure.obj, ()) if rel == "owns"]
     near = {failure.obj, *children, *upstream_of(ctx.graph, failure.obj)}
     since = max(ctx.episode, failure.ts - s.symptom_horizon_s)
-    found = troubles(index, near, since, failure.ts)
+    found = troubles(index, near, since, failure.ts, settle_s=s.tau_s)
     lasting = [
         t
         for t in found

@@ -4,11 +4,11 @@ rests on (`setpoint.insight.ranking` ranks with them).
 * `reach(graph, obj)`: what can change what `obj` does: itself, its owner (a replica's
   template), its inputs (a Secret it `uses`), and what it depends on, directly or not (with
   what those own and use).
-* `troubles(index, objs, since, until)`: for each object, its first symptom in
+* `troubles(index, objs, since, until, settle_s=...)`: for each object, its first symptom in
   [`since`, `until`] after which it was not Ready again by `until` (a trouble that lasted),
   with how many symptoms of that shape it showed since; earliest first. A symptom that
-  began nothing (seen once, followed by others, the object still Ready a minute later) is
-  not a trouble's first.
+  began nothing (seen once, followed by others, the object still Ready `settle_s` later;
+  the ranking passes its `tau_s`, a minute) is not a trouble's first.
 * `mentions(said, change, obj)`: whether a trouble's words name what a change changed: the
   changed object's name, the setting's name, or its old or new value (`port 5432`,
   `maxmemory`, `password`). An error that names a changed thing points at it.
@@ -78,11 +78,17 @@ SAYS_S = 5.0
 
 
 def troubles(
-    index: TimelineIndex, objs: Iterable[ObjectRef], since: float, until: float
+    index: TimelineIndex,
+    objs: Iterable[ObjectRef],
+    since: float,
+    until: float,
+    *,
+    settle_s: float,
 ) -> list[Trouble]:
     """Each object's first symptom in [`since`, `until`] after which it was not Ready
     again by `until` (a log line read up to `LOG_LAG_S` after a Ready counts as before it),
-    earliest first."""
+    and that began something (`_lone`: a symptom seen once, followed by others, with the
+    object still Ready `settle_s` later, did not), earliest first."""
     out = []
     for obj in objs:
         positions = index.objects.get(obj, [])
@@ -106,7 +112,7 @@ def troubles(
                 for k, p in enumerate(mine)
                 if index.ts[p] <= until
                 and not any(r > index.ts[p] + _lag(index.entries[p]) for r in readies)
-                and not _lone(index, obj, p, shapes[k], shapes[k + 1 :], until)
+                and not _lone(index, obj, p, (shapes[k], shapes[k + 1 :]), until, settle_s)
             ),
             None,
         )
@@ -122,19 +128,22 @@ def troubles(
     return out
 
 
-SETTLE_S = 60.0
-"""How long after a symptom an object still Ready shows that the symptom began nothing."""
-
-
 def _lone(
-    index: TimelineIndex, obj: ObjectRef, position: int, shape: str, later: list[str], until: float
+    index: TimelineIndex,
+    obj: ObjectRef,
+    position: int,
+    shapes: tuple[str, list[str]],
+    until: float,
+    settle_s: float,
 ) -> bool:
-    """Whether the symptom at `position` began nothing: its shape is not seen again, another
-    symptom follows, and `obj` was still Ready `SETTLE_S` after it (a timeout logged once
-    while it kept serving is not where its trouble began)."""
+    """Whether the symptom at `position` began nothing: its shape (`shapes[0]`) is not seen
+    again among the later symptoms' (`shapes[1]`), one follows, and `obj` was still Ready
+    `settle_s` after it (a timeout logged once while it kept serving is not where its
+    trouble began)."""
+    shape, later = shapes
     if shape in later or not later:
         return False
-    settled = min(index.ts[position] + SETTLE_S, until)
+    settled = min(index.ts[position] + settle_s, until)
     return (index.ready_at(obj, settled) or {}).get("status") == "True"
 
 
