@@ -2,19 +2,19 @@
 trouble's symptoms with them as its evidence (`setpoint.insight.ranking` adds these to its
 candidates).
 
-Causes before symptoms. A failure propagates from where it began, and what began it is what
-one reverts. So the ranking finds the troubles (`setpoint.insight.onsets.troubles`): the
-root blockers when the target is held back, else the target, what it owns and what it
-depends on, each with its first symptom after which it was not Ready again (one line that
-nothing followed is no trouble). For each, the person's changes of what runs in what can
+A failure propagates from where it began, and what began it is what one reverts. So the
+ranking finds the troubles (`setpoint.insight.onsets.troubles`): the root blockers when the
+target is held back, else the target, what it owns and what it depends on, each with its
+first symptom after which it was not Ready again (one line that nothing followed, or that
+began nothing, is no trouble). For each, the person's changes of what runs in what can
 change the troubled object (`onsets.reach`: itself, its owner's template, the Secrets it
 uses, what it depends on) made in the `symptom_horizon_s` before the trouble began are its
 possible causes; the one that fits best (a change the trouble's own words name, as `port
 5432` names the port moved from 5432, the latest of those; else, when the trouble says a
 resource ran out (killed by SIGKILL, out of memory, too many clients), a change of an amount
 (`4` -> `32` workers, `512Mi` -> `48Mi`) rather than of a name (a log level); else the best
-scored) is ranked
-above the trouble's symptoms, with them as its evidence and the time between ("db
+scored) is ranked above the trouble's symptoms, with them as its evidence and the time
+between ("db
 spec.env.PGPORT changed from 5432 to 6432 by alice, 21 s before Process/web-0 began
 exiting with code 1 (3 times since); then Deployment/web went NotReady"); the one behind
 the earliest trouble above everything. A change the ranking doubts (`Candidate.doubted`:

@@ -1,7 +1,7 @@
 """What holds a target back, and the evidence at the ends of those chains
 (`setpoint.insight.ranking` ranks it with the other candidates).
 
-Blocked chains. When the target is not Ready at the explanation's `now` (`at`, else the
+When the target is not Ready at the explanation's `now` (`at`, else the
 timeline's last entry) and either never was Ready since it was created (a start-up) or
 waits for a dependency (reason `WaitingForDependency` or `DependencyNotReady`),
 `blocking_chains` walks what holds it back (`setpoint.insight.blockers.root_blockers`, the
