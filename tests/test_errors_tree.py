@@ -12,7 +12,7 @@ import re
 import setpoint
 from setpoint import errors
 
-OUTSIDE_THE_TREE = {"Empty", "ShutDown", "_BadRequest", "_DuplicateKey", "_NotJson"}
+OUTSIDE_THE_TREE = {"Empty", "ShutDown", "_DuplicateKey", "_NotJson"}
 
 
 def _exception_classes() -> dict[str, type[BaseException]]:

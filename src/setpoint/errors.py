@@ -41,8 +41,7 @@ same refusal, with the same 422, because admission lives in one place below ever
 
 Not in the tree, on purpose: the work queue's `Empty` and `ShutDown`
 (`setpoint.runtime.queue`) are control flow between a queue and its workers, as
-`asyncio.QueueEmpty` is, the health server's private `_BadRequest` becomes a 400 answer,
-and the manifest parser's private `_DuplicateKey` and `_NotJson`
+`asyncio.QueueEmpty` is, and the manifest parser's private `_DuplicateKey` and `_NotJson`
 (`setpoint.model.manifests`) become an `Invalid`; none of them reaches a user.
 tests/test_errors_tree.py keeps this true.
 """
