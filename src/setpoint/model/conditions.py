@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from setpoint.clock import rfc3339
+from setpoint.times import rfc3339
 
 ConditionStatus = Literal["True", "False", "Unknown"]
 

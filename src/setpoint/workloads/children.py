@@ -63,14 +63,13 @@ import os
 import signal
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, Generic, Literal, Protocol, TypeVar
 
 from pydantic import BeforeValidator, Field
 
-from setpoint.clock import SYSTEM_CLOCK, Clock, parse_rfc3339
+from setpoint.clock import SYSTEM_CLOCK, Clock
 from setpoint.errors import (
     AlreadyExists,
     EnvFileUnavailable,
@@ -87,6 +86,7 @@ from setpoint.runtime.controller import Controller
 from setpoint.runtime.events import EventRecorder
 from setpoint.runtime.lifecycle import add_finalizer, is_deleting, remove_finalizer
 from setpoint.runtime.manager import Manager
+from setpoint.runtime.plan import PlannedEvent, parse_time, timestamp
 from setpoint.runtime.predicates import annotations_changed, generation_changed, or_
 from setpoint.runtime.reconciler import Request, Result
 from setpoint.runtime.run_as import UserPolicy, UserRefused
@@ -146,22 +146,6 @@ Key = tuple[str, str]
 
 LAST_LINE_CHARS = 200
 """How much of a failed child's last output line its exit reason quotes."""
-
-
-def timestamp(ts: float) -> str:
-    """RFC 3339 with milliseconds (back-off needs better than whole seconds)."""
-    text = datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds")
-    return text.replace("+00:00", "Z")
-
-
-def parse_time(value: Any) -> float | None:
-    """The epoch seconds of an RFC 3339 status time; None if absent or malformed."""
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return parse_rfc3339(value)
-    except ValueError:
-        return None
 
 
 # -- the schemas both kinds share ------------------------------------------------------
@@ -311,15 +295,6 @@ def stopping_reason(action: Action, deleting: bool) -> str:
     if deleting:
         return "Terminating"
     return "Restarting" if action is Action.RESTART else "Stopping"
-
-
-@dataclass(frozen=True, slots=True)
-class PlannedEvent:
-    """An event a plan emits: Normal (or Warning), its reason and message."""
-
-    reason: str
-    message: str
-    warning: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -45,7 +45,7 @@ The names below are the package's public surface; its modules may change.
 """
 
 from setpoint.model.wellknown import CHANGED_BY, DEPLOYMENT_LABEL, HASH_LABEL
-from setpoint.workloads.children import PlannedEvent
+from setpoint.runtime.plan import PlannedEvent
 from setpoint.workloads.deployment.controller import DeploymentController, replica_object, setup
 from setpoint.workloads.deployment.inputs import (
     Desired,

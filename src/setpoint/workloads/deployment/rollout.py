@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from setpoint.workloads.children import PlannedEvent
+from setpoint.runtime.plan import PlannedEvent
 from setpoint.workloads.deployment.inputs import Desired, Observed, Replica, ReplicaSets
 from setpoint.workloads.deployment.progress import Rollback, progress
 
