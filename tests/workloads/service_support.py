@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from process_support import condition, process, python
 
@@ -18,6 +18,7 @@ from setpoint.store import Store
 from setpoint.testing import Harness, wait_for
 from setpoint.workloads.process import PROCESS, ProcessController, ProcessSettings
 from setpoint.workloads.service import SERVICE, ServiceController
+from setpoint.workloads.service import setup as setup_services
 
 HTTP_BACKEND = """
     import os, signal, sys, threading, time
@@ -176,13 +177,7 @@ async def service_world(tmp_path: Path) -> AsyncIterator[ServiceWorld]:
             clock=harness.clock,
         )
         processes.attach(harness.manager)
-        services = ServiceController(
-            harness.store,
-            harness.manager.cache(PROCESS),
-            clock=harness.clock,
-            registry=harness.manager.metrics.registry if harness.manager.metrics else None,
-        )
-        services.attach(harness.manager)
+        services = cast(ServiceController, setup_services(harness.manager).reconciler)
         await harness.start()
         try:
             yield ServiceWorld(harness, services, tmp_path)

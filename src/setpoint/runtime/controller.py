@@ -96,6 +96,9 @@ class Controller:
         self.settings = settings
         self._clock = clock
         self._observer = observer or ControllerObserver()
+        self.reconciler = reconciler
+        """What reconciles (as given): a `setup` function returns the controller, and its
+        caller reaches the reconciler (a table of children, listeners) through it."""
         self._reconcile = _as_async(reconciler, self.store, self.kind)
         self.queue: WorkQueue[Request] = WorkQueue(
             clock=clock, limiter=settings.limiter, observer=self._observer.queue_observer(name)
