@@ -59,7 +59,7 @@ async def world(tmp_path: Path) -> AsyncIterator[World]:
             clock=harness.clock,
         )
         processes.attach(harness.manager)
-        deployment.setup(harness.manager, clock=harness.clock)
+        deployment.setup(harness.manager)
         await harness.start()
         try:
             start = free_port_range(8)

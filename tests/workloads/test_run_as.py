@@ -250,7 +250,7 @@ async def test_a_deployment_with_a_refused_user_creates_no_replica_and_is_stalle
     clock = ManualClock()
     async with Harness(clock=clock) as harness:
         users = UserPolicy(None, NOBODY.pw_uid)
-        controller = deployment.setup(harness.manager, clock=clock, users=users)
+        controller = deployment.setup(harness.manager, deployment.DeploymentSettings(users))
         await harness.start()
         store = harness.store
         web = {

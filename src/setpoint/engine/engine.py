@@ -251,7 +251,7 @@ class Engine:
             clock=self.clock,
         )
         self._jobs.attach(manager)
-        deployment.setup(manager, clock=self.clock, users=self.users)
+        deployment.setup(manager, deployment.DeploymentSettings(self.users))
         service.setup(manager)
         thermostat.setup(manager)
         autoscaler.setup(manager, users=self.users)
