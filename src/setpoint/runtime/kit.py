@@ -18,8 +18,10 @@ For each request `KitReconciler.reconcile`:
    then `act`: the kind's actions, which may amend the plan (a listener that could not
    open, a replica the store refused) or ask to look again at once (a child was stopped:
    the next plan records its exit and may start the next one), up to `LOOKS` looks;
-4. the common part: the status (the plan's, with `Stalled` and `Ready=False` set from
-   `plan.stall`, or `Stalled` removed when there is none) written only if it differs
+4. the common part: the status (the plan's, or the stored one when the plan has none,
+   with `Stalled` set from `plan.stall`, and
+   `Ready=False` unless the plan says why it is not Ready already; or `Stalled` removed
+   when there is none) written only if it differs
    from the stored one; a deleting object's finalizer released once the kind `holds`
    nothing; `Result(requeue_after=plan.requeue_after)`.
 
@@ -40,7 +42,15 @@ from typing import Any, Generic, TypeVar
 
 from setpoint.clock import SYSTEM_CLOCK, Clock
 from setpoint.errors import NotFound
-from setpoint.model import READY, STALLED, Kind, Object, remove_condition, set_condition
+from setpoint.model import (
+    READY,
+    STALLED,
+    Kind,
+    Object,
+    get_condition,
+    remove_condition,
+    set_condition,
+)
 from setpoint.runtime.events import EventRecorder
 from setpoint.runtime.lifecycle import add_finalizer, is_deleting, remove_finalizer
 from setpoint.runtime.plan import Plan
@@ -95,8 +105,9 @@ class KindRules(Generic[D, O, P]):
 def status_with_stall(
     status: Mapping[str, Any], stall: tuple[str, str] | None, *, generation: int, now: float
 ) -> dict[str, Any]:
-    """`status` with `Stalled` (and `Ready=False`, for the same reason) set from `stall`, or
-    `Stalled` removed when there is none, and no condition carrying an `owner` mark. Pure."""
+    """`status` with `Stalled` set from `stall` (and `Ready=False` for the same reason,
+    unless the plan's status says why it is not Ready already), or `Stalled` removed when
+    there is none; no condition keeps an `owner` mark (an earlier runtime's). Pure."""
     out = dict(status)
     conditions = [dict(c) for c in out.get("conditions") or []]
     for condition in conditions:
@@ -105,11 +116,12 @@ def status_with_stall(
         out["conditions"] = conditions
     if stall is not None:
         reason, message = stall
-        for type_, value in ((STALLED, True), (READY, False)):
-            set_condition(
-                out, type_, value, reason=reason, message=message, now=now,
-                observed_generation=generation,
-            )  # fmt: skip
+        set_condition(out, STALLED, True, reason=reason, message=message, now=now,
+                      observed_generation=generation)  # fmt: skip
+        ready = get_condition(out, READY)
+        if ready is None or ready.get("status") != "False":  # a plan's own why-not stands
+            set_condition(out, READY, False, reason=reason, message=message, now=now,
+                          observed_generation=generation)  # fmt: skip
     else:
         remove_condition(out, STALLED)
     return out
@@ -163,11 +175,11 @@ class KitReconciler(Generic[D, O, P]):
             await record(obj, event.reason, event.message)
 
     async def _finish(self, request: Request, obj: Object, step: P) -> Result | None:
-        if step.status is not None:
-            written = await self.write_status(obj, step.status, step.stall)
-            if written is None:
-                return None
-            obj = written
+        status = step.status if step.status is not None else obj.get("status") or {}
+        written = await self.write_status(obj, status, step.stall)
+        if written is None:
+            return None
+        obj = written
         finalizer = self.rules.finalizer
         if (
             finalizer is not None

@@ -75,7 +75,6 @@ from setpoint.errors import (
     EnvFileUnavailable,
     Invalid,
     NotFound,
-    TerminalError,
     UnknownKind,
 )
 from setpoint.model import Kind, Object, Schema
@@ -84,9 +83,10 @@ from setpoint.model.redaction import redact
 from setpoint.model.wellknown import RESTARTED_AT, child_name
 from setpoint.runtime.controller import Controller
 from setpoint.runtime.events import EventRecorder
-from setpoint.runtime.lifecycle import add_finalizer, is_deleting, remove_finalizer
+from setpoint.runtime.kit import Acted, KindRules, KitReconciler
+from setpoint.runtime.lifecycle import is_deleting
 from setpoint.runtime.manager import Manager
-from setpoint.runtime.plan import PlannedEvent, parse_time, timestamp
+from setpoint.runtime.plan import Plan, PlannedEvent, parse_time, timestamp
 from setpoint.runtime.predicates import annotations_changed, generation_changed, or_
 from setpoint.runtime.reconciler import Request, Result
 from setpoint.runtime.run_as import UserPolicy, UserRefused
@@ -317,27 +317,20 @@ class StartFailure:
         return self.secret_reason or "StartFailed"
 
 
-class ChildPlan(Protocol):
-    """What `ChildLifecycle` carries out: the plan of a Process or of a Job.
+@dataclass(frozen=True, slots=True)
+class ChildPlan(Plan):
+    """What `ChildLifecycle` carries out: the plan of a Process or of a Job, `action` for
+    `reason`, besides what every kind's plan says (`setpoint.runtime.plan.Plan`).
 
     `status` is the whole new status (None: write nothing); for a stop, the status while
     the child stops (`Ready=False`, `stopping_reason`), written before the stop signal is
     sent; the next look records the exit. When a child starts, its `pid` (and `startTime`
-    unless the plan set one) are added to it. `stall` (reason, message): raise
-    `TerminalError` after writing. `wait_seconds` > 0: look again then."""
+    unless the plan set one) are added to it. `stall` (reason, message): the object cannot
+    progress until its spec changes (the kit records `Stalled`). `requeue_after`: look
+    again then (a back-off, a deadline)."""
 
-    @property
-    def action(self) -> Action: ...
-    @property
-    def reason(self) -> str: ...
-    @property
-    def wait_seconds(self) -> float: ...
-    @property
-    def status(self) -> Mapping[str, Any] | None: ...
-    @property
-    def events(self) -> tuple[PlannedEvent, ...]: ...
-    @property
-    def stall(self) -> tuple[str, str] | None: ...
+    action: Action
+    reason: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -537,6 +530,40 @@ class ChildSettings:
     users: UserPolicy = field(default_factory=UserPolicy)
 
 
+def _key(obj: Object) -> Key:
+    meta = obj["metadata"]
+    return (meta.get("namespace") or "", meta["name"])
+
+
+def controller_of(manager: Manager, lifecycle: ChildLifecycle[Any, Any]) -> Controller:
+    """Wire `lifecycle` into `manager` (what each kind's `setup` does): its controller, the
+    `dependsOn` and Secrets indexes, the watches of the Processes, Jobs and Deployments an
+    object may depend on and of the Secrets it refers to (one that appears starts the
+    children waiting for it), and the orphan collector; return the controller. Its own
+    kind's changes count when the generation or the annotations change (a restart request
+    is an annotation)."""
+    kind = lifecycle.kind
+    cache = manager.cache(kind)
+    cache.add_index(DEPENDS_ON_INDEX, dependency_keys)
+    cache.add_index(SECRETS_INDEX, secret_keys)
+    builder = (
+        manager.controller(kind.singular)
+        .for_(kind, predicates=[or_(generation_changed, annotations_changed)])
+        .max_concurrent(MAX_CONCURRENT)  # one child's slow stop must not hold up the rest
+    )
+    for name in DEPENDABLE_KINDS:
+        with contextlib.suppress(UnknownKind):  # a kind that is not registered here
+            watched = manager.store.registry.get(kind.api_version, name)
+            builder.watches(watched, dependents_of(cache))
+    with contextlib.suppress(UnknownKind):  # a registry without Secrets
+        secrets = manager.store.registry.get(SECRET.api_version, SECRET.kind)
+        builder.watches(secrets, referring_to(cache))
+    lifecycle.controller = builder.complete(lifecycle)
+    lifecycle.controller.on_lost = lifecycle.release
+    manager.add_runnable(lifecycle.collect_orphans)
+    return lifecycle.controller
+
+
 MAX_CONCURRENT = 16
 """Objects of one kind reconciled at once (one key is never reconciled by two workers)."""
 LOGS_AFTER_EXIT_SECONDS = 1.0
@@ -545,13 +572,13 @@ DEPENDABLE_KINDS = ("Process", "Job", "Deployment")
 """The kinds (of the object's own apiVersion) whose changes wake their dependents."""
 
 
-class ChildLifecycle(Generic[S, P]):
-    """The base of the Process and Job controllers: the table of children, and the
-    reconcile loop that carries out a kind's plan (see the module docstring).
+class ChildLifecycle(KitReconciler[ChildDesired[S], Any, P]):
+    """The base of the Process and Job controllers: the table of children, and the kind's
+    `act` on the reconciler kit (see the module docstring).
 
     Subclasses set `child_kind` (the kind, its finalizer, spec schema, and pure `observe`
-    and `plan`), and may override `follow` (to run probes on a child). `controller` must be
-    set (by `attach`) before the manager runs, so that exits enqueue the object.
+    and `plan`), and may override `follow` (to run probes on a child). The kind's `setup`
+    wires it (`controller_of`), so that exits enqueue the object.
     """
 
     child_kind: ChildKind[S, Any, P]
@@ -564,15 +591,27 @@ class ChildLifecycle(Generic[S, P]):
         *,
         clock: Clock = SYSTEM_CLOCK,
     ) -> None:
-        self.store = store
-        self.events = events
+        kind = self.child_kind
+        rules = KindRules(
+            kind.kind,
+            self.desired,
+            self.observe,
+            kind.plan,
+            self.act,
+            cleanup=self.forget,
+            finalizer=kind.finalizer,
+            holds=self.holds,
+        )
+        super().__init__(store, rules, events, clock=clock)
+        self.events: EventRecorder = events
         self.settings = settings
         self.state_dir = Path(settings.state_dir)
         self.log_dir = Path(settings.log_dir)
-        self.clock = clock
         self.controller: Controller | None = None
         self._table: dict[Key, Supervised] = {}
         self._failures: dict[Key, StartFailure] = {}
+        self._looked: dict[Key, tuple[S, ChildFacts]] = {}
+        """What this reconcile's `observe` saw of each key's child, for its `act`."""
         self._orphans_collected = asyncio.Event()
         self._stopping: list[Supervised] = []
         self._detached = False
@@ -584,67 +623,6 @@ class ChildLifecycle(Generic[S, P]):
         """The kind this controller keeps true to its spec."""
         return self.child_kind.kind
 
-    @classmethod
-    def setup(cls, manager: Manager, *, state_dir: Path, log_dir: Path) -> Controller:
-        """Add a controller of this kind to `manager`; return the controller.
-
-        `state_dir` keeps one state file per child (for re-adoption after a restart): give
-        each kind a directory of its own, since a controller treats every state file in its
-        directory as one of its own children. `log_dir` takes the children's output. To keep
-        hold of the reconciler (to stop every child on shutdown, say), build one and call
-        its `attach(manager)` instead."""
-        reconciler = cls(
-            manager.store,
-            manager.event_recorder(f"{cls.child_kind.kind.singular}-controller"),
-            ChildSettings(Path(state_dir), Path(log_dir)),
-            clock=manager.clock,
-        )
-        return reconciler.attach(manager)
-
-    def attach(self, manager: Manager) -> Controller:
-        """Wire this reconciler into `manager` (what `setup` does): its controller, the
-        `dependsOn` and Secrets indexes, the watches of the Processes, Jobs and Deployments
-        an object may depend on and of the Secrets it refers to (one that appears starts the
-        children waiting for it), and the orphan collector; return the controller. Its own
-        kind's changes count when the generation or the annotations change (a restart
-        request is an annotation)."""
-        cache = manager.cache(self.kind)
-        cache.add_index(DEPENDS_ON_INDEX, dependency_keys)
-        cache.add_index(SECRETS_INDEX, secret_keys)
-        builder = (
-            manager.controller(self.kind.singular)
-            .for_(self.kind, predicates=[or_(generation_changed, annotations_changed)])
-            .max_concurrent(MAX_CONCURRENT)  # one child's slow stop must not hold up the rest
-        )
-        for kind in DEPENDABLE_KINDS:
-            with contextlib.suppress(UnknownKind):  # a kind that is not registered here
-                watched = manager.store.registry.get(self.kind.api_version, kind)
-                builder.watches(watched, dependents_of(cache))
-        with contextlib.suppress(UnknownKind):  # a registry without Secrets
-            secrets = manager.store.registry.get(SECRET.api_version, SECRET.kind)
-            builder.watches(secrets, referring_to(cache))
-        self.controller = builder.complete(self)
-        self.controller.on_lost = self.release
-        manager.add_runnable(self.collect_orphans)
-        return self.controller
-
-    # -- what a kind provides ------------------------------------------------------------
-
-    async def decide(self, obj: Object, spec: S, facts: ChildFacts) -> P:
-        """Observe the dependencies and whether the spec's `user:` is allowed, then plan
-        (purely)."""
-        unmet = await unmet_in_store(self.store, obj)
-        try:
-            self.settings.users.account(spec.user)
-        except UserRefused as exc:
-            facts = dataclasses.replace(facts, refused=(exc.condition_reason, str(exc)))
-        now = self.clock.now()
-        desired = ChildDesired(
-            int(obj["metadata"].get("generation", 1)), spec, is_deleting(obj), restart_request(obj)
-        )
-        kind = self.child_kind
-        return kind.plan(desired, kind.observe(obj.get("status") or {}, facts, unmet, now), now)
-
     def follow(
         self, key: Key, child: Supervised, spec: S, recorded: Mapping[str, Any] | None
     ) -> None:
@@ -652,102 +630,90 @@ class ChildLifecycle(Generic[S, P]):
         (`recorded`: the stored status, what an earlier engine saw of it). Its exit is
         watched already; by default nothing more."""
 
-    # -- the reconciler ------------------------------------------------------------------
+    # -- the kit's steps -------------------------------------------------------------------
 
     async def reconcile(self, request: Request) -> Result | None:
-        """Observe, plan, apply; a stop is looked at again at once, so the same reconcile
-        records the exit and (if the plan says so) starts the next child."""
+        """The kit's loop (`KitReconciler.reconcile`); a start that waits for a Secret is
+        tried again at each reconcile."""
         key = (request.namespace, request.name)
-        try:
-            obj = await self.store.get(
-                self.kind.api_version,
-                self.kind.kind,
-                request.name,
-                request.namespace or None,
-            )
-        except NotFound:
-            self._failures.pop(key, None)
-            child = self._table.pop(key, None)
-            if child is not None:  # deleted behind the finalizer's back
-                await self._stop(child, 0.0)
-            return None
-        if not is_deleting(obj) and add_finalizer(obj, self.child_kind.finalizer):
-            obj = await self.store.update(obj)
-        spec = self.child_kind.spec_schema.model_validate(obj["spec"])
         failure = self._failures.get(key)
         if failure is not None and failure.secret_reason is not None:
             del self._failures[key]  # waiting for a Secret: each reconcile tries again
-        for _ in range(4):  # stop, record the exit and start: at most three looks
-            facts = await self._facts(key, obj)
-            step = await self.decide(obj, spec, facts)
-            if step.action is not Action.NOTHING:
-                log.info(
-                    "%s %s: %s (%s)",
-                    self.kind.singular,
-                    request,
-                    step.action,
-                    step.reason,
-                )
-            for event in step.events:
-                record = self.events.warning if event.warning else self.events.normal
-                await record(obj, event.reason, event.message)
-            if step.action in (Action.STOP, Action.RESTART) and facts.running:
-                assert facts.child is not None
-                if step.status is not None:  # not ready any more, before the stop signal
-                    written = await self._write_status(obj, dict(step.status))
-                    if written is None:  # deleted behind the finalizer's back
-                        self._table.pop(key, None)
-                        await self._stop(facts.child, 0.0)
-                        return None
-                    obj = written
-                await self._stop(facts.child, None, because=step.reason)
-                continue
-            if step.action is Action.START and not await self._start(key, obj, spec):
-                continue  # the failure is a fact now: the plan says what it means
-            return await self._finish(key, obj, step, facts)
-        raise RuntimeError(f"{self.kind.kind} {request}: no plan settled after three looks")
+        try:
+            return await super().reconcile(request)
+        finally:
+            self._looked.pop(key, None)
 
-    async def _finish(self, key: Key, obj: Object, step: P, facts: ChildFacts) -> Result | None:
-        """Write the plan's status, forget a child whose end it records, release a deleted
-        object, and turn the plan's stall or wait into the reconcile's outcome."""
+    def desired(self, obj: Object) -> ChildDesired[S]:
+        """What the object asks for, its spec read through the kind's schema."""
+        return ChildDesired.of(obj, self.child_kind.spec_schema)
+
+    async def observe(self, obj: Object, desired: ChildDesired[S]) -> Any:
+        """The child (in the table, adopted from an earlier engine, or gone while no engine
+        watched it), the first unmet dependency and whether the spec's `user:` is allowed,
+        as the kind's pure `observe` makes them the plan's input."""
+        key = _key(obj)
+        facts = await self._facts(key, obj)
+        unmet = await unmet_in_store(self.store, obj)
+        try:
+            self.settings.users.account(desired.spec.user)
+        except UserRefused as exc:
+            facts = dataclasses.replace(facts, refused=(exc.condition_reason, str(exc)))
+        self._looked[key] = (desired.spec, facts)
+        kind = self.child_kind
+        return kind.observe(obj.get("status") or {}, facts, unmet, self.clock.now())
+
+    async def act(self, obj: Object, step: P) -> Acted[P]:
+        """Carry the child action out: a stop writes the plan's status (not ready any more)
+        before the stop signal, then looks again, so that the same reconcile records the exit
+        and (if the plan says so) starts the next child; a start that fails looks again too
+        (the failure is a fact now: the plan says what it means). Otherwise write the plan's
+        status (with a started child's `pid` and `startTime`) and forget a child whose end
+        it records."""
+        key = _key(obj)
+        spec, facts = self._looked.pop(key)
+        if step.action is not Action.NOTHING:
+            log.info("%s %s/%s: %s (%s)", self.kind.singular, *key, step.action, step.reason)
+        if step.action in (Action.STOP, Action.RESTART) and facts.running:
+            assert facts.child is not None
+            if step.status is not None:  # not ready any more, before the stop signal
+                written = await self.write_status(obj, step.status)
+                if written is None:  # deleted behind the finalizer's back
+                    self._table.pop(key, None)
+                    await self._stop(facts.child, 0.0)
+                    return Acted(None, step)
+                obj = written
+            await self._stop(facts.child, None, because=step.reason)
+            return Acted(obj, step, again=True)
+        if step.action is Action.START and not await self._start(key, obj, spec):
+            return Acted(obj, step, again=True)
         child = self._table.get(key)
         if step.status is not None:
             status = dict(step.status)
             if child is not None and step.action is Action.START:
                 status["pid"] = child.handle.pid
                 status.setdefault("startTime", timestamp(child.handle.started_at))
-            written = await self._write_status(obj, status)
+                step = dataclasses.replace(step, status=status)
+            written = await self.write_status(obj, status, step.stall)
             if written is None:
-                return None
+                return Acted(None, step)
             obj = written
         if child is not None and child is facts.child and facts.ended is not None:
             self._table.pop(key, None)  # its end is in the stored status now
             await self._cleanup(child)
-        if (
-            key not in self._table
-            and is_deleting(obj)
-            and remove_finalizer(obj, self.child_kind.finalizer)
-        ):
-            self._failures.pop(key, None)
-            with contextlib.suppress(NotFound):
-                await self.store.update(obj)
-            return None
-        if step.stall is not None:
-            raise TerminalError(step.stall[1], reason=step.stall[0])
-        if step.wait_seconds > 0:
-            return Result(requeue_after=step.wait_seconds)
-        return None
+        return Acted(obj, step)
 
-    async def _write_status(self, obj: Object, status: dict[str, Any]) -> Object | None:
-        """Store `status` as `obj`'s, unless it says what the stored one does; return the
-        object as stored (None: it is gone)."""
-        if self.kind.validate_status(status) == self.kind.validate_status(obj.get("status")):
-            return obj
-        obj["status"] = status
-        try:
-            return await self.store.update_status(obj)
-        except NotFound:
-            return None
+    def holds(self, request: Request) -> bool:
+        """Whether a child of the object is in the table (its finalizer stays on till not)."""
+        return (request.namespace, request.name) in self._table
+
+    async def forget(self, request: Request) -> None:
+        """The object is gone (deleted behind the finalizer's back): stop its child now."""
+        key = (request.namespace, request.name)
+        self._failures.pop(key, None)
+        child = self._table.pop(key, None)
+        if child is not None:
+            await self._stop(child, 0.0)
 
     # -- observe -------------------------------------------------------------------------
 

@@ -107,6 +107,8 @@ from setpoint.model import (
     set_condition,
 )
 from setpoint.model.wellknown import JOB_FINALIZER
+from setpoint.runtime.controller import Controller
+from setpoint.runtime.manager import Manager
 from setpoint.workloads import children
 from setpoint.workloads.children import (
     ENVIRONMENT_BACKOFF,
@@ -217,7 +219,7 @@ class JobObserved(ChildObserved):
 
 
 @dataclass(frozen=True, slots=True)
-class JobPlan:
+class JobPlan(children.ChildPlan):
     """One step: `action` for `reason`, leaving the Job in `phase`.
 
     `wait_seconds` > 0: look again then (a retry's back-off, or the deadline).
@@ -227,15 +229,10 @@ class JobPlan:
     the exit), `events` what to emit, `stall`
     (reason, message) when the Job cannot progress until its spec changes."""
 
-    action: Action
-    reason: str
     phase: Phase
     wait_seconds: float = 0.0
     outcome: Outcome | None = None
     fresh: bool = False
-    status: Mapping[str, Any] | None = None
-    events: tuple[PlannedEvent, ...] = ()
-    stall: tuple[str, str] | None = None
 
 
 _FINISHED_PHASE: dict[Outcome, Phase] = {
@@ -288,6 +285,11 @@ def observe(
 def plan(desired: JobDesired, observed: JobObserved, now: float) -> JobPlan:
     """The next step for one Job: the child action, the new status and the events.
     Pure: no I/O; `now` in seconds, as `finished_at`."""
+    step = _plan(desired, observed, now)
+    return dataclasses.replace(step, requeue_after=step.wait_seconds or None)
+
+
+def _plan(desired: JobDesired, observed: JobObserved, now: float) -> JobPlan:
     step = _decide(desired, observed, now)
     events = list(observed.exit_events())
     if observed.refused is not None and step.action is Action.NOTHING and observed.running:
@@ -638,5 +640,13 @@ class JobController(children.ChildLifecycle[JobSpecSchema, JobPlan]):
         await self._stop_children(grace, turns)
 
 
-setup = JobController.setup
-"""Add the Job controller to `manager`; return the controller (`children.ChildLifecycle.setup`)."""
+def setup(manager: Manager, settings: JobSettings) -> Controller:
+    """Add the Job controller to `manager`; return the controller (its `reconciler` is the
+    `JobController`). `settings.state_dir` must not be the Process controller's."""
+    jobs = JobController(
+        manager.store,
+        manager.event_recorder("job-controller"),
+        settings,
+        clock=manager.clock,
+    )
+    return children.controller_of(manager, jobs)

@@ -101,6 +101,8 @@ from setpoint.model.conditions import READY, get_condition, set_condition
 from setpoint.model.crd import list_set
 from setpoint.model.redaction import redact
 from setpoint.model.wellknown import PROCESS_FINALIZER
+from setpoint.runtime.controller import Controller
+from setpoint.runtime.manager import Manager
 from setpoint.runtime.run_as import UserRefused, command_environment
 from setpoint.workloads import children, supervisor
 from setpoint.workloads.children import (
@@ -112,6 +114,7 @@ from setpoint.workloads.children import (
     ChildKind,
     ChildLifecycle,
     ChildObserved,
+    ChildPlan,
     ChildSettings,
     CommandSchema,
     ExitSchema,
@@ -120,6 +123,7 @@ from setpoint.workloads.children import (
     StopTurns,
     Supervised,
     backoff_delay,
+    controller_of,
     keep_observed_generation,
     stopping_reason,
     timestamp,
@@ -257,23 +261,19 @@ class Observed(ChildObserved):
 
 
 @dataclass(frozen=True, slots=True)
-class Plan:
-    """One step: `action` for `reason`. `wait_seconds` > 0: look again then (back-off).
-    `phase` is the phase once applied (None: unchanged); `recent_restarts` the count to
-    record; `counts_as_restart` whether `status.restarts` goes up. `status` is the whole
-    new status (for a stop: the status while the child stops, `Ready=False`; the next
-    look records the exit), `events` what to emit, `stall` (reason, message) when the
-    Process cannot progress until its spec changes."""
+class Plan(ChildPlan):
+    """One step: `action` for `reason` (`ChildPlan`). `wait_seconds` > 0: look again then
+    (back-off; the plan's `requeue_after`). `phase` is the phase once applied (None:
+    unchanged); `recent_restarts` the count to record; `counts_as_restart` whether
+    `status.restarts` goes up. `status` is the whole new status (for a stop: the status
+    while the child stops, `Ready=False`; the next look records the exit), `events` what
+    to emit, `stall` (reason, message) when the Process cannot progress until its spec
+    changes."""
 
-    action: Action
-    reason: str
     wait_seconds: float = 0.0
     phase: Phase | None = None
     recent_restarts: int = 0
     counts_as_restart: bool = False
-    status: Mapping[str, Any] | None = None
-    events: tuple[PlannedEvent, ...] = ()
-    stall: tuple[str, str] | None = None
 
 
 def desired_of(obj: Object) -> Desired:
@@ -305,6 +305,11 @@ def observe(
 def plan(desired: Desired, observed: Observed, now: float) -> Plan:
     """The next step for one Process: the child action, the new status and the events.
     Pure: no I/O; `now` in seconds, as `finished_at`."""
+    step = _plan(desired, observed, now)
+    return dataclasses.replace(step, requeue_after=step.wait_seconds or None)
+
+
+def _plan(desired: Desired, observed: Observed, now: float) -> Plan:
     step = _decide(desired, observed, now)
     events = list(observed.exit_events())
     if observed.refused is not None and step.action is Action.NOTHING and observed.running:
@@ -738,5 +743,16 @@ async def _cannot_run(message: str, probe: Probe) -> tuple[bool, str]:
     return False, message
 
 
-setup = ProcessController.setup
-"""Add the Process controller to `manager`; return the controller (`ChildLifecycle.setup`)."""
+def setup(manager: Manager, settings: ProcessSettings) -> Controller:
+    """Add the Process controller to `manager`; return the controller (its `reconciler` is
+    the `ProcessController`, which stops every child on shutdown). `settings.state_dir`
+    keeps one state file per child (for re-adoption after a restart): give each kind a
+    directory of its own, since a controller treats every state file in its directory as
+    one of its own children. `settings.log_dir` takes the children's output."""
+    processes = ProcessController(
+        manager.store,
+        manager.event_recorder("process-controller"),
+        settings,
+        clock=manager.clock,
+    )
+    return controller_of(manager, processes)
