@@ -246,7 +246,7 @@ class Engine:
         deployment.setup(manager, deployment.DeploymentSettings(self.users))
         service.setup(manager)
         thermostat.setup(manager)
-        autoscaler.setup(manager, users=self.users)
+        autoscaler.setup(manager, autoscaler.AutoscalerSettings(self.users))
 
     def running_children(self) -> int:
         """How many children (Processes' and Jobs' attempts) run now."""
