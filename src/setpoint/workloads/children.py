@@ -13,19 +13,20 @@ Everything about that child that does not depend on the kind lives here, once:
   whole new status, `PlannedEvent`s, a stall, a wait);
 * `ChildLifecycle`, the base of both controllers, made a Process or a Job controller by a
   `ChildKind` (the kind, its finalizer and spec schema, its pure `observe` and `plan`).
-  Its `reconcile` reads the object, adds the finalizer, looks at the child (in the table,
-  adopted from an earlier engine, or gone while no engine watched it: `ChildFacts`),
-  observes the dependencies, plans, and carries the plan out: stop (the plan's status,
-  `Ready=False` with reason `Terminating`, `Restarting` or `Stopping`, written *before*
-  the stop signal, so that dependents and Services stop counting on a child that is
-  shutting down; then look again, so the exit is recorded by the next plan), start, emit
-  events, write the status the plan computed (only when it differs from the stored
-  one), release the finalizer, raise
-  `TerminalError` for a plan that stalls, requeue for one that waits. It also wires the
-  controller (`setup`, `attach`), collects orphans and stops (each when a `StopTurns`, the
-  engine's stop order, says) or detaches every child. A restart request (the annotation
-  `setpoint restart` sets: `ChildDesired.restarted_at`) reaches the kind's plan, which
-  treats it as a new run; each start records it.
+  It runs on the reconciler kit (`setpoint.runtime.kit`), which reads the object, keeps
+  the finalizer on while a child is in the table, records the plan's events, writes its
+  status (only when it differs from the stored one; `Stalled` from the plan's stall) and
+  requeues for a plan that waits. The lifecycle's `observe` looks at the child (in the
+  table, adopted from an earlier engine, or gone while no engine watched it:
+  `ChildFacts`) and the dependencies; its `act` carries the child action out: stop (the
+  plan's status, `Ready=False` with reason `Terminating`, `Restarting` or `Stopping`,
+  written *before* the stop signal, so that dependents and Services stop counting on a
+  child that is shutting down; then look again, so the exit is recorded by the next
+  plan), or start. `controller_of` wires it (each kind's `setup` calls it); it collects
+  orphans and stops (each when a `StopTurns`, the engine's stop order, says) or detaches
+  every child. A restart request (the annotation `setpoint restart` sets:
+  `ChildDesired.restarted_at`) reaches the kind's plan, which treats it as a new run;
+  each start records it.
 
 Before each plan it asks the controller's `UserPolicy` (`ChildSettings.users`,
 `setpoint.runtime.run_as`) whether the spec's `user:` may be run: a refusal is a fact

@@ -19,7 +19,7 @@ reason, finishedAt, and `stoppedOnRequest` / `stopReason` when the controller st
 (so a `dependsOn` entry may name either condition), and `Suspended` once it has been
 suspended (True, reason `JobSuspended`; False, reason `JobResumed`, once resumed), as
 Kubernetes' Job. A failed Job is also `Stalled`
-(the reconciler raises `TerminalError`, as Process does when it cannot start); it
+(its plan stalls, as a Process's does when it cannot start); it
 cannot progress until its spec changes. The controller keeps `startedGeneration` and
 `startedSpecHash` for itself: the latest spec generation the current run belongs to, and
 a hash of that spec, `suspend` left out (`spec_hash`): a generation that changed only
@@ -627,9 +627,9 @@ logs (`log_dir`) live."""
 class JobController(children.ChildLifecycle[JobSpecSchema, JobPlan]):
     """Runs each Job to completion as its spec says (see the module docstring).
 
-    `reconcile(request)` is the one entry point. `controller` must be set (by `attach`)
-    before the manager runs, so that exits enqueue the object. A Job that has Failed
-    raises `TerminalError` (recorded as `Stalled`) until its spec changes.
+    `reconcile(request)` is the one entry point; `setup` wires it, so that exits enqueue
+    the object. A Job that has Failed stalls (the kit records `Stalled`) until its spec
+    changes.
     """
 
     child_kind = children.ChildKind(JOB, FINALIZER, JobSpecSchema, observe, plan)

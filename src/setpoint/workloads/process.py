@@ -595,8 +595,8 @@ ProcessSettings: TypeAlias = ChildSettings
 class ProcessController(ChildLifecycle[ProcessSpecSchema, Plan]):
     """Keeps each Process's child running as its spec says (see the module docstring).
 
-    `reconcile(request)` is the one entry point. `controller` must be set (by `attach`)
-    before the manager runs, so that exits and probe results enqueue the object.
+    `reconcile(request)` is the one entry point; `setup` wires it, so that exits and probe
+    results enqueue the object.
     """
 
     child_kind = ChildKind(PROCESS, FINALIZER, ProcessSpecSchema, observe, plan)
