@@ -38,9 +38,9 @@ from setpoint.control.scaling import (
     value_replicas,
 )
 from setpoint.model import Object, Schema, set_condition
+from setpoint.model.scale import Scale
 from setpoint.runtime.plan import Plan as KitPlan
 from setpoint.runtime.plan import PlannedEvent
-from setpoint.runtime.scale import Scale
 from setpoint.times import rfc3339
 
 ABLE_TO_SCALE = "AbleToScale"

@@ -53,6 +53,7 @@ from typing import Any
 
 from setpoint.errors import Invalid
 from setpoint.model import Object
+from setpoint.model.dependency_graph import find_cycle
 from setpoint.model.meta import check_dns1123_subdomain, check_label_value
 from setpoint.model.schema import validated
 from setpoint.model.wellknown import (
@@ -66,10 +67,10 @@ from setpoint.model.wellknown import (
 )
 from setpoint.workloads.compose.project import resolve_extends
 from setpoint.workloads.compose.template import render
-from setpoint.workloads.dependencies import PROCESS_COMPOSE_NAMES, find_cycle
-from setpoint.workloads.job import JobSpecSchema
+from setpoint.workloads.depends_on import PROCESS_COMPOSE_NAMES
+from setpoint.workloads.job_plan import JobSpecSchema
 from setpoint.workloads.kinds import JOB, PROCESS
-from setpoint.workloads.process import ProcessSpecSchema
+from setpoint.workloads.process_plan import ProcessSpecSchema
 
 __all__ = ["DEFAULT_NAMESPACE", "DEFAULT_SHELL", "NAMESPACE_LABEL", "Translation", "translate"]
 
