@@ -64,9 +64,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import errno
-import json
 import logging
 import os
 import pwd
@@ -78,7 +76,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from setpoint.clock import SYSTEM_CLOCK, Clock
 from setpoint.errors import AlreadyExists, Invalid
@@ -87,10 +85,28 @@ from setpoint.files import (
     ensure_private_dir,
     make_private,
     open_private,
-    write_private,
 )
 from setpoint.runtime.run_as import UserPolicy, command_environment, switch_to
 from setpoint.workloads import log_holder
+from setpoint.workloads.procfs import (
+    MARKER_VARIABLE,
+    _check_name,
+    _environ_has,
+    _fifo_path,
+    _members,
+    _proc_stat,
+    _read_state,
+    _state_path,
+    _until_readable,
+    _write_atomically,
+)
+from setpoint.workloads.reaper import (
+    _reap,
+    _started,
+    become_subreaper,
+    reap_orphans,
+    reap_orphans_forever,
+)
 
 __all__ = [
     "Adopted",
@@ -108,7 +124,6 @@ __all__ = [
     "stray",
 ]
 
-MARKER_VARIABLE = "SETPOINT_MARKER"
 DEFAULT_MAX_LOG_BYTES = 10 * 1024 * 1024
 DEFAULT_LOG_BACKUPS = 3
 # Variables a child inherits from the engine; everything else comes from spec.env.
@@ -126,9 +141,6 @@ _REAP_TIMEOUT = 5.0
 _REAP_POLL_MAX = 0.05
 """The longest pause between two looks at whether they are reaped (from 1 ms, doubling)."""
 _HOLDER_PROGRAM = Path(__file__).with_name("log_holder.py")
-_PR_SET_CHILD_SUBREAPER = 36
-_KTHREADD = 2
-"""The parent of every kernel thread (whose environment is empty: not worth a read)."""
 _logger = logging.getLogger(__name__)
 
 
@@ -191,157 +203,6 @@ class Exit:
 
 
 _ADOPTED_EXIT = Exit(None, None, "exited (adopted; code unknown)")
-
-
-# ---------------------------------------------------------------------------
-# /proc and state files
-
-
-class _Stat(NamedTuple):
-    state: str
-    ppid: int
-    pgid: int
-    sid: int
-    starttime: int
-    """In clock ticks since boot."""
-
-
-def _read_proc(pid: int, name: str) -> bytes:
-    """/proc/PID/NAME, whole (raw `os` calls: a scan of /proc reads hundreds of these)."""
-    fd = os.open(f"/proc/{pid}/{name}", os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        chunks = []
-        while chunk := os.read(fd, 65536):
-            chunks.append(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
-
-
-def _proc_stat(pid: int) -> _Stat | None:
-    """What /proc/PID/stat says of `pid`, or None if it is gone."""
-    try:
-        raw = _read_proc(pid, "stat")
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    if not raw:
-        return None
-    # comm (field 2) may hold spaces and parentheses: split after the last ')'.
-    fields = raw[raw.rindex(b")") + 2 :].split()
-    # fields[0] is field 3 (state); field N is fields[N - 3].
-    state, ppid, pgid, sid, starttime = fields[0], fields[1], fields[2], fields[3], fields[22 - 3]
-    return _Stat(state.decode(), int(ppid), int(pgid), int(sid), int(starttime))
-
-
-def _environ(pid: int) -> list[bytes] | None:
-    """The entries of /proc/PID/environ; None if it cannot be read."""
-    try:
-        return _read_proc(pid, "environ").split(b"\0")
-    except PermissionError:
-        return None
-    except (FileNotFoundError, ProcessLookupError):
-        return []
-
-
-def _environ_has(pid: int, entry: str) -> bool | None:
-    """Whether /proc/PID/environ holds `entry`; None if it cannot be read."""
-    environ = _environ(pid)
-    return None if environ is None else entry.encode() in environ
-
-
-def _marker_of(pid: int) -> str | None:
-    """The `SETPOINT_MARKER` in `pid`'s environment, if it has one (and it can be read)."""
-    prefix = f"{MARKER_VARIABLE}=".encode()
-    for entry in _environ(pid) or []:
-        if entry.startswith(prefix):
-            return entry[len(prefix) :].decode(errors="replace")
-    return None
-
-
-def _live_processes() -> dict[int, _Stat]:
-    """Every process that runs (not a zombie) but this one, by pid."""
-    me = os.getpid()
-    found: dict[int, _Stat] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit() and int(entry) != me:
-            st = _proc_stat(int(entry))
-            if st is not None and st.state not in ("Z", "X"):
-                found[int(entry)] = st
-    return found
-
-
-def _members(pgid: int, marker: str) -> dict[int, _Stat]:
-    """What runs of one child: its process group, every process carrying its marker (one
-    that escaped the group with `setsid`), and their descendants (one that also cleared
-    its environment, while its parent lives).
-
-    Only a process that may have left its parent's session (a session leader, or one whose
-    parent is gone or in another session) can carry the marker outside the group without
-    descending from a member: only those environments are read."""
-    processes = _live_processes()
-    entry = f"{MARKER_VARIABLE}={marker}"
-
-    def may_carry_marker(pid: int, st: _Stat) -> bool:
-        parent = processes.get(st.ppid)
-        if st.ppid == _KTHREADD or (parent is not None and parent.sid == st.sid != pid):
-            return False
-        return _environ_has(pid, entry) is True
-
-    members = {
-        pid: st for pid, st in processes.items() if st.pgid == pgid or may_carry_marker(pid, st)
-    }
-    grew = True
-    while grew:
-        descendants = {
-            pid: st for pid, st in processes.items() if st.ppid in members and pid not in members
-        }
-        members.update(descendants)
-        grew = bool(descendants)
-    return members
-
-
-def _state_path(name: str, state_dir: Path) -> Path:
-    return Path(state_dir) / f"{name}.json"
-
-
-def _fifo_path(name: str, state_dir: Path) -> Path:
-    return Path(state_dir) / f"{name}.out"
-
-
-def _write_atomically(path: Path, data: dict[str, Any]) -> None:
-    write_private(path, (json.dumps(data, sort_keys=True) + "\n").encode())
-
-
-def _read_state(name: str, state_dir: Path) -> dict[str, Any] | None:
-    path = _state_path(name, state_dir)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError):
-        return {}  # unreadable or corrupt: not adoptable, a stray
-    return data if isinstance(data, dict) else {}
-
-
-def _check_name(name: str) -> None:
-    if not name or "/" in name or name.startswith(".") or "\0" in name:
-        raise Invalid(f"{name!r} cannot name a process's files", field="metadata.name")
-
-
-async def _until_readable(fd: int) -> None:
-    """Return once `fd` (a pidfd: at its process's exit) turns readable."""
-    loop = asyncio.get_running_loop()
-    ready: asyncio.Future[None] = loop.create_future()
-
-    def on_readable() -> None:
-        if not ready.done():
-            ready.set_result(None)
-
-    loop.add_reader(fd, on_readable)
-    try:
-        await ready
-    finally:
-        loop.remove_reader(fd)
 
 
 # ---------------------------------------------------------------------------
@@ -500,9 +361,6 @@ def _record_holder(name: str, state_dir: Path, holder: _Holder) -> None:
 
 # ---------------------------------------------------------------------------
 # Handles
-
-_started: set[int] = set()
-"""Pids `start` started whose exits the event loop's child watcher collects."""
 
 
 class _Child:
@@ -1023,77 +881,3 @@ def stray(name: str, state_dir: Path) -> bool:
     path.unlink(missing_ok=True)
     _fifo_path(name, state_dir).unlink(missing_ok=True)
     return True
-
-
-# ---------------------------------------------------------------------------
-# Escaped processes: the subreaper
-
-
-def become_subreaper() -> bool:
-    """Make this process a child subreaper (`PR_SET_CHILD_SUBREAPER`): an orphaned
-    descendant (a child's daemonized grandchild) is re-parented to it, not to init.
-
-    The engine calls it once at start, before it starts a child; `reap_orphans_forever`
-    then reaps such orphans. Returns False where the kernel refuses it."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
-        _logger.warning("cannot become a child subreaper: %s", os.strerror(ctypes.get_errno()))
-        return False
-    return True
-
-
-_orphans: dict[int, asyncio.Task[None]] = {}
-"""Re-parented processes being watched, by pid: each is reaped once it exits."""
-
-
-def _reap(pid: int) -> None:
-    with contextlib.suppress(ChildProcessError):
-        os.waitpid(pid, os.WNOHANG)
-
-
-async def _reap_at_exit(pid: int, pidfd: int) -> None:
-    try:
-        await _until_readable(pidfd)
-        _reap(pid)
-    finally:
-        os.close(pidfd)
-        _orphans.pop(pid, None)
-
-
-def reap_orphans() -> list[int]:
-    """One pass: watch every child of this process that carries a child's marker and that
-    `start` did not start (a grandchild re-parented to this subreaper), and reap it once it
-    exits. Returns the pids newly watched. Call it from the event loop.
-
-    It never waits for any other pid: the event loop's child watcher, and anyone else,
-    keep the exits they expect."""
-    loop = asyncio.get_running_loop()
-    me = os.getpid()
-    own = os.environ.get(MARKER_VARIABLE)  # an engine that is itself a managed child
-    watched = []
-    for pid, st in _live_processes().items():
-        if st.ppid != me or pid in _started or pid in _orphans:
-            continue
-        marker = _marker_of(pid)
-        if marker is None or marker == own:
-            continue
-        try:
-            pidfd = os.pidfd_open(pid)
-        except OSError:
-            continue
-        _orphans[pid] = loop.create_task(_reap_at_exit(pid, pidfd), name=f"reap {pid}")
-        watched.append(pid)
-    return watched
-
-
-async def reap_orphans_forever(interval: float = 5.0, *, clock: Clock = SYSTEM_CLOCK) -> None:
-    """The engine's runnable: `reap_orphans()` every `interval` seconds, until cancelled.
-
-    (`stop` reaps what it kills itself; this reaps an orphan that exits by itself.)"""
-    try:
-        while True:
-            reap_orphans()
-            await clock.sleep(interval)
-    finally:
-        for task in list(_orphans.values()):
-            task.cancel()
