@@ -72,7 +72,6 @@ import select
 import signal
 import stat
 import subprocess
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -83,11 +82,16 @@ from setpoint.errors import AlreadyExists, Invalid
 from setpoint.files import (
     check_replaceable,
     ensure_private_dir,
-    make_private,
-    open_private,
 )
 from setpoint.runtime.run_as import UserPolicy, command_environment, switch_to
-from setpoint.workloads import log_holder
+from setpoint.workloads.holders import (
+    LogStart,
+    _Holder,
+    _log_start,
+    _LogSettings,
+    _record_holder,
+    _recorded_log_start,
+)
 from setpoint.workloads.procfs import (
     MARKER_VARIABLE,
     _check_name,
@@ -140,7 +144,6 @@ _REAP_TIMEOUT = 5.0
 """How long `stop` waits for a parent other than this engine to reap a child's processes."""
 _REAP_POLL_MAX = 0.05
 """The longest pause between two looks at whether they are reaped (from 1 ms, doubling)."""
-_HOLDER_PROGRAM = Path(__file__).with_name("log_holder.py")
 _logger = logging.getLogger(__name__)
 
 
@@ -203,160 +206,6 @@ class Exit:
 
 
 _ADOPTED_EXIT = Exit(None, None, "exited (adopted; code unknown)")
-
-
-# ---------------------------------------------------------------------------
-# Log holders
-
-
-@dataclass(frozen=True)
-class _LogSettings:
-    path: Path
-    """Absolute: a restarted engine may run from another directory."""
-    max_bytes: int
-    backups: int
-
-    def files(self) -> list[Path]:
-        """The log file and its backups (`.1`, `.2` ...), and the time index of each."""
-        rotated = [self.path.with_name(f"{self.path.name}.{i}") for i in range(1, self.backups + 1)]
-        logs = [self.path, *rotated]
-        return [*logs, *(Path(log_holder.times_path(str(log))) for log in logs)]
-
-
-@dataclass(frozen=True)
-class LogStart:
-    """Where a child's output begins: `offset` bytes into the file of inode `inode`, which is
-    the log file `path` or, once rotated, one of its `backups` (`path.1`, `path.2` ...)."""
-
-    path: Path
-    backups: int
-    inode: int
-    offset: int
-
-
-def _log_start(log: _LogSettings) -> LogStart:
-    """The end of `log`'s file now (made if missing): where the next child's output begins."""
-    fd = open_private(log.path, os.O_WRONLY | os.O_APPEND)
-    try:
-        st = os.fstat(fd)
-    finally:
-        os.close(fd)
-    return LogStart(log.path, log.backups, st.st_ino, st.st_size)
-
-
-def _recorded_log_start(record: Mapping[str, Any], log: _LogSettings) -> LogStart | None:
-    """The `LogStart` a state record holds (None: an earlier version's record, without one)."""
-    found = record.get("logStart")
-    if not isinstance(found, Mapping):
-        return None
-    try:
-        return LogStart(log.path, log.backups, int(found["inode"]), int(found["offset"]))
-    except (KeyError, TypeError, ValueError):
-        return None
-
-
-class _Holder:
-    """One child's log holder: a process started by this engine or an earlier one, pinned
-    by a pidfd."""
-
-    def __init__(self, pid: int, pidfd: int, popen: subprocess.Popen[bytes] | None) -> None:
-        self.pid = pid
-        self._pidfd = pidfd
-        self._popen = popen
-        self._exited: asyncio.Task[int | None] | None = None
-
-    @staticmethod
-    def start(fifo: Path, log: _LogSettings) -> _Holder:
-        """Start a holder reading `fifo` (which must have a writer: it exits at end of file).
-        Log files an earlier version left wider than 0600 are tightened first (the holder
-        makes new ones 0600)."""
-        make_private(*log.files())
-        argv = [sys.executable, "-I", "-S", str(_HOLDER_PROGRAM), str(log.path)]
-        argv += [str(log.max_bytes), str(log.backups)]
-        read_end = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)  # never blocks
-        try:
-            popen = subprocess.Popen(
-                argv,
-                stdin=read_end,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                cwd="/",
-                env={},
-                start_new_session=True,  # no terminal's Ctrl-C reaches it
-            )
-        finally:
-            os.close(read_end)
-        return _Holder(popen.pid, os.pidfd_open(popen.pid), popen)
-
-    @staticmethod
-    def find(record: Mapping[str, Any]) -> _Holder | None:
-        """The holder an earlier engine recorded, if it still runs."""
-        try:
-            pid, starttime = int(record["pid"]), int(record["starttime"])
-            pidfd = os.pidfd_open(pid)
-        except (KeyError, TypeError, ValueError, OSError):
-            return None
-        st = _proc_stat(pid)
-        if st is None or st.state in ("Z", "X") or st.starttime != starttime:
-            os.close(pidfd)
-            return None
-        return _Holder(pid, pidfd, None)
-
-    def record(self) -> dict[str, int] | None:
-        st = _proc_stat(self.pid)
-        return None if st is None else {"pid": self.pid, "starttime": st.starttime}
-
-    async def wait(self) -> int | None:
-        """Its exit status (None for an earlier engine's holder: not ours to know)."""
-        if self._exited is None:
-            self._exited = asyncio.ensure_future(self._wait())
-        return await asyncio.shield(self._exited)
-
-    async def _wait(self) -> int | None:
-        try:
-            await _until_readable(self._pidfd)
-        finally:
-            os.close(self._pidfd)
-            self._pidfd = -1  # never signal through a closed (perhaps reused) descriptor
-        return None if self._popen is None else self._popen.wait()
-
-    def kill(self) -> None:
-        if self._pidfd >= 0:
-            with contextlib.suppress(ProcessLookupError, OSError):
-                signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
-
-
-async def _keep_holding(child: _Child, holder: _Holder, log: _LogSettings) -> None:
-    """Wait for `holder` to exit; if it was killed while the output may still be open, start
-    another on the same FIFO (the child never dies of it: it holds both ends).
-
-    An earlier engine's holder leaves no exit status: it is replaced only if the child
-    still runs. A holder that finds no writer exits at once, so this ends."""
-    fifo = _fifo_path(child.name, child.state_dir)
-    while True:
-        status = await holder.wait()
-        if status is not None and status >= 0:
-            return  # end of file: every writer has closed the FIFO
-        if status is None:
-            leader = _proc_stat(child.pid)
-            if leader is None or leader.state in ("Z", "X"):
-                return
-        try:
-            holder = _Holder.start(fifo, log)
-        except OSError as e:
-            _logger.warning("cannot restart the log holder of %s: %s", child.name, e)
-            return
-        child._holder = holder
-        _record_holder(child.name, child.state_dir, holder)
-        _logger.info("restarted the log holder of %s (pid %d)", child.name, holder.pid)
-
-
-def _record_holder(name: str, state_dir: Path, holder: _Holder) -> None:
-    """Write `holder` into `name`'s state file: the next engine finds it, and starts no other."""
-    record = _read_state(name, state_dir)
-    if record:
-        with contextlib.suppress(OSError):
-            _write_atomically(_state_path(name, state_dir), {**record, "holder": holder.record()})
 
 
 # ---------------------------------------------------------------------------
@@ -494,6 +343,31 @@ class Adopted(_Child):
 
     def __repr__(self) -> str:
         return f"<Adopted {self.name} pid={self.pid}>"
+
+
+async def _keep_holding(child: _Child, holder: _Holder, log: _LogSettings) -> None:
+    """Wait for `holder` to exit; if it was killed while the output may still be open, start
+    another on the same FIFO (the child never dies of it: it holds both ends).
+
+    An earlier engine's holder leaves no exit status: it is replaced only if the child
+    still runs. A holder that finds no writer exits at once, so this ends."""
+    fifo = _fifo_path(child.name, child.state_dir)
+    while True:
+        status = await holder.wait()
+        if status is not None and status >= 0:
+            return  # end of file: every writer has closed the FIFO
+        if status is None:
+            leader = _proc_stat(child.pid)
+            if leader is None or leader.state in ("Z", "X"):
+                return
+        try:
+            holder = _Holder.start(fifo, log)
+        except OSError as e:
+            _logger.warning("cannot restart the log holder of %s: %s", child.name, e)
+            return
+        child._holder = holder
+        _record_holder(child.name, child.state_dir, holder)
+        _logger.info("restarted the log holder of %s (pid %d)", child.name, holder.pid)
 
 
 # ---------------------------------------------------------------------------
