@@ -27,8 +27,12 @@ _PROBE_FIELDS = frozenset(
 )
 
 
+_LINE_BREAKS = str.maketrans({c: repr(c)[1:-1] for c in "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"})
+"""Every character `str.splitlines` breaks at, written as its escape."""
+
+
 def _one_line(text: str) -> str:
-    return text.replace("\r", "\\r").replace("\n", "\\n")
+    return text.translate(_LINE_BREAKS)
 
 
 _RE2_SPECIAL = frozenset("\\.+*?()|[]{}^$")

@@ -218,7 +218,7 @@ def translate(
     try:
         return _translate(project, dotenv_file, default_shell, project_name, tuple(namespaces))
     except Invalid as exc:
-        if "\n" not in str(exc) and "\r" not in str(exc):
+        if len(str(exc).splitlines()) <= 1:
             raise
         raise Invalid(_one_line(str(exc))) from None
 
