@@ -89,6 +89,7 @@ from setpoint.runtime.informer import InformerEvent
 from setpoint.runtime.manager import Manager
 from setpoint.store import open_store
 from setpoint.testing import free_port_range
+from setpoint.workloads import process
 from setpoint.workloads.process import PROCESS, ProcessController, ProcessSettings
 
 KILLS = 20
@@ -267,13 +268,10 @@ class SetpointSide:
     async def start(self) -> None:
         self.store = await open_store(f"sqlite:///{self.tmp}/state.db", builtin_kinds())
         self.manager = manager = Manager(self.store)
-        self.controller = ProcessController(
-            self.store,
-            manager.event_recorder("process-controller"),
-            ProcessSettings(self.tmp / "state", self.tmp / "logs"),
-            clock=manager.clock,
-        )
-        self.controller.attach(manager)
+        settings = ProcessSettings(self.tmp / "state", self.tmp / "logs")
+        controller = process.setup(manager, settings).reconciler
+        assert isinstance(controller, ProcessController)
+        self.controller = controller
         manager.informer(PROCESS).add_handler(self.ready)
         self.run = asyncio.create_task(manager.run())
         await manager.wait_started()

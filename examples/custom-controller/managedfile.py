@@ -12,18 +12,21 @@ found by a resync of every object (`resync_every`) and, within about
 `observedGeneration`, and `path`, `sha256`, `lastWritten` of the file last put.
 Events: `Written`, `DriftCorrected`, `Removed`, Warning `WriteFailed`.
 
-Each reconcile gets the object typed (`Typed[ManagedFileSpec, ManagedFileStatus]`: the
-runtime reads it, and writes what the reconcile set in its status, if anything changed),
-and is observe (file I/O in a thread) -> `plan` (pure: desired and observed in, a `Plan`
-out) -> apply. `register(registry)` adds the kind to a registry (the CLI calls it when
-given `--kinds` this file); `setup(manager)` wires the controller and the file watcher.
-`setpoint run managedfile.py` calls both and runs them until Ctrl-C.
+The controller runs on the reconciler kit (`setpoint.runtime.KitReconciler`), as the
+built-in ones do: the kit reads the object and keeps its finalizer; `observe` stats and
+hashes the paths (file I/O in a thread); `plan(desired, observed, now)` is pure and says,
+for each path, what to do (`step_for`), with the status to record; `act` carries the steps
+out; the kit writes the status if it changed, and `Stalled` when the plan (or a write that
+failed for good) says so. `register(registry)` adds the kind to a registry (the CLI calls
+it when given `--kinds` this file); `setup(manager)` wires the controller and the file
+watcher. `setpoint run managedfile.py` calls both and runs them until Ctrl-C.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import errno
 import hashlib
 import logging
@@ -31,27 +34,30 @@ import os
 import re
 import stat
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
 from pydantic import Field, field_validator
 
-from setpoint import SYSTEM_CLOCK, Clock, Kind, Registry, Schema, TerminalError, Typed
+from setpoint import SYSTEM_CLOCK, Clock, Kind, Object, Registry, Schema
 from setpoint.model import READY, STALLED, is_true, set_condition
 from setpoint.runtime import (
+    Acted,
     Cache,
     Controller,
     EventRecorder,
+    KindRules,
+    KitReconciler,
     Manager,
+    Plan,
+    PlannedEvent,
     Request,
-    add_finalizer,
     generation_changed,
-    has_finalizer,
     is_deleting,
-    remove_finalizer,
 )
+from setpoint.runtime.plan import timestamp
 from setpoint.store import Store
 
 log = logging.getLogger("managedfile")
@@ -134,7 +140,9 @@ class Action(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class Plan:
+class Step:
+    """What to do to one path, and why."""
+
     action: Action
     why: str
 
@@ -143,25 +151,125 @@ def digest(content: str) -> str:
     return hashlib.sha256(content.encode()).hexdigest()
 
 
-def plan(desired: Desired, observed: Observed) -> Plan:
+def step_for(desired: Desired, observed: Observed) -> Step:
     """What to do to one path so it holds what is desired. Pure: no I/O, no clock."""
     if desired.content is None:
         if observed.sha256 is None:  # nothing there, or not a regular file: not ours
-            return Plan(Action.NOTHING, "no file, as wanted")
-        return Plan(Action.REMOVE, "no file is wanted")
+            return Step(Action.NOTHING, "no file, as wanted")
+        return Step(Action.REMOVE, "no file is wanted")
     if not observed.exists:
-        return Plan(Action.WRITE, "missing")
+        return Step(Action.WRITE, "missing")
     if observed.sha256 is None:
-        return Plan(Action.WRITE, "not a regular file")
+        return Step(Action.WRITE, "not a regular file")
     if observed.sha256 != digest(desired.content):
-        return Plan(Action.WRITE, "content differs")
+        return Step(Action.WRITE, "content differs")
     if observed.mode != desired.mode:
-        return Plan(Action.CHMOD, f"mode is {observed.mode:04o}, want {desired.mode:04o}")
-    return Plan(Action.NOTHING, "in sync")
+        return Step(Action.CHMOD, f"mode is {observed.mode:04o}, want {desired.mode:04o}")
+    return Step(Action.NOTHING, "in sync")
 
 
 def desired_of(spec: ManagedFileSpec) -> Desired:
     return Desired(spec.content, int(spec.mode, 8))
+
+
+@dataclass(frozen=True, slots=True)
+class FileDesired:
+    """What one ManagedFile asks for: its `spec` at `generation`, or (`deleting`) no file."""
+
+    spec: ManagedFileSpec
+    generation: int
+    deleting: bool
+
+
+def file_desired_of(obj: Object) -> FileDesired:
+    meta = obj["metadata"]
+    spec = ManagedFileSpec.model_validate(obj["spec"])
+    return FileDesired(spec, int(meta.get("generation", 1)), is_deleting(obj))
+
+
+@dataclass(frozen=True, slots=True)
+class FilesObserved:
+    """What is at each path the object names (its spec's, and the one its status says it
+    last put), and its status as stored."""
+
+    at: Mapping[str, Observed]
+    status: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class PathStep:
+    """One path's step, the desired file, and the event to record once it is done."""
+
+    path: str
+    step: Step
+    desired: Desired
+    event: PlannedEvent
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FilePlan(Plan):
+    """The steps to take, in order (the spec's path first, then the file it moved from),
+    and (in `Plan`) the status once they are taken."""
+
+    steps: tuple[PathStep, ...] = ()
+
+
+def plan(desired: FileDesired, observed: FilesObserved, now: float) -> FilePlan:
+    """What to do for one ManagedFile: each of its paths made to hold what is desired (no
+    file, once it is being deleted); then `Ready` (InSync) and where the file is. Pure."""
+    status = observed.status
+    spec = desired.spec
+    old = status.get("path")
+    if desired.deleting:
+        wanted = [(path, ABSENT) for path in dict.fromkeys([spec.path, old]) if path]
+    else:
+        wanted = [(spec.path, desired_of(spec))]
+        if old and old != spec.path:  # the spec moved the file
+            wanted.append((old, ABSENT))
+    steps = []
+    for path, want in wanted:
+        step = step_for(want, observed.at.get(path, Observed(False)))
+        if step.action is not Action.NOTHING:
+            event = _event(status, desired, path, step)
+            steps.append(PathStep(path, step, want, event))
+    if desired.deleting:
+        return FilePlan(steps=tuple(steps))
+    new = dict(status)
+    new["conditions"] = [dict(c) for c in status.get("conditions") or []]
+    message = f"{spec.path} holds generation {desired.generation}"
+    set_condition(new, READY, True, reason="InSync", message=message, now=now,
+                  observed_generation=desired.generation)  # fmt: skip
+    new["observedGeneration"] = desired.generation
+    new["path"] = spec.path
+    new["sha256"] = digest(spec.content)
+    if steps and steps[0].path == spec.path:  # the spec's file is put now
+        new["lastWritten"] = timestamp(now)
+    return FilePlan(steps=tuple(steps), status=new)
+
+
+def failed(
+    desired: FileDesired, status: Mapping[str, Any], message: str, reason: str, now: float
+) -> dict[str, Any]:
+    """The status of a ManagedFile whose path could not be made right: `Ready=False`."""
+    new = dict(status)
+    new["conditions"] = [dict(c) for c in status.get("conditions") or []]
+    set_condition(new, READY, False, reason=reason, message=message, now=now,
+                  observed_generation=desired.generation)  # fmt: skip
+    new["observedGeneration"] = desired.generation
+    return new
+
+
+def _event(status: Mapping[str, Any], desired: FileDesired, path: str, step: Step) -> PlannedEvent:
+    if step.action is Action.REMOVE:
+        return PlannedEvent("Removed", f"removed {path}")
+    was_in_sync = (
+        is_true(dict(status), READY)
+        and status.get("observedGeneration") == desired.generation
+        and status.get("path") == path
+    )
+    if was_in_sync:
+        return PlannedEvent("DriftCorrected", f"{path}: {step.why}; restored")
+    return PlannedEvent("Written", f"{path}: {step.action} ({step.why}), mode {desired.spec.mode}")
 
 
 def observe(path: str) -> Observed:
@@ -212,99 +320,57 @@ STALLING = {
 # -- the reconciler -----------------------------------------------------------------
 
 
-ManagedFile = Typed[ManagedFileSpec, ManagedFileStatus]
-"""One ManagedFile as the reconciler gets it: `spec` and `status` as the models above."""
-
-
-class ManagedFileReconciler:
-    """Makes the file of one ManagedFile match its spec (or go away once it is deleted).
-
-    It takes typed objects (its parameter is `Typed[...]`): the runtime reads the object,
-    and writes what `reconcile` changed in `obj.status` once it returns or raises, only if
-    anything changed."""
+class ManagedFileReconciler(KitReconciler[FileDesired, FilesObserved, FilePlan]):
+    """Makes the file of one ManagedFile match its spec (or go away once it is deleted), on
+    the reconciler kit: it keeps the finalizer on until the files are gone."""
 
     def __init__(self, store: Store, events: EventRecorder, clock: Clock = SYSTEM_CLOCK) -> None:
-        self.store = store
-        self.events = events
-        self.clock = clock
-
-    async def reconcile(self, obj: ManagedFile) -> None:
-        if is_deleting(obj.raw):
-            if has_finalizer(obj.raw, FINALIZER):
-                for path in dict.fromkeys([obj.spec.path, obj.status.path]):
-                    if path:
-                        await self._converge(obj, path, ABSENT)
-                remove_finalizer(obj.raw, FINALIZER)
-                await self.store.update(obj.raw)  # the last finalizer: the object goes
-            return
-        if add_finalizer(obj.raw, FINALIZER):
-            obj.raw = await self.store.update(obj.raw)
-        path, desired = obj.spec.path, desired_of(obj.spec)
-        done = await self._converge(obj, path, desired)
-        if obj.status.path and obj.status.path != path:  # the spec moved the file
-            await self._converge(obj, obj.status.path, ABSENT)
-        generation = obj.metadata["generation"]
-        written = done.action is not Action.NOTHING
-        self._set_ready(obj, True, "InSync", f"{path} holds generation {generation}", written)
-
-    async def _converge(self, obj: ManagedFile, path: str, desired: Desired) -> Plan:
-        """Observe `path`, plan, apply; record what was done (or why it could not be)."""
-        try:
-            step = plan(desired, await asyncio.to_thread(observe, path))
-            if step.action is not Action.NOTHING:
-                await asyncio.to_thread(carry_out, step.action, path, desired)
-        except OSError as exc:
-            verb = "write" if desired.content is not None else "remove"
-            detail = exc.strerror or str(exc)
-            if exc.filename and path.startswith(f"{exc.filename}/"):  # a directory on the way
-                detail = f"{exc.filename}: {detail}"
-            message = f"cannot {verb} {path}: {detail}"
-            reason = STALLING.get(exc.errno or 0)
-            await self.events.warning(obj.raw, "WriteFailed", message)
-            self._set_ready(obj, False, reason or "WriteFailed", message)
-            if reason:
-                raise TerminalError(message, reason=reason) from exc
-            raise
-        if step.action is not Action.NOTHING:
-            log.info("%s: %s %s (%s)", obj.name, step.action, path, step.why)
-            await self.events.normal(obj.raw, *self._event(obj, path, step))
-        return step
-
-    @staticmethod
-    def _event(obj: ManagedFile, path: str, step: Plan) -> tuple[str, str]:
-        if step.action is Action.REMOVE:
-            return "Removed", f"removed {path}"
-        was_in_sync = (
-            is_true({"conditions": obj.status.conditions}, READY)
-            and obj.status.observed_generation == obj.metadata["generation"]
-            and obj.status.path == path
+        rules = KindRules(
+            MANAGED_FILE, file_desired_of, self.observe, plan, self.act, finalizer=FINALIZER
         )
-        if was_in_sync:
-            return "DriftCorrected", f"{path}: {step.why}; restored"
-        return "Written", f"{path}: {step.action} ({step.why}), mode {obj.spec.mode}"
+        super().__init__(store, rules, events, clock=clock)
 
-    def _set_ready(
-        self, obj: ManagedFile, ready: bool, reason: str, message: str, written: bool = False
-    ) -> None:
-        """Set `Ready` and what goes with it in `obj.status` (the runtime writes it)."""
-        generation = obj.metadata["generation"]
-        now = self.clock.now()
-        set_condition(  # changes the list in place; the status keeps it
-            {"conditions": obj.status.conditions},
-            READY,
-            ready,
-            reason=reason,
-            message=message,
-            now=now,
-            observed_generation=generation,
-        )
-        obj.status.observed_generation = generation
-        if ready:
-            obj.status.path = obj.spec.path
-            obj.status.sha256 = digest(obj.spec.content)
-        if written:
-            when = datetime.fromtimestamp(now, UTC).isoformat(timespec="milliseconds")
-            obj.status.last_written = when.replace("+00:00", "Z")
+    async def observe(self, obj: Object, desired: FileDesired) -> FilesObserved:
+        """Stat and hash what is at each path (in a thread)."""
+        status = obj.get("status") or {}
+        paths = [p for p in dict.fromkeys([desired.spec.path, status.get("path")]) if p]
+        at = {path: await asyncio.to_thread(observe, path) for path in paths}
+        return FilesObserved(at, status)
+
+    async def act(self, obj: Object, decided: FilePlan) -> Acted[FilePlan]:
+        """Carry out each step, recording its event once done. A path that cannot be made
+        right is `Ready=False` and a Warning `WriteFailed`; when no retry can get past it
+        (`STALLING`), the plan stalls with that reason; otherwise the status is written
+        and the error raised, to be retried with backoff."""
+        assert self.events is not None
+        for item in decided.steps:
+            try:
+                await asyncio.to_thread(carry_out, item.step.action, item.path, item.desired)
+            except OSError as exc:
+                return await self._failed(obj, decided, item, exc)
+            log.info("%s: %s %s (%s)", obj["metadata"]["name"], item.step.action, item.path,
+                     item.step.why)  # fmt: skip
+            await self.events.normal(obj, item.event.reason, item.event.message)
+        return Acted(obj, decided)
+
+    async def _failed(
+        self, obj: Object, decided: FilePlan, item: PathStep, exc: OSError
+    ) -> Acted[FilePlan]:
+        assert self.events is not None
+        verb = "write" if item.desired.content is not None else "remove"
+        detail = exc.strerror or str(exc)
+        if exc.filename and item.path.startswith(f"{exc.filename}/"):  # a directory on the way
+            detail = f"{exc.filename}: {detail}"
+        message = f"cannot {verb} {item.path}: {detail}"
+        reason = STALLING.get(exc.errno or 0)
+        await self.events.warning(obj, "WriteFailed", message)
+        desired = file_desired_of(obj)
+        status = failed(desired, obj.get("status") or {}, message, reason or "WriteFailed",
+                        self.clock.now())  # fmt: skip
+        if reason is None:
+            await self.write_status(obj, status)
+            raise exc
+        return Acted(obj, dataclasses.replace(decided, status=status, stall=(reason, message)))
 
 
 # -- the file watcher ----------------------------------------------------------------
@@ -348,7 +414,7 @@ class FileWatcher:
                 continue
             try:
                 desired = desired_of(ManagedFileSpec.model_validate(obj["spec"]))
-                step = plan(desired, await asyncio.to_thread(observe, path))
+                step = step_for(desired, await asyncio.to_thread(observe, path))
                 drifted = step.action is not Action.NOTHING
             except OSError:  # unreadable: the reconciler will say why
                 drifted = True
@@ -373,17 +439,27 @@ def register(registry: Registry) -> None:
     registry.register(MANAGED_FILE)
 
 
-def setup(manager: Manager, *, resync_every: float = 30.0, poll_every: float = 0.5) -> Controller:
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """How often every object is looked at again (`resync_every`) and the managed paths
+    are statted (`poll_every`), in seconds."""
+
+    resync_every: float = 30.0
+    poll_every: float = 0.5
+
+
+def setup(manager: Manager, settings: Settings | None = None) -> Controller:
     """Add the ManagedFile controller and its file watcher to `manager`; return the controller."""
+    settings = settings or Settings()
     events = EventRecorder(manager.store, "managedfile-controller", clock=manager.clock)
     controller = (
         manager.controller("managedfile")
         .for_(MANAGED_FILE, predicates=[generation_changed])
-        .resync_every(resync_every)
+        .resync_every(settings.resync_every)
         .complete(ManagedFileReconciler(manager.store, events, manager.clock))
     )
     watcher = FileWatcher(
-        manager.cache(MANAGED_FILE), controller, every=poll_every, clock=manager.clock
+        manager.cache(MANAGED_FILE), controller, every=settings.poll_every, clock=manager.clock
     )
     manager.add_runnable(watcher.run)
     return controller

@@ -3,15 +3,18 @@
 Code that needs the time takes a `Clock`; tests pass `setpoint.testing.ManualClock`.
 `now()` is wall-clock seconds since the epoch (for timestamps users read);
 `monotonic()` measures intervals and schedules; `sleep()` waits on that same
-time line, so a manual clock can make waiting code run without waiting.
+time line, so a manual clock can make waiting code run without waiting. The time text
+functions (`rfc3339`, `parse_rfc3339`) are `setpoint.times`', re-exported here.
 """
 
 from __future__ import annotations
 
-import functools
 import time
-from datetime import UTC, datetime
 from typing import Protocol
+
+from setpoint.times import parse_rfc3339, rfc3339
+
+__all__ = ["SYSTEM_CLOCK", "Clock", "SystemClock", "parse_rfc3339", "rfc3339"]
 
 
 class Clock(Protocol):
@@ -44,18 +47,3 @@ class SystemClock:
 
 
 SYSTEM_CLOCK = SystemClock()
-
-
-@functools.lru_cache(maxsize=64)
-def _rfc3339(seconds: int) -> str:
-    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def rfc3339(ts: float) -> str:
-    """`2026-11-29T22:02:27Z`: the timestamp format of Kubernetes metadata (whole seconds)."""
-    return _rfc3339(int(ts))
-
-
-def parse_rfc3339(text: str) -> float:
-    """Inverse of `rfc3339` (accepts fractional seconds and offsets too)."""
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()

@@ -21,6 +21,7 @@ from setpoint.control.autoscaler import (
     wants_metric,
 )
 from setpoint.model import get_condition
+from setpoint.runtime.plan import PlannedEvent
 from setpoint.runtime.scale import Scale
 
 T0 = 1_700_000_000.0
@@ -85,8 +86,8 @@ class World:
             arrivals=arrivals,
         )
         frozen = copy.deepcopy(observed)
-        decided = plan(autoscaler, observed, now=T0 + now, monotonic=now)
-        again = plan(autoscaler, copy.deepcopy(frozen), now=T0 + now, monotonic=now)
+        decided = plan(autoscaler, replace(observed, monotonic=now), T0 + now)
+        again = plan(autoscaler, replace(copy.deepcopy(frozen), monotonic=now), T0 + now)
         assert _same(observed, frozen), "the plan changed what it observed"
         assert _same(decided, again), "the same world gave two plans"
         if decided.rescale is not None:
@@ -94,7 +95,7 @@ class World:
             if refuse:
                 decided = refused(decided, "conflict")
                 assert condition(decided, "AbleToScale")["reason"] == "FailedUpdateScale"
-                assert decided.events[-1][1] == "FailedRescale"
+                assert decided.events[-1].reason == "FailedRescale"
             else:
                 self.replicas = decided.rescale.replicas
                 self.version += 1
@@ -181,7 +182,7 @@ def test_a_metric_that_cannot_be_read_is_reported_once_then_nothing_is_written(
     healthy = world.replicas
     first = world.period(autoscaler, load, 15.0, metric_fails=True)
     assert condition(first, "ScalingActive")["reason"] == "FailedGetMetric"
-    assert [e[1] for e in first.events] == ["FailedGetMetric"]
+    assert [e.reason for e in first.events] == ["FailedGetMetric"]
     assert first.rescale is None
     writes = world.writes
     for step in range(2, 42):  # ten minutes of periods
@@ -197,7 +198,7 @@ def test_the_first_failure_is_reported_then_the_same_one_is_quiet() -> None:
     world = World(3, {})
     first = world.period(autoscaler, 30.0, 0.0, metric_fails=True)
     assert first.events == (
-        ("Warning", "FailedGetMetric", "GET http://app/metrics: connection refused"),
+        PlannedEvent("FailedGetMetric", "GET http://app/metrics: connection refused", True),
     )
     assert condition(first, "ScalingActive")["message"] == (
         "the metric could not be read: GET http://app/metrics: connection refused"
@@ -211,10 +212,12 @@ def test_the_first_failure_is_reported_then_the_same_one_is_quiet() -> None:
 def test_a_scale_that_cannot_be_read_is_reported_once() -> None:
     autoscaler = typed()
     observed = Observed("uid-1", 1, {}, scale_error="cannot read the scale of Deployment/web")
-    first = plan(autoscaler, observed, now=T0, monotonic=0.0)
+    first = plan(autoscaler, replace(observed, monotonic=0.0), T0)
     assert condition(first, "AbleToScale")["reason"] == "FailedGetScale"
-    assert [e[1] for e in first.events] == ["FailedGetScale"]
-    second = plan(autoscaler, replace(observed, status=first.status), now=T0 + 15, monotonic=15)
+    assert [e.reason for e in first.events] == ["FailedGetScale"]
+    second = plan(
+        autoscaler, replace(replace(observed, status=first.status), monotonic=15), T0 + 15
+    )
     assert second.events == ()
     assert second.status == first.status
 
@@ -227,8 +230,8 @@ def test_a_refused_rescale_keeps_no_scale_event_and_says_why() -> None:
     assert decided.rescale.replicas == 6
     assert condition(decided, "AbleToScale")["reason"] == "SucceededRescale"
     assert decided.status["lastScaleTime"]
-    assert decided.events == (
-        ("Normal", "SuccessfulRescale", "New size: 6; reason: metric 30 above target 10"),
+    assert decided.rescale.events == (
+        PlannedEvent("SuccessfulRescale", "New size: 6; reason: metric 30 above target 10"),
     )
     assert decided.memory is not None
     assert len(decided.memory.history.scale_events) == 1
@@ -237,11 +240,11 @@ def test_a_refused_rescale_keeps_no_scale_event_and_says_why() -> None:
     assert "lastScaleTime" not in no.status
     assert condition(no, "AbleToScale")["message"].endswith("stale resourceVersion")
     assert no.events == (
-        (
-            "Warning",
+        PlannedEvent(
             "FailedRescale",
             "New size: 6; reason: metric 30 above target 10; error: Conflict: stale "
             "resourceVersion",
+            warning=True,
         ),
     )
     assert no.memory is not None
@@ -262,7 +265,7 @@ def test_manual_mode_records_the_metric_and_sets_the_manual_count_within_bounds(
 def test_a_target_scaled_to_zero_disables_scaling_and_reads_no_metric() -> None:
     autoscaler = typed()
     assert not wants_metric(autoscaler, scale(0))
-    decided = plan(autoscaler, Observed("uid-1", 1, {}, scale(0)), now=T0, monotonic=0.0)
+    decided = plan(autoscaler, replace(Observed("uid-1", 1, {}, scale(0)), monotonic=0.0), T0)
     assert decided.rescale is None
     assert decided.status["desiredReplicas"] == 0
     assert condition(decided, "ScalingActive")["reason"] == "ScalingDisabled"

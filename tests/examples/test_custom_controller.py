@@ -99,7 +99,7 @@ def _kinds() -> Registry:
 async def harness() -> AsyncIterator[Harness]:
     """A running manager with the ManagedFile controller: watcher every 20 ms, resync hourly."""
     async with Harness(registry=_kinds()) as h:
-        mf.setup(h.manager, resync_every=3600.0, poll_every=0.02)
+        mf.setup(h.manager, mf.Settings(resync_every=3600.0, poll_every=0.02))
         await h.start()
         yield h
 
@@ -143,7 +143,7 @@ HELLO = hashlib.sha256(b"hello\n").hexdigest()
 def test_plan_is_a_function_of_desired_and_observed(
     desired: Any, observed: Any, action: str, why: str
 ) -> None:
-    assert mf.plan(desired, observed) == mf.Plan(mf.Action(action), why)
+    assert mf.step_for(desired, observed) == mf.Step(mf.Action(action), why)
 
 
 # -- the file watcher, on its own: no clock, no manager ----------------------------------

@@ -25,6 +25,7 @@ from setpoint.runtime.manager import Manager, ManagerOptions
 from setpoint.store import Store, open_store
 from setpoint.store.base import Actor, WriteOptions
 from setpoint.workloads.process import PROCESS, ProcessController, ProcessSettings
+from setpoint.workloads.process import setup as setup_processes
 
 REF = {"kind": "Process", "name": "db", "namespace": "default"}
 ALICE = Actor("alice@h", "setpoint", "setpoint")
@@ -187,13 +188,9 @@ async def test_a_crashing_child_leaves_its_exit_last_lines_and_error_lines(
 ) -> None:
     url = f"sqlite:///{tmp_path / 'state.db'}"
     manager = Manager(store, options=ManagerOptions(grace_period=1.0))
-    processes = ProcessController(
-        store,
-        manager.event_recorder("process-controller"),
-        ProcessSettings(tmp_path / "run", tmp_path / "logs"),
-        clock=manager.clock,
-    )
-    processes.attach(manager)
+    controller = setup_processes(manager, ProcessSettings(tmp_path / "run", tmp_path / "logs"))
+    processes = controller.reconciler
+    assert isinstance(processes, ProcessController)
     setup(manager, store_url=url, log_dir=tmp_path / "logs")
     code = (
         "import sys\nprint('starting db', flush=True)\n"

@@ -10,8 +10,7 @@ from collections.abc import AsyncIterator
 import pytest
 from runtime_support import eventually, widget
 
-from setpoint.errors import TerminalError
-from setpoint.model import get_condition, set_condition
+from setpoint.model import set_condition
 from setpoint.runtime.manager import Manager
 from setpoint.runtime.predicates import generation_changed
 from setpoint.runtime.reconciler import Request, Result
@@ -74,45 +73,6 @@ async def test_reconciler_brings_status_to_spec(store: Store, manager: Manager) 
         return (await status_of(store, "w3")).get("seen") == 300
 
     await eventually(updated)
-    manager.stop()
-    await task
-
-
-async def test_terminal_error_is_recorded_as_stalled_then_cleared(
-    store: Store, manager: Manager
-) -> None:
-    async def reconcile(request: Request) -> None:
-        obj = await store.get(API, "Widget", request.name, request.namespace)
-        if obj["spec"]["size"] < 0:
-            raise TerminalError("size must not be negative", reason="NegativeSize")
-
-    manager.controller("widgets").for_("widgets").complete(reconcile)
-    task = await start(manager)
-    await store.create(widget("bad", -1))
-
-    async def stalled() -> bool:
-        cond = get_condition(await status_of(store, "bad"), "Stalled")
-        return cond is not None and cond["status"] == "True"
-
-    await eventually(stalled)
-    cond = get_condition(await status_of(store, "bad"), "Stalled")
-    assert cond is not None
-    assert cond["reason"] == "NegativeSize"
-    assert cond["message"] == "size must not be negative"
-    ready = get_condition(await status_of(store, "bad"), "Ready")
-    assert ready is not None
-    assert (ready["status"], ready["reason"]) == ("False", "NegativeSize")
-
-    obj = await store.get(API, "Widget", "bad")
-    obj["spec"]["size"] = 1
-    await store.update(obj)
-
-    async def cleared() -> bool:
-        return get_condition(await status_of(store, "bad"), "Stalled") is None
-
-    await eventually(cleared)
-    # The Ready=False the runtime wrote with Stalled goes with it.
-    assert get_condition(await status_of(store, "bad"), "Ready") is None
     manager.stop()
     await task
 

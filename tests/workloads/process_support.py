@@ -12,8 +12,12 @@ from typing import Any
 
 from setpoint import testing
 from setpoint.model import READY, Kind, Object, get_condition
+from setpoint.runtime.manager import Manager
 from setpoint.store import Store
-from setpoint.workloads.process import PROCESS
+from setpoint.workloads.job import JobController, JobSettings
+from setpoint.workloads.job import setup as job_setup
+from setpoint.workloads.process import PROCESS, ProcessController, ProcessSettings
+from setpoint.workloads.process import setup as process_setup
 
 TIMEOUT = 10.0
 
@@ -106,3 +110,17 @@ def open_gate(fifo: Path) -> None:
 def argv_of(pid: int) -> list[str]:
     """The command line of `pid`, from /proc."""
     return Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")[:-1]
+
+
+def process_controller(manager: Manager, settings: ProcessSettings) -> ProcessController:
+    """The Process controller `process.setup` adds to `manager` (to reach its table)."""
+    reconciler = process_setup(manager, settings).reconciler
+    assert isinstance(reconciler, ProcessController)
+    return reconciler
+
+
+def job_controller(manager: Manager, settings: JobSettings) -> JobController:
+    """The Job controller `job.setup` adds to `manager` (to reach its table)."""
+    reconciler = job_setup(manager, settings).reconciler
+    assert isinstance(reconciler, JobController)
+    return reconciler

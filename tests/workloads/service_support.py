@@ -9,15 +9,16 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from process_support import condition, process, python
+from process_support import condition, process, process_controller, python
 
 from setpoint.model import Object
 from setpoint.store import Store
 from setpoint.testing import Harness, wait_for
-from setpoint.workloads.process import PROCESS, ProcessController, ProcessSettings
+from setpoint.workloads.process import PROCESS, ProcessSettings
 from setpoint.workloads.service import SERVICE, ServiceController
+from setpoint.workloads.service import setup as setup_services
 
 HTTP_BACKEND = """
     import os, signal, sys, threading, time
@@ -169,20 +170,10 @@ async def service_world(tmp_path: Path) -> AsyncIterator[ServiceWorld]:
     """A started harness with the real Process and Service controllers; every child is
     stopped at the end."""
     async with Harness() as harness:
-        processes = ProcessController(
-            harness.store,
-            harness.manager.event_recorder("process-controller"),
-            ProcessSettings(tmp_path / "state", tmp_path / "logs"),
-            clock=harness.clock,
+        processes = process_controller(
+            harness.manager, ProcessSettings(tmp_path / "state", tmp_path / "logs")
         )
-        processes.attach(harness.manager)
-        services = ServiceController(
-            harness.store,
-            harness.manager.cache(PROCESS),
-            clock=harness.clock,
-            registry=harness.manager.metrics.registry if harness.manager.metrics else None,
-        )
-        services.attach(harness.manager)
+        services = cast(ServiceController, setup_services(harness.manager).reconciler)
         await harness.start()
         try:
             yield ServiceWorld(harness, services, tmp_path)

@@ -17,7 +17,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from process_support import TIMEOUT, condition, process, python, wait_for
+from process_support import (
+    TIMEOUT,
+    condition,
+    job_controller,
+    process,
+    process_controller,
+    python,
+    wait_for,
+)
 from supervisor_support import is_alive, wait_pid_gone
 
 from setpoint import testing
@@ -25,8 +33,8 @@ from setpoint.clock import SYSTEM_CLOCK
 from setpoint.model import Object
 from setpoint.store import Store
 from setpoint.testing import Harness
-from setpoint.workloads.job import JOB, JobController, JobSettings
-from setpoint.workloads.process import PROCESS, ProcessController, ProcessSettings
+from setpoint.workloads.job import JOB, JobSettings
+from setpoint.workloads.process import PROCESS, ProcessSettings
 
 GRACE = 3600.0
 """Longer than any test: the stop ends when the test kills the child, not before."""
@@ -35,20 +43,12 @@ GRACE = 3600.0
 @pytest.fixture
 async def store(tmp_path: Path) -> AsyncIterator[Store]:
     async with Harness(clock=SYSTEM_CLOCK) as harness:
-        processes = ProcessController(
-            harness.store,
-            harness.manager.event_recorder("process-controller"),
-            ProcessSettings(tmp_path / "state", tmp_path / "logs"),
-            clock=harness.clock,
+        processes = process_controller(
+            harness.manager, ProcessSettings(tmp_path / "state", tmp_path / "logs")
         )
-        processes.attach(harness.manager)
-        jobs = JobController(
-            harness.store,
-            harness.manager.event_recorder("job-controller"),
-            JobSettings(tmp_path / "job-state", tmp_path / "logs"),
-            clock=harness.clock,
+        jobs = job_controller(
+            harness.manager, JobSettings(tmp_path / "job-state", tmp_path / "logs")
         )
-        jobs.attach(harness.manager)
         await harness.start()
         try:
             yield harness.store

@@ -15,7 +15,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from process_support import SLEEP_FOREVER, condition, process, python, wait_for
+from process_support import (
+    SLEEP_FOREVER,
+    condition,
+    job_controller,
+    process,
+    process_controller,
+    python,
+    wait_for,
+)
 from supervisor_support import is_alive, kill_group
 from writes_support import writes_since
 
@@ -45,15 +53,8 @@ async def _world(
     clock: Clock, process_dirs: ChildSettings, job_dirs: ChildSettings, url: str = "memory://"
 ) -> AsyncIterator[tuple[Harness, ProcessController, JobController]]:
     async with Harness(clock=clock, url=url) as harness:
-        processes = ProcessController(
-            harness.store, harness.manager.event_recorder("process-controller"), process_dirs,
-            clock=clock,
-        )  # fmt: skip
-        jobs = JobController(
-            harness.store, harness.manager.event_recorder("job-controller"), job_dirs, clock=clock
-        )
-        processes.attach(harness.manager)
-        jobs.attach(harness.manager)
+        processes = process_controller(harness.manager, process_dirs)
+        jobs = job_controller(harness.manager, job_dirs)
         await harness.start()
         try:
             yield harness, processes, jobs

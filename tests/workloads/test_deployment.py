@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from process_support import argv_of, condition, python
+from process_support import argv_of, condition, process_controller, python
 from supervisor_support import wait_pid_gone
 
 from setpoint.model import Object
@@ -52,14 +52,10 @@ class World:
 @pytest.fixture
 async def world(tmp_path: Path) -> AsyncIterator[World]:
     async with Harness() as harness:
-        processes = ProcessController(
-            harness.store,
-            harness.manager.event_recorder("process-controller"),
-            ProcessSettings(tmp_path / "state", tmp_path / "logs"),
-            clock=harness.clock,
+        processes = process_controller(
+            harness.manager, ProcessSettings(tmp_path / "state", tmp_path / "logs")
         )
-        processes.attach(harness.manager)
-        deployment.setup(harness.manager, clock=harness.clock)
+        deployment.setup(harness.manager)
         await harness.start()
         try:
             start = free_port_range(8)

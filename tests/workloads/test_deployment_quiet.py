@@ -55,7 +55,7 @@ class World:
 @pytest.fixture
 async def world() -> AsyncIterator[World]:
     async with Harness(clock=ManualClock()) as harness:
-        controller = deployment.setup(harness.manager, clock=harness.clock)
+        controller = deployment.setup(harness.manager)
         await harness.start()
         yield World(harness, controller)
 

@@ -19,8 +19,10 @@ from process_support import (
     TIMEOUT,
     condition,
     free_port,
+    job_controller,
     open_gate,
     process,
+    process_controller,
     python,
     serve_after,
     wait_for,
@@ -33,7 +35,7 @@ from setpoint.model import Object
 from setpoint.store import Store
 from setpoint.testing import Harness, ManualClock, capture_events, reconcile_until_stable
 from setpoint.workloads.job import JOB, JobController, JobSettings, setup
-from setpoint.workloads.process import ProcessController, ProcessSettings
+from setpoint.workloads.process import ProcessSettings
 
 TINY_BACKOFF = {"initialSeconds": 0.01, "maxSeconds": 0.02}
 # Long enough for the reconcile after an exit (which stops what is left of it and waits for
@@ -83,20 +85,10 @@ class World:
 
 async def _world(tmp_path: Path, clock: Clock, url: str = "memory://") -> AsyncIterator[World]:
     async with Harness(clock=clock, url=url) as harness:
-        jobs = JobController(
-            harness.store,
-            harness.manager.event_recorder("job-controller"),
-            JobSettings(tmp_path / "jobs", tmp_path / "logs"),
-            clock=clock,
+        jobs = job_controller(harness.manager, JobSettings(tmp_path / "jobs", tmp_path / "logs"))
+        processes = process_controller(
+            harness.manager, ProcessSettings(tmp_path / "processes", tmp_path / "logs")
         )
-        jobs.attach(harness.manager)
-        processes = ProcessController(
-            harness.store,
-            harness.manager.event_recorder("process-controller"),
-            ProcessSettings(tmp_path / "processes", tmp_path / "logs"),
-            clock=clock,
-        )
-        processes.attach(harness.manager)
         await harness.start()
         try:
             yield World(harness, jobs, tmp_path / "jobs")
@@ -356,12 +348,7 @@ async def test_a_new_engine_adopts_the_running_attempt(tmp_path: Path) -> None:
     pid = None
     try:
         async with Harness(url=url) as harness:
-            first = JobController(
-                harness.store,
-                harness.manager.event_recorder("job-controller"),
-                JobSettings(state_dir, log_dir),
-            )
-            first.attach(harness.manager)
+            first = job_controller(harness.manager, JobSettings(state_dir, log_dir))
             await harness.start()
             await harness.store.create(job("migrate", python(SLEEP_FOREVER)))
             obj = await wait_for_job(harness.store, "migrate", running)
@@ -372,7 +359,7 @@ async def test_a_new_engine_adopts_the_running_attempt(tmp_path: Path) -> None:
         assert is_alive(pid)
 
         async with Harness(url=url) as harness:
-            setup(harness.manager, state_dir=state_dir, log_dir=log_dir)
+            setup(harness.manager, JobSettings(state_dir, log_dir))
             await harness.start()
             await reconcile_until_stable(harness)
             obj = await get_job(harness.store, "migrate")

@@ -21,8 +21,10 @@ from process_support import (
     SLEEP_FOREVER,
     TIMEOUT,
     condition,
+    job_controller,
     open_gate,
     process,
+    process_controller,
     python,
     wait_for,
 )
@@ -68,20 +70,8 @@ class World:
 async def _world(tmp_path: Path, clock: Clock) -> AsyncIterator[World]:
     async with Harness(clock=clock) as harness:
         logs = tmp_path / "logs"
-        processes = ProcessController(
-            harness.store,
-            harness.manager.event_recorder("process-controller"),
-            ProcessSettings(tmp_path / "state", logs),
-            clock=clock,
-        )
-        jobs = JobController(
-            harness.store,
-            harness.manager.event_recorder("job-controller"),
-            JobSettings(tmp_path / "jobs", logs),
-            clock=clock,
-        )
-        processes.attach(harness.manager)
-        jobs.attach(harness.manager)
+        processes = process_controller(harness.manager, ProcessSettings(tmp_path / "state", logs))
+        jobs = job_controller(harness.manager, JobSettings(tmp_path / "jobs", logs))
         await harness.start()
         try:
             yield World(harness, processes, jobs)
@@ -341,10 +331,7 @@ async def test_a_line_printed_while_no_engine_ran_makes_the_adopted_child_ready(
     pid = None
     try:
         async with Harness(url=url) as harness:
-            first = ProcessController(
-                harness.store, harness.manager.event_recorder("process-controller"), settings
-            )
-            first.attach(harness.manager)
+            first = process_controller(harness.manager, settings)
             await harness.start()
             args = print_after_gate(gate.path)
             await harness.store.create(process("web", args, readinessProbe=LOG_LINE_PROBE))
@@ -359,10 +346,7 @@ async def test_a_line_printed_while_no_engine_ran_makes_the_adopted_child_ready(
         await eventually(lambda: b"listening on port 8080" in log.read_bytes(), within=TIMEOUT)
 
         async with Harness(url=url) as harness:
-            second = ProcessController(
-                harness.store, harness.manager.event_recorder("process-controller"), settings
-            )
-            second.attach(harness.manager)
+            second = process_controller(harness.manager, settings)
             await harness.start()
             try:
                 obj = await wait_for(harness.store, "web", ready)

@@ -25,6 +25,7 @@ from process_support import (
     free_port,
     open_gate,
     process,
+    process_controller,
     python,
     serve_after,
     wait_for,
@@ -53,13 +54,9 @@ class World:
 
 async def _world(tmp_path: Path, clock: Clock) -> AsyncIterator[World]:
     async with Harness(clock=clock) as harness:
-        processes = ProcessController(
-            harness.store,
-            harness.manager.event_recorder("process-controller"),
-            ProcessSettings(tmp_path / "state", tmp_path / "logs"),
-            clock=clock,
+        processes = process_controller(
+            harness.manager, ProcessSettings(tmp_path / "state", tmp_path / "logs")
         )
-        processes.attach(harness.manager)
         await harness.start()
         try:
             yield World(harness, processes, tmp_path / "state")
@@ -335,12 +332,7 @@ async def test_a_new_engine_adopts_the_running_child(tmp_path: Path) -> None:
     pid = None
     try:
         async with Harness(url=url) as harness:
-            first = ProcessController(
-                harness.store,
-                harness.manager.event_recorder("process-controller"),
-                ProcessSettings(state_dir, log_dir),
-            )
-            first.attach(harness.manager)
+            first = process_controller(harness.manager, ProcessSettings(state_dir, log_dir))
             await harness.start()
             await harness.store.create(process("web", python(SLEEP_FOREVER)))
             obj = await wait_for(harness.store, "web", running)
@@ -351,7 +343,7 @@ async def test_a_new_engine_adopts_the_running_child(tmp_path: Path) -> None:
         assert is_alive(pid)
 
         async with Harness(url=url) as harness:
-            setup(harness.manager, state_dir=state_dir, log_dir=log_dir)
+            setup(harness.manager, ProcessSettings(state_dir, log_dir))
             await harness.start()
             await reconcile_until_stable(harness)
             obj = await harness.store.get(PROCESS.api_version, PROCESS.kind, "web", "default")
@@ -384,12 +376,7 @@ async def test_orphans_are_stopped_on_startup(tmp_path: Path) -> None:
     pid = None
     try:
         async with Harness(url=url) as harness:
-            first = ProcessController(
-                harness.store,
-                harness.manager.event_recorder("process-controller"),
-                ProcessSettings(state_dir, log_dir),
-            )
-            first.attach(harness.manager)
+            first = process_controller(harness.manager, ProcessSettings(state_dir, log_dir))
             await harness.start()
             await harness.store.create(process("web", python(SLEEP_FOREVER)))
             obj = await wait_for(harness.store, "web", running)
@@ -404,12 +391,7 @@ async def test_orphans_are_stopped_on_startup(tmp_path: Path) -> None:
             await harness.store.delete(PROCESS.api_version, PROCESS.kind, "web", "default")
 
         async with Harness(url=url) as harness:
-            second = ProcessController(
-                harness.store,
-                harness.manager.event_recorder("process-controller"),
-                ProcessSettings(state_dir, log_dir),
-            )
-            second.attach(harness.manager)
+            second = process_controller(harness.manager, ProcessSettings(state_dir, log_dir))
             await harness.start()
             await asyncio.wait_for(second.wait_orphans_collected(), TIMEOUT)
             assert not is_alive(pid)
@@ -472,12 +454,7 @@ async def test_a_clean_engine_stop_starts_afresh_next_time(tmp_path: Path) -> No
     url = f"sqlite:///{tmp_path / 'state.db'}"
     state_dir, log_dir = tmp_path / "state", tmp_path / "logs"
     async with Harness(url=url) as harness:
-        first = ProcessController(
-            harness.store,
-            harness.manager.event_recorder("process-controller"),
-            ProcessSettings(state_dir, log_dir),
-        )
-        first.attach(harness.manager)
+        first = process_controller(harness.manager, ProcessSettings(state_dir, log_dir))
         await harness.start()
         await harness.store.create(process("web", python(SLEEP_FOREVER)))
         obj = await wait_for(harness.store, "web", running)
@@ -491,12 +468,7 @@ async def test_a_clean_engine_stop_starts_afresh_next_time(tmp_path: Path) -> No
         assert condition(stopped, "Ready")["reason"] == "EngineStopped"
 
     async with Harness(url=url) as harness:
-        second = ProcessController(
-            harness.store,
-            harness.manager.event_recorder("process-controller"),
-            ProcessSettings(state_dir, log_dir),
-        )
-        second.attach(harness.manager)
+        second = process_controller(harness.manager, ProcessSettings(state_dir, log_dir))
         await harness.start()
         try:
             again = await wait_for(harness.store, "web", running)

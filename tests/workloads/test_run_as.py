@@ -18,7 +18,16 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
-from process_support import SLEEP_FOREVER, TIMEOUT, condition, process, python, wait_for
+from process_support import (
+    SLEEP_FOREVER,
+    TIMEOUT,
+    condition,
+    job_controller,
+    process,
+    process_controller,
+    python,
+    wait_for,
+)
 from supervisor_support import is_alive
 from writes_support import writes_since
 
@@ -33,7 +42,7 @@ from setpoint.workloads import job as job_plan
 from setpoint.workloads import process as process_plan
 from setpoint.workloads.children import Action
 from setpoint.workloads.deployment import DEPLOYMENT
-from setpoint.workloads.job import JOB, JobController, JobSettings
+from setpoint.workloads.job import JOB, JobSettings
 from setpoint.workloads.process import PROCESS, ProcessController, ProcessSettings
 
 NOBODY = pwd.getpwnam("nobody")
@@ -49,13 +58,7 @@ async def _processes(
         settings = ProcessSettings(tmp_path / "state", tmp_path / "logs")
         if users is not None:
             settings = ProcessSettings(tmp_path / "state", tmp_path / "logs", users)
-        processes = ProcessController(
-            harness.store,
-            harness.manager.event_recorder("process-controller"),
-            settings,
-            clock=clock,
-        )
-        processes.attach(harness.manager)
+        processes = process_controller(harness.manager, settings)
         await harness.start()
         try:
             yield harness, processes
@@ -213,13 +216,10 @@ async def test_a_job_with_a_user_the_engine_may_not_use_is_stalled(tmp_path: Pat
     """The Job controller asks the same policy: here an engine as nobody (its policy), a
     Job as root is Pending and Stalled, reason UserNotAllowed, and nothing ran."""
     async with Harness(clock=ManualClock()) as harness:
-        jobs = JobController(
-            harness.store,
-            harness.manager.event_recorder("job-controller"),
+        jobs = job_controller(
+            harness.manager,
             JobSettings(tmp_path / "jobs", tmp_path / "logs", UserPolicy(None, NOBODY.pw_uid)),
-            clock=harness.clock,
         )
-        jobs.attach(harness.manager)
         await harness.start()
         ran = tmp_path / "ran"
         job = {
@@ -250,7 +250,7 @@ async def test_a_deployment_with_a_refused_user_creates_no_replica_and_is_stalle
     clock = ManualClock()
     async with Harness(clock=clock) as harness:
         users = UserPolicy(None, NOBODY.pw_uid)
-        controller = deployment.setup(harness.manager, clock=clock, users=users)
+        controller = deployment.setup(harness.manager, deployment.DeploymentSettings(users))
         await harness.start()
         store = harness.store
         web = {

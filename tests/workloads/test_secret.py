@@ -13,7 +13,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from process_support import SLEEP_FOREVER, condition, process, python, wait_for
+from process_support import (
+    SLEEP_FOREVER,
+    condition,
+    job_controller,
+    process,
+    process_controller,
+    python,
+    wait_for,
+)
 
 from setpoint import testing
 from setpoint.errors import Invalid
@@ -261,16 +269,9 @@ class World:
 @pytest.fixture
 async def world(tmp_path: Path) -> AsyncIterator[World]:
     async with Harness() as harness:
-        events = harness.manager.event_recorder
         run, logs = tmp_path / "run", tmp_path / "logs"
-        processes = ProcessController(
-            harness.store, events("process-controller"), ProcessSettings(run, logs)
-        )
-        processes.attach(harness.manager)
-        jobs = JobController(
-            harness.store, events("job-controller"), JobSettings(run / "jobs", logs)
-        )
-        jobs.attach(harness.manager)
+        processes = process_controller(harness.manager, ProcessSettings(run, logs))
+        jobs = job_controller(harness.manager, JobSettings(run / "jobs", logs))
         await harness.start()
         try:
             yield World(harness, processes, jobs)

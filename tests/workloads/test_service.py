@@ -32,7 +32,8 @@ from service_support import (
 
 from setpoint.testing import Harness, ManualClock, reconcile_until_stable
 from setpoint.workloads.process import PROCESS
-from setpoint.workloads.service import LISTEN_RETRY_SECONDS, SERVICE, ServiceController
+from setpoint.workloads.service import LISTEN_RETRY_SECONDS, SERVICE
+from setpoint.workloads.service import setup as setup_services
 
 
 @pytest.fixture
@@ -257,8 +258,7 @@ async def test_deleting_the_service_or_stopping_the_engine_closes_the_listener(
 async def test_a_failed_listen_is_tried_again_once_the_port_is_free() -> None:
     clock = ManualClock()
     async with Harness(clock=clock) as harness:
-        services = ServiceController(harness.store, harness.manager.cache(PROCESS), clock=clock)
-        services.attach(harness.manager)
+        setup_services(harness.manager)
         await harness.start()
         store = harness.store
         taken = socket.socket()

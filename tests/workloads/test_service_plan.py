@@ -18,6 +18,8 @@ from setpoint.workloads.process import PROCESS
 from setpoint.workloads.service import (
     SERVICE,
     Endpoint,
+    ServiceDesired,
+    ServiceObserved,
     Target,
     endpoints_of,
     plan,
@@ -204,12 +206,12 @@ def test_a_failed_listen_stalls_then_a_success_clears_it() -> None:
 
 def test_the_plan_listens_only_where_it_does_not_yet() -> None:
     endpoints = [Endpoint("web-a", 1)]
-    look = {"endpoints": endpoints, "previous": None, "generation": 1, "now": NOW}
-    assert plan(WEB, listening=None, **look).listen
-    assert plan(WEB, listening=("127.0.0.1", 9999), **look).listen  # moved
-    stay = plan(WEB, listening=("127.0.0.1", 18080), **look)
+    desired = ServiceDesired(WEB, 1)
+    assert plan(desired, ServiceObserved(None, endpoints), NOW).listen
+    assert plan(desired, ServiceObserved(("127.0.0.1", 9999), endpoints), NOW).listen  # moved
+    stay = plan(desired, ServiceObserved(("127.0.0.1", 18080), endpoints), NOW)
     assert not stay.listen
     assert stay.status == service_status(None, WEB, endpoints, generation=1, listen_error=None,
                                          now=NOW)  # fmt: skip
-    again = plan(WEB, listening=("127.0.0.1", 18080), **{**look, "previous": stay.status})
+    again = plan(desired, ServiceObserved(("127.0.0.1", 18080), endpoints, stay.status), NOW)
     assert again.status == stay.status, "a look that finds nothing new changes nothing"

@@ -11,16 +11,14 @@ from service_support import service, wait_for_service
 from writes_support import writes_since
 
 from setpoint.testing import Harness, ManualClock, reconcile_until_stable
-from setpoint.workloads.process import PROCESS
-from setpoint.workloads.service import LISTEN_RETRY_SECONDS, ServiceController
+from setpoint.workloads.service import LISTEN_RETRY_SECONDS
+from setpoint.workloads.service import setup as setup_services
 
 
 async def test_a_service_that_cannot_listen_writes_nothing_until_the_port_is_free() -> None:
     clock = ManualClock()
     async with Harness(clock=clock) as harness:
-        ServiceController(harness.store, harness.manager.cache(PROCESS), clock=clock).attach(
-            harness.manager
-        )
+        setup_services(harness.manager)
         await harness.start()
         store = harness.store
         with socket.socket() as taken:

@@ -45,7 +45,7 @@ from setpoint.model.wellknown import (
     RESTARTED_AT,
     SUCCESS_EXIT_CODES,
 )
-from setpoint.workloads.children import parse_time
+from setpoint.runtime.plan import parse_time
 from setpoint.workloads.dependencies import Dependency, holds
 
 __all__ = ["RunEnd", "project_end", "run_end"]

@@ -69,7 +69,7 @@ from setpoint.runtime.namespaces import ensure_system_namespaces
 from setpoint.runtime.run_as import UserPolicy
 from setpoint.store import Store, sqlite_path
 from setpoint.store.kinds import publish_kinds
-from setpoint.workloads import deployment, service, supervisor
+from setpoint.workloads import deployment, job, process, service, supervisor
 from setpoint.workloads.job import JOB, JobController, JobSettings
 from setpoint.workloads.process import PROCESS, ProcessController, ProcessSettings
 
@@ -237,24 +237,16 @@ class Engine:
                 # Engines that share a store take turns.
                 take_over=not self.coordinated,
             )
-        self._processes = ProcessController(
-            self.store,
-            manager.event_recorder("process-controller"),
-            ProcessSettings(ws.state_dir, ws.log_dir, self.users),
-            clock=self.clock,
-        )
-        self._processes.attach(manager)
-        self._jobs = JobController(
-            self.store,
-            manager.event_recorder("job-controller"),
-            JobSettings(ws.job_state_dir, ws.log_dir, self.users),
-            clock=self.clock,
-        )
-        self._jobs.attach(manager)
-        deployment.setup(manager, clock=self.clock, users=self.users)
+        processes = process.setup(manager, ProcessSettings(ws.state_dir, ws.log_dir, self.users))
+        assert isinstance(processes.reconciler, ProcessController)
+        self._processes = processes.reconciler
+        jobs = job.setup(manager, JobSettings(ws.job_state_dir, ws.log_dir, self.users))
+        assert isinstance(jobs.reconciler, JobController)
+        self._jobs = jobs.reconciler
+        deployment.setup(manager, deployment.DeploymentSettings(self.users))
         service.setup(manager)
         thermostat.setup(manager)
-        autoscaler.setup(manager, users=self.users)
+        autoscaler.setup(manager, autoscaler.AutoscalerSettings(self.users))
 
     def running_children(self) -> int:
         """How many children (Processes' and Jobs' attempts) run now."""

@@ -17,10 +17,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from setpoint.clock import parse_rfc3339
 from setpoint.model.conditions import READY, get_condition
 from setpoint.model.kinds import Kind, PrinterColumn
 from setpoint.model.meta import Object
+from setpoint.times import parse_rfc3339
 
 
 @dataclass(frozen=True)

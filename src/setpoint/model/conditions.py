@@ -3,10 +3,10 @@
 A condition is `{type, status: "True"|"False"|"Unknown", reason, message,
 lastTransitionTime, observedGeneration}`. `set_condition` keeps
 `lastTransitionTime` unless `status` changes: a condition says since when it
-has been what it is. A condition written by someone other than the object's
-reconciler names its writer in `owner` (the runtime marks the `Stalled` it writes
-for a `TerminalError` so); a condition with no `owner` is the reconciler's.
-Time is an argument; nothing here reads a clock.
+has been what it is. Every condition is the object's reconciler's: the runtime writes
+none. (`owner`, which an earlier runtime set on the conditions it wrote, is accepted and
+dropped by the reconciler kit on its next write.) Time is an argument; nothing here reads
+a clock.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from setpoint.clock import rfc3339
+from setpoint.times import rfc3339
 
 ConditionStatus = Literal["True", "False", "Unknown"]
 
@@ -45,13 +45,12 @@ def set_condition(
     message: str = "",
     now: float,
     observed_generation: int | None = None,
-    owner: str | None = None,
 ) -> bool:
     """Set condition `type_` in `status` (in place); return True when anything changed.
 
     `lastTransitionTime` moves to `now` only when `status` changes (or the
-    condition is new); reason, message, observedGeneration and `owner` (None: the
-    reconciler's own) are replaced as given.
+    condition is new); reason, message and observedGeneration are replaced as given (an
+    `owner` an earlier runtime wrote goes).
     """
     if isinstance(value, bool):
         value = "True" if value else "False"
@@ -59,8 +58,6 @@ def set_condition(
     new: dict[str, Any] = {"type": type_, "status": value, "reason": reason, "message": message}
     if observed_generation is not None:
         new["observedGeneration"] = observed_generation
-    if owner is not None:
-        new["owner"] = owner
     for i, old in enumerate(conditions):
         if old.get("type") != type_:
             continue

@@ -2,7 +2,8 @@
 
 Informers list and watch the store into indexed caches; events become keys in
 a work queue; controllers hand each key to a one-method reconciler and apply
-what its outcome means; the manager runs it all, with leader election (of the
+what its outcome means (the reconciler kit, `KitReconciler`, is the observe -> plan ->
+apply loop every built-in controller runs); the manager runs it all, with leader election (of the
 whole manager or per controller) or sharding among several managers, garbage
 collection of owned objects, an event recorder, metrics and health probes.
 
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from setpoint.runtime.events import NORMAL, WARNING, EventRecorder
     from setpoint.runtime.gc import GarbageCollector
     from setpoint.runtime.informer import Informer, InformerEvent
+    from setpoint.runtime.kit import Acted, KindRules, KitReconciler
     from setpoint.runtime.leases import LeaderElector, LeaseSettings
     from setpoint.runtime.lifecycle import (
         add_finalizer,
@@ -37,6 +39,7 @@ if TYPE_CHECKING:
     )
     from setpoint.runtime.manager import Manager, ManagerOptions
     from setpoint.runtime.metrics import Metrics
+    from setpoint.runtime.plan import Plan, PlannedEvent
     from setpoint.runtime.predicates import (
         Predicate,
         and_,
@@ -67,6 +70,7 @@ __getattr__, __dir__ = lazy.exports(
         "setpoint.runtime.events": ("NORMAL", "WARNING", "EventRecorder"),
         "setpoint.runtime.gc": ("GarbageCollector",),
         "setpoint.runtime.informer": ("Informer", "InformerEvent"),
+        "setpoint.runtime.kit": ("Acted", "KindRules", "KitReconciler"),
         "setpoint.runtime.leases": ("LeaderElector", "LeaseSettings"),
         "setpoint.runtime.lifecycle": (
             "add_finalizer",
@@ -79,6 +83,7 @@ __getattr__, __dir__ = lazy.exports(
         ),
         "setpoint.runtime.manager": ("Manager", "ManagerOptions"),
         "setpoint.runtime.metrics": ("Metrics",),
+        "setpoint.runtime.plan": ("Plan", "PlannedEvent"),
         "setpoint.runtime.predicates": (
             "Predicate",
             "and_",
@@ -107,6 +112,7 @@ __all__ = [
     "LEASE",
     "NORMAL",
     "WARNING",
+    "Acted",
     "BucketLimiter",
     "Cache",
     "Controller",
@@ -120,12 +126,16 @@ __all__ = [
     "Informer",
     "InformerEvent",
     "ItemExponentialLimiter",
+    "KindRules",
+    "KitReconciler",
     "LeaderElector",
     "LeaseSettings",
     "Manager",
     "ManagerOptions",
     "MaxOfLimiter",
     "Metrics",
+    "Plan",
+    "PlannedEvent",
     "Predicate",
     "QueueStatistics",
     "RateLimiter",

@@ -3,11 +3,10 @@ each outcome means (see `setpoint.runtime.reconciler`).
 
 A key is reconciled by one worker at a time. Errors come back rate-limited;
 `Result.requeue_after` schedules. A `TerminalError` is not retried (but after its
-`retry_after`, if it has one) and is recorded as the object's `Stalled` condition,
-with `Ready=False` for the same reason, each marked as the runtime's (`owner`) and
-written only where the reconciler has not written that condition itself: a
-reconciler owns the conditions it writes. A later success removes what the runtime
-wrote, and nothing else. Shutdown stops taking keys, lets in-flight reconciles
+`retry_after`, if it has one) until the object changes. The runtime writes nothing to
+the objects it reconciles: their status, conditions included, is their reconciler's
+(the reconciler kit, `setpoint.runtime.kit`, records a plan's stall as `Stalled`).
+Shutdown stops taking keys, lets in-flight reconciles
 finish within the grace period, then cancels them. Every outcome is logged in one
 line and reported to the `ControllerObserver` (metrics).
 
@@ -30,8 +29,8 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from setpoint.clock import SYSTEM_CLOCK, Clock
-from setpoint.errors import Conflict, Error, Invalid, NotFound, TerminalError
-from setpoint.model import READY, STALLED, Kind, get_condition, remove_condition, set_condition
+from setpoint.errors import Error, Invalid, TerminalError
+from setpoint.model import Kind
 from setpoint.runtime.informer import Informer
 from setpoint.runtime.queue import QueueObserver, ShutDown, WorkQueue
 from setpoint.runtime.ratelimit import RateLimiter
@@ -74,9 +73,9 @@ class ControllerSettings:
 class Controller:
     """Reconciles the objects of `informer`'s kind, in `informer`'s store, with `reconciler`.
 
-    `settings`: concurrency, resync and rate limiting; `clock`: for back-off, requeues and
-    conditions; `observer`: told of every reconcile (default: nobody). Events reach the
-    queue through `enqueue` (the builder connects informers to it).
+    `settings`: concurrency, resync and rate limiting; `clock`: for back-off and requeues;
+    `observer`: told of every reconcile (default: nobody). Events reach the queue through
+    `enqueue` (the builder connects informers to it).
     """
 
     def __init__(
@@ -96,6 +95,9 @@ class Controller:
         self.settings = settings
         self._clock = clock
         self._observer = observer or ControllerObserver()
+        self.reconciler = reconciler
+        """What reconciles (as given): a `setup` function returns the controller, and its
+        caller reaches the reconciler (a table of children, listeners) through it."""
         self._reconcile = _as_async(reconciler, self.store, self.kind)
         self.queue: WorkQueue[Request] = WorkQueue(
             clock=clock, limiter=settings.limiter, observer=self._observer.queue_observer(name)
@@ -197,7 +199,6 @@ class Controller:
             self.queue.forget(request)
             if exc.retry_after is not None and exc.retry_after > 0:
                 self.queue.add_after(request, exc.retry_after)
-            await self._set_stalled(request, exc)
         except Exception as exc:
             outcome, error = "error", exc
             self.queue.add_rate_limited(request)
@@ -209,7 +210,6 @@ class Controller:
             else:
                 outcome = "success"
                 self.queue.forget(request)
-            await self._clear_stalled(request)
         seconds = self._clock.monotonic() - start
         self._observer.on_reconcile(self.name, outcome, seconds)
         if error is None:
@@ -230,74 +230,6 @@ class Controller:
                 str(error),
                 exc_info=None if isinstance(error, Error) else error,
             )
-
-    @property
-    def condition_owner(self) -> str:
-        """The `owner` the runtime writes on the conditions it sets for this controller."""
-        return f"runtime/{self.name}"
-
-    async def _set_stalled(self, request: Request, exc: TerminalError) -> None:
-        owner = self.condition_owner
-
-        def stall(status: dict[str, object], generation: int) -> bool:
-            """Stalled=True, and Ready=False for the same reason (kstatus), each only if
-            the reconciler has not written it itself."""
-            changed = False
-            for type_, value in ((STALLED, True), (READY, False)):
-                current = get_condition(status, type_)
-                if current is not None and current.get("owner") != owner:
-                    continue  # the reconciler's condition: it says what it means
-                changed |= set_condition(
-                    status, type_, value, reason=exc.reason, message=str(exc),
-                    now=self._clock.now(), observed_generation=generation, owner=owner,
-                )  # fmt: skip
-            return changed
-
-        await self._edit_status(request, stall)
-
-    async def _clear_stalled(self, request: Request) -> None:
-        """After a success: drop the `Stalled` (and `Ready=False`) the runtime wrote."""
-        owner = self.condition_owner
-        cached = self.informer.cache.get(request.name, request.namespace)
-        stalled = get_condition(cached.get("status") if cached else None, STALLED)
-        if stalled is None or stalled.get("owner") != owner:
-            return
-
-        def clear(status: dict[str, object], _: int) -> bool:
-            changed = False
-            for type_ in (STALLED, READY):
-                current = get_condition(status, type_)
-                if current is not None and current.get("owner") == owner:
-                    changed |= remove_condition(status, type_)
-            return changed
-
-        await self._edit_status(request, clear)
-
-    async def _edit_status(
-        self, request: Request, edit: Callable[[dict[str, object], int], bool]
-    ) -> None:
-        """Read, edit and write the object's status, retrying conflicts."""
-        kind = self.kind
-        for _ in range(5):
-            try:
-                obj = await self.store.get(
-                    kind.api_version, kind.kind, request.name, request.namespace or None
-                )
-                status = dict(obj.get("status") or {})
-                if not edit(status, int(obj["metadata"].get("generation", 1))):
-                    return
-                obj["status"] = status
-                await self.store.update_status(obj)
-                return
-            except Conflict:
-                continue
-            except NotFound:
-                return
-            except Error as exc:
-                log.warning(
-                    "controller=%s key=%s cannot record status: %s", self.name, request, exc
-                )
-                return
 
     async def _resync(self, every: float) -> None:
         while not self._stopping:

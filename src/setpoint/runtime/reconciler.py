@@ -13,17 +13,17 @@ What each outcome means:
 * raises `TerminalError`: cannot progress without a change from outside; not
   retried until the object changes (or the next resync, if the controller has
   one, looks at the world again), or, with `retry_after=s`, once more in `s`
-  seconds; recorded as the object's `Stalled` condition, with `Ready` False for
-  the same reason, unless the reconciler writes that condition itself.
+  seconds. The runtime writes nothing for it: saying so in the object's status
+  (`Stalled`) is the reconciler's.
 * raises anything else: an error; retried with per-key exponential backoff.
 
-Conditions have one writer each. A reconciler owns the conditions it writes,
-`Stalled` and `Ready` included, and the runtime never changes them. The runtime
-writes `Stalled` (and `Ready=False`) only for a `TerminalError` it caught, marks
-them with `owner: runtime/<controller>`, and on a later success removes only
-conditions so marked. A reconciler that reports its own stall writes `Stalled`
-itself and returns a `Result` (with `requeue_after` to look again); it never
-reaches into its controller's queue.
+Conditions have one writer: the object's reconciler. The runtime never writes an
+object's status (as controller-runtime's does not). A reconciler built on the kit
+(`setpoint.runtime.kit`) reports a stall through its plan (`Plan.stall`), which the
+kit writes as `Stalled` and returns a `Result`; a stall the world may end by itself
+asks to be looked at again (`requeue_after`). It never reaches into its controller's
+queue. (An earlier runtime marked the conditions it wrote with `owner:
+runtime/<controller>`; the kit drops that mark when it next writes the object's status.)
 
 `requested_object` reads the object a request names (None once it is gone): the first
 step of most reconcilers. Nothing else here does I/O.

@@ -13,19 +13,20 @@ Everything about that child that does not depend on the kind lives here, once:
   whole new status, `PlannedEvent`s, a stall, a wait);
 * `ChildLifecycle`, the base of both controllers, made a Process or a Job controller by a
   `ChildKind` (the kind, its finalizer and spec schema, its pure `observe` and `plan`).
-  Its `reconcile` reads the object, adds the finalizer, looks at the child (in the table,
-  adopted from an earlier engine, or gone while no engine watched it: `ChildFacts`),
-  observes the dependencies, plans, and carries the plan out: stop (the plan's status,
-  `Ready=False` with reason `Terminating`, `Restarting` or `Stopping`, written *before*
-  the stop signal, so that dependents and Services stop counting on a child that is
-  shutting down; then look again, so the exit is recorded by the next plan), start, emit
-  events, write the status the plan computed (only when it differs from the stored
-  one), release the finalizer, raise
-  `TerminalError` for a plan that stalls, requeue for one that waits. It also wires the
-  controller (`setup`, `attach`), collects orphans and stops (each when a `StopTurns`, the
-  engine's stop order, says) or detaches every child. A restart request (the annotation
-  `setpoint restart` sets: `ChildDesired.restarted_at`) reaches the kind's plan, which
-  treats it as a new run; each start records it.
+  It runs on the reconciler kit (`setpoint.runtime.kit`), which reads the object, keeps
+  the finalizer on while a child is in the table, records the plan's events, writes its
+  status (only when it differs from the stored one; `Stalled` from the plan's stall) and
+  requeues for a plan that waits. The lifecycle's `observe` looks at the child (in the
+  table, adopted from an earlier engine, or gone while no engine watched it:
+  `ChildFacts`) and the dependencies; its `act` carries the child action out: stop (the
+  plan's status, `Ready=False` with reason `Terminating`, `Restarting` or `Stopping`,
+  written *before* the stop signal, so that dependents and Services stop counting on a
+  child that is shutting down; then look again, so the exit is recorded by the next
+  plan), or start. `controller_of` wires it (each kind's `setup` calls it); it collects
+  orphans and stops (each when a `StopTurns`, the engine's stop order, says) or detaches
+  every child. A restart request (the annotation `setpoint restart` sets:
+  `ChildDesired.restarted_at`) reaches the kind's plan, which treats it as a new run;
+  each start records it.
 
 Before each plan it asks the controller's `UserPolicy` (`ChildSettings.users`,
 `setpoint.runtime.run_as`) whether the spec's `user:` may be run: a refusal is a fact
@@ -63,35 +64,47 @@ import os
 import signal
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any, Generic, Literal, Protocol, TypeVar
+from typing import Any, Generic, Literal, Protocol, TypeVar
 
-from pydantic import BeforeValidator, Field
-
-from setpoint.clock import SYSTEM_CLOCK, Clock, parse_rfc3339
+from setpoint.clock import SYSTEM_CLOCK, Clock
 from setpoint.errors import (
     AlreadyExists,
     EnvFileUnavailable,
     Invalid,
     NotFound,
-    TerminalError,
     UnknownKind,
 )
-from setpoint.model import Kind, Object, Schema
-from setpoint.model.fields import OsString
+from setpoint.model import Kind, Object
 from setpoint.model.redaction import redact
-from setpoint.model.wellknown import RESTARTED_AT, child_name
+from setpoint.model.wellknown import child_name
 from setpoint.runtime.controller import Controller
 from setpoint.runtime.events import EventRecorder
-from setpoint.runtime.lifecycle import add_finalizer, is_deleting, remove_finalizer
+from setpoint.runtime.kit import Acted, KindRules, KitReconciler
 from setpoint.runtime.manager import Manager
+from setpoint.runtime.plan import PlannedEvent, parse_time, timestamp
 from setpoint.runtime.predicates import annotations_changed, generation_changed, or_
 from setpoint.runtime.reconciler import Request, Result
 from setpoint.runtime.run_as import UserPolicy, UserRefused
 from setpoint.store import Store
 from setpoint.workloads import supervisor
+from setpoint.workloads.child_plan import (
+    ENVIRONMENT_BACKOFF,
+    LAST_LINE_CHARS,
+    LOST_REASON,
+    Action,
+    BackoffSchema,
+    ChildDesired,
+    ChildExit,
+    ChildObserved,
+    ChildPlan,
+    CommandSchema,
+    ExitSchema,
+    StartFailure,
+    backoff_delay,
+    keep_observed_generation,
+    stopping_reason,
+)
 from setpoint.workloads.dependencies import (
     DEPENDS_ON_INDEX,
     dependency_keys,
@@ -102,8 +115,6 @@ from setpoint.workloads.env_files import read_env_files
 from setpoint.workloads.secret import (
     SECRET,
     SECRETS_INDEX,
-    Env,
-    EnvFromSource,
     ResolvedEnv,
     SecretUnavailable,
     referring_to,
@@ -131,6 +142,7 @@ __all__ = [
     "Supervised",
     "backoff_delay",
     "keep_observed_generation",
+    "observed_fields",
     "parse_time",
     "stopping_reason",
     "timestamp",
@@ -138,325 +150,34 @@ __all__ = [
 
 log = logging.getLogger("setpoint.workloads")
 
-StopSignal = Literal["SIGTERM", "SIGINT", "SIGQUIT", "SIGHUP", "SIGUSR1", "SIGUSR2", "SIGKILL"]
-"""The signals a spec's `stopSignal` may name (docker compose's `stop_signal`)."""
-
 Key = tuple[str, str]
 """(namespace, name) of the object a child belongs to."""
 
-LAST_LINE_CHARS = 200
-"""How much of a failed child's last output line its exit reason quotes."""
 
-
-def timestamp(ts: float) -> str:
-    """RFC 3339 with milliseconds (back-off needs better than whole seconds)."""
-    text = datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds")
-    return text.replace("+00:00", "Z")
-
-
-def parse_time(value: Any) -> float | None:
-    """The epoch seconds of an RFC 3339 status time; None if absent or malformed."""
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return parse_rfc3339(value)
-    except ValueError:
-        return None
-
-
-# -- the schemas both kinds share ------------------------------------------------------
-
-
-class BackoffSchema(Schema):
-    """The wait before a retry: `initialSeconds`, doubling up to `maxSeconds`."""
-
-    initial_seconds: float = Field(default=10.0, gt=0)
-    max_seconds: float = Field(default=300.0, gt=0)
-
-
-ENVIRONMENT_BACKOFF = BackoffSchema(initial_seconds=1.0, max_seconds=60.0)
-"""The wait before retrying a start that failed for a reason of the machine's (an OS error)."""
-
-
-def backoff_delay(count: int, backoff: BackoffSchema) -> float:
-    """Seconds to wait before the next try, after `count` failures in a row: 0 after none,
-    then `initialSeconds`, doubling, capped at `maxSeconds`."""
-    if count <= 0:
-        return 0.0
-    return float(min(backoff.max_seconds, backoff.initial_seconds * 2.0 ** min(count - 1, 60)))
-
-
-def _one_or_more(value: Any) -> Any:
-    """`envFile: .env` as `[".env"]`, as docker compose takes one path or a list."""
-    return [value] if isinstance(value, str) else value
-
-
-EnvFiles = Annotated[list[Annotated[OsString, Field(min_length=1)]], BeforeValidator(_one_or_more)]
-"""A spec's `envFile`: one path, or a list of them."""
-
-
-class CommandSchema(Schema):
-    """What to run, and how to stop it: the spec fields of a Process and of a Job. `env`
-    values and `envFrom` may come from Secrets (`setpoint.workloads.secret`), `envFile`
-    from files (`setpoint.workloads.env_files`)."""
-
-    args: list[OsString] = Field(min_length=1)
-    env: Env = Field(default_factory=dict)
-    env_from: list[EnvFromSource] = Field(default_factory=list)
-    env_file: EnvFiles = Field(default_factory=list)
-    cwd: OsString | None = None
-    user: OsString | None = None
-    termination_grace_period_seconds: float = Field(default=30.0, ge=0)
-    stop_signal: StopSignal = "SIGTERM"
-
-
-class ExitSchema(Schema):
-    """How the last child ended: `code` if it exited, `signal` if a signal killed it;
-    `stoppedOnRequest` when the controller stopped it (`stopReason` says why)."""
-
-    code: int | None = None
-    signal: int | None = None
-    reason: str = ""
-    finished_at: str | None = None
-    stopped_on_request: bool = False
-    stop_reason: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ChildExit:
-    """How a child ended, at `finished_at` (epoch seconds). `started_at` None: its start is
-    unknown; `stop_reason` None: it ended by itself, not on the controller's request."""
-
-    code: int | None
-    signal: int | None
-    reason: str
-    finished_at: float
-    started_at: float | None = None
-    stop_reason: str | None = None
-    pid: int | None = None
-
-    @property
-    def succeeded(self) -> bool:
-        return self.code == 0
-
-    @property
-    def ran_for(self) -> float | None:
-        return None if self.started_at is None else max(0.0, self.finished_at - self.started_at)
-
-    def wire(self) -> dict[str, Any]:
-        """The status's `lastExit` (the `ExitSchema` wire form)."""
-        out: dict[str, Any] = {"reason": self.reason, "finishedAt": timestamp(self.finished_at)}
-        if self.code is not None:
-            out["code"] = self.code
-        if self.signal is not None:
-            out["signal"] = self.signal
-        out["stoppedOnRequest"] = self.stop_reason is not None
-        if self.stop_reason is not None:
-            out["stopReason"] = self.stop_reason
-        return out
-
-    @staticmethod
-    def from_wire(
-        last: Any, *, started_at: float | None = None, now: float = 0.0
-    ) -> ChildExit | None:
-        """The exit a status's `lastExit` records (None when it records none)."""
-        if not isinstance(last, Mapping):
-            return None
-        return ChildExit(
-            last.get("code"),
-            last.get("signal"),
-            str(last.get("reason") or "exited"),
-            parse_time(last.get("finishedAt")) or now,
-            started_at,
-            last.get("stopReason") if last.get("stoppedOnRequest") else None,
-        )
-
-
-LOST_REASON = "ended while the engine was not running (exit code unknown)"
-
-
-# -- what a plan is, to this module -------------------------------------------------------
-
-
-S = TypeVar("S", bound=CommandSchema)
-T = TypeVar("T", bound=CommandSchema)
-SpecT = TypeVar("SpecT")
-
-
-class Action(StrEnum):
-    """What to do with the child. RESTART stops it; the next look starts the new one."""
-
-    START = "start"
-    STOP = "stop"
-    RESTART = "restart"
-    WAIT = "wait"
-    NOTHING = "nothing"
-
-
-def keep_observed_generation(status: dict[str, Any], stored: Mapping[str, Any]) -> None:
-    """Give a stopping status (`status`) the `observedGeneration` of the `stored` one: while
-    the old child still runs, the status still describes it; the status that records its
-    exit moves on to the new generation. Pure."""
-    previous = stored.get("observedGeneration")
-    if previous is None:
-        status.pop("observedGeneration", None)
-    else:
-        status["observedGeneration"] = previous
-
-
-def stopping_reason(action: Action, deleting: bool) -> str:
-    """The `Ready` reason of a child that a plan stops (`action` STOP or RESTART), while
-    it stops: `Terminating` when its object is being deleted, `Restarting` when it is
-    replaced, `Stopping` otherwise (a failed liveness probe, a deadline). Pure."""
-    if deleting:
-        return "Terminating"
-    return "Restarting" if action is Action.RESTART else "Stopping"
-
-
-@dataclass(frozen=True, slots=True)
-class PlannedEvent:
-    """An event a plan emits: Normal (or Warning), its reason and message."""
-
-    reason: str
-    message: str
-    warning: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class StartFailure:
-    """A start that failed, for the spec `generation`, `count` times in a row, last at `at`.
-    `transient`: an OS failure, retried; `secret_reason` (`SecretMissing`, `SecretInvalid`):
-    a Secret the spec needs is missing or unusable, tried again when it changes; otherwise
-    the spec must change."""
-
-    message: str
-    transient: bool
-    generation: int
-    count: int = 1
-    at: float = 0.0
-    secret_reason: str | None = None
-
-    @property
-    def reason(self) -> str:
-        """The reason of the conditions that report it: `StartFailed`, or the Secret's."""
-        return self.secret_reason or "StartFailed"
-
-
-class ChildPlan(Protocol):
-    """What `ChildLifecycle` carries out: the plan of a Process or of a Job.
-
-    `status` is the whole new status (None: write nothing); for a stop, the status while
-    the child stops (`Ready=False`, `stopping_reason`), written before the stop signal is
-    sent; the next look records the exit. When a child starts, its `pid` (and `startTime`
-    unless the plan set one) are added to it. `stall` (reason, message): raise
-    `TerminalError` after writing. `wait_seconds` > 0: look again then."""
-
-    @property
-    def action(self) -> Action: ...
-    @property
-    def reason(self) -> str: ...
-    @property
-    def wait_seconds(self) -> float: ...
-    @property
-    def status(self) -> Mapping[str, Any] | None: ...
-    @property
-    def events(self) -> tuple[PlannedEvent, ...]: ...
-    @property
-    def stall(self) -> tuple[str, str] | None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class ChildDesired(Generic[SpecT]):
-    """What an object asks for: its spec generation and spec (defaults filled, as the
-    kind's schema defines them), and whether it is being deleted."""
-
-    generation: int
-    spec: SpecT
-    deleting: bool = False
-    restarted_at: str | None = None
-    """The object's `setpoint.dev/restartedAt` annotation (`setpoint restart`): a child
-    started before it was set to this value is started again, once."""
-
-    @staticmethod
-    def of(obj: Object, schema: type[T]) -> ChildDesired[T]:
-        """The desired state of an object in wire form, its spec read through `schema`."""
-        return ChildDesired(
-            int(obj["metadata"].get("generation", 1)),
-            schema.model_validate(obj["spec"]),
-            is_deleting(obj),
-            restart_request(obj),
-        )
-
-    def restart_requested(self, status: Mapping[str, Any]) -> bool:
-        """Whether a restart was asked for that the child (running, or the last to run) was
-        not started under: the annotation differs from the status' `restartedAt`."""
-        return self.restarted_at is not None and status.get("restartedAt") != self.restarted_at
-
-    def record_start(self, status: dict[str, Any]) -> None:
-        """Note in `status` (of a child being started) the restart request it honours."""
-        if self.restarted_at is not None:
-            status["restartedAt"] = self.restarted_at
-
-
-def restart_request(obj: Object) -> str | None:
-    """The object's `setpoint.dev/restartedAt` annotation, if any."""
-    value = (obj["metadata"].get("annotations") or {}).get(RESTARTED_AT)
-    return None if value is None else str(value)
-
-
-@dataclass(frozen=True, slots=True)
-class ChildObserved:
-    """What is, as far as a plan cares, of an object's child: whether it runs, the spec
-    `generation` it runs (or the last one ran, when none runs) and its `pid`; `last_exit`
-    how the last child ended (None when none ran, or one runs), `exit_is_new` when the
-    status does not record it yet; `unmet` the message of the first dependency that does
-    not hold; `start_failure` the last start that failed; `status` the status as stored;
-    `refused` (reason, message) when this engine may not run the spec's command as its
-    `user:`: nothing is started or stopped for the spec (a child already running goes on)."""
-
-    running: bool = False
-    generation: int | None = None
-    pid: int | None = None
-    last_exit: ChildExit | None = None
-    exit_is_new: bool = False
-    unmet: str | None = None
-    start_failure: StartFailure | None = None
-    status: Mapping[str, Any] = field(default_factory=dict)
-    refused: tuple[str, str] | None = None
-
-    @staticmethod
-    def common(
-        status: Mapping[str, Any], facts: ChildFacts, unmet: str | None, now: float
-    ) -> dict[str, Any]:
-        """The fields of `ChildObserved` from a stored status, what the lifecycle knows of
-        the child, and the first unmet dependency. Pure."""
-        child = facts.child
-        if facts.running and child is not None:
-            return {
-                "running": True, "generation": child.generation, "pid": child.handle.pid,
-                "unmet": unmet, "start_failure": facts.start_failure, "status": status,
-                "refused": facts.refused,
-            }  # fmt: skip
-        started_at = parse_time(status.get("startTime"))
-        last = facts.ended
-        if last is not None and last.started_at is None:
-            last = dataclasses.replace(last, started_at=started_at)
-        if last is None:
-            last = ChildExit.from_wire(status.get("lastExit"), started_at=started_at, now=now)
-        generation = status.get("startedGeneration")
+def observed_fields(
+    status: Mapping[str, Any], facts: ChildFacts, unmet: str | None, now: float
+) -> dict[str, Any]:
+    """The fields of a `ChildObserved` from a stored status, what the lifecycle knows of
+    the child (`facts`), and the first unmet dependency. Pure."""
+    child = facts.child
+    if facts.running and child is not None:
         return {
-            "generation": None if generation is None else int(generation),
-            "last_exit": last, "exit_is_new": facts.ended is not None, "unmet": unmet,
-            "start_failure": facts.start_failure, "status": status, "refused": facts.refused,
+            "running": True, "generation": child.generation, "pid": child.handle.pid,
+            "unmet": unmet, "start_failure": facts.start_failure, "status": status,
+            "refused": facts.refused,
         }  # fmt: skip
-
-    def exit_events(self) -> tuple[PlannedEvent, ...]:
-        """`Exited`, when the status does not record the last exit yet."""
-        exit_ = self.last_exit
-        if not self.exit_is_new or exit_ is None:
-            return ()
-        pid = f"pid {exit_.pid} " if exit_.pid is not None else ""
-        return (PlannedEvent("Exited", f"{pid}{exit_.reason}", warning=not exit_.succeeded),)
+    started_at = parse_time(status.get("startTime"))
+    last = facts.ended
+    if last is not None and last.started_at is None:
+        last = dataclasses.replace(last, started_at=started_at)
+    if last is None:
+        last = ChildExit.from_wire(status.get("lastExit"), started_at=started_at, now=now)
+    generation = status.get("startedGeneration")
+    return {
+        "generation": None if generation is None else int(generation),
+        "last_exit": last, "exit_is_new": facts.ended is not None, "unmet": unmet,
+        "start_failure": facts.start_failure, "status": status, "refused": facts.refused,
+    }  # fmt: skip
 
 
 P = TypeVar("P", bound=ChildPlan)
@@ -535,6 +256,7 @@ class ChildFacts:
         return self.child is not None and self.child.running
 
 
+S = TypeVar("S", bound=CommandSchema)
 ObservedT = TypeVar("ObservedT", bound=ChildObserved)
 
 
@@ -562,6 +284,40 @@ class ChildSettings:
     users: UserPolicy = field(default_factory=UserPolicy)
 
 
+def _key(obj: Object) -> Key:
+    meta = obj["metadata"]
+    return (meta.get("namespace") or "", meta["name"])
+
+
+def controller_of(manager: Manager, lifecycle: ChildLifecycle[Any, Any]) -> Controller:
+    """Wire `lifecycle` into `manager` (what each kind's `setup` does): its controller, the
+    `dependsOn` and Secrets indexes, the watches of the Processes, Jobs and Deployments an
+    object may depend on and of the Secrets it refers to (one that appears starts the
+    children waiting for it), and the orphan collector; return the controller. Its own
+    kind's changes count when the generation or the annotations change (a restart request
+    is an annotation)."""
+    kind = lifecycle.kind
+    cache = manager.cache(kind)
+    cache.add_index(DEPENDS_ON_INDEX, dependency_keys)
+    cache.add_index(SECRETS_INDEX, secret_keys)
+    builder = (
+        manager.controller(kind.singular)
+        .for_(kind, predicates=[or_(generation_changed, annotations_changed)])
+        .max_concurrent(MAX_CONCURRENT)  # one child's slow stop must not hold up the rest
+    )
+    for name in DEPENDABLE_KINDS:
+        with contextlib.suppress(UnknownKind):  # a kind that is not registered here
+            watched = manager.store.registry.get(kind.api_version, name)
+            builder.watches(watched, dependents_of(cache))
+    with contextlib.suppress(UnknownKind):  # a registry without Secrets
+        secrets = manager.store.registry.get(SECRET.api_version, SECRET.kind)
+        builder.watches(secrets, referring_to(cache))
+    lifecycle.controller = builder.complete(lifecycle)
+    lifecycle.controller.on_lost = lifecycle.release
+    manager.add_runnable(lifecycle.collect_orphans)
+    return lifecycle.controller
+
+
 MAX_CONCURRENT = 16
 """Objects of one kind reconciled at once (one key is never reconciled by two workers)."""
 LOGS_AFTER_EXIT_SECONDS = 1.0
@@ -570,13 +326,13 @@ DEPENDABLE_KINDS = ("Process", "Job", "Deployment")
 """The kinds (of the object's own apiVersion) whose changes wake their dependents."""
 
 
-class ChildLifecycle(Generic[S, P]):
-    """The base of the Process and Job controllers: the table of children, and the
-    reconcile loop that carries out a kind's plan (see the module docstring).
+class ChildLifecycle(KitReconciler[ChildDesired[S], Any, P]):
+    """The base of the Process and Job controllers: the table of children, and the kind's
+    `act` on the reconciler kit (see the module docstring).
 
     Subclasses set `child_kind` (the kind, its finalizer, spec schema, and pure `observe`
-    and `plan`), and may override `follow` (to run probes on a child). `controller` must be
-    set (by `attach`) before the manager runs, so that exits enqueue the object.
+    and `plan`), and may override `follow` (to run probes on a child). The kind's `setup`
+    wires it (`controller_of`), so that exits enqueue the object.
     """
 
     child_kind: ChildKind[S, Any, P]
@@ -589,15 +345,27 @@ class ChildLifecycle(Generic[S, P]):
         *,
         clock: Clock = SYSTEM_CLOCK,
     ) -> None:
-        self.store = store
-        self.events = events
+        kind = self.child_kind
+        rules = KindRules(
+            kind.kind,
+            self.desired,
+            self.observe,
+            kind.plan,
+            self.act,
+            cleanup=self.forget,
+            finalizer=kind.finalizer,
+            holds=self.holds,
+        )
+        super().__init__(store, rules, events, clock=clock)
+        self.events: EventRecorder = events
         self.settings = settings
         self.state_dir = Path(settings.state_dir)
         self.log_dir = Path(settings.log_dir)
-        self.clock = clock
         self.controller: Controller | None = None
         self._table: dict[Key, Supervised] = {}
         self._failures: dict[Key, StartFailure] = {}
+        self._looked: dict[Key, tuple[S, ChildFacts]] = {}
+        """What this reconcile's `observe` saw of each key's child, for its `act`."""
         self._orphans_collected = asyncio.Event()
         self._stopping: list[Supervised] = []
         self._detached = False
@@ -609,67 +377,6 @@ class ChildLifecycle(Generic[S, P]):
         """The kind this controller keeps true to its spec."""
         return self.child_kind.kind
 
-    @classmethod
-    def setup(cls, manager: Manager, *, state_dir: Path, log_dir: Path) -> Controller:
-        """Add a controller of this kind to `manager`; return the controller.
-
-        `state_dir` keeps one state file per child (for re-adoption after a restart): give
-        each kind a directory of its own, since a controller treats every state file in its
-        directory as one of its own children. `log_dir` takes the children's output. To keep
-        hold of the reconciler (to stop every child on shutdown, say), build one and call
-        its `attach(manager)` instead."""
-        reconciler = cls(
-            manager.store,
-            manager.event_recorder(f"{cls.child_kind.kind.singular}-controller"),
-            ChildSettings(Path(state_dir), Path(log_dir)),
-            clock=manager.clock,
-        )
-        return reconciler.attach(manager)
-
-    def attach(self, manager: Manager) -> Controller:
-        """Wire this reconciler into `manager` (what `setup` does): its controller, the
-        `dependsOn` and Secrets indexes, the watches of the Processes, Jobs and Deployments
-        an object may depend on and of the Secrets it refers to (one that appears starts the
-        children waiting for it), and the orphan collector; return the controller. Its own
-        kind's changes count when the generation or the annotations change (a restart
-        request is an annotation)."""
-        cache = manager.cache(self.kind)
-        cache.add_index(DEPENDS_ON_INDEX, dependency_keys)
-        cache.add_index(SECRETS_INDEX, secret_keys)
-        builder = (
-            manager.controller(self.kind.singular)
-            .for_(self.kind, predicates=[or_(generation_changed, annotations_changed)])
-            .max_concurrent(MAX_CONCURRENT)  # one child's slow stop must not hold up the rest
-        )
-        for kind in DEPENDABLE_KINDS:
-            with contextlib.suppress(UnknownKind):  # a kind that is not registered here
-                watched = manager.store.registry.get(self.kind.api_version, kind)
-                builder.watches(watched, dependents_of(cache))
-        with contextlib.suppress(UnknownKind):  # a registry without Secrets
-            secrets = manager.store.registry.get(SECRET.api_version, SECRET.kind)
-            builder.watches(secrets, referring_to(cache))
-        self.controller = builder.complete(self)
-        self.controller.on_lost = self.release
-        manager.add_runnable(self.collect_orphans)
-        return self.controller
-
-    # -- what a kind provides ------------------------------------------------------------
-
-    async def decide(self, obj: Object, spec: S, facts: ChildFacts) -> P:
-        """Observe the dependencies and whether the spec's `user:` is allowed, then plan
-        (purely)."""
-        unmet = await unmet_in_store(self.store, obj)
-        try:
-            self.settings.users.account(spec.user)
-        except UserRefused as exc:
-            facts = dataclasses.replace(facts, refused=(exc.condition_reason, str(exc)))
-        now = self.clock.now()
-        desired = ChildDesired(
-            int(obj["metadata"].get("generation", 1)), spec, is_deleting(obj), restart_request(obj)
-        )
-        kind = self.child_kind
-        return kind.plan(desired, kind.observe(obj.get("status") or {}, facts, unmet, now), now)
-
     def follow(
         self, key: Key, child: Supervised, spec: S, recorded: Mapping[str, Any] | None
     ) -> None:
@@ -677,102 +384,90 @@ class ChildLifecycle(Generic[S, P]):
         (`recorded`: the stored status, what an earlier engine saw of it). Its exit is
         watched already; by default nothing more."""
 
-    # -- the reconciler ------------------------------------------------------------------
+    # -- the kit's steps -------------------------------------------------------------------
 
     async def reconcile(self, request: Request) -> Result | None:
-        """Observe, plan, apply; a stop is looked at again at once, so the same reconcile
-        records the exit and (if the plan says so) starts the next child."""
+        """The kit's loop (`KitReconciler.reconcile`); a start that waits for a Secret is
+        tried again at each reconcile."""
         key = (request.namespace, request.name)
-        try:
-            obj = await self.store.get(
-                self.kind.api_version,
-                self.kind.kind,
-                request.name,
-                request.namespace or None,
-            )
-        except NotFound:
-            self._failures.pop(key, None)
-            child = self._table.pop(key, None)
-            if child is not None:  # deleted behind the finalizer's back
-                await self._stop(child, 0.0)
-            return None
-        if not is_deleting(obj) and add_finalizer(obj, self.child_kind.finalizer):
-            obj = await self.store.update(obj)
-        spec = self.child_kind.spec_schema.model_validate(obj["spec"])
         failure = self._failures.get(key)
         if failure is not None and failure.secret_reason is not None:
             del self._failures[key]  # waiting for a Secret: each reconcile tries again
-        for _ in range(4):  # stop, record the exit and start: at most three looks
-            facts = await self._facts(key, obj)
-            step = await self.decide(obj, spec, facts)
-            if step.action is not Action.NOTHING:
-                log.info(
-                    "%s %s: %s (%s)",
-                    self.kind.singular,
-                    request,
-                    step.action,
-                    step.reason,
-                )
-            for event in step.events:
-                record = self.events.warning if event.warning else self.events.normal
-                await record(obj, event.reason, event.message)
-            if step.action in (Action.STOP, Action.RESTART) and facts.running:
-                assert facts.child is not None
-                if step.status is not None:  # not ready any more, before the stop signal
-                    written = await self._write_status(obj, dict(step.status))
-                    if written is None:  # deleted behind the finalizer's back
-                        self._table.pop(key, None)
-                        await self._stop(facts.child, 0.0)
-                        return None
-                    obj = written
-                await self._stop(facts.child, None, because=step.reason)
-                continue
-            if step.action is Action.START and not await self._start(key, obj, spec):
-                continue  # the failure is a fact now: the plan says what it means
-            return await self._finish(key, obj, step, facts)
-        raise RuntimeError(f"{self.kind.kind} {request}: no plan settled after three looks")
+        try:
+            return await super().reconcile(request)
+        finally:
+            self._looked.pop(key, None)
 
-    async def _finish(self, key: Key, obj: Object, step: P, facts: ChildFacts) -> Result | None:
-        """Write the plan's status, forget a child whose end it records, release a deleted
-        object, and turn the plan's stall or wait into the reconcile's outcome."""
+    def desired(self, obj: Object) -> ChildDesired[S]:
+        """What the object asks for, its spec read through the kind's schema."""
+        return ChildDesired.of(obj, self.child_kind.spec_schema)
+
+    async def observe(self, obj: Object, desired: ChildDesired[S]) -> Any:
+        """The child (in the table, adopted from an earlier engine, or gone while no engine
+        watched it), the first unmet dependency and whether the spec's `user:` is allowed,
+        as the kind's pure `observe` makes them the plan's input."""
+        key = _key(obj)
+        facts = await self._facts(key, obj)
+        unmet = await unmet_in_store(self.store, obj)
+        try:
+            self.settings.users.account(desired.spec.user)
+        except UserRefused as exc:
+            facts = dataclasses.replace(facts, refused=(exc.condition_reason, str(exc)))
+        self._looked[key] = (desired.spec, facts)
+        kind = self.child_kind
+        return kind.observe(obj.get("status") or {}, facts, unmet, self.clock.now())
+
+    async def act(self, obj: Object, step: P) -> Acted[P]:
+        """Carry the child action out: a stop writes the plan's status (not ready any more)
+        before the stop signal, then looks again, so that the same reconcile records the exit
+        and (if the plan says so) starts the next child; a start that fails looks again too
+        (the failure is a fact now: the plan says what it means). Otherwise write the plan's
+        status (with a started child's `pid` and `startTime`) and forget a child whose end
+        it records."""
+        key = _key(obj)
+        spec, facts = self._looked.pop(key)
+        if step.action is not Action.NOTHING:
+            log.info("%s %s/%s: %s (%s)", self.kind.singular, *key, step.action, step.reason)
+        if step.action in (Action.STOP, Action.RESTART) and facts.running:
+            assert facts.child is not None
+            if step.status is not None:  # not ready any more, before the stop signal
+                written = await self.write_status(obj, step.status)
+                if written is None:  # deleted behind the finalizer's back
+                    self._table.pop(key, None)
+                    await self._stop(facts.child, 0.0)
+                    return Acted(None, step)
+                obj = written
+            await self._stop(facts.child, None, because=step.reason)
+            return Acted(obj, step, again=True)
+        if step.action is Action.START and not await self._start(key, obj, spec):
+            return Acted(obj, step, again=True)
         child = self._table.get(key)
         if step.status is not None:
             status = dict(step.status)
             if child is not None and step.action is Action.START:
                 status["pid"] = child.handle.pid
                 status.setdefault("startTime", timestamp(child.handle.started_at))
-            written = await self._write_status(obj, status)
+                step = dataclasses.replace(step, status=status)
+            written = await self.write_status(obj, status, step.stall)
             if written is None:
-                return None
+                return Acted(None, step)
             obj = written
         if child is not None and child is facts.child and facts.ended is not None:
             self._table.pop(key, None)  # its end is in the stored status now
             await self._cleanup(child)
-        if (
-            key not in self._table
-            and is_deleting(obj)
-            and remove_finalizer(obj, self.child_kind.finalizer)
-        ):
-            self._failures.pop(key, None)
-            with contextlib.suppress(NotFound):
-                await self.store.update(obj)
-            return None
-        if step.stall is not None:
-            raise TerminalError(step.stall[1], reason=step.stall[0])
-        if step.wait_seconds > 0:
-            return Result(requeue_after=step.wait_seconds)
-        return None
+        return Acted(obj, step)
 
-    async def _write_status(self, obj: Object, status: dict[str, Any]) -> Object | None:
-        """Store `status` as `obj`'s, unless it says what the stored one does; return the
-        object as stored (None: it is gone)."""
-        if self.kind.validate_status(status) == self.kind.validate_status(obj.get("status")):
-            return obj
-        obj["status"] = status
-        try:
-            return await self.store.update_status(obj)
-        except NotFound:
-            return None
+    def holds(self, request: Request) -> bool:
+        """Whether a child of the object is in the table (its finalizer stays on till not)."""
+        return (request.namespace, request.name) in self._table
+
+    async def forget(self, request: Request) -> None:
+        """The object is gone (deleted behind the finalizer's back): stop its child now."""
+        key = (request.namespace, request.name)
+        self._failures.pop(key, None)
+        child = self._table.pop(key, None)
+        if child is not None:
+            await self._stop(child, 0.0)
 
     # -- observe -------------------------------------------------------------------------
 

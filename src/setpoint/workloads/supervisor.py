@@ -64,9 +64,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import errno
-import json
 import logging
 import os
 import pwd
@@ -74,23 +72,45 @@ import select
 import signal
 import stat
 import subprocess
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from setpoint.clock import SYSTEM_CLOCK, Clock
 from setpoint.errors import AlreadyExists, Invalid
 from setpoint.files import (
     check_replaceable,
     ensure_private_dir,
-    make_private,
-    open_private,
-    write_private,
 )
 from setpoint.runtime.run_as import UserPolicy, command_environment, switch_to
-from setpoint.workloads import log_holder
+from setpoint.workloads.holders import (
+    LogStart,
+    _Holder,
+    _log_start,
+    _LogSettings,
+    _record_holder,
+    _recorded_log_start,
+)
+from setpoint.workloads.procfs import (
+    MARKER_VARIABLE,
+    _check_name,
+    _environ_has,
+    _fifo_path,
+    _members,
+    _proc_stat,
+    _read_state,
+    _state_path,
+    _until_readable,
+    _write_atomically,
+)
+from setpoint.workloads.reaper import (
+    _reap,
+    _started,
+    become_subreaper,
+    reap_orphans,
+    reap_orphans_forever,
+)
 
 __all__ = [
     "Adopted",
@@ -108,7 +128,6 @@ __all__ = [
     "stray",
 ]
 
-MARKER_VARIABLE = "SETPOINT_MARKER"
 DEFAULT_MAX_LOG_BYTES = 10 * 1024 * 1024
 DEFAULT_LOG_BACKUPS = 3
 # Variables a child inherits from the engine; everything else comes from spec.env.
@@ -125,10 +144,6 @@ _REAP_TIMEOUT = 5.0
 """How long `stop` waits for a parent other than this engine to reap a child's processes."""
 _REAP_POLL_MAX = 0.05
 """The longest pause between two looks at whether they are reaped (from 1 ms, doubling)."""
-_HOLDER_PROGRAM = Path(__file__).with_name("log_holder.py")
-_PR_SET_CHILD_SUBREAPER = 36
-_KTHREADD = 2
-"""The parent of every kernel thread (whose environment is empty: not worth a read)."""
 _logger = logging.getLogger(__name__)
 
 
@@ -194,315 +209,7 @@ _ADOPTED_EXIT = Exit(None, None, "exited (adopted; code unknown)")
 
 
 # ---------------------------------------------------------------------------
-# /proc and state files
-
-
-class _Stat(NamedTuple):
-    state: str
-    ppid: int
-    pgid: int
-    sid: int
-    starttime: int
-    """In clock ticks since boot."""
-
-
-def _read_proc(pid: int, name: str) -> bytes:
-    """/proc/PID/NAME, whole (raw `os` calls: a scan of /proc reads hundreds of these)."""
-    fd = os.open(f"/proc/{pid}/{name}", os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        chunks = []
-        while chunk := os.read(fd, 65536):
-            chunks.append(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
-
-
-def _proc_stat(pid: int) -> _Stat | None:
-    """What /proc/PID/stat says of `pid`, or None if it is gone."""
-    try:
-        raw = _read_proc(pid, "stat")
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    if not raw:
-        return None
-    # comm (field 2) may hold spaces and parentheses: split after the last ')'.
-    fields = raw[raw.rindex(b")") + 2 :].split()
-    # fields[0] is field 3 (state); field N is fields[N - 3].
-    state, ppid, pgid, sid, starttime = fields[0], fields[1], fields[2], fields[3], fields[22 - 3]
-    return _Stat(state.decode(), int(ppid), int(pgid), int(sid), int(starttime))
-
-
-def _environ(pid: int) -> list[bytes] | None:
-    """The entries of /proc/PID/environ; None if it cannot be read."""
-    try:
-        return _read_proc(pid, "environ").split(b"\0")
-    except PermissionError:
-        return None
-    except (FileNotFoundError, ProcessLookupError):
-        return []
-
-
-def _environ_has(pid: int, entry: str) -> bool | None:
-    """Whether /proc/PID/environ holds `entry`; None if it cannot be read."""
-    environ = _environ(pid)
-    return None if environ is None else entry.encode() in environ
-
-
-def _marker_of(pid: int) -> str | None:
-    """The `SETPOINT_MARKER` in `pid`'s environment, if it has one (and it can be read)."""
-    prefix = f"{MARKER_VARIABLE}=".encode()
-    for entry in _environ(pid) or []:
-        if entry.startswith(prefix):
-            return entry[len(prefix) :].decode(errors="replace")
-    return None
-
-
-def _live_processes() -> dict[int, _Stat]:
-    """Every process that runs (not a zombie) but this one, by pid."""
-    me = os.getpid()
-    found: dict[int, _Stat] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit() and int(entry) != me:
-            st = _proc_stat(int(entry))
-            if st is not None and st.state not in ("Z", "X"):
-                found[int(entry)] = st
-    return found
-
-
-def _members(pgid: int, marker: str) -> dict[int, _Stat]:
-    """What runs of one child: its process group, every process carrying its marker (one
-    that escaped the group with `setsid`), and their descendants (one that also cleared
-    its environment, while its parent lives).
-
-    Only a process that may have left its parent's session (a session leader, or one whose
-    parent is gone or in another session) can carry the marker outside the group without
-    descending from a member: only those environments are read."""
-    processes = _live_processes()
-    entry = f"{MARKER_VARIABLE}={marker}"
-
-    def may_carry_marker(pid: int, st: _Stat) -> bool:
-        parent = processes.get(st.ppid)
-        if st.ppid == _KTHREADD or (parent is not None and parent.sid == st.sid != pid):
-            return False
-        return _environ_has(pid, entry) is True
-
-    members = {
-        pid: st for pid, st in processes.items() if st.pgid == pgid or may_carry_marker(pid, st)
-    }
-    grew = True
-    while grew:
-        descendants = {
-            pid: st for pid, st in processes.items() if st.ppid in members and pid not in members
-        }
-        members.update(descendants)
-        grew = bool(descendants)
-    return members
-
-
-def _state_path(name: str, state_dir: Path) -> Path:
-    return Path(state_dir) / f"{name}.json"
-
-
-def _fifo_path(name: str, state_dir: Path) -> Path:
-    return Path(state_dir) / f"{name}.out"
-
-
-def _write_atomically(path: Path, data: dict[str, Any]) -> None:
-    write_private(path, (json.dumps(data, sort_keys=True) + "\n").encode())
-
-
-def _read_state(name: str, state_dir: Path) -> dict[str, Any] | None:
-    path = _state_path(name, state_dir)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError):
-        return {}  # unreadable or corrupt: not adoptable, a stray
-    return data if isinstance(data, dict) else {}
-
-
-def _check_name(name: str) -> None:
-    if not name or "/" in name or name.startswith(".") or "\0" in name:
-        raise Invalid(f"{name!r} cannot name a process's files", field="metadata.name")
-
-
-async def _until_readable(fd: int) -> None:
-    """Return once `fd` (a pidfd: at its process's exit) turns readable."""
-    loop = asyncio.get_running_loop()
-    ready: asyncio.Future[None] = loop.create_future()
-
-    def on_readable() -> None:
-        if not ready.done():
-            ready.set_result(None)
-
-    loop.add_reader(fd, on_readable)
-    try:
-        await ready
-    finally:
-        loop.remove_reader(fd)
-
-
-# ---------------------------------------------------------------------------
-# Log holders
-
-
-@dataclass(frozen=True)
-class _LogSettings:
-    path: Path
-    """Absolute: a restarted engine may run from another directory."""
-    max_bytes: int
-    backups: int
-
-    def files(self) -> list[Path]:
-        """The log file and its backups (`.1`, `.2` ...), and the time index of each."""
-        rotated = [self.path.with_name(f"{self.path.name}.{i}") for i in range(1, self.backups + 1)]
-        logs = [self.path, *rotated]
-        return [*logs, *(Path(log_holder.times_path(str(log))) for log in logs)]
-
-
-@dataclass(frozen=True)
-class LogStart:
-    """Where a child's output begins: `offset` bytes into the file of inode `inode`, which is
-    the log file `path` or, once rotated, one of its `backups` (`path.1`, `path.2` ...)."""
-
-    path: Path
-    backups: int
-    inode: int
-    offset: int
-
-
-def _log_start(log: _LogSettings) -> LogStart:
-    """The end of `log`'s file now (made if missing): where the next child's output begins."""
-    fd = open_private(log.path, os.O_WRONLY | os.O_APPEND)
-    try:
-        st = os.fstat(fd)
-    finally:
-        os.close(fd)
-    return LogStart(log.path, log.backups, st.st_ino, st.st_size)
-
-
-def _recorded_log_start(record: Mapping[str, Any], log: _LogSettings) -> LogStart | None:
-    """The `LogStart` a state record holds (None: an earlier version's record, without one)."""
-    found = record.get("logStart")
-    if not isinstance(found, Mapping):
-        return None
-    try:
-        return LogStart(log.path, log.backups, int(found["inode"]), int(found["offset"]))
-    except (KeyError, TypeError, ValueError):
-        return None
-
-
-class _Holder:
-    """One child's log holder: a process started by this engine or an earlier one, pinned
-    by a pidfd."""
-
-    def __init__(self, pid: int, pidfd: int, popen: subprocess.Popen[bytes] | None) -> None:
-        self.pid = pid
-        self._pidfd = pidfd
-        self._popen = popen
-        self._exited: asyncio.Task[int | None] | None = None
-
-    @staticmethod
-    def start(fifo: Path, log: _LogSettings) -> _Holder:
-        """Start a holder reading `fifo` (which must have a writer: it exits at end of file).
-        Log files an earlier version left wider than 0600 are tightened first (the holder
-        makes new ones 0600)."""
-        make_private(*log.files())
-        argv = [sys.executable, "-I", "-S", str(_HOLDER_PROGRAM), str(log.path)]
-        argv += [str(log.max_bytes), str(log.backups)]
-        read_end = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)  # never blocks
-        try:
-            popen = subprocess.Popen(
-                argv,
-                stdin=read_end,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                cwd="/",
-                env={},
-                start_new_session=True,  # no terminal's Ctrl-C reaches it
-            )
-        finally:
-            os.close(read_end)
-        return _Holder(popen.pid, os.pidfd_open(popen.pid), popen)
-
-    @staticmethod
-    def find(record: Mapping[str, Any]) -> _Holder | None:
-        """The holder an earlier engine recorded, if it still runs."""
-        try:
-            pid, starttime = int(record["pid"]), int(record["starttime"])
-            pidfd = os.pidfd_open(pid)
-        except (KeyError, TypeError, ValueError, OSError):
-            return None
-        st = _proc_stat(pid)
-        if st is None or st.state in ("Z", "X") or st.starttime != starttime:
-            os.close(pidfd)
-            return None
-        return _Holder(pid, pidfd, None)
-
-    def record(self) -> dict[str, int] | None:
-        st = _proc_stat(self.pid)
-        return None if st is None else {"pid": self.pid, "starttime": st.starttime}
-
-    async def wait(self) -> int | None:
-        """Its exit status (None for an earlier engine's holder: not ours to know)."""
-        if self._exited is None:
-            self._exited = asyncio.ensure_future(self._wait())
-        return await asyncio.shield(self._exited)
-
-    async def _wait(self) -> int | None:
-        try:
-            await _until_readable(self._pidfd)
-        finally:
-            os.close(self._pidfd)
-            self._pidfd = -1  # never signal through a closed (perhaps reused) descriptor
-        return None if self._popen is None else self._popen.wait()
-
-    def kill(self) -> None:
-        if self._pidfd >= 0:
-            with contextlib.suppress(ProcessLookupError, OSError):
-                signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
-
-
-async def _keep_holding(child: _Child, holder: _Holder, log: _LogSettings) -> None:
-    """Wait for `holder` to exit; if it was killed while the output may still be open, start
-    another on the same FIFO (the child never dies of it: it holds both ends).
-
-    An earlier engine's holder leaves no exit status: it is replaced only if the child
-    still runs. A holder that finds no writer exits at once, so this ends."""
-    fifo = _fifo_path(child.name, child.state_dir)
-    while True:
-        status = await holder.wait()
-        if status is not None and status >= 0:
-            return  # end of file: every writer has closed the FIFO
-        if status is None:
-            leader = _proc_stat(child.pid)
-            if leader is None or leader.state in ("Z", "X"):
-                return
-        try:
-            holder = _Holder.start(fifo, log)
-        except OSError as e:
-            _logger.warning("cannot restart the log holder of %s: %s", child.name, e)
-            return
-        child._holder = holder
-        _record_holder(child.name, child.state_dir, holder)
-        _logger.info("restarted the log holder of %s (pid %d)", child.name, holder.pid)
-
-
-def _record_holder(name: str, state_dir: Path, holder: _Holder) -> None:
-    """Write `holder` into `name`'s state file: the next engine finds it, and starts no other."""
-    record = _read_state(name, state_dir)
-    if record:
-        with contextlib.suppress(OSError):
-            _write_atomically(_state_path(name, state_dir), {**record, "holder": holder.record()})
-
-
-# ---------------------------------------------------------------------------
 # Handles
-
-_started: set[int] = set()
-"""Pids `start` started whose exits the event loop's child watcher collects."""
 
 
 class _Child:
@@ -636,6 +343,31 @@ class Adopted(_Child):
 
     def __repr__(self) -> str:
         return f"<Adopted {self.name} pid={self.pid}>"
+
+
+async def _keep_holding(child: _Child, holder: _Holder, log: _LogSettings) -> None:
+    """Wait for `holder` to exit; if it was killed while the output may still be open, start
+    another on the same FIFO (the child never dies of it: it holds both ends).
+
+    An earlier engine's holder leaves no exit status: it is replaced only if the child
+    still runs. A holder that finds no writer exits at once, so this ends."""
+    fifo = _fifo_path(child.name, child.state_dir)
+    while True:
+        status = await holder.wait()
+        if status is not None and status >= 0:
+            return  # end of file: every writer has closed the FIFO
+        if status is None:
+            leader = _proc_stat(child.pid)
+            if leader is None or leader.state in ("Z", "X"):
+                return
+        try:
+            holder = _Holder.start(fifo, log)
+        except OSError as e:
+            _logger.warning("cannot restart the log holder of %s: %s", child.name, e)
+            return
+        child._holder = holder
+        _record_holder(child.name, child.state_dir, holder)
+        _logger.info("restarted the log holder of %s (pid %d)", child.name, holder.pid)
 
 
 # ---------------------------------------------------------------------------
@@ -1023,77 +755,3 @@ def stray(name: str, state_dir: Path) -> bool:
     path.unlink(missing_ok=True)
     _fifo_path(name, state_dir).unlink(missing_ok=True)
     return True
-
-
-# ---------------------------------------------------------------------------
-# Escaped processes: the subreaper
-
-
-def become_subreaper() -> bool:
-    """Make this process a child subreaper (`PR_SET_CHILD_SUBREAPER`): an orphaned
-    descendant (a child's daemonized grandchild) is re-parented to it, not to init.
-
-    The engine calls it once at start, before it starts a child; `reap_orphans_forever`
-    then reaps such orphans. Returns False where the kernel refuses it."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
-        _logger.warning("cannot become a child subreaper: %s", os.strerror(ctypes.get_errno()))
-        return False
-    return True
-
-
-_orphans: dict[int, asyncio.Task[None]] = {}
-"""Re-parented processes being watched, by pid: each is reaped once it exits."""
-
-
-def _reap(pid: int) -> None:
-    with contextlib.suppress(ChildProcessError):
-        os.waitpid(pid, os.WNOHANG)
-
-
-async def _reap_at_exit(pid: int, pidfd: int) -> None:
-    try:
-        await _until_readable(pidfd)
-        _reap(pid)
-    finally:
-        os.close(pidfd)
-        _orphans.pop(pid, None)
-
-
-def reap_orphans() -> list[int]:
-    """One pass: watch every child of this process that carries a child's marker and that
-    `start` did not start (a grandchild re-parented to this subreaper), and reap it once it
-    exits. Returns the pids newly watched. Call it from the event loop.
-
-    It never waits for any other pid: the event loop's child watcher, and anyone else,
-    keep the exits they expect."""
-    loop = asyncio.get_running_loop()
-    me = os.getpid()
-    own = os.environ.get(MARKER_VARIABLE)  # an engine that is itself a managed child
-    watched = []
-    for pid, st in _live_processes().items():
-        if st.ppid != me or pid in _started or pid in _orphans:
-            continue
-        marker = _marker_of(pid)
-        if marker is None or marker == own:
-            continue
-        try:
-            pidfd = os.pidfd_open(pid)
-        except OSError:
-            continue
-        _orphans[pid] = loop.create_task(_reap_at_exit(pid, pidfd), name=f"reap {pid}")
-        watched.append(pid)
-    return watched
-
-
-async def reap_orphans_forever(interval: float = 5.0, *, clock: Clock = SYSTEM_CLOCK) -> None:
-    """The engine's runnable: `reap_orphans()` every `interval` seconds, until cancelled.
-
-    (`stop` reaps what it kills itself; this reaps an orphan that exits by itself.)"""
-    try:
-        while True:
-            reap_orphans()
-            await clock.sleep(interval)
-    finally:
-        for task in list(_orphans.values()):
-            task.cancel()

@@ -36,7 +36,7 @@ The package keeps observe -> plan -> apply apart:
 * `kind`: the schemas (every default of the spec, once); the kinds are declared in
   `setpoint.workloads.kinds`;
 * `inputs`: what the planner works from (`Desired`, `Observed`), pure;
-* `rollout`: the plan, pure: Kubernetes' rolling update rules applied to single
+* `plan`: the plan, pure: Kubernetes' rolling update rules applied to single
   replicas, returning a frozen `Plan` with everything to do;
 * `progress`: progress, deadline, remediation, status and conditions, pure;
 * `controller`: observes, plans, and carries the plan out.
@@ -45,8 +45,13 @@ The names below are the package's public surface; its modules may change.
 """
 
 from setpoint.model.wellknown import CHANGED_BY, DEPLOYMENT_LABEL, HASH_LABEL
-from setpoint.workloads.children import PlannedEvent
-from setpoint.workloads.deployment.controller import DeploymentController, replica_object, setup
+from setpoint.runtime.plan import PlannedEvent
+from setpoint.workloads.deployment.controller import (
+    DeploymentController,
+    DeploymentSettings,
+    replica_object,
+    setup,
+)
 from setpoint.workloads.deployment.inputs import (
     Desired,
     Observed,
@@ -65,8 +70,8 @@ from setpoint.workloads.deployment.kind import (
     substitute,
     template_hash,
 )
+from setpoint.workloads.deployment.plan import NewReplica, Plan, plan
 from setpoint.workloads.deployment.progress import Rollback
-from setpoint.workloads.deployment.rollout import NewReplica, Plan, plan
 from setpoint.workloads.kinds import CONTROLLER_REVISION, DEPLOYMENT
 
 __all__ = [
@@ -79,6 +84,7 @@ __all__ = [
     "PROGRESSING",
     "REPLICA_FAILURE",
     "DeploymentController",
+    "DeploymentSettings",
     "DeploymentSpecSchema",
     "Desired",
     "NewReplica",

@@ -1,10 +1,11 @@
-"""The Deployment controller: observe (the Deployment, the replicas and revisions it owns
-from the caches, its dependencies, ports other programs hold, whether its `UserPolicy`
-allows the template's `user:`), `plan` (pure), then apply:
-carry the plan out and nothing more (create and delete replicas and revisions, record
-its events, write its status, roll the spec back).
+"""The Deployment controller, on the reconciler kit (`setpoint.runtime.kit`): observe (the
+replicas and revisions the Deployment owns from the caches, its dependencies, ports other
+programs hold, whether its `UserPolicy` allows the template's `user:`), `plan` (pure,
+`setpoint.workloads.deployment.plan`), then act: carry the plan out and nothing more
+(create and delete replicas and revisions, roll the spec back, after writing the status
+that says why); the kit records the plan's events and writes its status.
 
-Apply decides nothing. What it learns while carrying the plan out (a replica the store
+Act decides nothing. What it learns while carrying the plan out (a replica the store
 refuses) it reports, as an event and a `ReplicaFailure` condition, and the next look
 plans again.
 """
@@ -13,9 +14,11 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import logging
 import socket
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 from setpoint.clock import SYSTEM_CLOCK, Clock
 from setpoint.errors import AlreadyExists, Conflict, Invalid, NotFound, UnknownKind
@@ -30,9 +33,9 @@ from setpoint.model.wellknown import (
 from setpoint.runtime.cache import Cache
 from setpoint.runtime.controller import Controller
 from setpoint.runtime.events import EventRecorder
+from setpoint.runtime.kit import Acted, KindRules, KitReconciler
 from setpoint.runtime.lifecycle import owner_reference
 from setpoint.runtime.manager import Manager
-from setpoint.runtime.reconciler import Request, Result, requested_object
 from setpoint.runtime.run_as import UserPolicy, UserRefused, user_of
 from setpoint.store import Store
 from setpoint.workloads.dependencies import (
@@ -50,8 +53,8 @@ from setpoint.workloads.deployment.inputs import (
     observe_revision,
 )
 from setpoint.workloads.deployment.kind import substitute
+from setpoint.workloads.deployment.plan import NewReplica, Plan, plan
 from setpoint.workloads.deployment.progress import Rollback, with_failed_create
-from setpoint.workloads.deployment.rollout import NewReplica, Plan, plan
 from setpoint.workloads.kinds import CONTROLLER_REVISION, DEPLOYMENT, PROCESS
 
 log = logging.getLogger("setpoint.deployment")
@@ -91,40 +94,41 @@ def replica_object(
     }
 
 
-class DeploymentController:
-    """Reconciles Deployments: observes replicas and revisions, plans, applies."""
+@dataclass(frozen=True, slots=True)
+class DeploymentSettings:
+    """Whom a Deployment's replicas may run as (`users`; default: `UserPolicy()`, the
+    engine's own rule)."""
+
+    users: UserPolicy = field(default_factory=UserPolicy)
+
+
+class DeploymentController(KitReconciler[Desired, Observed, Plan]):
+    """Reconciles Deployments on the kit: observes replicas and revisions, plans, acts."""
 
     def __init__(
         self,
         store: Store,
         events: EventRecorder,
+        caches: Mapping[str, Cache],
         *,
         clock: Clock = SYSTEM_CLOCK,
-        users: UserPolicy | None = None,
+        settings: DeploymentSettings | None = None,
     ):
-        self.store = store
-        self.events = events
-        self.clock = clock
-        self.users = users or UserPolicy()
-        self.controller: Controller | None = None
-        self._caches: dict[str, Cache] = {}
+        self.users = (settings or DeploymentSettings()).users
+        self._caches = dict(caches)
+        """The caches of the kinds a Deployment owns, by name: `process` and `revision`."""
+        super().__init__(
+            store,
+            KindRules(DEPLOYMENT, desired_of, self.observe, plan, self.act),
+            events,
+            clock=clock,
+        )
 
     def _owned(self, kind_name: str, obj: Object) -> list[Object]:
         """The cached objects (`process` or `revision`) that `obj` owns."""
         return self._caches[kind_name].by_index("owner", obj["metadata"].get("uid", ""))
 
-    async def reconcile(self, request: Request) -> Result | None:
-        obj = await requested_object(self.store, DEPLOYMENT, request)
-        if obj is None:
-            return None
-        desired = desired_of(obj)
-        if desired.deleting:
-            return None  # the garbage collector removes the replicas and revisions
-        step = plan(desired, await self._observe(obj, desired), self.clock.now())
-        await self._apply(obj, desired, step)
-        return None if step.requeue_after is None else Result(requeue_after=step.requeue_after)
-
-    async def _observe(self, obj: Object, desired: Desired) -> Observed:
+    async def observe(self, obj: Object, desired: Desired) -> Observed:
         replicas = tuple(observe_replica(p) for p in self._owned("process", obj))
         refused = None
         try:
@@ -141,9 +145,14 @@ class DeploymentController:
             busy_ports=_busy_ports(desired, replicas),
         )
 
-    async def _apply(self, obj: Object, desired: Desired, step: Plan) -> None:
+    async def act(self, obj: Object, step: Plan) -> Acted[Plan]:
+        """Write revisions, create and delete replicas, prune revisions; a replica the store
+        refuses amends the plan's status (`ReplicaFailure`); a rollback is made once the
+        status that explains it is written."""
+        assert self.events is not None
+        desired = desired_of(obj)
         namespace = obj["metadata"].get("namespace") or "default"
-        status = step.status
+        status = step.status or {}
         if step.create_revision or step.renumber_revision:
             await self._write_revision(obj, desired, step.revision)
         for replica in step.create:
@@ -175,17 +184,18 @@ class DeploymentController:
                 await self.store.delete(
                     CONTROLLER_REVISION.api_version, CONTROLLER_REVISION.kind, name, namespace
                 )
-        for event in step.events:
-            record = self.events.warning if event.warning else self.events.normal
-            await record(obj, event.reason, event.message)
-        if obj.get("status") != status:
-            obj["status"] = dict(status)
-            try:
-                obj = await self.store.update_status(obj)
-            except (Conflict, NotFound):
-                return  # a newer version is queued already
-        if step.rollback is not None:
-            await self._roll_back(obj, step.rollback)
+        if status is not step.status:
+            step = dataclasses.replace(step, status=status)
+        if step.rollback is None:
+            return Acted(obj, step)
+        try:
+            written = await self.write_status(obj, status, step.stall)
+        except Conflict:
+            return Acted(None, step)  # a newer version is queued already
+        if written is None:
+            return Acted(None, step)
+        await self._roll_back(written, step.rollback)  # the rolled-back spec: the next look's
+        return Acted(written, step)
 
     async def _write_revision(self, obj: Object, desired: Desired, number: int) -> None:
         meta = obj["metadata"]
@@ -230,29 +240,6 @@ class DeploymentController:
             "deployment %s: rolled back to revision %d", obj["metadata"]["name"], rollback.revision
         )
 
-    def attach(self, manager: Manager) -> Controller:
-        """Wire this reconciler into `manager`; return the controller."""
-        cache = manager.cache(DEPLOYMENT)
-        cache.add_index(DEPENDS_ON_INDEX, dependency_keys)
-        self._caches = {
-            "process": manager.cache(PROCESS),
-            "revision": manager.cache(CONTROLLER_REVISION),
-        }
-        builder = (
-            manager.controller("deployment")
-            .for_(DEPLOYMENT)
-            .owns(PROCESS)
-            .owns(CONTROLLER_REVISION)
-            .watches(PROCESS, dependents_of(cache))
-        )
-        try:
-            job = manager.store.registry.get(PROCESS.api_version, "Job")
-            builder.watches(job, dependents_of(cache))
-        except UnknownKind:
-            pass
-        self.controller = builder.complete(self)
-        return self.controller
-
 
 def _busy_ports(desired: Desired, replicas: Sequence[Replica]) -> frozenset[int]:
     """The ports of `desired`'s range, not held by a replica, that cannot be bound now:
@@ -273,12 +260,29 @@ def _busy_ports(desired: Desired, replicas: Sequence[Replica]) -> frozenset[int]
     return frozenset(busy)
 
 
-def setup(
-    manager: Manager, *, clock: Clock = SYSTEM_CLOCK, users: UserPolicy | None = None
-) -> Controller:
-    """Run the Deployment controller in `manager`; `users` says whom its replicas may run as
-    (default: `UserPolicy()`, the engine's own rule)."""
+def setup(manager: Manager, settings: DeploymentSettings | None = None) -> Controller:
+    """Run the Deployment controller in `manager` (`settings`: whom its replicas may run
+    as); return the controller. It owns Processes and ControllerRevisions, and a change of
+    a Process or Job wakes the Deployments that depend on it."""
+    cache = manager.cache(DEPLOYMENT)
+    cache.add_index(DEPENDS_ON_INDEX, dependency_keys)
     reconciler = DeploymentController(
-        manager.store, manager.event_recorder("deployment-controller"), clock=clock, users=users
+        manager.store,
+        manager.event_recorder("deployment-controller"),
+        {"process": manager.cache(PROCESS), "revision": manager.cache(CONTROLLER_REVISION)},
+        clock=manager.clock,
+        settings=settings,
     )
-    return reconciler.attach(manager)
+    builder = (
+        manager.controller("deployment")
+        .for_(DEPLOYMENT)
+        .owns(PROCESS)
+        .owns(CONTROLLER_REVISION)
+        .watches(PROCESS, dependents_of(cache))
+    )
+    try:
+        job = manager.store.registry.get(PROCESS.api_version, "Job")
+        builder.watches(job, dependents_of(cache))
+    except UnknownKind:
+        pass
+    return builder.complete(reconciler)

@@ -13,7 +13,7 @@ from typing import Any
 from setpoint.model import READY, STALLED, Object, get_condition
 from setpoint.model.wellknown import HASH_LABEL
 from setpoint.runtime.lifecycle import is_deleting
-from setpoint.workloads.children import parse_time
+from setpoint.runtime.plan import parse_time
 from setpoint.workloads.deployment.kind import DeploymentSpecSchema, template_hash
 
 

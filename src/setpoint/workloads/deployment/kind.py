@@ -19,8 +19,8 @@ from pydantic_core import PydanticCustomError
 
 from setpoint.errors import Invalid
 from setpoint.model import Object, Schema
-from setpoint.workloads.dependencies import DependsOn
-from setpoint.workloads.process import ProcessSpecSchema
+from setpoint.workloads.depends_on import DependsOn
+from setpoint.workloads.process_plan import ProcessSpecSchema
 
 AVAILABLE = "Available"
 PROGRESSING = "Progressing"

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from setpoint.model import READY, STALLED, get_condition, remove_condition, set_condition
-from setpoint.workloads.children import PlannedEvent, parse_time, timestamp
+from setpoint.runtime.plan import PlannedEvent, parse_time, timestamp
 from setpoint.workloads.deployment.inputs import Desired, Observed, ReplicaSets
 from setpoint.workloads.deployment.kind import AVAILABLE, PROGRESSING, REPLICA_FAILURE
 

@@ -30,12 +30,14 @@ resets the other.
 
 The package keeps observe -> plan -> apply apart: `kind` (the schemas, every default
 once), `plan` (pure: `target_of`, `endpoints_of`, `rotation`, `service_status`, and
-`plan`, which says whether to open the listener and what status to record), `proxy`
+`plan(desired, observed, now)`, which says whether to open the listener and what status
+to record), `proxy`
 (`ServiceProxy`: one listener and its connections, I/O) and `controller`
-(`ServiceController`, the reconciler: one proxy per Service, opened, moved when host or
-port change, closed when the Service goes; status written). The listeners live only in
-this engine's memory, so deletion needs no finalizer: a Service that is gone (or being
-deleted) has its listener closed; connections already in flight finish on their own.
+(`ServiceController`, on the reconciler kit: one proxy per Service, opened, moved when
+host or port change, closed when the Service goes; the kit writes the status). The
+listeners live only in this engine's memory, so deletion needs no finalizer: a Service
+that is gone (or being deleted) has its listener closed; connections already in flight
+finish on their own.
 When the manager stops, every listener closes and connections in flight get
 `SHUTDOWN_GRACE_SECONDS`.
 """
@@ -55,8 +57,11 @@ from setpoint.workloads.service.kind import (
 )
 from setpoint.workloads.service.plan import (
     Endpoint,
+    ServiceDesired,
+    ServiceObserved,
     ServicePlan,
     Target,
+    desired_of,
     endpoints_of,
     plan,
     rotation,
@@ -81,11 +86,14 @@ __all__ = [
     "EndpointSchema",
     "ProxyStatistics",
     "ServiceController",
+    "ServiceDesired",
+    "ServiceObserved",
     "ServicePlan",
     "ServiceProxy",
     "ServiceSpecSchema",
     "ServiceStatusSchema",
     "Target",
+    "desired_of",
     "endpoints_of",
     "plan",
     "rotation",

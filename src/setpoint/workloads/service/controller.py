@@ -1,17 +1,19 @@
 """The Service controller: one `ServiceProxy` per Service, listening where its spec says,
-and each Service's status. observe (the Service, its proxy, the endpoints in the Process
-cache) -> `plan` (pure) -> apply (open or move the listener, write the status).
+and each Service's status, on the reconciler kit (`setpoint.runtime.kit`): observe (its
+proxy, the endpoints in the Process cache) -> `plan` (pure) -> act (open or move the
+listener); the kit writes the status.
 
-The reconciler owns every condition it writes, `Stalled` included: a listen that fails
-(the port is held by another program) is reported as `Stalled` and `Ready` False with
-reason `ListenFailed`, once, and tried again every `LISTEN_RETRY_SECONDS` through the
-`Result` it returns; nothing is written while the port stays taken.
+A listen that fails (the port is held by another program) amends the plan: `Ready` False
+with reason `ListenFailed` in its status, and a stall for the same reason (which the kit
+records as `Stalled`), once, tried again every `LISTEN_RETRY_SECONDS`; nothing is written
+while the port stays taken.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 from collections.abc import Callable, Iterable
@@ -24,16 +26,19 @@ from setpoint.model import Object
 from setpoint.runtime.builder import request_for
 from setpoint.runtime.cache import Cache
 from setpoint.runtime.controller import Controller
-from setpoint.runtime.lifecycle import is_deleting
+from setpoint.runtime.kit import Acted, KindRules, KitReconciler
 from setpoint.runtime.manager import Manager
 from setpoint.runtime.predicates import generation_changed
-from setpoint.runtime.reconciler import Request, Result, requested_object
+from setpoint.runtime.reconciler import Request
 from setpoint.store import Store
 from setpoint.workloads.kinds import PROCESS, SERVICE
 from setpoint.workloads.service.plan import (
     Endpoint,
+    ServiceDesired,
+    ServiceObserved,
     ServicePlan,
     Target,
+    desired_of,
     endpoints_of,
     plan,
     selects,
@@ -67,10 +72,9 @@ def services_selecting(services: Cache) -> Callable[[Object], Iterable[Request]]
 Key = tuple[str, str]
 
 
-class ServiceController:
-    """Keeps one `ServiceProxy` per Service listening where its spec says, and writes each
-    Service's status (see the module docstring). `reconcile(request)` is the one entry
-    point; `attach(manager)` wires it (what `setup` does)."""
+class ServiceController(KitReconciler[ServiceDesired, ServiceObserved, ServicePlan]):
+    """Keeps one `ServiceProxy` per Service listening where its spec says (see the module
+    docstring), on the kit; `setup` wires it."""
 
     def __init__(
         self,
@@ -80,14 +84,13 @@ class ServiceController:
         clock: Clock = SYSTEM_CLOCK,
         registry: CollectorRegistry | None = None,
     ) -> None:
-        self.store = store
-        self.clock = clock
         self._processes = processes
         self._counters = None if registry is None else ProxyCounters(registry)
         self._proxies: dict[Key, ServiceProxy] = {}
         self._connections: set[asyncio.Task[Any]] = set()
         """Every connection in flight, through any proxy (listening or not)."""
-        self.controller: Controller | None = None
+        rules = KindRules(SERVICE, desired_of, self.observe, plan, self.act, cleanup=self.forget)
+        super().__init__(store, rules, clock=clock)
 
     def endpoints(self, target: Target) -> list[Endpoint]:
         """The endpoints of `target` in the Process cache now."""
@@ -101,46 +104,46 @@ class ServiceController:
         proxy = self._proxies.get((namespace, name))
         return None if proxy is None else proxy.statistics()
 
-    # -- the reconciler --------------------------------------------------------------
+    # -- observe and act --------------------------------------------------------------
 
-    async def reconcile(self, request: Request) -> Result | None:
-        key = (request.namespace, request.name)
-        obj = await requested_object(self.store, SERVICE, request)
-        if obj is None or is_deleting(obj):
-            self._close(key)
-            return None
-        target = target_of(obj)
-        proxy = self._proxies.get(key)
-        step = plan(
-            target,
-            listening=None if proxy is None else proxy.listening,
-            endpoints=self.endpoints(target),
-            previous=obj.get("status"),
-            generation=_generation(obj),
-            now=self.clock.now(),
+    async def observe(self, obj: Object, desired: ServiceDesired) -> ServiceObserved:
+        """Where the Service's proxy listens, and the endpoints its selector picks now."""
+        proxy = self._proxies.get(_key(obj))
+        return ServiceObserved(
+            None if proxy is None else proxy.listening,
+            self.endpoints(desired.target),
+            obj.get("status"),
         )
-        return await self._apply(key, obj, step)
 
-    async def _apply(self, key: Key, obj: Object, step: ServicePlan) -> Result | None:
-        """Listen where the plan says and record its status; a listen that fails is
-        recorded instead, and looked at again in `LISTEN_RETRY_SECONDS`."""
-        status, retry = step.status, None
+    async def act(self, obj: Object, step: ServicePlan) -> Acted[ServicePlan]:
+        """Listen where the plan says; a listen that fails amends the plan (its status, a
+        stall) and looks again in `LISTEN_RETRY_SECONDS`."""
+        key = _key(obj)
         if not step.listen:
             self._proxies[key].target = step.target  # a new selector serves the next connection
-        elif (error := await self._listen(key, step.target)) is not None:
-            status = service_status(
-                obj.get("status"),
-                step.target,
-                [],
-                generation=_generation(obj),
-                listen_error=error,
-                now=self.clock.now(),
-            )
-            retry = Result(requeue_after=LISTEN_RETRY_SECONDS)
-        if status != (obj.get("status") or {}):
-            obj["status"] = dict(status)
-            await self.store.update_status(obj)
-        return retry
+            return Acted(obj, step)
+        error = await self._listen(key, step.target)
+        if error is None:
+            return Acted(obj, step)
+        status = service_status(
+            obj.get("status"),
+            step.target,
+            [],
+            generation=int(obj["metadata"].get("generation", 1)),
+            listen_error=error,
+            now=self.clock.now(),
+        )
+        failed = dataclasses.replace(
+            step,
+            status=status,
+            stall=("ListenFailed", error),
+            requeue_after=LISTEN_RETRY_SECONDS,
+        )
+        return Acted(obj, failed)
+
+    async def forget(self, request: Request) -> None:
+        """The Service is gone (or being deleted): close its listener."""
+        self._close((request.namespace, request.name))
 
     async def _listen(self, key: Key, target: Target) -> str | None:
         """Listen where `target` says, instead of where the Service's proxy listened before
@@ -171,22 +174,6 @@ class ServiceController:
 
     # -- wiring and shutdown ---------------------------------------------------------
 
-    def attach(self, manager: Manager) -> Controller:
-        """Wire this reconciler into `manager`: its controller (which a Process change
-        wakes for every Service selecting that Process, before and after the change),
-        and a runnable that closes every listener when the manager stops."""
-        services = manager.cache(SERVICE)
-        controller = (
-            manager.controller("service")
-            .for_(SERVICE, predicates=[generation_changed])
-            .watches(PROCESS, services_selecting(services))
-            .max_concurrent(4)
-            .complete(self)
-        )
-        self.controller = controller
-        manager.add_runnable(self.close_on_stop)
-        return controller
-
     async def close_on_stop(self) -> None:
         """Wait until cancelled (the manager stopping), then `close_all`."""
         try:
@@ -211,19 +198,33 @@ class ServiceController:
                 await asyncio.gather(*late, return_exceptions=True)
 
 
-def _generation(obj: Object) -> int:
-    return int(obj["metadata"].get("generation", 1))
+def _key(obj: Object) -> Key:
+    meta = obj["metadata"]
+    return (meta.get("namespace") or "", meta["name"])
 
 
-def setup(manager: Manager) -> Controller:
-    """Add the Service controller to `manager`; return the controller. Its metrics go to
-    the manager's Prometheus registry (`setpoint_service_connections_total{service}`,
+def setup(manager: Manager, settings: None = None) -> Controller:
+    """Add the Service controller to `manager`; return the controller (its `reconciler` is
+    the `ServiceController`). (It takes no settings.) A Process change wakes every Service
+    selecting that Process, before and after the change; a runnable closes every listener
+    when the manager stops. Its metrics go to the manager's Prometheus registry
+    (`setpoint_service_connections_total{service}`,
     `setpoint_service_connection_failures_total{service}`,
     `setpoint_service_connect_retries_total{service}`)."""
+    del settings
     reconciler = ServiceController(
         manager.store,
         manager.cache(PROCESS),
         clock=manager.clock,
         registry=None if manager.metrics is None else manager.metrics.registry,
     )
-    return reconciler.attach(manager)
+    services = manager.cache(SERVICE)
+    controller = (
+        manager.controller("service")
+        .for_(SERVICE, predicates=[generation_changed])
+        .watches(PROCESS, services_selecting(services))
+        .max_concurrent(4)
+        .complete(reconciler)
+    )
+    manager.add_runnable(reconciler.close_on_stop)
+    return controller

@@ -1,6 +1,7 @@
 """What a Service should be, decided purely: its `Target` (where it listens, what it
 selects), its endpoints among the Processes, the round-robin order of a connection, its
-status, and `plan`, which says what the controller must do now. No I/O, no clock.
+status, and `plan(desired, observed, now)`, which says what the controller must do now.
+No I/O, no clock.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Any
 
 from setpoint.model import READY, STALLED, Object, get_condition, remove_condition, set_condition
 from setpoint.runtime.lifecycle import is_deleting
+from setpoint.runtime.plan import Plan
 from setpoint.workloads.service.kind import ServiceSpecSchema
 
 
@@ -133,28 +135,49 @@ def service_status(
 
 
 @dataclass(frozen=True, slots=True)
-class ServicePlan:
+class ServiceDesired:
+    """What a Service asks for: its `Target`, at spec `generation`."""
+
+    target: Target
+    generation: int
+
+
+def desired_of(obj: Object) -> ServiceDesired:
+    """The desired state of a stored Service."""
+    return ServiceDesired(target_of(obj), int(obj["metadata"].get("generation", 1)))
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceObserved:
+    """What is: where the Service's proxy listens (`listening`, None: nowhere), the
+    `endpoints` its selector picks now, and the status as stored (`previous`)."""
+
+    listening: tuple[str, int] | None
+    endpoints: Sequence[Endpoint]
+    previous: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServicePlan(Plan):
     """What to do for one Service now: `listen` (open a listener at `target`'s address,
     closing the one elsewhere first; otherwise the listener stays and serves `target`),
     and the `status` to record once it listens."""
 
     target: Target
     listen: bool
-    status: Mapping[str, Any]
 
 
-def plan(
-    target: Target,
-    *,
-    listening: tuple[str, int] | None,
-    endpoints: Sequence[Endpoint],
-    previous: Mapping[str, Any] | None,
-    generation: int,
-    now: float,
-) -> ServicePlan:
-    """The next step for a Service whose proxy listens at `listening` (None: nowhere) and
-    whose selector picks `endpoints` now."""
+def plan(desired: ServiceDesired, observed: ServiceObserved, now: float) -> ServicePlan:
+    """The next step for a Service whose proxy listens at `observed.listening` and whose
+    selector picks `observed.endpoints` now."""
+    target = desired.target
     status = service_status(
-        previous, target, endpoints, generation=generation, listen_error=None, now=now
+        observed.previous,
+        target,
+        observed.endpoints,
+        generation=desired.generation,
+        listen_error=None,
+        now=now,
     )
-    return ServicePlan(target, listening != (target.host, target.port), status)
+    listen = observed.listening != (target.host, target.port)
+    return ServicePlan(target=target, listen=listen, status=status)

@@ -21,7 +21,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from setpoint.workloads.children import PlannedEvent
+from setpoint.model import STALLED, get_condition
+from setpoint.runtime.plan import Plan as KitPlan
 from setpoint.workloads.deployment.inputs import Desired, Observed, Replica, ReplicaSets
 from setpoint.workloads.deployment.progress import Rollback, progress
 
@@ -34,28 +35,26 @@ class NewReplica:
     port: int | None
 
 
-@dataclass(frozen=True, slots=True)
-class Plan:
-    """What to do now (see the module docstring). `revision` is the number the current
-    template's ControllerRevision must carry: `create_revision` when it has none yet,
-    `renumber_revision` when going back to an earlier template."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Plan(KitPlan):
+    """What to do now (see the module docstring); `status`, `events`, `stall` and
+    `requeue_after` as every kind's (`setpoint.runtime.plan.Plan`). `revision` is the number
+    the current template's ControllerRevision must carry: `create_revision` when it has none
+    yet, `renumber_revision` when going back to an earlier template."""
 
-    status: Mapping[str, Any]
     revision: int = 0
     create: tuple[NewReplica, ...] = ()
     delete: tuple[str, ...] = ()
     create_revision: bool = False
     renumber_revision: bool = False
     delete_revisions: tuple[str, ...] = ()
-    events: tuple[PlannedEvent, ...] = ()
     rollback: Rollback | None = None
-    requeue_after: float | None = None
 
 
 def plan(desired: Desired, observed: Observed, now: float) -> Plan:
     """The next step for a Deployment: pure, from what is wanted and what is observed."""
     if desired.deleting:
-        return Plan(observed.status)  # the garbage collector removes replicas and revisions
+        return Plan(status=observed.status)  # the garbage collector removes replicas and revisions
     sets = ReplicaSets.of(desired, observed)
     revision, create_revision, renumber_revision, prune = _revisions(desired, observed)
     waiting = observed.unmet is not None and not sets.live
@@ -78,7 +77,16 @@ def plan(desired: Desired, observed: Observed, now: float) -> Plan:
         events=done.events,
         rollback=done.rollback,
         requeue_after=done.requeue_after,
+        stall=_stall(done.status),
     )
+
+
+def _stall(status: Mapping[str, Any]) -> tuple[str, str] | None:
+    """The stall the status's `Stalled` condition reports (`progress` decides it)."""
+    stalled = get_condition(status, STALLED)
+    if stalled is None or stalled.get("status") != "True":
+        return None
+    return (str(stalled.get("reason") or ""), str(stalled.get("message") or ""))
 
 
 def _revisions(desired: Desired, observed: Observed) -> tuple[int, bool, bool, tuple[str, ...]]:

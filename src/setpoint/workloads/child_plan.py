@@ -1,0 +1,304 @@
+"""What a Process's or a Job's plan is made of, pure: the spec fields of a command
+(`CommandSchema`: args, env and envFrom, cwd, user, grace period, stop signal), the back-off
+arithmetic (`BackoffSchema`, `backoff_delay`), how a child ended (`ExitSchema`, `ChildExit`:
+whether the controller stopped it on request is a field, not text in the reason), the
+plan's inputs both kinds share (`ChildDesired`: generation, typed spec, deleting, a restart
+request; `ChildObserved`: the child, its last exit, unmet dependencies, a failed start,
+the stored status) and what a plan is to the child lifecycle (`ChildPlan`: the child
+action, besides the status, events, stall and requeue every kind's plan has). No I/O, no
+clock (`setpoint.workloads.children` does the I/O).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Annotated, Any, Generic, Literal, TypeVar
+
+from pydantic import BeforeValidator, Field
+
+from setpoint.model import Object, Schema
+from setpoint.model.fields import OsString
+from setpoint.model.wellknown import RESTARTED_AT
+from setpoint.runtime.lifecycle import is_deleting
+from setpoint.runtime.plan import Plan, PlannedEvent, parse_time, timestamp
+from setpoint.workloads.env_schema import Env, EnvFromSource
+
+__all__ = [
+    "ENVIRONMENT_BACKOFF",
+    "LAST_LINE_CHARS",
+    "LOST_REASON",
+    "Action",
+    "BackoffSchema",
+    "ChildDesired",
+    "ChildExit",
+    "ChildObserved",
+    "ChildPlan",
+    "CommandSchema",
+    "ExitSchema",
+    "StartFailure",
+    "StopSignal",
+    "backoff_delay",
+    "keep_observed_generation",
+    "restart_request",
+    "stopping_reason",
+]
+
+StopSignal = Literal["SIGTERM", "SIGINT", "SIGQUIT", "SIGHUP", "SIGUSR1", "SIGUSR2", "SIGKILL"]
+"""The signals a spec's `stopSignal` may name (docker compose's `stop_signal`)."""
+
+LAST_LINE_CHARS = 200
+"""How much of a failed child's last output line its exit reason quotes."""
+
+
+# -- the schemas both kinds share ------------------------------------------------------
+
+
+class BackoffSchema(Schema):
+    """The wait before a retry: `initialSeconds`, doubling up to `maxSeconds`."""
+
+    initial_seconds: float = Field(default=10.0, gt=0)
+    max_seconds: float = Field(default=300.0, gt=0)
+
+
+ENVIRONMENT_BACKOFF = BackoffSchema(initial_seconds=1.0, max_seconds=60.0)
+"""The wait before retrying a start that failed for a reason of the machine's (an OS error)."""
+
+
+def backoff_delay(count: int, backoff: BackoffSchema) -> float:
+    """Seconds to wait before the next try, after `count` failures in a row: 0 after none,
+    then `initialSeconds`, doubling, capped at `maxSeconds`."""
+    if count <= 0:
+        return 0.0
+    return float(min(backoff.max_seconds, backoff.initial_seconds * 2.0 ** min(count - 1, 60)))
+
+
+def _one_or_more(value: Any) -> Any:
+    """`envFile: .env` as `[".env"]`, as docker compose takes one path or a list."""
+    return [value] if isinstance(value, str) else value
+
+
+EnvFiles = Annotated[list[Annotated[OsString, Field(min_length=1)]], BeforeValidator(_one_or_more)]
+"""A spec's `envFile`: one path, or a list of them."""
+
+
+class CommandSchema(Schema):
+    """What to run, and how to stop it: the spec fields of a Process and of a Job. `env`
+    values and `envFrom` may come from Secrets (`setpoint.workloads.secret`), `envFile`
+    from files (`setpoint.workloads.env_files`)."""
+
+    args: list[OsString] = Field(min_length=1)
+    env: Env = Field(default_factory=dict)
+    env_from: list[EnvFromSource] = Field(default_factory=list)
+    env_file: EnvFiles = Field(default_factory=list)
+    cwd: OsString | None = None
+    user: OsString | None = None
+    termination_grace_period_seconds: float = Field(default=30.0, ge=0)
+    stop_signal: StopSignal = "SIGTERM"
+
+
+class ExitSchema(Schema):
+    """How the last child ended: `code` if it exited, `signal` if a signal killed it;
+    `stoppedOnRequest` when the controller stopped it (`stopReason` says why)."""
+
+    code: int | None = None
+    signal: int | None = None
+    reason: str = ""
+    finished_at: str | None = None
+    stopped_on_request: bool = False
+    stop_reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ChildExit:
+    """How a child ended, at `finished_at` (epoch seconds). `started_at` None: its start is
+    unknown; `stop_reason` None: it ended by itself, not on the controller's request."""
+
+    code: int | None
+    signal: int | None
+    reason: str
+    finished_at: float
+    started_at: float | None = None
+    stop_reason: str | None = None
+    pid: int | None = None
+
+    @property
+    def succeeded(self) -> bool:
+        return self.code == 0
+
+    @property
+    def ran_for(self) -> float | None:
+        return None if self.started_at is None else max(0.0, self.finished_at - self.started_at)
+
+    def wire(self) -> dict[str, Any]:
+        """The status's `lastExit` (the `ExitSchema` wire form)."""
+        out: dict[str, Any] = {"reason": self.reason, "finishedAt": timestamp(self.finished_at)}
+        if self.code is not None:
+            out["code"] = self.code
+        if self.signal is not None:
+            out["signal"] = self.signal
+        out["stoppedOnRequest"] = self.stop_reason is not None
+        if self.stop_reason is not None:
+            out["stopReason"] = self.stop_reason
+        return out
+
+    @staticmethod
+    def from_wire(
+        last: Any, *, started_at: float | None = None, now: float = 0.0
+    ) -> ChildExit | None:
+        """The exit a status's `lastExit` records (None when it records none)."""
+        if not isinstance(last, Mapping):
+            return None
+        return ChildExit(
+            last.get("code"),
+            last.get("signal"),
+            str(last.get("reason") or "exited"),
+            parse_time(last.get("finishedAt")) or now,
+            started_at,
+            last.get("stopReason") if last.get("stoppedOnRequest") else None,
+        )
+
+
+LOST_REASON = "ended while the engine was not running (exit code unknown)"
+
+
+# -- what a plan is, to this module -------------------------------------------------------
+
+
+T = TypeVar("T", bound=CommandSchema)
+SpecT = TypeVar("SpecT")
+
+
+class Action(StrEnum):
+    """What to do with the child. RESTART stops it; the next look starts the new one."""
+
+    START = "start"
+    STOP = "stop"
+    RESTART = "restart"
+    WAIT = "wait"
+    NOTHING = "nothing"
+
+
+def keep_observed_generation(status: dict[str, Any], stored: Mapping[str, Any]) -> None:
+    """Give a stopping status (`status`) the `observedGeneration` of the `stored` one: while
+    the old child still runs, the status still describes it; the status that records its
+    exit moves on to the new generation. Pure."""
+    previous = stored.get("observedGeneration")
+    if previous is None:
+        status.pop("observedGeneration", None)
+    else:
+        status["observedGeneration"] = previous
+
+
+def stopping_reason(action: Action, deleting: bool) -> str:
+    """The `Ready` reason of a child that a plan stops (`action` STOP or RESTART), while
+    it stops: `Terminating` when its object is being deleted, `Restarting` when it is
+    replaced, `Stopping` otherwise (a failed liveness probe, a deadline). Pure."""
+    if deleting:
+        return "Terminating"
+    return "Restarting" if action is Action.RESTART else "Stopping"
+
+
+@dataclass(frozen=True, slots=True)
+class StartFailure:
+    """A start that failed, for the spec `generation`, `count` times in a row, last at `at`.
+    `transient`: an OS failure, retried; `secret_reason` (`SecretMissing`, `SecretInvalid`):
+    a Secret the spec needs is missing or unusable, tried again when it changes; otherwise
+    the spec must change."""
+
+    message: str
+    transient: bool
+    generation: int
+    count: int = 1
+    at: float = 0.0
+    secret_reason: str | None = None
+
+    @property
+    def reason(self) -> str:
+        """The reason of the conditions that report it: `StartFailed`, or the Secret's."""
+        return self.secret_reason or "StartFailed"
+
+
+@dataclass(frozen=True, slots=True)
+class ChildPlan(Plan):
+    """What `ChildLifecycle` carries out: the plan of a Process or of a Job, `action` for
+    `reason`, besides what every kind's plan says (`setpoint.runtime.plan.Plan`).
+
+    `status` is the whole new status (None: write nothing); for a stop, the status while
+    the child stops (`Ready=False`, `stopping_reason`), written before the stop signal is
+    sent; the next look records the exit. When a child starts, its `pid` (and `startTime`
+    unless the plan set one) are added to it. `stall` (reason, message): the object cannot
+    progress until its spec changes (the kit records `Stalled`). `requeue_after`: look
+    again then (a back-off, a deadline)."""
+
+    action: Action
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class ChildDesired(Generic[SpecT]):
+    """What an object asks for: its spec generation and spec (defaults filled, as the
+    kind's schema defines them), and whether it is being deleted."""
+
+    generation: int
+    spec: SpecT
+    deleting: bool = False
+    restarted_at: str | None = None
+    """The object's `setpoint.dev/restartedAt` annotation (`setpoint restart`): a child
+    started before it was set to this value is started again, once."""
+
+    @staticmethod
+    def of(obj: Object, schema: type[T]) -> ChildDesired[T]:
+        """The desired state of an object in wire form, its spec read through `schema`."""
+        return ChildDesired(
+            int(obj["metadata"].get("generation", 1)),
+            schema.model_validate(obj["spec"]),
+            is_deleting(obj),
+            restart_request(obj),
+        )
+
+    def restart_requested(self, status: Mapping[str, Any]) -> bool:
+        """Whether a restart was asked for that the child (running, or the last to run) was
+        not started under: the annotation differs from the status' `restartedAt`."""
+        return self.restarted_at is not None and status.get("restartedAt") != self.restarted_at
+
+    def record_start(self, status: dict[str, Any]) -> None:
+        """Note in `status` (of a child being started) the restart request it honours."""
+        if self.restarted_at is not None:
+            status["restartedAt"] = self.restarted_at
+
+
+def restart_request(obj: Object) -> str | None:
+    """The object's `setpoint.dev/restartedAt` annotation, if any."""
+    value = (obj["metadata"].get("annotations") or {}).get(RESTARTED_AT)
+    return None if value is None else str(value)
+
+
+@dataclass(frozen=True, slots=True)
+class ChildObserved:
+    """What is, as far as a plan cares, of an object's child: whether it runs, the spec
+    `generation` it runs (or the last one ran, when none runs) and its `pid`; `last_exit`
+    how the last child ended (None when none ran, or one runs), `exit_is_new` when the
+    status does not record it yet; `unmet` the message of the first dependency that does
+    not hold; `start_failure` the last start that failed; `status` the status as stored;
+    `refused` (reason, message) when this engine may not run the spec's command as its
+    `user:`: nothing is started or stopped for the spec (a child already running goes on)."""
+
+    running: bool = False
+    generation: int | None = None
+    pid: int | None = None
+    last_exit: ChildExit | None = None
+    exit_is_new: bool = False
+    unmet: str | None = None
+    start_failure: StartFailure | None = None
+    status: Mapping[str, Any] = field(default_factory=dict)
+    refused: tuple[str, str] | None = None
+
+    def exit_events(self) -> tuple[PlannedEvent, ...]:
+        """`Exited`, when the status does not record the last exit yet."""
+        exit_ = self.last_exit
+        if not self.exit_is_new or exit_ is None:
+            return ()
+        pid = f"pid {exit_.pid} " if exit_.pid is not None else ""
+        return (PlannedEvent("Exited", f"{pid}{exit_.reason}", warning=not exit_.succeeded),)
