@@ -80,7 +80,8 @@ from setpoint.errors import (
     UnknownKind,
 )
 from setpoint.model import Kind, Object, Schema
-from setpoint.model.fields import OsString
+from setpoint.model.fields import ByteQuantity, OsString
+from setpoint.model.quantities import format_bytes, parse_bytes
 from setpoint.model.redaction import redact
 from setpoint.model.wellknown import RESTARTED_AT, child_name
 from setpoint.runtime.controller import Controller
@@ -99,6 +100,7 @@ from setpoint.workloads.dependencies import (
     unmet_in_store,
 )
 from setpoint.workloads.env_files import read_env_files
+from setpoint.workloads.memory import OOM_KILLED, MemoryWatch
 from setpoint.workloads.secret import (
     SECRET,
     SECRETS_INDEX,
@@ -195,10 +197,24 @@ EnvFiles = Annotated[list[Annotated[OsString, Field(min_length=1)]], BeforeValid
 """A spec's `envFile`: one path, or a list of them."""
 
 
+class LimitsSchema(Schema):
+    """`resources.limits`: `memory`, the most the child's process group may hold in memory
+    (a quantity: `64Mi`, `1Gi`); over it the child is killed (`setpoint.workloads.memory`)."""
+
+    memory: ByteQuantity | None = None
+
+
+class ResourcesSchema(Schema):
+    """`resources`, as a Kubernetes container's (only `limits.memory` for now)."""
+
+    limits: LimitsSchema = Field(default_factory=LimitsSchema)
+
+
 class CommandSchema(Schema):
     """What to run, and how to stop it: the spec fields of a Process and of a Job. `env`
     values and `envFrom` may come from Secrets (`setpoint.workloads.secret`), `envFile`
-    from files (`setpoint.workloads.env_files`)."""
+    from files (`setpoint.workloads.env_files`); `resources.limits.memory` caps its memory
+    (`setpoint.workloads.memory`)."""
 
     args: list[OsString] = Field(min_length=1)
     env: Env = Field(default_factory=dict)
@@ -208,6 +224,7 @@ class CommandSchema(Schema):
     user: OsString | None = None
     termination_grace_period_seconds: float = Field(default=30.0, ge=0)
     stop_signal: StopSignal = "SIGTERM"
+    resources: ResourcesSchema = Field(default_factory=ResourcesSchema)
 
 
 class ExitSchema(Schema):
@@ -504,6 +521,8 @@ class Supervised:
     """The environment it was started with (`env` and `envFrom`, Secrets' values resolved)."""
     secret_values: frozenset[str] = frozenset()
     """The values from Secrets in its environment: masked in what is quoted of its output."""
+    memory: MemoryWatch | None = None
+    """Its memory limit's watchdog (None: no `resources.limits.memory`)."""
 
     @property
     def running(self) -> bool:
@@ -800,7 +819,10 @@ class ChildLifecycle(Generic[S, P]):
         exit_ = child.exit or supervisor.Exit(None, None, "stopped")
         reason = exit_.reason
         failed = exit_.code not in (0, None) or exit_.signal is not None
-        if failed and child.stop_reason is None:
+        oom = child.memory is not None and child.memory.killed_at is not None
+        if oom and child.stop_reason is None and exit_.signal == signal.SIGKILL:
+            reason = OOM_KILLED  # as Kubernetes says it; the OOMKilling event has the figures
+        elif failed and child.stop_reason is None:
             line = supervisor.last_line(self.log_dir / f"{child.handle.name}.log")
             if line:
                 reason = f"{reason}: {redact(line, child.secret_values)[:LAST_LINE_CHARS]}"
@@ -844,6 +866,10 @@ class ChildLifecycle(Generic[S, P]):
         )
         self._table[key] = child
         child.tasks.append(asyncio.create_task(self._wait_exit(key, child)))
+        if spec.resources.limits.memory is not None:
+            limit = parse_bytes(spec.resources.limits.memory)
+            child.memory = MemoryWatch(handle, limit, self.clock)
+            child.tasks.append(asyncio.create_task(self._limit_memory(child, child.memory)))
         adopted = isinstance(handle, supervisor.Adopted)
         self.follow(key, child, spec, (obj.get("status") or {}) if adopted else None)
         return child
@@ -951,6 +977,15 @@ class ChildLifecycle(Generic[S, P]):
             message, transient, generation, count, self.clock.now(), secret_reason
         )
         await self.events.warning(obj, "FailedStart", message)
+
+    async def _limit_memory(self, child: Supervised, watch: MemoryWatch) -> None:
+        """Kill the child once its group holds more than its memory limit, and say so."""
+        usage = await watch.run()
+        message = (
+            f"memory {usage / 2**20:.1f}Mi over its limit of {format_bytes(watch.limit)} "
+            f"(spec.resources.limits.memory): killed pid {child.handle.pid} and its group"
+        )
+        await self.events.warning(child.ref, "OOMKilling", message)
 
     async def _wait_exit(self, key: Key, child: Supervised) -> None:
         exit_ = await child.handle.wait()
