@@ -14,7 +14,11 @@ are no news), each entry stamped with the time the recorder saw it:
   `actor`: the user (else the field manager) the write itself names, for a write seen
   by the watch; else the `setpoint.dev/changed-by` annotation when the write set it (a
   controller naming itself, e.g. `controller/deployment`), else `controller` or
-  `unknown` (`actor_of`);
+  `unknown` (`actor_of`). An edit of an env file a Process's child read (its
+  `status.envFiles` digest moved: the controller looks at the files) is a `change` of
+  that Process too, an input change: `envFile[PATH].KEY` paths, values hidden
+  (`envFile[PATH]` with the digests when the keys are not known), actor `unknown`,
+  `input: envFile`;
 * `condition`: a condition's status or reason changed (probe results show here:
   `Ready` with reason `ReadinessProbeFailed` ...);
 * `exit`: `status.lastExit` changed (code, signal, reason, `stoppedOnRequest`, and the
@@ -225,6 +229,13 @@ def project(obj: Object, revision: int, secret_fields: tuple[str, ...] = ()) -> 
     ]
     last_exit = status.get("lastExit")
     snap["lastExit"] = last_exit if isinstance(last_exit, dict) else None
+    env_files = status.get("envFiles")
+    if isinstance(env_files, list) and env_files:
+        snap["envFiles"] = {
+            str(f["path"]): [f.get("digest"), list(f.get("changedKeys") or [])]
+            for f in env_files
+            if isinstance(f, dict) and f.get("path")
+        }
     return snap
 
 
@@ -308,6 +319,9 @@ def entries_for(old: Snapshot | None, new: Snapshot | None, *, now: float) -> li
         diff = _hide(diff_paths(old["declared"], new["declared"]), new.get("hidden") or [])
         if diff:
             out.append(_change(now, ref, diff, "updated", actor_of(old, new)))
+        edits = _env_file_edits(old, new)
+        if edits:  # not the status write's: whoever edited the file, which nobody names
+            out.append({**_change(now, ref, edits, "updated", "unknown"), "input": "envFile"})
     out += _condition_entries(ref, old, new, now)
     # An object first seen with an exit (its child ended before the recorder looked) has
     # that exit recorded with its creation, as its conditions are.
@@ -315,6 +329,23 @@ def entries_for(old: Snapshot | None, new: Snapshot | None, *, now: float) -> li
         out.append(_exit_entry(ref, new["lastExit"], now))
     out += _edge_entries(ref, old, new, now)
     return out
+
+
+def _env_file_edits(old: Snapshot, new: Snapshot) -> dict[str, list[Any]]:
+    """An edit of an env file the object's child read (`status.envFiles`: its digest moved),
+    as an input change: `envFile[PATH].KEY` for each key the edit changed (the values
+    hidden, as a Secret's), else `envFile[PATH]` with the digests. A file first seen is no
+    edit. Pure."""
+    before, after = old.get("envFiles") or {}, new.get("envFiles") or {}
+    diff: dict[str, list[Any]] = {}
+    for path, (digest, keys) in after.items():
+        if path not in before or before[path][0] == digest:
+            continue
+        if keys:
+            diff.update({f"envFile[{path}].{key}": [HIDDEN, CHANGED] for key in keys})
+        else:
+            diff[f"envFile[{path}]"] = [before[path][0], digest]
+    return diff
 
 
 def write_entry(
@@ -905,7 +936,7 @@ class Recorder:
         for entry in entries:
             if entry["type"] == "exit":
                 entry["lines"] = self._recent_lines(key)
-            elif entry["type"] == "change" and actor is not None:
+            elif entry["type"] == "change" and actor is not None and "input" not in entry:
                 entry["actor"] = actor.name()
         if verb is not None and not listing:  # a listing's writes: `_missed_writes`
             ref = object_ref(kind, key[3], key[2] or None)

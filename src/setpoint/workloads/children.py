@@ -99,6 +99,7 @@ from setpoint.workloads.dependencies import (
     dependents_of,
     unmet_in_store,
 )
+from setpoint.workloads.env_file_watch import EnvFileWatch
 from setpoint.workloads.env_files import read_env_files
 from setpoint.workloads.memory import OOM_KILLED, MemoryWatch
 from setpoint.workloads.secret import (
@@ -523,6 +524,8 @@ class Supervised:
     """The values from Secrets in its environment: masked in what is quoted of its output."""
     memory: MemoryWatch | None = None
     """Its memory limit's watchdog (None: no `resources.limits.memory`)."""
+    env_files: EnvFileWatch | None = None
+    """What a Process's child's env files were last seen to hold (None: it has none)."""
 
     @property
     def running(self) -> bool:

@@ -1,0 +1,124 @@
+"""Edits of a running child's env files: noticed, written to the Process's status, said in
+an event and recorded on the timeline as an input change of the Process (values hidden),
+while the child runs on as it is (it reads the files at its next start).
+
+A real SQLite store, a real child, the real recorder. Waits are on conditions under
+timeouts, never on the clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+from typing import Any
+
+from timeline_support import of_type, wait_for_entries
+
+from setpoint.engine import builtin_kinds
+from setpoint.insight.recorder import entries_for, project, setup
+from setpoint.insight.timeline import Timeline
+from setpoint.model import Object
+from setpoint.runtime.manager import Manager, ManagerOptions
+from setpoint.store import open_store
+from setpoint.testing import wait_for
+from setpoint.workloads.env_file_watch import MISSING, EnvFileWatch
+from setpoint.workloads.process import PROCESS, ProcessController, ProcessSettings
+
+SLEEP = "import time\nwhile True: time.sleep(3600)"
+
+
+def process(name: str, args: list[str], **spec: Any) -> Object:
+    return {
+        "apiVersion": PROCESS.api_version,
+        "kind": PROCESS.kind,
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"args": args, **spec},
+    }
+
+
+def env_files(obj: Object | None) -> list[dict[str, Any]]:
+    return list(((obj or {}).get("status") or {}).get("envFiles") or [])
+
+
+async def test_an_env_file_edit_is_an_input_change_on_the_timeline(tmp_path: Path) -> None:
+    env = tmp_path / "web.env"
+    env.write_text("DB_PORT=5432\nNAME=web\n")
+    url = f"sqlite:///{tmp_path / 'state.db'}"
+    store = await open_store(url, builtin_kinds())
+    manager = Manager(store, options=ManagerOptions(grace_period=1.0))
+    processes = ProcessController(
+        store,
+        manager.event_recorder("process-controller"),
+        ProcessSettings(tmp_path / "run", tmp_path / "logs"),
+        clock=manager.clock,
+    )
+    processes.attach(manager)
+    setup(manager, store_url=url, log_dir=tmp_path / "logs")
+    running = asyncio.create_task(manager.run())
+    try:
+        await manager.wait_started()
+        await store.create(process("web", [sys.executable, "-c", SLEEP], envFile=[str(env)]))
+        first = await wait_for(store, PROCESS, "web", lambda o: bool(env_files(o)))
+        assert first is not None
+        pid = first["status"]["pid"]
+        [seen] = env_files(first)
+        assert seen["path"] == str(env)
+        assert not seen.get("changedKeys")
+
+        env.write_text("DB_PORT=5433\nNAME=web\nDEBUG=1\n")
+        edited = await wait_for(
+            store, PROCESS, "web", lambda o: bool(env_files(o)) and env_files(o)[0] != seen
+        )
+        assert edited is not None
+        assert env_files(edited)[0]["changedKeys"] == ["DB_PORT", "DEBUG"]
+        assert edited["status"]["pid"] == pid  # not restarted: read at its next start
+        ref = {"kind": "Process", "name": "web", "namespace": "default"}
+        with Timeline.open(tmp_path / "state.db") as timeline:
+            entries = await wait_for_entries(
+                timeline,
+                lambda es: any(e.get("input") == "envFile" for e in of_type(es, "change")),
+                object=ref,
+            )
+            everything = await asyncio.to_thread(timeline.query)
+    finally:
+        manager.stop()
+        await running
+        await processes.stop_all(grace=0)
+        await store.close()
+    [change] = [e for e in of_type(entries, "change") if e.get("input") == "envFile"]
+    assert change["action"] == "updated"
+    assert change["actor"] == "unknown"
+    assert change["diff"] == {
+        f"envFile[{env}].DB_PORT": ["(hidden)", "(changed)"],
+        f"envFile[{env}].DEBUG": ["(hidden)", "(changed)"],
+    }
+    events = [e for e in of_type(entries, "event") if e.get("reason") == "EnvFileChanged"]
+    assert events
+    assert "DB_PORT, DEBUG" in str(events[0])
+    assert "5433" not in str(everything)  # the values never reach the timeline
+
+
+def test_a_file_first_seen_is_no_edit_and_unknown_keys_show_digests(tmp_path: Path) -> None:
+    env = tmp_path / "a.env"
+    watch = EnvFileWatch([str(env)], {}, {})
+    assert watch.look()  # first seen: missing
+    assert watch.items()[0].digest == MISSING
+    env.write_text("A=1\n")
+    assert watch.look()
+    assert watch.items()[0].changed_keys == ()  # nothing read before it: keys unknown
+    assert not watch.look()  # unchanged: nothing new
+    env.write_text("A=2\n")
+    assert watch.look()
+    assert watch.items()[0].changed_keys == ("A",)
+
+    restarted = EnvFileWatch([str(env)], {}, {str(env): "0123456789abcdef"})
+    assert restarted.look()  # edited while no engine ran: noticed, keys unknown
+    status: dict[str, Any] = {"envFiles": [{"path": str(env), "digest": "0123456789abcdef"}]}
+    obj = {**process("a", ["x"]), "metadata": {"name": "a", "uid": "u"}, "status": status}
+    old = project(obj, 1)
+    new = project({**obj, "status": {"envFiles": [restarted.items()[0].wire()]}}, 2)
+    [change] = entries_for(old, new, now=0.0)
+    assert change["diff"] == {f"envFile[{env}]": ["0123456789abcdef", restarted.items()[0].digest]}
+    assert entries_for(None, new, now=0.0)[0]["action"] == "created"  # first seen: no edit
+    assert len(entries_for(None, new, now=0.0)) == 1
