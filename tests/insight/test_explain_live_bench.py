@@ -28,6 +28,10 @@ KINDS = {
     "dependency_changed",
     "probe_too_tight",
     "two_faults",
+    "memory_limit_lowered",
+    "secret_changed",
+    "env_file_edited",
+    "service_selector",
     "db_init_startup",
 }
 

@@ -70,6 +70,7 @@ async def test_a_child_over_its_memory_limit_is_oom_killed(harness: Harness) -> 
     assert obj is not None
     last = obj["status"]["lastExit"]
     assert last["reason"] == "OOMKilled"
+    assert "over its limit of 32Mi (spec.resources.limits.memory)" in last["message"]
     assert last["signal"] == signal.SIGKILL
     assert last["stoppedOnRequest"] is False
     assert obj["status"]["phase"] == "Failed"

@@ -21,8 +21,8 @@ are no news), each entry stamped with the time the recorder saw it:
   `input: envFile`;
 * `condition`: a condition's status or reason changed (probe results show here:
   `Ready` with reason `ReadinessProbeFailed` ...);
-* `exit`: `status.lastExit` changed (code, signal, reason, `stoppedOnRequest`, and the
-  last lines of the child's log);
+* `exit`: `status.lastExit` changed (code, signal, reason, message, `stoppedOnRequest`,
+  and the last lines of the child's log);
 * `edge`: a `spec.dependsOn` entry or an owner reference appeared;
 * `event`: an `Event` was created or repeated, filed under its involved object;
 * `log`: a line of a managed child's log (`<log_dir>/<namespace>_<name>.log`), when
@@ -402,6 +402,7 @@ def _exit_entry(ref: dict[str, Any], last_exit: Mapping[str, Any], now: float) -
         "exitCode": last_exit.get("code"),
         "signal": last_exit.get("signal"),
         "reason": last_exit.get("reason"),
+        "message": last_exit.get("message"),
         "finishedAt": last_exit.get("finishedAt"),
         "stoppedOnRequest": bool(last_exit.get("stoppedOnRequest")),
     }

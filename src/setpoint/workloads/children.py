@@ -230,11 +230,13 @@ class CommandSchema(Schema):
 
 class ExitSchema(Schema):
     """How the last child ended: `code` if it exited, `signal` if a signal killed it;
-    `stoppedOnRequest` when the controller stopped it (`stopReason` says why)."""
+    `stoppedOnRequest` when the controller stopped it (`stopReason` says why); `message`
+    beside a `reason` that is one word (`OOMKilled`: how far over which limit)."""
 
     code: int | None = None
     signal: int | None = None
     reason: str = ""
+    message: str | None = None
     finished_at: str | None = None
     stopped_on_request: bool = False
     stop_reason: str | None = None
@@ -252,6 +254,7 @@ class ChildExit:
     started_at: float | None = None
     stop_reason: str | None = None
     pid: int | None = None
+    message: str | None = None
 
     @property
     def succeeded(self) -> bool:
@@ -264,6 +267,8 @@ class ChildExit:
     def wire(self) -> dict[str, Any]:
         """The status's `lastExit` (the `ExitSchema` wire form)."""
         out: dict[str, Any] = {"reason": self.reason, "finishedAt": timestamp(self.finished_at)}
+        if self.message is not None:
+            out["message"] = self.message
         if self.code is not None:
             out["code"] = self.code
         if self.signal is not None:
@@ -287,7 +292,17 @@ class ChildExit:
             parse_time(last.get("finishedAt")) or now,
             started_at,
             last.get("stopReason") if last.get("stoppedOnRequest") else None,
+            message=last.get("message") if isinstance(last.get("message"), str) else None,
         )
+
+
+def _over_limit(watch: MemoryWatch) -> str:
+    """How far over its limit a killed child was, in words."""
+    usage = (watch.killed_at or 0) / 2**20
+    return (
+        f"memory {usage:.1f}Mi over its limit of {format_bytes(watch.limit)} "
+        "(spec.resources.limits.memory)"
+    )
 
 
 LOST_REASON = "ended while the engine was not running (exit code unknown)"
@@ -822,9 +837,11 @@ class ChildLifecycle(Generic[S, P]):
         exit_ = child.exit or supervisor.Exit(None, None, "stopped")
         reason = exit_.reason
         failed = exit_.code not in (0, None) or exit_.signal is not None
-        oom = child.memory is not None and child.memory.killed_at is not None
-        if oom and child.stop_reason is None and exit_.signal == signal.SIGKILL:
-            reason = OOM_KILLED  # as Kubernetes says it; the OOMKilling event has the figures
+        message = None
+        watch = child.memory
+        if watch is not None and watch.killed_at is not None and child.stop_reason is None:
+            reason = OOM_KILLED  # as Kubernetes says it, the figures in the message
+            message = _over_limit(watch)
         elif failed and child.stop_reason is None:
             line = supervisor.last_line(self.log_dir / f"{child.handle.name}.log")
             if line:
@@ -838,6 +855,7 @@ class ChildLifecycle(Generic[S, P]):
             child.handle.started_at,
             child.stop_reason,
             child.handle.pid,
+            message,
         )
 
     # -- apply ---------------------------------------------------------------------------
@@ -982,13 +1000,11 @@ class ChildLifecycle(Generic[S, P]):
         await self.events.warning(obj, "FailedStart", message)
 
     async def _limit_memory(self, child: Supervised, watch: MemoryWatch) -> None:
-        """Kill the child once its group holds more than its memory limit, and say so."""
-        usage = await watch.run()
-        message = (
-            f"memory {usage / 2**20:.1f}Mi over its limit of {format_bytes(watch.limit)} "
-            f"(spec.resources.limits.memory): killed pid {child.handle.pid} and its group"
-        )
-        await self.events.warning(child.ref, "OOMKilling", message)
+        """Kill the child once its group holds more than its memory limit, and say so (the
+        event is not cancelled with the child's tasks when its exit is seen)."""
+        await watch.run()
+        message = f"{_over_limit(watch)}: killed pid {child.handle.pid} and its group"
+        await asyncio.shield(self.events.warning(child.ref, "OOMKilling", message))
 
     async def _wait_exit(self, key: Key, child: Supervised) -> None:
         exit_ = await child.handle.wait()
