@@ -57,6 +57,10 @@ Fault kinds (variants chosen by the seed), the target explained, and what counts
   `deployment/api`.
 * `service_selector`: the Service `cache`'s selector changed to a label no Process has
   (`cache-v2`, `kv`, `cache-primary`): no endpoints. Target `deployment/api`.
+* `autoscaler_min`: the Autoscaler `api` (which holds the api at demand / capacity = 2
+  replicas) given `maxReplicas: 1` or a target per replica of 8, 10 or 20: it scales the api
+  to one replica, whose `/healthz` then says it is overloaded (the demand over the replicas
+  that answer is more than one's capacity). Target `deployment/api`.
 * `db_init_startup`: a fresh workspace whose `db-init` fails (initdb given an option it
   refuses, the data directory under a regular file, or pg.py's path misspelt): everything
   downstream waits. Targets `deployment/web` and `job/db-init` (two scored calls).
@@ -72,7 +76,8 @@ Process/db; for `port_taken` an `exit` or `log` entry of the replica quoting "in
 `secret_changed` a `change` of Secret/cache-config with a `data` path; for
 `env_file_edited` a `change` of Process/cache with an `envFile[...]` path (the input
 change the engine records for an edited env file); for `memory_limit_lowered` and
-`service_selector` a `change` of Process/cache or Service/cache with a `spec` path; for
+`service_selector` a `change` of Process/cache or Service/cache with a `spec` path, for
+`autoscaler_min` one of Autoscaler/api; for
 `bad_migration` and `db_init_startup` any entry of the failing Job (its exit or log lines,
 its failure condition, or its creation, which carries the spec that fails). `top1`: the first
 candidate matches; `top3`: one of the first three does.
@@ -159,6 +164,7 @@ LIVE_KINDS = (
     "secret_changed",
     "env_file_edited",
     "service_selector",
+    "autoscaler_min",
 )
 STARTUP_KIND = "db_init_startup"
 FAULT_KINDS = (*LIVE_KINDS, STARTUP_KIND)
@@ -686,6 +692,23 @@ class Faults:
 
         return self._api_trial("env_file_edited", cause, f"CACHE_PORT {old} -> {new}", heal)
 
+    async def autoscaler_min(self) -> Any:
+        """The api's Autoscaler misconfigured: its maximum, or its target per replica, so
+        that it scales the api to one replica, which cannot serve the demand alone."""
+        autoscaler = copy.deepcopy(self.live.current["Autoscaler/api"])
+        spec = autoscaler["spec"]
+        if self.rng.random() < 0.5:
+            spec["maxReplicas"] = 1
+            note = "maxReplicas 1"
+        else:
+            spec["metric"]["target"] = self.rng.choice([8, 10, 20])
+            note = f"target {spec['metric']['target']} per replica"
+        await self.live.apply(autoscaler, FAULT_ACTOR)
+        cause = Cause("Autoscaler/api", SPEC_CHANGE, self.since, spec_only=True)
+        heal = lambda: self._restore("Autoscaler/api")  # noqa: E731
+        trial = Trial("autoscaler_min", "deployment/api", cause, note)
+        return trial, lambda ref: ref.startswith("Process/api-") or ref == "Autoscaler/api", heal
+
     async def service_selector(self) -> Any:
         """The cache Service's selector changed to a label no Process has: no endpoints."""
         service = copy.deepcopy(self.live.current["Service/cache"])
@@ -780,15 +803,17 @@ async def open_world(world: World) -> tuple[Store, Live]:
     """`up` on the staged webapp, the worker, and the second stack (cache, its Service,
     api; its Secret, kept out of `world.objects`, which bench/chaos.py checks by kind)."""
     world.objects.append(worker_deployment())
-    stack, secret = stage_stack(world.base, RESTART_RESET_S, world.port_range)
+    stack, others = stage_stack(world.base, RESTART_RESET_S, world.port_range)
     world.objects += stack
-    manifests = [*world.objects, secret]
+    manifests = [*world.objects, *others]
     world.manifest.write_text(yaml.safe_dump_all(manifests, sort_keys=False))
     world.start_engine()
     store = await open_store(world.store_url, builtin_kinds())
     live = Live(world, store, random.Random())
-    live.current[live.key(secret)] = copy.deepcopy(secret)
-    live.original[live.key(secret)] = copy.deepcopy(secret)
+    for obj in others:
+        live.current[live.key(obj)] = copy.deepcopy(obj)
+        live.original[live.key(obj)] = copy.deepcopy(obj)
+    del live.current["Deployment/api"]  # its replicas are the Autoscaler's: no decoy applies it
     return store, live
 
 

@@ -25,6 +25,11 @@ from setpoint.testing import free_port_range
 CACHE_HOLDS_MIB = 40
 """What the cache holds resident once started: under its limit, over a lowered one."""
 CACHE_LIMIT = "256Mi"
+DEMAND = 4
+"""The api's demand (work units, in the file the Autoscaler's metric reads)."""
+CAPACITY = 2
+"""What one api replica serves: DEMAND / CAPACITY replicas are needed, the Autoscaler's
+target per replica."""
 SECRET_NAME = "cache-config"
 ENV_FILE = "examples/webapp/cache.env"
 
@@ -65,7 +70,29 @@ API = """
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--cache-port", type=int, required=True)
+    parser.add_argument("--peers", type=lambda t: range(int(t.split("-")[0]),
+                                                      int(t.split("-")[1]) + 1), required=True)
+    parser.add_argument("--demand", required=True)
+    parser.add_argument("--capacity", type=float, required=True)
     args = parser.parse_args()
+
+    def load() -> str | None:
+        # Overloaded when the demand (a file: work units) over the replicas that answer
+        # on the Deployment's ports is more than one replica's capacity.
+        try:
+            demand = float(open(args.demand).read().strip() or 0)
+        except (OSError, ValueError):
+            return None
+        up = 0
+        for port in args.peers:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                up += 1
+            except OSError:
+                pass
+        if demand / max(up, 1) > args.capacity:
+            return f"overloaded: demand {demand:g} on {up} replicas of capacity {args.capacity:g}"
+        return None
 
     def cache() -> str | None:
         try:
@@ -79,7 +106,7 @@ API = """
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
-            why = cache() if self.path == "/healthz" else None
+            why = (cache() or load()) if self.path == "/healthz" else None
             code = 404 if self.path not in ("/", "/healthz") else (503 if why else 200)
             body = (why or "ok").encode()
             self.send_response(code)
@@ -101,10 +128,11 @@ BACKOFF = {"initialSeconds": 1, "maxSeconds": 5}
 
 def stage(
     base: Path, reset_after_s: float, taken: tuple[int, int]
-) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Write the cache, the api and the env file under `base` (the staged repository
-    root), on free ports outside the webapp's range `taken`; (the manifests of Process
-    cache, Service cache and Deployment api; the Secret)."""
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Write the cache, the api, the env file and the demand file under `base` (the staged
+    repository root), on free ports outside the webapp's range `taken`; (the manifests of
+    Process cache, Service cache and Deployment api, which bench/chaos.py checks for
+    readiness; the Secret and the Autoscaler, which it does not know)."""
     webapp = base / "examples" / "webapp"
     (webapp / "cache.py").write_text(textwrap.dedent(CACHE).lstrip())
     (webapp / "api.py").write_text(textwrap.dedent(API).lstrip())
@@ -114,6 +142,8 @@ def stage(
         if not ports & set(range(taken[0], taken[1] + 1)) and len(ports) == 21:
             break
     (base / ENV_FILE).write_text(f"# the cache's settings\nCACHE_PORT={cache_port}\n")
+    demand = base / "examples" / "webapp" / "demand"
+    demand.write_text(f"{DEMAND}\n")
     secret = {
         "apiVersion": "v1",
         "kind": "Secret",
@@ -166,6 +196,12 @@ def stage(
                         "$(PORT)",
                         "--cache-port",
                         str(service_port),
+                        "--peers",
+                        f"{first}-{first + 18}",
+                        "--demand",
+                        str(demand),
+                        "--capacity",
+                        str(CAPACITY),
                     ],
                     "readinessProbe": {
                         "httpGet": {"path": "/healthz", "port": "$(PORT)"},
@@ -176,4 +212,25 @@ def stage(
             },
         },
     }
-    return [cache, service, api], secret
+    read = f"print(open({str(demand)!r}).read().strip())"
+    autoscaler = {
+        "apiVersion": "setpoint.dev/v1alpha1",
+        "kind": "Autoscaler",
+        "metadata": {"name": "api"},
+        "spec": {
+            "scaleTargetRef": {"kind": "Deployment", "name": "api"},
+            "minReplicas": 1,
+            "maxReplicas": 4,
+            "metric": {
+                "command": {"args": [sys.executable, "-c", read]},
+                "target": CAPACITY,
+                "targetType": "AverageValue",
+            },
+            "periodSeconds": 1,
+            "behavior": {
+                "scaleDown": {"stabilizationWindowSeconds": 0},
+                "scaleUp": {"stabilizationWindowSeconds": 0},
+            },
+        },
+    }
+    return [cache, service, api], [secret, autoscaler]

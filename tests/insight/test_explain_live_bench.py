@@ -32,6 +32,7 @@ KINDS = {
     "secret_changed",
     "env_file_edited",
     "service_selector",
+    "autoscaler_min",
     "db_init_startup",
 }
 

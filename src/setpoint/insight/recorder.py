@@ -23,7 +23,8 @@ are no news), each entry stamped with the time the recorder saw it:
   `Ready` with reason `ReadinessProbeFailed` ...);
 * `exit`: `status.lastExit` changed (code, signal, reason, message, `stoppedOnRequest`,
   and the last lines of the child's log);
-* `edge`: a `spec.dependsOn` entry or an owner reference appeared;
+* `edge`: a `spec.dependsOn` entry, an owner reference or a Secret the env reads (`uses`)
+  appeared, or a `spec.scaleTargetRef` (an Autoscaler's: its target `uses` it);
 * `event`: an `Event` was created or repeated, filed under its involved object;
 * `log`: a line of a managed child's log (`<log_dir>/<namespace>_<name>.log`), when
   its template (`setpoint.insight.templates.TemplateMiner`) is new, when it reads as
@@ -431,12 +432,28 @@ def _edge_entries(
             found.append(("uses", object_ref("Secret", name, namespace)))
         return found
 
+    def scaled(snap: Snapshot | None) -> list[dict[str, Any]]:
+        """What the object scales (`spec.scaleTargetRef`, as an Autoscaler's): that object
+        `uses` it, an input that sets its replicas."""
+        spec = (snap or {}).get("declared", {}).get("spec")
+        target = spec.get("scaleTargetRef") if isinstance(spec, dict) else None
+        if not (isinstance(target, dict) and target.get("kind") and target.get("name")):
+            return []
+        namespace = (snap or {}).get("namespace")
+        return [object_ref(str(target["kind"]), str(target["name"]), namespace)]
+
     before = edges(old)
-    return [
+    out = [
         {"ts": now, "type": "edge", "from": ref, "to": to, "relation": relation}
         for relation, to in edges(new)
         if (relation, to) not in before
     ]
+    out += [
+        {"ts": now, "type": "edge", "from": target, "to": ref, "relation": "uses"}
+        for target in scaled(new)
+        if target not in scaled(old)
+    ]
+    return out
 
 
 def secrets_used(spec: Any) -> list[str]:

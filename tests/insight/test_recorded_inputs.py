@@ -1,6 +1,7 @@
-"""Edits of a running child's env files: noticed, written to the Process's status, said in
-an event and recorded on the timeline as an input change of the Process (values hidden),
-while the child runs on as it is (it reads the files at its next start).
+"""Inputs of an object that its own spec does not hold, on the timeline: edits of a running
+child's env files (noticed, written to the Process's status, said in an event, recorded as an
+input change of the Process with the values hidden, while the child runs on as it is: it
+reads the files at its next start), and the Autoscaler that scales an object.
 
 A real SQLite store, a real child, the real recorder. Waits are on conditions under
 timeouts, never on the clock.
@@ -122,3 +123,24 @@ def test_a_file_first_seen_is_no_edit_and_unknown_keys_show_digests(tmp_path: Pa
     assert change["diff"] == {f"envFile[{env}]": ["0123456789abcdef", restarted.items()[0].digest]}
     assert entries_for(None, new, now=0.0)[0]["action"] == "created"  # first seen: no edit
     assert len(entries_for(None, new, now=0.0)) == 1
+
+
+def test_a_scale_target_is_recorded_as_an_input_of_what_it_scales() -> None:
+    autoscaler = {
+        "apiVersion": "setpoint.dev/v1alpha1",
+        "kind": "Autoscaler",
+        "metadata": {"name": "api", "namespace": "default", "uid": "u"},
+        "spec": {"scaleTargetRef": {"kind": "Deployment", "name": "api"}, "maxReplicas": 4},
+    }
+    edges = of_type(entries_for(None, project(autoscaler, 1), now=0.0), "edge")
+    assert edges == [
+        {
+            "ts": 0.0,
+            "type": "edge",
+            "from": {"kind": "Deployment", "name": "api", "namespace": "default"},
+            "to": {"kind": "Autoscaler", "name": "api", "namespace": "default"},
+            "relation": "uses",
+        }
+    ]
+    changed = {**autoscaler, "spec": {**autoscaler["spec"], "maxReplicas": 1}}
+    assert of_type(entries_for(project(autoscaler, 1), project(changed, 2), now=1.0), "edge") == []
