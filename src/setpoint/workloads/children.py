@@ -603,8 +603,9 @@ MAX_CONCURRENT = 16
 """Objects of one kind reconciled at once (one key is never reconciled by two workers)."""
 LOGS_AFTER_EXIT_SECONDS = 1.0
 """How long an exit waits for the child's last output to reach its log file."""
-DEPENDABLE_KINDS = ("Process", "Job", "Deployment")
-"""The kinds (of the object's own apiVersion) whose changes wake their dependents."""
+DEPENDABLE_KINDS = ("Process", "Job", "Deployment", "Service")
+"""The kinds (of the object's own apiVersion) whose changes wake their dependents (the
+Process, Job and Deployment controllers watch them all)."""
 
 
 class ChildLifecycle(Generic[S, P]):

@@ -35,6 +35,7 @@ from setpoint.runtime.manager import Manager
 from setpoint.runtime.reconciler import Request, Result, requested_object
 from setpoint.runtime.run_as import UserPolicy, UserRefused, user_of
 from setpoint.store import Store
+from setpoint.workloads.children import DEPENDABLE_KINDS
 from setpoint.workloads.dependencies import (
     DEPENDS_ON_INDEX,
     dependency_keys,
@@ -243,13 +244,11 @@ class DeploymentController:
             .for_(DEPLOYMENT)
             .owns(PROCESS)
             .owns(CONTROLLER_REVISION)
-            .watches(PROCESS, dependents_of(cache))
         )
-        try:
-            job = manager.store.registry.get(PROCESS.api_version, "Job")
-            builder.watches(job, dependents_of(cache))
-        except UnknownKind:
-            pass
+        for kind in DEPENDABLE_KINDS:  # what a Deployment may depend on (a Service too)
+            with contextlib.suppress(UnknownKind):  # a kind that is not registered here
+                watched = manager.store.registry.get(PROCESS.api_version, kind)
+                builder.watches(watched, dependents_of(cache))
         self.controller = builder.complete(self)
         return self.controller
 
