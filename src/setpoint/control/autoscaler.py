@@ -115,6 +115,7 @@ from setpoint.runtime.predicates import generation_changed
 from setpoint.runtime.reconciler import Request, Result
 from setpoint.runtime.run_as import UserPolicy, UserRefused, user_of
 from setpoint.runtime.scale import Scale, read_scale, write_scale
+from setpoint.store import Actor, WriteOptions
 
 __all__ = [
     "ABLE_TO_SCALE",
@@ -148,6 +149,9 @@ SCALING_ACTIVE = "ScalingActive"
 SCALING_LIMITED = "ScalingLimited"
 MANUAL_MODE = "ManualMode"
 """The `ScalingActive` reason while `spec.mode` is `manual`."""
+SCALE_WRITES = WriteOptions(actor=Actor(manager="controller/autoscaler"))
+"""How the controller writes a target's scale: naming itself, so that the timeline does not
+take the rescale for a person's change."""
 MAX_DECISIONS = 20
 
 # -- the kind ------------------------------------------------------------------------
@@ -929,6 +933,7 @@ class AutoscalerController:
                     namespace,
                     rescale.replicas,
                     resource_version=rescale.resource_version,
+                    options=SCALE_WRITES,  # the timeline names who rescaled, not `unknown`
                 )
             except (Conflict, NotFound, Invalid) as exc:
                 decided = refused(decided, str(exc))

@@ -311,7 +311,10 @@ def entries_for(old: Snapshot | None, new: Snapshot | None, *, now: float) -> li
     ref = object_ref(str(about["kind"]), str(about["name"]), about.get("namespace"))
     if new is None:
         assert old is not None
-        return [_change(now, ref, _declared_diff(old, created=False), "deleted", "unknown")]
+        # An owned object (a replica) goes when its owner's controller or the collector
+        # removes it; a write that names its actor says otherwise (`Recorder._observe`).
+        actor = "controller" if old.get("owners") else "unknown"
+        return [_change(now, ref, _declared_diff(old, created=False), "deleted", actor)]
     out: list[Entry] = []
     if old is None:
         diff = _declared_diff(new, created=True)
