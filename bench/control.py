@@ -40,7 +40,7 @@ from typing import Any
 
 import simple_pid
 
-from setpoint.control.pid import PID
+from setpoint.control.pid import PID, Form, Limits
 from setpoint.control.plant import RoomPlant, RoomSchema, RoomSettings
 from setpoint.control.tuning import (
     MIN_IAE,
@@ -73,7 +73,7 @@ def pid_step_ratio() -> dict[str, float]:
     ours_ns: list[float] = []
     theirs_ns: list[float] = []
     for _ in range(ROUNDS):
-        ours = PID(*gains, setpoint=21.0, output_limits=(0.0, 100.0))
+        ours = PID(*gains, setpoint=21.0, limits=Limits((0.0, 100.0)))
         theirs = simple_pid.PID(*gains, setpoint=21.0, output_limits=(0.0, 100.0), sample_time=None)
         update = ours.update
         start = time.perf_counter_ns()
@@ -112,8 +112,8 @@ def scenario(gains: Gains) -> dict[str, float]:
         gains.ki,
         gains.kd,
         21.0,
-        output_limits=(0.0, ROOM.max_power),
-        derivative_filter=gains.derivative_filter,
+        limits=Limits((0.0, ROOM.max_power)),
+        form=Form(derivative_filter=gains.derivative_filter),
     )
     times: list[float] = []
     values: list[float] = []

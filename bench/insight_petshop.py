@@ -19,9 +19,11 @@ Figures:
   whose labelled root-cause node is ranked first / in the top three, with the default
   settings (targets 0.6 / 0.85); `per_scenario` splits them.
 * `petshop_loso_top1`, `petshop_loso_top3`: leave one scenario out. For each scenario,
-  the settings (threshold x coverage weight x relative floor, a 3 x 3 x 3 grid around
-  the defaults) that do best on the other three (top-1 + top-3 hits; ties go to the
-  defaults, then grid order) rank its issues; `loso_choices` says what each fold chose.
+  the settings (threshold x coverage weight x relative floor x shape weight, a 3 x 3 x 3
+  x 3 grid around the defaults; a shape weight of 0 is the method without its step 4)
+  that do best on the other three (top-1 + top-3 hits; ties go to the defaults, then grid
+  order) rank its issues; `loso_choices` says what each fold chose, and
+  `loso_per_scenario` how each held-out scenario fared (`loso_worst_scenario` the worst).
 * `traversal_top1`, `traversal_top3`: the dataset authors' anomaly-traversal baseline
   (their `baseline_anomaly_traversal.py`, reimplemented without dowhy/networkx) on the
   same issues and baselines: per node, |x - median| / MAD of the target's metric and
@@ -82,6 +84,7 @@ from setpoint.insight.rca import (
     SeriesKey,
     diagnose,
     node_anomaly,
+    node_shape,
     rank_by_anomaly,
     window_verdict,
 )
@@ -94,6 +97,7 @@ GRID = {
     "threshold": (3.0, 5.0, 8.0),
     "coverage_weight": (0.1, 0.3, 1.0),
     "relative_floor": (0.02, 0.05, 0.1),
+    "shape_weight": (0.0, 1.0, 2.0),
 }
 VERDICT_GRID = {"significance": (0.01, 0.05, 0.1, 0.2), "verdict_floor": (2.0, 3.0)}
 TARGETS = {
@@ -159,15 +163,25 @@ def fractions(results: Sequence[tuple[bool, bool]]) -> tuple[float, float]:
 def grid_settings() -> list[RcaSettings]:
     default = RcaSettings()
     combos = [
-        replace(default, threshold=t, coverage_weight=c, relative_floor=r)
-        for t, c, r in itertools.product(*GRID.values())
+        replace(default, threshold=t, coverage_weight=c, relative_floor=r, shape_weight=w)
+        for t, c, r, w in itertools.product(*GRID.values())
     ]
     return [default] + [s for s in combos if s != default]
 
 
-def leave_one_scenario_out(cases: Sequence[Case]) -> tuple[list[tuple[bool, bool]], dict[str, Any]]:
-    """Hits on each scenario's issues with the settings that did best on the others."""
+def leave_one_scenario_out(
+    cases: Sequence[Case],
+) -> tuple[list[tuple[bool, bool]], dict[str, Any], dict[str, Any]]:
+    """Hits on each scenario's issues with the settings that did best on the others; what
+    each fold chose; and each held-out scenario's figures."""
     options = grid_settings()
+    shapes = [
+        node_shape(
+            c.issue.metrics, target=c.issue.target.node, metric=c.issue.target.metric,
+            at=c.issue.target.timestamp,
+        )
+        for c in cases
+    ]  # fmt: skip
     by_floor: dict[float, list[dict[str, float]]] = {}
     for floor in GRID["relative_floor"]:  # anomalies depend only on the floor: compute once
         settings = replace(RcaSettings(), relative_floor=floor)
@@ -185,15 +199,18 @@ def leave_one_scenario_out(cases: Sequence[Case]) -> tuple[list[tuple[bool, bool
     table: list[list[tuple[bool, bool]]] = []
     for settings in options:
         row = []
-        for case, anomaly in zip(cases, by_floor[settings.relative_floor], strict=True):
+        for case, anomaly, shape in zip(
+            cases, by_floor[settings.relative_floor], shapes, strict=True
+        ):
             t = case.issue.target
             ranked = rank_by_anomaly(
-                case.graph, anomaly, target=t.node, metric=t.metric, settings=settings
+                case.graph, anomaly, target=t.node, metric=t.metric, settings=settings, shape=shape
             )
             row.append(hits([r.node for r in ranked], t.root_cause_node))
         table.append(row)
     held: list[tuple[bool, bool]] = []
     choices: dict[str, Any] = {}
+    per_scenario: dict[str, Any] = {}
     for scenario in sorted({c.scenario for c in cases}):
         train = [i for i, c in enumerate(cases) if c.scenario != scenario]
         test = [i for i, c in enumerate(cases) if c.scenario == scenario]
@@ -203,8 +220,15 @@ def leave_one_scenario_out(cases: Sequence[Case]) -> tuple[list[tuple[bool, bool
         )
         chosen = options[best]
         choices[scenario] = {name: getattr(chosen, name) for name in GRID}
-        held.extend(table[best][i] for i in test)
-    return held, choices
+        mine = [table[best][i] for i in test]
+        held.extend(mine)
+        top1, top3 = fractions(mine)
+        per_scenario[scenario] = {
+            "issues": len(mine),
+            "top1": round(top1, 4),
+            "top3": round(top3, 4),
+        }
+    return held, choices, per_scenario
 
 
 @dataclass(frozen=True)
@@ -449,7 +473,7 @@ def measure() -> dict[str, Any]:
         verdict = "anomalous" if diagnosis.verdict.anomalous else "normal"
         log(f"  {name}: top1={h[0]} top3={h[1]} first={ranked[0].node} verdict={verdict}")
     top1, top3 = fractions(results)
-    held, choices = leave_one_scenario_out(cases)
+    held, choices, loso_per_scenario = leave_one_scenario_out(cases)
     loso1, loso3 = fractions(held)
     traversal = [hits(traversal_baseline(c), c.issue.target.root_cause_node) for c in cases]
     trav1, trav3 = fractions(traversal)
@@ -483,6 +507,11 @@ def measure() -> dict[str, Any]:
             }
             for s, r in per_scenario.items()
         },
+        "loso_per_scenario": loso_per_scenario,
+        "loso_worst_scenario": min(
+            ({"scenario": k, **v} for k, v in loso_per_scenario.items()),
+            key=lambda f: (f["top1"], f["top3"]),
+        ),
         "loso_choices": choices,
         "settings": {name: getattr(default, name) for name in GRID},
         "cli_matches_library": same,

@@ -12,11 +12,11 @@ import setpoint.workloads
 
 PINNED = {
     setpoint: {
-        "SYSTEM_CLOCK", "AlreadyExists", "Clock", "Conflict", "Error", "Gone", "Invalid", "Kind",
-        "LeadershipLost", "Manager", "ManagerOptions", "NotFound", "Object", "Reconciler",
-        "Registry", "Request", "Result", "Schema", "Selector", "Store", "StoreClosed",
-        "TerminalError", "Typed", "UnknownKind", "__version__", "get_condition", "is_true",
-        "open_store",
+        "SYSTEM_CLOCK", "APIError", "AlreadyExists", "Clock", "Conflict", "DomainError",
+        "Error", "Gone", "Invalid", "Kind", "LeadershipLost", "Manager", "ManagerOptions",
+        "NotFound", "Object", "Reconciler", "Registry", "Request", "Result", "Schema",
+        "Selector", "Store", "StoreClosed", "TerminalError", "TransportError", "Typed",
+        "UnknownKind", "__version__", "get_condition", "is_true", "open_store",
         "parse_selector", "set_condition",
     },
     setpoint.store: {

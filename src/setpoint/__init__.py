@@ -16,7 +16,9 @@ if TYPE_CHECKING:
     from setpoint.clock import SYSTEM_CLOCK, Clock
     from setpoint.errors import (
         AlreadyExists,
+        APIError,
         Conflict,
+        DomainError,
         Error,
         Gone,
         Invalid,
@@ -24,6 +26,7 @@ if TYPE_CHECKING:
         NotFound,
         StoreClosed,
         TerminalError,
+        TransportError,
         UnknownKind,
     )
     from setpoint.model import (
@@ -48,7 +51,9 @@ __getattr__, __dir__ = lazy.exports(
         "setpoint.clock": ("SYSTEM_CLOCK", "Clock"),
         "setpoint.errors": (
             "AlreadyExists",
+            "APIError",
             "Conflict",
+            "DomainError",
             "Error",
             "Gone",
             "Invalid",
@@ -56,6 +61,7 @@ __getattr__, __dir__ = lazy.exports(
             "NotFound",
             "StoreClosed",
             "TerminalError",
+            "TransportError",
             "UnknownKind",
         ),
         "setpoint.model.kinds": ("Kind", "Registry"),
@@ -73,9 +79,11 @@ __getattr__, __dir__ = lazy.exports(
 
 __all__ = [
     "SYSTEM_CLOCK",
+    "APIError",
     "AlreadyExists",
     "Clock",
     "Conflict",
+    "DomainError",
     "Error",
     "Gone",
     "Invalid",
@@ -94,6 +102,7 @@ __all__ = [
     "Store",
     "StoreClosed",
     "TerminalError",
+    "TransportError",
     "Typed",
     "UnknownKind",
     "__version__",

@@ -2,7 +2,7 @@
 (`setpoint.api.app._ApiApp`) and keep what those gave them: a 500 Status for a failure
 nobody expected (the server serves on), Starlette's answers for what no route allows,
 insight's routes under `/apis/`; and the server, which holds a response's head for its
-body (`setpoint.api.server`), holds nothing back."""
+body (`setpoint.http_server`, the API's), holds nothing back."""
 
 from __future__ import annotations
 

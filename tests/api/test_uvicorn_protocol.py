@@ -1,4 +1,4 @@
-"""setpoint.api.server subclasses uvicorn's httptools protocol, which is private to uvicorn:
+"""setpoint.http_server subclasses uvicorn's httptools protocol, which is private to uvicorn:
 pyproject pins uvicorn below its next minor version, and these tests fail when what the
 subclass overrides, calls or reads moves, so that an upgrade is a decision, not a surprise.
 """

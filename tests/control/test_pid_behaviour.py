@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from setpoint.control.pid import PID
+from setpoint.control.pid import PID, Form, Limits, Start
 from setpoint.errors import Invalid
 
 
@@ -27,7 +27,7 @@ def _first_order(pid: PID, steps: int, setpoint_step_at: int = 0) -> list[tuple[
 
 
 def test_a_closed_loop_settles_at_the_setpoint() -> None:
-    pid = PID(2.0, 0.5, 0.0, output_limits=(-10.0, 10.0))
+    pid = PID(2.0, 0.5, 0.0, limits=Limits(output=(-10.0, 10.0)))
     y, _ = _first_order(pid, 2000)[-1]
     assert y == pytest.approx(1.0, abs=1e-3)
 
@@ -37,7 +37,7 @@ def test_anti_windup_recovers_from_saturation_sooner(anti_windup: str) -> None:
     """After a long saturation, the output leaves the bound when the error changes sign,
     rather than after the integral has unwound."""
     limits = (0.0, 1.0)
-    guarded = PID(1.0, 1.0, 0.0, 5.0, output_limits=limits, anti_windup=anti_windup)  # type: ignore[arg-type]
+    guarded = PID(1.0, 1.0, 0.0, 5.0, limits=Limits(limits, anti_windup))  # type: ignore[arg-type]
     for t in range(100):  # setpoint 5 is unreachable: saturated at 1 for 100 s
         guarded.update(0.0, float(t))
     assert guarded.update(0.0, 100.0) == 1.0
@@ -47,7 +47,7 @@ def test_anti_windup_recovers_from_saturation_sooner(anti_windup: str) -> None:
 
 
 def test_bumpless_transfer_from_manual_to_auto() -> None:
-    pid = PID(3.0, 0.2, 1.0, 10.0, output_limits=(0.0, 100.0))
+    pid = PID(3.0, 0.2, 1.0, 10.0, limits=Limits(output=(0.0, 100.0)))
     pid.update(4.0, 0.0)
     pid.set_auto_mode(False, last_output=42.0)
     assert pid.update(5.0, 1.0) == 42.0  # manual: the output given
@@ -60,7 +60,7 @@ def test_bumpless_transfer_from_manual_to_auto() -> None:
 
 def test_reverse_action_drives_the_other_way() -> None:
     direct = PID(1.0, 0.0, 0.0, 20.0)
-    reverse = PID(1.0, 0.0, 0.0, 20.0, reverse=True)
+    reverse = PID(1.0, 0.0, 0.0, 20.0, form=Form(reverse=True))
     assert direct.update(25.0, 0.0) == -5.0
     assert reverse.update(25.0, 0.0) == 5.0  # a cooler: too warm means more output
     assert reverse.reverse
@@ -70,20 +70,20 @@ def test_error_map_wraps_angles() -> None:
     def wrap(e: float) -> float:
         return (e + math.pi) % (2 * math.pi) - math.pi
 
-    pid = PID(1.0, 0.0, 0.0, setpoint=math.pi - 0.1, error_map=wrap)
+    pid = PID(1.0, 0.0, 0.0, setpoint=math.pi - 0.1, form=Form(error_map=wrap))
     # Measured just past -pi: the short way round is -0.2 rad, not 2*pi - 0.2.
     assert pid.update(-math.pi + 0.1, 0.0) == pytest.approx(-0.2)
 
 
 def test_sample_time_holds_the_output_between_samples() -> None:
-    pid = PID(1.0, 1.0, 0.0, 1.0, sample_time=1.0)
+    pid = PID(1.0, 1.0, 0.0, 1.0, form=Form(sample_time=1.0))
     first = pid.update(0.0, 0.0)
     assert pid.update(0.5, 0.5) == first
     assert pid.update(0.25, 1.0) == 0.75 + 0.75  # P + I over the whole second
 
 
 def test_components_add_up_to_the_unsaturated_output() -> None:
-    pid = PID(2.0, 0.5, 0.3, 3.0, derivative_filter=0.2)
+    pid = PID(2.0, 0.5, 0.3, 3.0, form=Form(derivative_filter=0.2))
     pid.update(0.0, 0.0)
     out = pid.update(1.0, 1.0)
     assert sum(pid.components) == pytest.approx(out)
@@ -114,10 +114,13 @@ def test_tunings_and_limits_round_trip() -> None:
 @pytest.mark.parametrize(
     ("make", "field"),
     [
-        (lambda: PID(output_limits=(1.0, 0.0)), "output_limits"),
-        (lambda: PID(anti_windup="none"), "anti_windup"),  # type: ignore[arg-type]
+        (lambda: Limits(output=(1.0, 0.0)), "limits.output"),
+        (lambda: Limits(anti_windup="none"), "limits.anti_windup"),  # type: ignore[arg-type]
+        (lambda: Limits(tracking_time=0.0), "limits.tracking_time"),
         (lambda: PID(kp=math.nan), "kp"),
-        (lambda: PID(derivative_filter=-1.0), "derivative_filter"),
+        (lambda: Form(derivative_filter=-1.0), "form.derivative_filter"),
+        (lambda: Form(sample_time=-1.0), "form.sample_time"),
+        (lambda: PID().__setattr__("output_limits", (1.0, 0.0)), "output_limits"),
     ],
 )
 def test_bad_settings_name_the_field(make: object, field: str) -> None:
@@ -153,11 +156,10 @@ def test_output_always_within_limits_and_finite(
     pid = PID(
         *gains,
         setpoint=10.0,
-        output_limits=(-5.0, 5.0),
-        proportional_on_measurement=pom,
-        derivative_on_measurement=dom,
-        anti_windup="back_calculation" if back else "clamp",
-        derivative_filter=tau,
+        limits=Limits((-5.0, 5.0), "back_calculation" if back else "clamp"),
+        form=Form(
+            proportional_on_measurement=pom, derivative_on_measurement=dom, derivative_filter=tau
+        ),
     )
     now = 0.0
     for measurement, dt in steps:
@@ -165,3 +167,56 @@ def test_output_always_within_limits_and_finite(
         out = pid.update(measurement, now)
         assert -5.0 <= out <= 5.0
         assert all(math.isfinite(c) for c in pid.components)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    gains=st.tuples(*(st.floats(-10, 10) for _ in range(3))),
+    limits=st.tuples(st.none() | st.floats(-50, 0), st.none() | st.floats(0, 50)),
+    tau=st.sampled_from([0.0, 0.5]),
+    reverse=st.booleans(),
+    steps=st.lists(
+        st.tuples(st.floats(-100, 100), st.sampled_from([0.0, 1e-12, 0.01, 0.5, 3.0])),
+        min_size=1,
+        max_size=40,
+    ),
+)
+def test_the_straight_path_computes_what_the_general_one_does(
+    gains: tuple[float, float, float],
+    limits: tuple[float | None, float | None],
+    tau: float,
+    reverse: bool,
+    steps: list[tuple[float, float]],
+) -> None:
+    """`update` takes a straight path for the common form; an error map that changes nothing
+    sends the same controller down the general one: the outputs and terms are equal."""
+    straight = PID(
+        *gains, 3.0, limits=Limits(limits), form=Form(derivative_filter=tau, reverse=reverse)
+    )
+    general = PID(
+        *gains,
+        3.0,
+        limits=Limits(limits),
+        form=Form(derivative_filter=tau, reverse=reverse, error_map=lambda e: e),
+    )
+    now = 0.0
+    for measurement, dt in steps:
+        now += dt
+        assert straight.update(measurement, now) == general.update(measurement, now)
+        assert straight.components == general.components
+
+
+def test_the_settings_read_back_and_are_values() -> None:
+    limits = Limits((0.0, 10.0), "back_calculation", tracking_time=2.0)
+    form = Form(sample_time=0.5, derivative_filter=0.1, reverse=True)
+    pid = PID(
+        1.0, 0.5, 0.2, 4.0, limits=limits, form=form, start=Start(auto_mode=False, output=3.0)
+    )
+    assert (pid.limits, pid.form) == (limits, form)
+    assert not pid.auto_mode
+    assert pid.update(1.0, 0.0) == 3.0  # manual, at the starting output
+    with pytest.raises(AttributeError):
+        limits.output = (0.0, 1.0)  # type: ignore[misc]
+    pid.output_limits = (0.0, 2.0)  # limits the output from now on
+    assert pid.limits.output == (0.0, 2.0)
+    assert pid.update(1.0, 1.0) == 2.0

@@ -8,7 +8,7 @@ import math
 import simple_pid
 from simple_pid_compat import SimplePidCompatible
 
-from setpoint.control.pid import PID
+from setpoint.control.pid import PID, Form, Limits
 
 
 def _proportional_on_measurement_run(pid: PID | SimplePidCompatible) -> list[float]:
@@ -26,7 +26,16 @@ def test_proportional_on_measurement_leaves_the_bound_when_the_measurement_turns
     limits on its own, so P + I can sit far beyond the bound and the output stays stuck there
     after the measurement has crossed the setpoint."""
     options = dict(output_limits=(0.0, 100.0), proportional_on_measurement=True)
-    ours = _proportional_on_measurement_run(PID(4.0, 1.0, 0.0, 50.0, **options))  # type: ignore[arg-type]
+    ours = _proportional_on_measurement_run(
+        PID(
+            4.0,
+            1.0,
+            0.0,
+            50.0,
+            limits=Limits((0.0, 100.0)),
+            form=Form(proportional_on_measurement=True),
+        )
+    )
     theirs = _proportional_on_measurement_run(
         SimplePidCompatible(4.0, 1.0, 0.0, 50.0, sample_time=None, **options)  # type: ignore[arg-type]
     )
@@ -50,7 +59,7 @@ def test_the_derivative_stays_finite_when_no_time_passes() -> None:
     assert before == -0.5
     assert ours.update(1.0, 10.0) == before  # no time, no filter: the slope is unknown, kept
 
-    filtered = PID(0.0, 0.0, 1.0, 0.0, derivative_filter=0.5)
+    filtered = PID(0.0, 0.0, 1.0, 0.0, form=Form(derivative_filter=0.5))
     for dt in (1e-3, 1e-6, 1e-9, 0.0):
         filtered.reset()
         filtered.update(0.0, 10.0)

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from setpoint.control.pid import PID
+from setpoint.control.pid import PID, Form, Limits
 from setpoint.control.plant import RoomPlant, RoomSchema, RoomSettings
 from setpoint.control.tuning import (
     RULES,
@@ -101,7 +101,7 @@ def test_relay_tuned_gains_control_the_room() -> None:
     for rule in ("ziegler-nichols", "tyreus-luyben"):
         gains = gains_for(ku, tu, rule)
         plant = RoomPlant(RoomSettings(**{**_fields(ROOM), "initial": 15.0}))
-        pid = PID(gains.kp, gains.ki, gains.kd, 21.0, output_limits=(0.0, ROOM.max_power))
+        pid = PID(gains.kp, gains.ki, gains.kd, 21.0, limits=Limits((0.0, ROOM.max_power)))
         times, values, setpoints = [], [], []
         measurement = plant.measure()
         for i in range(1200):
@@ -205,8 +205,8 @@ def test_min_iae_gains_hold_the_overshoot_on_the_real_room() -> None:
         gains.ki,
         gains.kd,
         21.0,
-        output_limits=(0.0, settings.max_power),
-        derivative_filter=gains.derivative_filter,
+        limits=Limits((0.0, settings.max_power)),
+        form=Form(derivative_filter=gains.derivative_filter),
     )
     times, values = [], []
     measurement = closed_loop.measure()

@@ -149,3 +149,97 @@ def test_an_object_made_after_a_dependency_changed_fails_on_its_own() -> None:
     top = explain(index, ObjectRef("Job", "migrate-2", "default"))[0]
     assert top.entry is not restored
     assert top.entry["object"] == job
+
+
+def flapping(start: float, stop: float, o: dict[str, str]) -> list[dict[str, Any]]:
+    """`o`'s readiness probe fails now and then and passes again by itself (nothing changed)."""
+    out: list[dict[str, Any]] = []
+    for at in range(int(start), int(stop), 40):
+        out += [
+            event(at, o, "Unhealthy", "Readiness probe failed: PONG timeout"),
+            ready(at + 0.1, o, "False", "ProbeFailed"),
+            ready(at + 8, o, "True", "ProbeSucceeded"),
+        ]
+    return out
+
+
+def test_a_limit_lowered_while_a_flapping_probe_failed_is_no_fix_of_it() -> None:
+    """cache's probe flaps by itself; its memory limit is lowered while the probe is failing,
+    and it passes again right after; a minute later the kills begin. The recovery was the
+    probe's own (it had healed by itself before), not the change's: the change is no fix,
+    and it ranks first, above an older harmless flag change of the cache."""
+    older = change(300, CACHE, "spec.args[2]", "--maxmemory=1024mb", "--maxmemory=512mb")
+    lowered = change(601, CACHE, "spec.resources.memoryLimit", "512Mi", "48Mi")
+    entries = [
+        *webapp(),
+        edge(1, WEB, CACHE, "dependsOn"),
+        older,
+        *flapping(400, 640, CACHE),
+        lowered,
+        {"ts": T0 + 601.2, "type": "exit", "object": CACHE, "exitCode": None, "signal": 15},
+    ]
+    for k in range(4):
+        at = 660 + 15 * k
+        entries += [killed(at, CACHE), event(at + 0.2, CACHE, "BackOff", "back-off restarting")]
+    entries += [ready(660.1, CACHE, "False", "ProcessExited")]
+    entries += [ready(662, WEB, "False", "DependencyNotReady")]
+    top = ranked(entries)[0]
+    assert top.entry is lowered
+    assert "fix" not in top.reason
+
+
+def test_a_resource_that_ran_out_points_at_the_amount_not_a_later_log_level() -> None:
+    """web's template gets more workers; the replica restarts and is Ready; then the log level
+    changes (a restart too); then the replica runs out of memory and is killed over and
+    over. The trouble says a resource ran out, so the change of an amount (4 -> 32 workers)
+    fits it, not the later and closer change of a name (info -> debug)."""
+    more = change(600, WEB, "spec.template.spec.env.WORKERS", "4", "32")
+    level = change(612, WEB, "spec.template.spec.env.LOG_LEVEL", "info", "debug")
+    entries = [
+        *webapp(),
+        more,
+        {"ts": T0 + 601, "type": "exit", "object": WEB0, "exitCode": None, "signal": 15},
+        ready(602, WEB0, "True", "ProbeSucceeded"),
+        level,
+        {"ts": T0 + 613, "type": "exit", "object": WEB0, "exitCode": None, "signal": 15},
+    ]
+    for k in range(3):
+        at = 630 + 10 * k
+        entries += [
+            log(at, WEB0, "MemoryError"),
+            {"ts": T0 + at + 0.1, "type": "exit", "object": WEB0, "exitCode": 137, "signal": 9},
+        ]
+    entries += [ready(630.3, WEB0, "False", "CrashLoopBackOff")]
+    entries += [ready(631, WEB, "False", "ReplicasNotReady")]
+    candidates = ranked(entries)
+    assert candidates[0].entry is more
+    assert "began logging 'MemoryError'" in candidates[0].reason
+
+
+def test_a_timeout_logged_once_while_serving_is_not_where_the_trouble_began() -> None:
+    """web-0 logs one timeout and goes on serving; minutes later the db's memory limit is
+    lowered and the db is killed over and over, and web waits. The lone timeout began
+    nothing: an older harmless change before it is not the cause, the limit is."""
+    older = change(100, CACHE, "spec.args[2]", "--maxmemory=1024mb", "--maxmemory=512mb")
+    lowered = change(600, DB, "spec.resources.memoryLimit", "1Gi", "96Mi")
+    entries = [
+        *webapp(),
+        edge(1, WEB, CACHE, "dependsOn"),
+        older,
+        log(480, WEB0, "WARNING web.db: query timed out after 5.0s"),
+        lowered,
+        {"ts": T0 + 600.2, "type": "exit", "object": DB, "exitCode": None, "signal": 15},
+        ready(601.5, DB, "True", "ProbeSucceeded"),
+    ]
+    for k in range(4):
+        at = 700 + 15 * k
+        entries += [killed(at, DB), event(at + 0.2, DB, "BackOff", "back-off restarting")]
+    entries += [
+        ready(700.1, DB, "False", "ProcessExited"),
+        log(701, WEB0, "ERROR web.db: could not connect to db"),
+        ready(702, WEB0, "False", "DependencyNotReady"),
+        ready(703, WEB, "False", "DependencyNotReady"),
+    ]
+    top = ranked(entries)[0]
+    assert top.entry is lowered
+    assert "began exiting with signal SIGKILL" in top.reason

@@ -79,6 +79,37 @@ def test_of_two_anomalous_callees_the_one_more_callers_depend_on_comes_first() -
     assert ranked_nodes(g, table, "front")[:2] == ["search", "proxy"]
 
 
+def shaped(after: dict[str, list[float]], nodes: list[str]) -> MetricTable:
+    """BEFORE rows of the +-1% wobble, then AFTER rows shifted by `after[node][i]`."""
+    base = window({}, nodes)
+    columns = {}
+    for key, values in base.columns.items():
+        shifts = after.get(key.node, [0.0] * AFTER)
+        columns[key] = [
+            v + (shifts[i - BEFORE] if i >= BEFORE else 0.0) for i, v in enumerate(values)
+        ]
+    return MetricTable(base.timestamps, columns)
+
+
+def test_of_two_anomalous_callees_the_one_shaped_like_the_target_comes_first() -> None:
+    """ "search" rises and falls with the target; "balancer" is more anomalous but peaks two
+    rows later (a bystander): search is first. Without the shape step, balancer is."""
+    g = graph(("front", "search"), ("front", "balancer"))
+    table = shaped(
+        {
+            "front": [1.0, 0.6, 0.3, 0.1],
+            "search": [2.0, 1.2, 0.6, 0.2],
+            "balancer": [0.5, 1.0, 4.0, 0.5],
+        },
+        ["front", "search", "balancer"],
+    )
+    ranking = rank_root_causes(g, table, target="front", metric="latency", at=AT)
+    assert [r.node for r in ranking[:2]] == ["search", "balancer"]
+    blind = RcaSettings(shape_weight=0.0)
+    ranking = rank_root_causes(g, table, target="front", metric="latency", at=AT, settings=blind)
+    assert ranking[0].node == "balancer"
+
+
 def test_an_anomaly_the_target_does_not_depend_on_ranks_below_one_it_does() -> None:
     # "batch" is far more anomalous, but the target does not call it.
     g = graph(("front", "api"), ("batch", "store"))

@@ -41,12 +41,15 @@ def noisy(
 @settings(max_examples=60, deadline=None)
 @given(
     level=st.floats(0.01, 1e4),
-    baseline=st.lists(st.floats(-0.05, 0.05), min_size=1, max_size=40),
-    window=st.lists(st.floats(-0.05, 0.05), min_size=1, max_size=40),
+    baseline=st.lists(st.floats(-0.025, 0.025), min_size=1, max_size=40),
+    window=st.lists(st.floats(-0.025, 0.025), min_size=1, max_size=40),
 )
 def test_noise_within_the_relative_floor_is_always_normal(
     level: float, baseline: list[float], window: list[float]
 ) -> None:
+    """Noise of +-2.5% around a level: no row moves from the baseline's median by more than
+    the 5% relative floor. (+-5% noise could move 10%: a z just above 2, as hypothesis
+    found with a baseline of -4.9% and a window of +4.7%.)"""
     normal = table({"front": [level * (1 + e) for e in baseline]})
     abnormal = table({"front": [level * (1 + e) for e in window]}, start=len(baseline))
     verdict = window_verdict(abnormal, target="front", metric="latency", at=None, normal=normal)

@@ -17,7 +17,8 @@ from typing import Any
 from timeline_support import of_type, wait_for_entries
 
 from setpoint.engine import builtin_kinds
-from setpoint.insight.recorder import entries_for, project, setup
+from setpoint.insight.recorder import setup
+from setpoint.insight.recording import entries_for, project
 from setpoint.insight.timeline import Timeline
 from setpoint.model import Object
 from setpoint.runtime.manager import Manager, ManagerOptions

@@ -3,7 +3,7 @@ replica) is its owner's controller's doing, not a person's; one without owners i
 
 from __future__ import annotations
 
-from setpoint.insight.recorder import entries_for, project
+from setpoint.insight.recording import entries_for, project
 
 
 def replica(owners: list[dict[str, str]]) -> dict[str, object]:

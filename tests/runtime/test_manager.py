@@ -16,7 +16,7 @@ from setpoint.store import Store
 
 async def http_get(port: int, path: str) -> tuple[int, str]:
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.write(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    writer.write(f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
     await writer.drain()
     response = (await reader.read()).decode()
     writer.close()
@@ -35,7 +35,7 @@ async def test_probes_and_metrics(store: Store) -> None:
     task = asyncio.create_task(manager.run())
     await asyncio.wait_for(manager.wait_started(), 5)
     assert manager.health_server is not None
-    port = manager.health_server.sockets[0].getsockname()[1]
+    port = manager.health_server.port
     assert await http_get(port, "/healthz") == (200, "ok")
     assert await http_get(port, "/readyz") == (200, "ok")
 

@@ -142,8 +142,9 @@ Subject = tuple[tuple[str, str], ...]
 """A client certificate's subject as the TLS layer gives it: (attribute, value) pairs such
 as ("commonName", "alice"), ("organizationName", "system:masters")."""
 CLIENT_SUBJECT = "setpoint.client_subject"
-"""The ASGI scope key under which the server (`setpoint.api.server`) puts the `Subject` of
-the client certificate its TLS handshake verified."""
+"""The ASGI scope key under which the server (`setpoint.api.server`, as the `subject_key` of
+`setpoint.http_server`) puts the `Subject` of the client certificate its TLS handshake
+verified."""
 
 
 def certificate_user(subject: Subject, roles: Mapping[str, Role]) -> User:

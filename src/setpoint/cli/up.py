@@ -563,10 +563,8 @@ async def _once_started(engine: Engine, readiness: Readiness) -> None:
     engine is up (`up -d` waits for that)."""
     await engine.manager.wait_started()
     server = engine.manager.health_server
-    for sock in server.sockets if server is not None else ():
-        host, port = sock.getsockname()[:2]
-        shown = f"[{host}]" if ":" in host else host
-        print(f"serving /metrics, /healthz and /readyz on http://{shown}:{port}", flush=True)
+    if server is not None:
+        print(f"serving /metrics, /healthz and /readyz on {server.url}", flush=True)
     readiness.ready()
 
 

@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from setpoint.control.pid import PID
+from setpoint.control.pid import PID, Form, Limits, Start
 
 __all__ = [
     "DEFAULT_BEHAVIOR",
@@ -541,10 +541,9 @@ class PidAlgorithm:
                 self.gains.ki,
                 self.gains.kd,
                 0.0,
-                output_limits=(low, high),
-                reverse=True,
-                starting_output=math.log(max(current, 1)),
-                error_map=self._shape_error,
+                limits=Limits(output=(low, high)),
+                form=Form(reverse=True, error_map=self._shape_error),
+                start=Start(output=math.log(max(current, 1))),
             )
         return self._pid
 

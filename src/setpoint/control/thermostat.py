@@ -46,7 +46,7 @@ from pydantic import Field
 
 from setpoint.clock import SYSTEM_CLOCK, Clock
 from setpoint.control.kinds import THERMOSTAT
-from setpoint.control.pid import PID
+from setpoint.control.pid import PID, Limits
 from setpoint.control.plant import RoomPlant, RoomSchema
 from setpoint.control.tuning import step_response
 from setpoint.errors import Invalid, NotFound
@@ -171,7 +171,7 @@ class ThermostatLoop:
         temperature = status.get("temperature")
         plant = RoomPlant(spec.plant.settings(temperature))
         limits = (0.0, plant.settings.max_power)
-        pid = PID(0.0, output_limits=limits)
+        pid = PID(0.0, limits=Limits(output=limits))
         loop = cls(plant, pid, measurement=plant.measure())
         if temperature is not None and status.get("output") is not None:
             # Resume: as if the heater had been run by hand at the recorded output, so the

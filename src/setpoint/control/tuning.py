@@ -30,7 +30,7 @@ import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from setpoint.control.pid import PID
+from setpoint.control.pid import PID, Form, Limits
 from setpoint.errors import Invalid
 
 __all__ = [
@@ -407,8 +407,8 @@ def _simulate(
         gains.ki,
         gains.kd,
         step,  # y is the deviation from the starting rest point, `step` below the setpoint
-        output_limits=(lo - start_output, hi - start_output),
-        derivative_filter=gains.derivative_filter,
+        limits=Limits(output=(lo - start_output, hi - start_output)),
+        form=Form(derivative_filter=gains.derivative_filter),
     )
     plant = _FirstOrderSimulation(model, dt)
     y = 0.0

@@ -6,6 +6,10 @@ lines were never seen before. `setpoint.insight.ranking` scores on top of it.
 
 Pure: no I/O, no clock, no asyncio; time is the entries' own `ts`.
 
+Failure evidence (`evidence_kind`, weighed by `EVIDENCE_WEIGHTS`; `evidence_shape` says when
+two are the same) is what a root blocker shows: an exit with its last lines, a Stalled or
+Failed reason, a failing condition with its reason, a Warning event, an error line.
+
 A symptom is an exit other than a stop on request (SIGTERM, code 0 or 143), a Warning
 event, a failure onset, or an error line (ERROR, FATAL, Traceback, ...Error) whose template
 its object did not log in the hour before. A log line's template is the line with numbers,
@@ -479,3 +483,73 @@ class TimelineIndex:
                 graph[edge.source].append((edge.target, 1, "ownedBy"))
                 graph[edge.target].append((edge.source, 1, "owns"))
         return graph
+
+
+FAILURE_REASONS = frozenset(
+    {
+        "ReadinessProbeFailed",
+        "LivenessProbeFailed",
+        "ProbeFailed",
+        "StartFailed",
+        "ProcessExited",
+        "CrashLoopBackOff",
+        "BackOff",
+        "Failed",
+        "BackoffLimitExceeded",
+        "DeadlineExceeded",
+        "ProgressDeadlineExceeded",
+        "ListenFailed",
+        "SecretMissing",
+        "SecretInvalid",
+        "FailedCreate",
+    }
+)
+"""Reasons of a condition that say what went wrong (a probe failing, a command that could
+not start, a back-off, a limit reached), as the workloads write them."""
+
+
+EVIDENCE_WEIGHTS = {
+    "deleted": 1.0,
+    "changed": 1.0,
+    "exit": 1.0,
+    "stalled": 0.9,
+    "condition": 0.8,
+    "event": 0.7,
+    "log": 0.6,
+}
+"""How directly each kind of a blocker's evidence says what is wrong: its deletion (a
+blocker that no longer exists), the change that broke it, or an exit with its last lines
+first, then a Stalled or Failed reason, a failing condition (a probe's message, a command
+that could not start), a Warning event (a back-off), an error line."""
+
+
+def evidence_kind(entry: Entry) -> str | None:
+    """What kind of failure evidence `entry` is (a key of `EVIDENCE_WEIGHTS`), if any."""
+    kind = entry.get("type")
+    if kind == "exit":
+        return "exit" if symptom_of(entry) is not None else None
+    if kind == "event":
+        return "event" if entry.get("eventType") == "Warning" else None
+    if kind == "log":
+        return "log" if ERROR_LINE.search(str(entry.get("line", ""))) else None
+    if kind == "condition":
+        cond = entry.get("condition") or {}
+        if cond.get("type") in ("Stalled", "Failed") and cond.get("status") == "True":
+            return "stalled"
+        if cond.get("status") != "True" and cond.get("reason") in FAILURE_REASONS:
+            return "condition"
+    return None
+
+
+def evidence_shape(entry: Entry) -> str:
+    """What makes two pieces of evidence the same: a log line's template, a condition's
+    type and reason, an event's reason, an exit's code or signal."""
+    kind = entry.get("type")
+    if kind == "log":
+        return template_of(entry)
+    if kind == "condition":
+        cond = entry.get("condition") or {}
+        return f"{cond.get('type')} {cond.get('reason')}"
+    if kind == "event":
+        return str(entry.get("reason"))
+    return str(symptom_of(entry))

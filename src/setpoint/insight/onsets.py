@@ -4,12 +4,20 @@ rests on (`setpoint.insight.ranking` ranks with them).
 * `reach(graph, obj)`: what can change what `obj` does: itself, its owner (a replica's
   template), its inputs (a Secret it `uses`), and what it depends on, directly or not (with
   what those own and use).
-* `troubles(index, objs, since, until)`: for each object, its first symptom in
+* `troubles(index, objs, since, until, settle_s=...)`: for each object, its first symptom in
   [`since`, `until`] after which it was not Ready again by `until` (a trouble that lasted),
-  with how many symptoms of that shape it showed since; earliest first.
+  with how many symptoms of that shape it showed since; earliest first. A symptom that
+  began nothing (seen once, followed by others, the object still Ready `settle_s` later;
+  the ranking passes its `tau_s`, a minute) is not a trouble's first.
 * `mentions(said, change, obj)`: whether a trouble's words name what a change changed: the
   changed object's name, the setting's name, or its old or new value (`port 5432`,
   `maxmemory`, `password`). An error that names a changed thing points at it.
+* `exhausted(said)` and `changes_an_amount(change)`: whether a trouble says a resource ran
+  out (killed by SIGKILL, as the kernel kills what exceeds its memory; out of memory; too
+  many clients; no space left), and whether a change set an amount (a count or a size: `4`
+  to `32`, `512Mi` to `48Mi`, `--max-connections=3`). A resource that runs out was sized by
+  an amount: such a trouble fits a change of an amount better than one of a name (a log
+  level, a time zone, an image).
 
 Pure: no I/O, no clock.
 """
@@ -70,11 +78,17 @@ SAYS_S = 5.0
 
 
 def troubles(
-    index: TimelineIndex, objs: Iterable[ObjectRef], since: float, until: float
+    index: TimelineIndex,
+    objs: Iterable[ObjectRef],
+    since: float,
+    until: float,
+    *,
+    settle_s: float,
 ) -> list[Trouble]:
     """Each object's first symptom in [`since`, `until`] after which it was not Ready
     again by `until` (a log line read up to `LOG_LAG_S` after a Ready counts as before it),
-    earliest first."""
+    and that began something (`_lone`: a symptom seen once, followed by others, with the
+    object still Ready `settle_s` later, did not), earliest first."""
     out = []
     for obj in objs:
         positions = index.objects.get(obj, [])
@@ -91,23 +105,46 @@ def troubles(
             for p in ready[r_lo:r_hi]
             if (index.entries[p].get("condition") or {}).get("status") == "True"
         ]
+        shapes = [_shape(index.entries[p]) for p in mine]
         first = next(
             (
                 p
-                for p in mine
+                for k, p in enumerate(mine)
                 if index.ts[p] <= until
                 and not any(r > index.ts[p] + _lag(index.entries[p]) for r in readies)
+                and not _lone(index, obj, p, (shapes[k], shapes[k + 1 :]), until, settle_s)
             ),
             None,
         )
         if first is None:
             continue
         onset, shape = index.ts[first], _shape(index.entries[first])
-        count = sum(1 for p in mine if index.ts[p] >= onset and _shape(index.entries[p]) == shape)
+        count = sum(
+            1 for p, h in zip(mine, shapes, strict=True) if index.ts[p] >= onset and h == shape
+        )
         said = tuple(p for p in mine if onset <= index.ts[p] <= onset + SAYS_S)
         out.append(Trouble(obj, onset, first, max(count, 1), said))
     out.sort(key=lambda t: (t.onset, str(t.obj)))
     return out
+
+
+def _lone(
+    index: TimelineIndex,
+    obj: ObjectRef,
+    position: int,
+    shapes: tuple[str, list[str]],
+    until: float,
+    settle_s: float,
+) -> bool:
+    """Whether the symptom at `position` began nothing: its shape (`shapes[0]`) is not seen
+    again among the later symptoms' (`shapes[1]`), one follows, and `obj` was still Ready
+    `settle_s` after it (a timeout logged once while it kept serving is not where its
+    trouble began)."""
+    shape, later = shapes
+    if shape in later or not later:
+        return False
+    settled = min(index.ts[position] + settle_s, until)
+    return (index.ready_at(obj, settled) or {}).get("status") == "True"
 
 
 def _lag(entry: Entry) -> float:
@@ -182,3 +219,58 @@ def mentions(said: Iterable[Entry], change: Entry, obj: ObjectRef, *, values: bo
         re.search(rf"(?<![\w-]){re.escape(token)}(?![\w-])", text)
         for token in tokens_of(change, obj, values=values)
     )
+
+
+EXHAUSTION_WORDS = re.compile(
+    r"out of memory|\boom\b|memoryerror|\bmemory\b|too many|exhausted|no space left"
+    r"|cannot allocate|resource temporarily unavailable|slots are reserved",
+    re.IGNORECASE,
+)
+"""Words with which programs say that a resource ran out."""
+KILLED = frozenset({9, "9", "SIGKILL", "KILL"})
+"""A kill no program asks for itself: the kernel's (a memory limit exceeded), or a person's."""
+
+
+def exhausted(said: Iterable[Entry]) -> bool:
+    """Whether what was `said` tells of a resource that ran out: an exit by SIGKILL (code
+    137) or words that say so (`EXHAUSTION_WORDS`)."""
+    for entry in said:
+        if entry.get("type") == "exit" and (
+            entry.get("signal") in KILLED or entry.get("exitCode") == 137
+        ):
+            return True
+        if EXHAUSTION_WORDS.search(words_of(entry)):
+            return True
+    return False
+
+
+_AMOUNT = re.compile(
+    r"(?:--?[\w.-]+=)?(\d+(?:\.\d+)?)\s*(?:[kKmMgGtT]i?|[kKmMgGtT][bB]|[mM]|)",
+)
+
+
+def _amount(value: Any) -> tuple[str, float] | None:
+    """A value as (its flag, if any; the number): `--max-connections=3` -> ('--max-connections=',
+    3.0), `48Mi` -> ('', 48.0); None for what is not a count or a size."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return "", float(value)
+    if not isinstance(value, str):
+        return None
+    match = _AMOUNT.fullmatch(value.strip())
+    if match is None:
+        return None
+    return value.strip()[: match.start(1)], float(match.group(1))
+
+
+def changes_an_amount(change: Entry) -> bool:
+    """Whether `change` set an amount: some path's old and new values are both counts or sizes
+    (`_amount`) under the same flag, and they differ."""
+    for pair in (change.get("diff") or {}).values():
+        if not isinstance(pair, list | tuple) or len(pair) != 2:
+            continue
+        old, new = _amount(pair[0]), _amount(pair[1])
+        if old is not None and new is not None and old[0] == new[0] and old != new:
+            return True
+    return False

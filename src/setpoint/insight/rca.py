@@ -6,7 +6,7 @@ anomaly's time, in the same unit as the table's timestamps). Readers of particul
 formats (the PetShop dataset's CSV files, live scrapes) build a `CallGraph` and a
 `MetricTable` and call `rank_root_causes`.
 
-The method, in three steps:
+The method, in four steps:
 
 1. **How anomalous is each series** after `at`. Every row stands for the period up to
    the next timestamp; a row counts as *after* `at` when more than half of its period
@@ -32,6 +32,17 @@ The method, in three steps:
    connected when the target is among them (or is the node); a node that is not
    anomalous (`z < threshold`) or not connected keeps `disconnected_penalty` of its
    score, and one the target does not call, directly or not, its square.
+
+4. **Shape**: a cause's trouble has the shape of the symptom's. Over the whole window
+   (the rows before `at` and after), each node's series of the metric is correlated with
+   the target's, statistic by statistic (Pearson's r over the rows both have; a series that
+   does not move has no shape of the target's, r = 0); `shape` is the mean r (1 when the
+   target's series do not move or the window has fewer than 3 rows: no shape to match).
+   `score x max(shape, 0) ** shape_weight`. Of two nodes that turned anomalous together,
+   the one whose ups and downs are the target's is where the target's trouble comes from;
+   one that peaks a row later, or was already moving before, is a bystander (a load
+   balancer in front of the cause, measured from the caller's side, is as anomalous as the
+   cause but follows its own traffic).
 
 Every node of the graph (and of the table) is returned, best first (ties by anomaly,
 then name).
@@ -174,6 +185,8 @@ class RcaSettings:
     as extreme as its worst in as many rows with a chance below this."""
     verdict_floor: float = 2.0
     """Robust z below which a window is never anomalous."""
+    shape_weight: float = 1.0
+    """How much a node's shape (its correlation with the target over the window) weighs."""
 
 
 def split_at(timestamps: Sequence[float], at: float) -> list[bool]:
@@ -279,6 +292,55 @@ def node_anomaly(
     return out
 
 
+MIN_SHAPE_ROWS = 3
+"""Fewer rows than this have no shape to compare."""
+
+
+def node_shape(
+    abnormal: MetricTable, *, target: str, metric: str, at: float | None
+) -> dict[str, float]:
+    """Step 4's `shape` of every node of `abnormal` that has `metric`: the mean, over the
+    statistics it shares with `target`, of the correlation of its series with the target's
+    over the whole window (see the module docstring). 1 for every node when the window does
+    not hold the anomaly's start (`at` None, or no rows before or after it): what is left is
+    noise around a level, with no shape to match."""
+    after = split_at(abnormal.timestamps, at) if at is not None else []
+    nodes = sorted({k.node for k in abnormal.columns if k.metric == metric})
+    if all(after) or not any(after):
+        return {n: 1.0 for n in nodes}
+    statistics = sorted(
+        {k.statistic for k in abnormal.columns if k.node == target and k.metric == metric}
+    )
+    reference: dict[str, FloatArray] = {}
+    for statistic in statistics:
+        values = np.asarray(
+            abnormal.columns[SeriesKey(target, metric, statistic)], dtype=np.float64
+        )
+        if int(np.sum(~np.isnan(values))) >= MIN_SHAPE_ROWS and float(np.nanstd(values)) > 0:
+            reference[statistic] = values
+    if not reference:
+        return {n: 1.0 for n in nodes}
+    out: dict[str, float] = {}
+    for node in nodes:
+        rs = []
+        for statistic, ref in reference.items():
+            column = abnormal.columns.get(SeriesKey(node, metric, statistic))
+            if column is None:
+                continue
+            values = np.asarray(column, dtype=np.float64)
+            both = ~np.isnan(values) & ~np.isnan(ref)
+            if int(both.sum()) < MIN_SHAPE_ROWS:
+                continue
+            a, b = values[both], ref[both]
+            if float(np.std(a)) == 0 or float(np.std(b)) == 0:
+                rs.append(0.0)  # it did not move: none of the target's shape
+                continue
+            rs.append(float(np.corrcoef(a, b)[0, 1]))
+        out[node] = float(np.mean(rs)) if rs else 0.0
+    out[target] = 1.0
+    return out
+
+
 def rank_by_anomaly(
     graph: CallGraph,
     anomaly: Mapping[str, float],
@@ -286,9 +348,11 @@ def rank_by_anomaly(
     target: str,
     metric: str,
     settings: RcaSettings = RcaSettings(),
+    shape: Mapping[str, float] | None = None,
 ) -> list[RankedNode]:
-    """Steps 2 and 3 of the method: blame and explanation over the call graph, given each
-    node's anomaly `z` (missing nodes: 0)."""
+    """Steps 2 to 4 of the method: blame, explanation and shape over the call graph, given
+    each node's anomaly `z` (missing nodes: 0) and `shape` (`node_shape`; None, or a node
+    missing from it: 1, no shape to weigh)."""
     nodes = sorted(set(graph.nodes) | set(anomaly) | {target})
     callees, callers = graph.callees(), graph.callers()
     g = {n: math.log1p(max(anomaly.get(n, 0.0), 0.0)) for n in nodes}
@@ -310,6 +374,8 @@ def rank_by_anomaly(
             score *= settings.disconnected_penalty
         if node not in called:
             score *= settings.disconnected_penalty
+        if shape is not None and settings.shape_weight:
+            score *= max(shape.get(node, 1.0), 0.0) ** settings.shape_weight
         label = metric if node in anomalous else None
         ranked.append((-score, -g[node], node, RankedNode(node, label, float(score))))
     ranked.sort(key=lambda r: r[:3])
@@ -440,7 +506,10 @@ def rank_root_causes(
         when = "" if at is None else f" and no rows before {at:g}"
         raise Invalid(f"no baseline: no normal rows{when}", field="at")
     anomaly = node_anomaly(graph, abnormal, metric=metric, at=at, normal=normal, settings=settings)
-    return rank_by_anomaly(graph, anomaly, target=target, metric=metric, settings=settings)
+    shape = node_shape(abnormal, target=target, metric=metric, at=at)
+    return rank_by_anomaly(
+        graph, anomaly, target=target, metric=metric, settings=settings, shape=shape
+    )
 
 
 def _row_max(deviations: FloatArray) -> FloatArray:

@@ -206,9 +206,6 @@ class Controller:
                 outcome = "requeue_after"
                 self.queue.forget(request)
                 self.queue.add_after(request, result.requeue_after)
-            elif result.requeue:
-                outcome = "requeue"
-                self.queue.add_rate_limited(request)
             else:
                 outcome = "success"
                 self.queue.forget(request)

@@ -37,6 +37,7 @@ import socket
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from setpoint.clock import SYSTEM_CLOCK, Clock
 from setpoint.errors import Invalid, LeadershipLost
@@ -55,6 +56,9 @@ from setpoint.runtime.leases import LeaderElector, LeaseSettings
 from setpoint.runtime.metrics import Metrics
 from setpoint.runtime.sharding import ShardMember
 from setpoint.store import Store
+
+if TYPE_CHECKING:
+    from setpoint.http_server import HttpServer
 
 log = logging.getLogger("setpoint.manager")
 
@@ -121,7 +125,7 @@ class Manager:
         self.metrics = self.observer if isinstance(self.observer, Metrics) else None
         if self.metrics is not None:
             self.metrics.track_queues(lambda: {c.name: c.queue for c in self.controllers})
-        self.health_server: asyncio.Server | None = None
+        self.health_server: HttpServer | None = None
         self._synced = False
         self.controllers: list[Controller] = []
         self._informers: dict[tuple[str, str], Informer] = {}
@@ -256,8 +260,7 @@ class Manager:
                 except Exception:
                     log.exception("could not release the leader lease")
             if self.health_server is not None:
-                self.health_server.close()
-                await self.health_server.wait_closed()
+                await self.health_server.close()
             if self.options.handle_signals:
                 for sig in (signal.SIGTERM, signal.SIGINT):
                     with contextlib.suppress(Exception):

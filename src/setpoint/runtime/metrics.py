@@ -43,7 +43,8 @@ from setpoint.runtime.queue import QueueObserver, WorkQueue
 __all__ = ["RECONCILE_RESULTS", "Metrics", "QueueSource"]
 
 RECONCILE_RESULTS = ("success", "error", "requeue", "requeue_after")
-"""The values of the `result` label, as controller-runtime spells them."""
+"""The values of the `result` label, as controller-runtime spells them (setpoint never
+reports `requeue`: it has no `Result(requeue=True)`, which controller-runtime deprecated)."""
 
 QueueSource = Callable[[], Mapping[str, WorkQueue[Any]]]
 """Returns the queues to report, by name; called each time the metrics are rendered."""

@@ -10,7 +10,6 @@ What each outcome means:
 
 * returns `Result()` or None: done; nothing to do until something changes.
 * returns `Result(requeue_after=s)`: done for now; come back in `s` seconds.
-* returns `Result(requeue=True)`: come back soon, rate-limited (backoff).
 * raises `TerminalError`: cannot progress without a change from outside; not
   retried until the object changes (or the next resync, if the controller has
   one, looks at the world again), or, with `retry_after=s`, once more in `s`
@@ -57,7 +56,6 @@ class Result:
     """What a reconcile asks for next (see the module docstring)."""
 
     requeue_after: float | None = None
-    requeue: bool = False
 
 
 @runtime_checkable

@@ -1,5 +1,6 @@
-"""The recorder's decisions, without I/O: diffs as dotted paths, what an object's change
-means as timeline entries, who made it, and which log lines are kept."""
+"""The recorder's decisions, without I/O (`setpoint.insight.recording`): diffs as dotted
+paths, what an object's change means as timeline entries, who made it, and which log lines
+are kept."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from setpoint.insight.recorder import (
+from setpoint.insight.recording import (
     LogSampler,
     actor_of,
     diff_paths,
