@@ -2,8 +2,9 @@
 injected, seen failing, explained through the CLI and healed, and the last stdout line is
 the JSON the issue asks for. It checks that the bench works, not the figures it measures.
 
-Slow (about seven minutes: PostgreSQL, two stacks, fourteen live faults and a start-up); needs PostgreSQL's
-binaries, and root for the store's tmpfs (without it the store is a plain directory).
+Slow (about seven minutes: PostgreSQL, two stacks, fourteen live faults and a start-up);
+needs PostgreSQL's binaries, and root for the store's tmpfs (without it the store is a plain
+directory).
 """
 
 from __future__ import annotations
