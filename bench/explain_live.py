@@ -7,15 +7,19 @@ Run with `./dev bench explain_live [--seed 101] [--rounds 3] [--quick] [--keep-l
 (as root for the store's tmpfs; PostgreSQL must be installed). Progress goes to stderr; the
 last stdout line is one JSON object. Prints figures only; nothing here passes or fails.
 
-The world is bench/chaos_world.py's (a copy of examples/webapp with free ports, its store on
-a tmpfs, `up` as a child) plus an unrelated Deployment `worker` (one sleeping replica), and
-chaos.py's `Recorder.wait_ready` says when everything is healthy again. Each round runs every
+The world is bench/chaos_world.py's (a copy of examples/webapp with free ports, its store on a
+tmpfs, `up` as a child) plus an unrelated Deployment `worker` (one sleeping replica), and
+chaos.py's `Recorder.wait_ready` says when everything is healthy again. Beside it runs a second
+stack (bench/explain_live_stack.py): a `cache` Process that reads an env file (its port) and a
+Secret (`cache-config`, `maxKeys`) and holds 40 MiB under a 256Mi memory limit, the Service
+`cache` in front of it, and a Deployment `api` (two replicas) whose `/healthz` asks the cache
+through the Service and which `dependsOn` the cache and the Service. Each round runs every
 fault kind once, in a seeded shuffled order, each a seeded 1-5 s after the world was seen
 healthy. Around each fault, decoys: before it one or two, after it one or two more (0.3-2 s
-apart), each either an annotation or label on a random object by `alice` (`setpoint apply`
-of that object's current manifest plus the annotation: a faulty spec stays faulty) or
-`carol` scaling `worker` between 1 and 2 replicas. Faults are applied by `bob` (USER and
-LOGNAME, which `setpoint apply` names); `host` is this machine's name.
+apart), each either an annotation or label on a random object by `alice` (`setpoint apply` of
+that object's current manifest plus the annotation: a faulty spec stays faulty) or `carol`
+scaling `worker` between 1 and 2 replicas. Faults are applied by `bob` (USER and LOGNAME, which
+`setpoint apply` names); `host` is this machine's name.
 
 Fault kinds (variants chosen by the seed), the target explained, and what counts as a match:
 
@@ -40,6 +44,23 @@ Fault kinds (variants chosen by the seed), the target explained, and what counts
   SQL (as `bad_migration`, depended on by nothing) and one of `web`'s template faults
   (`readiness_404`'s or `missing_binary`'s). Target `deployment/web`: its answer is web's
   change, not the other fault's failure.
+* `memory_limit_lowered`: the second stack's `cache` (see below) has its
+  `resources.limits.memory` lowered from 256Mi to 8, 16 or 24 Mi, under what it holds: it
+  is OOMKilled at each start. Target `deployment/api`.
+* `secret_changed`: the value `maxKeys` of the Secret `cache-config` the cache reads
+  changed to one it refuses (`lots`, `0`, `-5`, `1k`); the cache runs on as it is until
+  `carol` restarts it (`setpoint restart process/cache`, 0.3-2 s later), then exits 2 at
+  each start. Target `deployment/api`.
+* `env_file_edited`: the cache's env file (`cache.env`) edited: its `CACHE_PORT` moved to
+  another free port; `carol` restarts the cache 1.5-3 s later (the engine looks at env
+  files once a second): it listens where neither its probe nor the Service looks. Target
+  `deployment/api`.
+* `service_selector`: the Service `cache`'s selector changed to a label no Process has
+  (`cache-v2`, `kv`, `cache-primary`): no endpoints. Target `deployment/api`.
+* `autoscaler_min`: the Autoscaler `api` (which holds the api at demand / capacity = 2
+  replicas) given `maxReplicas: 1` or a target per replica of 8, 10 or 20: it scales the api
+  to one replica, whose `/healthz` then says it is overloaded (the demand over the replicas
+  that answer is more than one's capacity). Target `deployment/api`.
 * `db_init_startup`: a fresh workspace whose `db-init` fails (initdb given an option it
   refuses, the data directory under a regular file, or pg.py's path misspelt): everything
   downstream waits. Targets `deployment/web` and `job/db-init` (two scored calls).
@@ -52,16 +73,23 @@ decoys before it do not count): for a change injected by a spec edit (`web_bad_c
 that object (Deployment/web or Process/db) with a `spec...` path in its diff (an annotation
 decoy on the same object does not match); for the stopped `db` the `change` deleting
 Process/db; for `port_taken` an `exit` or `log` entry of the replica quoting "in use"; for
+`secret_changed` a `change` of Secret/cache-config with a `data` path; for
+`env_file_edited` a `change` of Process/cache with an `envFile[...]` path (the input
+change the engine records for an edited env file); for `memory_limit_lowered` and
+`service_selector` a `change` of Process/cache or Service/cache with a `spec` path, for
+`autoscaler_min` one of Autoscaler/api; for
 `bad_migration` and `db_init_startup` any entry of the failing Job (its exit or log lines,
 its failure condition, or its creation, which carries the spec that fails). `top1`: the first
 candidate matches; `top3`: one of the first three does.
 
 A failure is "observed" when the store shows the target not Ready and the timeline (read
-directly from the store's file) has, since the injection, a symptom (a non-zero exit not
-caused by a signal; a condition with reason CrashLoopBackOff, ReadinessProbeFailed,
-StartFailed or Failed, or a Failed/Stalled condition) on one of the fault's objects and the
-target's own Ready=False. No fixed sleeps: the bench polls those conditions. A fault not
-observed within OBSERVE_TIMEOUT_S is listed under `not_observed` and not scored.
+directly from the store's file) has, since the injection, a symptom (a non-zero exit not caused
+by a signal; a condition with reason CrashLoopBackOff, ReadinessProbeFailed, StartFailed,
+Failed or NoReadyEndpoints (a Service with none), or a Failed/Stalled condition) on one of the
+fault's objects and the target's own Ready=False. No fixed sleeps wait for the failure: the
+bench polls those conditions (the gaps between a fault and the restart that brings it out are
+part of the fault). A fault not observed within OBSERVE_TIMEOUT_S is listed under
+`not_observed` and not scored.
 
 Healing: the original manifest is applied again by `bob` (the stopped `db` is created
 again), a new Job is deleted, the stranger leaves and the replica is deleted (the Deployment
@@ -79,6 +107,9 @@ included; nearest rank), `seed`, `missed` (targets: live_ac1 >= 0.9, live_ac3 >=
 startup_ac1 >= 0.9, healthy_says_nothing_wrong = 1.0, live_ac1 >= 0.9 in every kind), and
 `misses` (each missed call: the
 kind, target and the top three entries).
+
+`--kinds a,b` runs only those fault kinds (the start-up runs only when `db_init_startup` is
+among them), to tune or check a few kinds in minutes.
 
 Seeds: nothing in `setpoint.insight.ranking` was fitted to this bench. Seeds 1-99 are for
 tuning (`--seed 1` ...); figures are reported on seeds from 100 up (the default is 101).
@@ -106,7 +137,9 @@ from typing import Any
 
 import yaml
 from chaos import NAMESPACE, Recorder, pct
-from chaos_world import World, bindable, proc_info, runs, stranger
+from chaos_world import RESTART_RESET_S, World, bindable, proc_info, runs, stranger
+from explain_live_stack import ENV_FILE, SECRET_NAME
+from explain_live_stack import stage as stage_stack
 
 from setpoint.engine import builtin_kinds
 from setpoint.insight.timeline import Timeline, timeline_path_for
@@ -127,6 +160,11 @@ LIVE_KINDS = (
     "dependency_changed",
     "probe_too_tight",
     "two_faults",
+    "memory_limit_lowered",
+    "secret_changed",
+    "env_file_edited",
+    "service_selector",
+    "autoscaler_min",
 )
 STARTUP_KIND = "db_init_startup"
 FAULT_KINDS = (*LIVE_KINDS, STARTUP_KIND)
@@ -140,7 +178,13 @@ EXPLAIN_TIMEOUT_S = 120.0
 TARGETS = {"live_ac1": 0.9, "live_ac3": 0.97, "startup_ac1": 0.9}
 KIND_TARGET = 0.9
 """live_ac1 wanted in every fault kind (`per_fault`): a pooled figure hides the kind it loses."""
-SYMPTOM_REASONS = {"CrashLoopBackOff", "ReadinessProbeFailed", "StartFailed", "Failed"}
+SYMPTOM_REASONS = {
+    "CrashLoopBackOff",
+    "ReadinessProbeFailed",
+    "StartFailed",
+    "Failed",
+    "NoReadyEndpoints",
+}
 BAD_SQL = "ALTER TABLE visits ADD COLUMN;\n"
 FAULT_ACTOR = "bob"
 DECOY_ACTORS = ("alice", "carol")
@@ -246,6 +290,9 @@ class Cause:
     spec_only: bool = False
     deletion: bool = False
     quote: str | None = None
+    paths: tuple[str, ...] = ()
+    """For a change: one of its diff's paths must begin with one of these (a Secret's
+    `data`, an env file's `envFile[`), so that a decoy's annotation does not count."""
 
     def matches(self, candidate: Mapping[str, Any]) -> bool:
         entry = entry_of(candidate)
@@ -256,6 +303,8 @@ class Cause:
         diff = entry.get("diff") or {}
         spec = any(str(path).startswith("spec") for path in diff)
         if self.spec_only and entry.get("type") == "change" and not spec:
+            return False
+        if self.paths and not any(str(p).startswith(self.paths) for p in diff):
             return False
         deleted = entry.get("action") == "deleted" or any("deletion" in str(p) for p in diff)
         if self.deletion and not deleted:
@@ -332,6 +381,13 @@ class Live:
             [sys.executable, "-m", "setpoint", *args], cwd=self.world.base, env=env,
             capture_output=True, text=True, timeout=EXPLAIN_TIMEOUT_S, check=False,
         )  # fmt: skip
+
+    async def restart(self, target: str, actor: str) -> None:
+        """`setpoint restart TARGET` as `actor` does it."""
+        env = {**self.world.env, "USER": actor, "LOGNAME": actor}
+        done = await asyncio.to_thread(self._cli, env, "restart", target)
+        if done.returncode != 0:
+            raise RuntimeError(f"restart of {target} by {actor}: {done.stderr.strip()}")
 
     async def explain(self, target: str) -> Answer:
         started = time.perf_counter()
@@ -428,7 +484,8 @@ class Live:
 
     async def healthy_checks(self) -> list[bool]:
         """explain on one or two random healthy objects: does it say nothing is wrong?"""
-        names = ["deployment/web", "process/db", "job/migrate", "deployment/worker"]
+        names = ["deployment/web", "process/db", "job/migrate", "deployment/worker",
+                 "deployment/api", "process/cache"]  # fmt: skip
         said = []
         for target in self.rng.sample(names, self.rng.randint(1, 2)):
             answer = await self.explain(target)
@@ -584,6 +641,84 @@ class Faults:
         trial = Trial("dependency_changed", "deployment/web", cause, note)
         return trial, lambda ref: ref == "Process/db", lambda: self._restore("Process/db")
 
+    # -- the second stack's faults (bench/explain_live_stack.py)
+
+    def _api_trial(self, kind: str, cause: Cause, note: str, heal: Callable[[], Any]) -> Any:
+        return Trial(kind, "deployment/api", cause, note), _cache_or_api, heal
+
+    async def memory_limit_lowered(self) -> Any:
+        """The cache's memory limit lowered below what it holds: killed (OOMKilled) at
+        each start."""
+        cache = copy.deepcopy(self.live.current["Process/cache"])
+        limit = self.rng.choice(["8Mi", "16Mi", "24Mi"])
+        cache["spec"]["resources"] = {"limits": {"memory": limit}}
+        await self.live.apply(cache, FAULT_ACTOR)
+        cause = Cause("Process/cache", SPEC_CHANGE, self.since, spec_only=True)
+        heal = lambda: self._restore("Process/cache")  # noqa: E731
+        return self._api_trial("memory_limit_lowered", cause, f"cache memory {limit}", heal)
+
+    async def secret_changed(self) -> Any:
+        """A value of the cache's Secret changed under it; later someone else restarts the
+        cache, which reads the new value then and refuses it."""
+        secret = copy.deepcopy(self.live.current[f"Secret/{SECRET_NAME}"])
+        value = self.rng.choice(["lots", "0", "-5", "1k"])
+        secret.pop("data", None)
+        secret["stringData"] = {"maxKeys": value}
+        await self.live.apply(secret, FAULT_ACTOR)
+        await asyncio.sleep(self.rng.uniform(*DECOY_GAP_S))
+        await self.live.restart("process/cache", DECOY_ACTORS[1])
+        cause = Cause(f"Secret/{SECRET_NAME}", SPEC_CHANGE, self.since, paths=("data",))
+
+        async def heal() -> None:
+            await self._restore(f"Secret/{SECRET_NAME}")
+
+        return self._api_trial("secret_changed", cause, f"maxKeys {value}; restarted", heal)
+
+    async def env_file_edited(self) -> Any:
+        """The cache's env file edited (its port moved); later someone else restarts the
+        cache, which listens on the new port, where nobody looks."""
+        path = self.live.world.base / ENV_FILE
+        original = path.read_text()
+        old = int(original.rsplit("=", 1)[1])
+        new = next(p for p in range(old + 1, old + 500) if bindable(p))
+        path.write_text(original.replace(f"CACHE_PORT={old}", f"CACHE_PORT={new}"))
+        await asyncio.sleep(self.rng.uniform(1.5, 3.0))  # the engine looks once a second
+        await self.live.restart("process/cache", DECOY_ACTORS[1])
+        cause = Cause("Process/cache", SPEC_CHANGE, self.since, paths=("envFile[",))
+
+        async def heal() -> None:
+            path.write_text(original)  # read at the start the restart makes
+            await self.live.restart("process/cache", FAULT_ACTOR)
+
+        return self._api_trial("env_file_edited", cause, f"CACHE_PORT {old} -> {new}", heal)
+
+    async def autoscaler_min(self) -> Any:
+        """The api's Autoscaler misconfigured: its maximum, or its target per replica, so
+        that it scales the api to one replica, which cannot serve the demand alone."""
+        autoscaler = copy.deepcopy(self.live.current["Autoscaler/api"])
+        spec = autoscaler["spec"]
+        if self.rng.random() < 0.5:
+            spec["maxReplicas"] = 1
+            note = "maxReplicas 1"
+        else:
+            spec["metric"]["target"] = self.rng.choice([8, 10, 20])
+            note = f"target {spec['metric']['target']} per replica"
+        await self.live.apply(autoscaler, FAULT_ACTOR)
+        cause = Cause("Autoscaler/api", SPEC_CHANGE, self.since, spec_only=True)
+        heal = lambda: self._restore("Autoscaler/api")  # noqa: E731
+        trial = Trial("autoscaler_min", "deployment/api", cause, note)
+        return trial, lambda ref: ref.startswith("Process/api-") or ref == "Autoscaler/api", heal
+
+    async def service_selector(self) -> Any:
+        """The cache Service's selector changed to a label no Process has: no endpoints."""
+        service = copy.deepcopy(self.live.current["Service/cache"])
+        label = self.rng.choice(["cache-v2", "kv", "cache-primary"])
+        service["spec"]["selector"] = {"app": label}
+        await self.live.apply(service, FAULT_ACTOR)
+        cause = Cause("Service/cache", SPEC_CHANGE, self.since, spec_only=True)
+        heal = lambda: self._restore("Service/cache")  # noqa: E731
+        return self._api_trial("service_selector", cause, f"selector app={label}", heal)
+
     async def bad_migration(self) -> Any:
         self.migrations += 1
         n = self.migrations
@@ -643,6 +778,10 @@ class Faults:
         return None
 
 
+def _cache_or_api(ref: str) -> bool:
+    return ref in ("Process/cache", "Service/cache") or ref.startswith("Process/api-")
+
+
 def _web_replica(ref: str) -> bool:
     return ref.startswith("Process/web-")
 
@@ -661,14 +800,26 @@ class Tally:
 
 
 async def open_world(world: World) -> tuple[Store, Live]:
+    """`up` on the staged webapp, the worker, and the second stack (cache, its Service,
+    api; its Secret, kept out of `world.objects`, which bench/chaos.py checks by kind)."""
     world.objects.append(worker_deployment())
-    world.manifest.write_text(yaml.safe_dump_all(world.objects, sort_keys=False))
+    stack, others = stage_stack(world.base, RESTART_RESET_S, world.port_range)
+    world.objects += stack
+    manifests = [*world.objects, *others]
+    world.manifest.write_text(yaml.safe_dump_all(manifests, sort_keys=False))
     world.start_engine()
     store = await open_store(world.store_url, builtin_kinds())
-    return store, Live(world, store, random.Random())
+    live = Live(world, store, random.Random())
+    for obj in others:
+        live.current[live.key(obj)] = copy.deepcopy(obj)
+        live.original[live.key(obj)] = copy.deepcopy(obj)
+    del live.current["Deployment/api"]  # its replicas are the Autoscaler's: no decoy applies it
+    return store, live
 
 
-async def live_run(world: World, rng: random.Random, rounds: int, tally: Tally) -> None:
+async def live_run(
+    world: World, rng: random.Random, rounds: int, tally: Tally, kinds: tuple[str, ...]
+) -> None:
     world.stage()
     store, live = await open_world(world)
     live.rng = rng
@@ -680,7 +831,7 @@ async def live_run(world: World, rng: random.Random, rounds: int, tally: Tally) 
                                f"{live.recorder.why_not}")  # fmt: skip
         tally.healthy += await live.healthy_checks()
         for n in range(rounds):
-            order = list(LIVE_KINDS)
+            order = list(kinds)
             rng.shuffle(order)
             for kind in order:
                 await asyncio.sleep(rng.uniform(*GAP_S))
@@ -818,14 +969,16 @@ def report(tally: Tally, seed: int) -> dict[str, Any]:
     return result
 
 
-async def bench(seed: int, rounds: int, startups: int, keep: Path | None) -> dict[str, Any]:
+async def bench(
+    seed: int, rounds: int, startups: int, keep: Path | None, kinds: tuple[str, ...] = LIVE_KINDS
+) -> dict[str, Any]:
     rng = random.Random(seed)
     tally = Tally()
     try:
         if rounds:
             world = World(Path(tempfile.mkdtemp(prefix="setpoint-bench-explain-")))
             try:
-                await live_run(world, rng, rounds, tally)
+                await live_run(world, rng, rounds, tally, kinds)
             finally:
                 if keep is not None:
                     world.keep_logs(keep / "live")
@@ -860,12 +1013,22 @@ def main() -> None:
         "--keep-logs", type=Path,
         help="copy up's output, the logs, the timeline and the scored calls here",
     )  # fmt: skip
+    parser.add_argument(
+        "--kinds", type=lambda text: tuple(text.split(",")), default=LIVE_KINDS,
+        help="only these live fault kinds, comma-separated (no start-up runs unless "
+        f"{STARTUP_KIND} is among them)",
+    )  # fmt: skip
     args = parser.parse_args()
+    if unknown := set(args.kinds) - set(FAULT_KINDS):
+        parser.error(f"--kinds: no such fault kind: {', '.join(sorted(unknown))}")
     rounds = 1 if args.quick else args.rounds
+    live_kinds = tuple(k for k in args.kinds if k in LIVE_KINDS)
+    startups = rounds if args.kinds == LIVE_KINDS or STARTUP_KIND in args.kinds else 0
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     started = time.monotonic()
-    result = asyncio.run(bench(args.seed, rounds, rounds, args.keep_logs))
+    result = asyncio.run(bench(args.seed, rounds if live_kinds else 0, startups,
+                               args.keep_logs, live_kinds))  # fmt: skip
     result["seconds"] = round(time.monotonic() - started)
     print(json.dumps(result))
 

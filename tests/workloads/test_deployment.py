@@ -4,6 +4,7 @@ the stored state through the store's watch, under timeouts, never on the wall cl
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import urllib.request
 from collections.abc import AsyncIterator, Callable
@@ -228,3 +229,22 @@ async def test_deleting_the_deployment_stops_its_replicas(world: World) -> None:
     assert await replicas_of(world.store) == []
     for pid in pids:
         await wait_pid_gone(pid)
+
+
+async def test_a_scale_down_keeps_the_deployment_ready(world: World) -> None:
+    """While surplus replicas of the current revision go, the Deployment serves all it is
+    asked for: every state recorded after the scale-down is Ready (it blinked NotReady, "2
+    of 1 updated replicas available", at each of an Autoscaler's scale-downs)."""
+    store = world.store
+    await store.create(manifest(world, replicas=2))
+    await wait_deployment(store, lambda o: rolled_out(1)(o) and o["status"]["readyReplicas"] == 2)
+    since = await store.revision()
+    await write_scale(store, DEPLOYMENT, "web", "default", 1)
+    seen = []
+    async with asyncio.timeout(TIMEOUT):
+        async for event in store.watch(DEPLOYMENT.api_version, DEPLOYMENT.kind, since=since):
+            ready = condition(event.object, "Ready")
+            seen.append((ready.get("status"), ready.get("reason")))
+            if event.object["status"].get("replicas") == 1 and rolled_out(2)(event.object):
+                break
+    assert all(status == "True" for status, _ in seen), seen

@@ -5,6 +5,7 @@ reasons and events."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import re
 from collections.abc import AsyncIterator
@@ -27,6 +28,7 @@ from setpoint import testing
 from setpoint.errors import Invalid
 from setpoint.model import Object, get_condition
 from setpoint.model.redaction import MASK
+from setpoint.model.wellknown import RESTARTED_AT
 from setpoint.runtime import EVENT
 from setpoint.testing import Harness
 from setpoint.workloads import job as jobs
@@ -368,3 +370,58 @@ async def test_an_exec_probe_gets_the_secret_and_its_output_is_masked(world: Wor
     assert f"refused {MASK}" in condition(obj, "Ready")["message"]
     events, _ = await store.list(EVENT.api_version, EVENT.kind)
     assert PASSWORD not in repr(events) + repr(obj)
+
+
+RECORD_START = """
+    import os, sys, time
+    with open(sys.argv[1], "a") as f:
+        f.write(os.environ["MAX_KEYS"] + "\\n")
+    while True: time.sleep(3600)
+"""
+
+
+async def test_a_secret_changed_under_a_running_child_reaches_it_at_its_next_start(
+    world: World, tmp_path: Path
+) -> None:
+    """The child is not restarted for a changed Secret (as a Kubernetes pod's environment
+    is not); the next start, here one a person asks for, gets the new value, and only that
+    start happened: the child records each start's value."""
+    store = world.harness.store
+    starts = tmp_path / "starts"
+    await store.create(secret("cache", stringData={"maxKeys": "1000"}))
+    await store.create(
+        process(
+            "cache", python(RECORD_START, str(starts)), env={"MAX_KEYS": ref("cache", "maxKeys")}
+        )
+    )
+    first = await wait_for(
+        store, "cache", lambda o: bool(((o or {}).get("status") or {}).get("pid"))
+    )
+    assert first is not None
+    await _lines(starts, 1)
+    changed = await store.get(SECRET.api_version, SECRET.kind, "cache", "default")
+    changed.pop("data")
+    await store.update({**changed, "stringData": {"maxKeys": "lots"}})
+    current = await store.get(PROCESS.api_version, PROCESS.kind, "cache", "default")
+    current["metadata"].setdefault("annotations", {})[RESTARTED_AT] = "2026-12-07T00:00:00Z"
+    await store.update(current)
+
+    def restarted(o: Object | None) -> bool:
+        pid = ((o or {}).get("status") or {}).get("pid")
+        return bool(pid) and pid != first["status"]["pid"]
+
+    again = await wait_for(store, "cache", restarted)
+    assert again is not None
+    await _lines(starts, 2)
+    assert _read_lines(starts) == ["1000", "lots"]
+
+
+async def _lines(path: Path, count: int) -> None:
+    """Once `path` has `count` lines (a child writes one as it starts)."""
+    async with asyncio.timeout(10):
+        while len(_read_lines(path)) < count:  # noqa: ASYNC110 - a child's file, no event to wait on
+            await asyncio.sleep(0.02)
+
+
+def _read_lines(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []

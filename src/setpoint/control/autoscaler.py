@@ -116,6 +116,7 @@ from setpoint.runtime.predicates import generation_changed
 from setpoint.runtime.reconciler import Request
 from setpoint.runtime.run_as import UserPolicy, UserRefused, user_of
 from setpoint.runtime.scale import read_scale, write_scale
+from setpoint.store import Actor, WriteOptions
 
 __all__ = [
     "ABLE_TO_SCALE",
@@ -144,6 +145,10 @@ __all__ = [
 ]
 
 log = logging.getLogger("setpoint.autoscaler")
+
+SCALE_WRITES = WriteOptions(actor=Actor(manager="controller/autoscaler"))
+"""How the controller writes a target's scale: naming itself, so that the timeline does not
+take the rescale for a person's change."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,6 +282,7 @@ class AutoscalerController(KitReconciler[AutoscalerSpecSchema, Observed, Plan]):
                     namespace,
                     rescale.replicas,
                     resource_version=rescale.resource_version,
+                    options=SCALE_WRITES,  # the timeline names who rescaled, not `unknown`
                 )
             except (Conflict, NotFound, Invalid) as exc:
                 seen = self._seen.pop(key)

@@ -14,12 +14,17 @@ are no news), each entry stamped with the time the recorder saw it:
   `actor`: the user (else the field manager) the write itself names, for a write seen
   by the watch; else the `setpoint.dev/changed-by` annotation when the write set it (a
   controller naming itself, e.g. `controller/deployment`), else `controller` or
-  `unknown` (`actor_of`);
+  `unknown` (`actor_of`; an owned object removed by a write that names nobody:
+  `controller`). An edit of an env file a Process's child read (its `status.envFiles`
+  digest moved: the controller looks at the files) is a `change` of that Process too, an
+  input change: `envFile[PATH].KEY` paths, values hidden (`envFile[PATH]` with the digests
+  when the keys are not known), actor `unknown`, `input: envFile`;
 * `condition`: a condition's status or reason changed (probe results show here:
   `Ready` with reason `ReadinessProbeFailed` ...);
-* `exit`: `status.lastExit` changed (code, signal, reason, `stoppedOnRequest`, and the
-  last lines of the child's log);
-* `edge`: a `spec.dependsOn` entry or an owner reference appeared;
+* `exit`: `status.lastExit` changed (code, signal, reason, message, `stoppedOnRequest`,
+  and the last lines of the child's log);
+* `edge`: a `spec.dependsOn` entry, an owner reference or a Secret the env reads (`uses`)
+  appeared, or a `spec.scaleTargetRef` (an Autoscaler's: its target `uses` it);
 * `event`: an `Event` was created or repeated, filed under its involved object;
 * `log`: a line of a managed child's log (`<log_dir>/<namespace>_<name>.log`), when
   its template (`setpoint.insight.templates.TemplateMiner`) is new, when it reads as
@@ -520,7 +525,7 @@ class Recorder:
         for entry in entries:
             if entry["type"] == "exit":
                 entry["lines"] = self._recent_lines(key)
-            elif entry["type"] == "change" and actor is not None:
+            elif entry["type"] == "change" and actor is not None and "input" not in entry:
                 entry["actor"] = actor.name()
         if verb is not None and not listing:  # a listing's writes: `_missed_writes`
             ref = object_ref(kind, key[3], key[2] or None)

@@ -184,6 +184,13 @@ def project(obj: Object, revision: int, secret_fields: tuple[str, ...] = ()) -> 
     ]
     last_exit = status.get("lastExit")
     snap["lastExit"] = last_exit if isinstance(last_exit, dict) else None
+    env_files = status.get("envFiles")
+    if isinstance(env_files, list) and env_files:
+        snap["envFiles"] = {
+            str(f["path"]): [f.get("digest"), list(f.get("changedKeys") or [])]
+            for f in env_files
+            if isinstance(f, dict) and f.get("path")
+        }
     return snap
 
 
@@ -258,7 +265,10 @@ def entries_for(old: Snapshot | None, new: Snapshot | None, *, now: float) -> li
     ref = object_ref(str(about["kind"]), str(about["name"]), about.get("namespace"))
     if new is None:
         assert old is not None
-        return [_change(now, ref, _declared_diff(old, created=False), "deleted", "unknown")]
+        # An owned object (a replica) goes when its owner's controller or the collector
+        # removes it; a write that names its actor says otherwise (the recorder's watch).
+        actor = "controller" if old.get("owners") else "unknown"
+        return [_change(now, ref, _declared_diff(old, created=False), "deleted", actor)]
     out: list[Entry] = []
     if old is None:
         diff = _declared_diff(new, created=True)
@@ -267,6 +277,9 @@ def entries_for(old: Snapshot | None, new: Snapshot | None, *, now: float) -> li
         diff = _hide(diff_paths(old["declared"], new["declared"]), new.get("hidden") or [])
         if diff:
             out.append(_change(now, ref, diff, "updated", actor_of(old, new)))
+        edits = _env_file_edits(old, new)
+        if edits:  # not the status write's: whoever edited the file, which nobody names
+            out.append({**_change(now, ref, edits, "updated", "unknown"), "input": "envFile"})
     out += _condition_entries(ref, old, new, now)
     # An object first seen with an exit (its child ended before the recorder looked) has
     # that exit recorded with its creation, as its conditions are.
@@ -274,6 +287,23 @@ def entries_for(old: Snapshot | None, new: Snapshot | None, *, now: float) -> li
         out.append(_exit_entry(ref, new["lastExit"], now))
     out += _edge_entries(ref, old, new, now)
     return out
+
+
+def _env_file_edits(old: Snapshot, new: Snapshot) -> dict[str, list[Any]]:
+    """An edit of an env file the object's child read (`status.envFiles`: its digest moved),
+    as an input change: `envFile[PATH].KEY` for each key the edit changed (the values
+    hidden, as a Secret's), else `envFile[PATH]` with the digests. A file first seen is no
+    edit."""
+    before, after = old.get("envFiles") or {}, new.get("envFiles") or {}
+    diff: dict[str, list[Any]] = {}
+    for path, (digest, keys) in after.items():
+        if path not in before or before[path][0] == digest:
+            continue
+        if keys:
+            diff.update({f"envFile[{path}].{key}": [HIDDEN, CHANGED] for key in keys})
+        else:
+            diff[f"envFile[{path}]"] = [before[path][0], digest]
+    return diff
 
 
 def write_entry(
@@ -330,6 +360,7 @@ def _exit_entry(ref: dict[str, Any], last_exit: Mapping[str, Any], now: float) -
         "exitCode": last_exit.get("code"),
         "signal": last_exit.get("signal"),
         "reason": last_exit.get("reason"),
+        "message": last_exit.get("message"),
         "finishedAt": last_exit.get("finishedAt"),
         "stoppedOnRequest": bool(last_exit.get("stoppedOnRequest")),
     }
@@ -358,12 +389,28 @@ def _edge_entries(
             found.append(("uses", object_ref("Secret", name, namespace)))
         return found
 
+    def scaled(snap: Snapshot | None) -> list[dict[str, Any]]:
+        """What the object scales (`spec.scaleTargetRef`, as an Autoscaler's): that object
+        `uses` it, an input that sets its replicas."""
+        spec = (snap or {}).get("declared", {}).get("spec")
+        target = spec.get("scaleTargetRef") if isinstance(spec, dict) else None
+        if not (isinstance(target, dict) and target.get("kind") and target.get("name")):
+            return []
+        namespace = (snap or {}).get("namespace")
+        return [object_ref(str(target["kind"]), str(target["name"]), namespace)]
+
     before = edges(old)
-    return [
+    out = [
         {"ts": now, "type": "edge", "from": ref, "to": to, "relation": relation}
         for relation, to in edges(new)
         if (relation, to) not in before
     ]
+    out += [
+        {"ts": now, "type": "edge", "from": target, "to": ref, "relation": "uses"}
+        for target in scaled(new)
+        if target not in scaled(old)
+    ]
+    return out
 
 
 def secrets_used(spec: Any) -> list[str]:

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import AfterValidator
+from pydantic import AfterValidator, BeforeValidator
 from pydantic_core import PydanticCustomError
+
+from setpoint.model.quantities import parse_bytes
 
 
 def _no_nul(value: str) -> str:
@@ -36,8 +38,22 @@ def _env_name(value: str) -> str:
     return _no_nul(value)
 
 
+def _byte_quantity(value: object) -> object:
+    if isinstance(value, int | str):
+        try:
+            parse_bytes(value)
+        except ValueError as exc:
+            raise PydanticCustomError("quantity", "{msg}", {"msg": str(exc)}) from None
+        return str(value)
+    return value  # not a quantity at all: the str type says so
+
+
 OsString = Annotated[str, AfterValidator(_no_nul)]
 """A string the OS can take as an argument, a path or an environment value: no NUL byte."""
 
 EnvName = Annotated[str, AfterValidator(_env_name)]
 """An environment variable name: not empty, no `=`, no NUL byte."""
+
+ByteQuantity = Annotated[str, BeforeValidator(_byte_quantity)]
+"""An amount of bytes as Kubernetes writes it (`64Mi`, `1Gi`, `500M`, `134217728`), kept as
+written (an int as its digits); `setpoint.model.quantities.parse_bytes` reads it."""

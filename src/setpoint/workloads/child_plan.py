@@ -19,7 +19,7 @@ from typing import Annotated, Any, Generic, Literal, TypeVar
 from pydantic import BeforeValidator, Field
 
 from setpoint.model import Object, Schema
-from setpoint.model.fields import OsString
+from setpoint.model.fields import ByteQuantity, OsString
 from setpoint.model.wellknown import RESTARTED_AT
 from setpoint.runtime.lifecycle import is_deleting
 from setpoint.runtime.plan import Plan, PlannedEvent, parse_time, timestamp
@@ -83,10 +83,24 @@ EnvFiles = Annotated[list[Annotated[OsString, Field(min_length=1)]], BeforeValid
 """A spec's `envFile`: one path, or a list of them."""
 
 
+class LimitsSchema(Schema):
+    """`resources.limits`: `memory`, the most the child's process group may hold in memory
+    (a quantity: `64Mi`, `1Gi`); over it the child is killed (`setpoint.workloads.memory`)."""
+
+    memory: ByteQuantity | None = None
+
+
+class ResourcesSchema(Schema):
+    """`resources`, as a Kubernetes container's (only `limits.memory` for now)."""
+
+    limits: LimitsSchema = Field(default_factory=LimitsSchema)
+
+
 class CommandSchema(Schema):
     """What to run, and how to stop it: the spec fields of a Process and of a Job. `env`
     values and `envFrom` may come from Secrets (`setpoint.workloads.secret`), `envFile`
-    from files (`setpoint.workloads.env_files`)."""
+    from files (`setpoint.workloads.env_files`); `resources.limits.memory` caps its memory
+    (`setpoint.workloads.memory`)."""
 
     args: list[OsString] = Field(min_length=1)
     env: Env = Field(default_factory=dict)
@@ -96,15 +110,18 @@ class CommandSchema(Schema):
     user: OsString | None = None
     termination_grace_period_seconds: float = Field(default=30.0, ge=0)
     stop_signal: StopSignal = "SIGTERM"
+    resources: ResourcesSchema = Field(default_factory=ResourcesSchema)
 
 
 class ExitSchema(Schema):
     """How the last child ended: `code` if it exited, `signal` if a signal killed it;
-    `stoppedOnRequest` when the controller stopped it (`stopReason` says why)."""
+    `stoppedOnRequest` when the controller stopped it (`stopReason` says why); `message`
+    beside a `reason` that is one word (`OOMKilled`: how far over which limit)."""
 
     code: int | None = None
     signal: int | None = None
     reason: str = ""
+    message: str | None = None
     finished_at: str | None = None
     stopped_on_request: bool = False
     stop_reason: str | None = None
@@ -122,6 +139,7 @@ class ChildExit:
     started_at: float | None = None
     stop_reason: str | None = None
     pid: int | None = None
+    message: str | None = None
 
     @property
     def succeeded(self) -> bool:
@@ -134,6 +152,8 @@ class ChildExit:
     def wire(self) -> dict[str, Any]:
         """The status's `lastExit` (the `ExitSchema` wire form)."""
         out: dict[str, Any] = {"reason": self.reason, "finishedAt": timestamp(self.finished_at)}
+        if self.message is not None:
+            out["message"] = self.message
         if self.code is not None:
             out["code"] = self.code
         if self.signal is not None:
@@ -157,6 +177,7 @@ class ChildExit:
             parse_time(last.get("finishedAt")) or now,
             started_at,
             last.get("stopReason") if last.get("stoppedOnRequest") else None,
+            message=last.get("message") if isinstance(last.get("message"), str) else None,
         )
 
 

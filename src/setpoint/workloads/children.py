@@ -76,6 +76,7 @@ from setpoint.errors import (
     UnknownKind,
 )
 from setpoint.model import Kind, Object
+from setpoint.model.quantities import format_bytes, parse_bytes
 from setpoint.model.redaction import redact
 from setpoint.model.wellknown import child_name
 from setpoint.runtime.controller import Controller
@@ -111,7 +112,9 @@ from setpoint.workloads.dependencies import (
     dependents_of,
     unmet_in_store,
 )
+from setpoint.workloads.env_file_watch import EnvFileWatch
 from setpoint.workloads.env_files import read_env_files
+from setpoint.workloads.memory import OOM_KILLED, MemoryWatch
 from setpoint.workloads.secret import (
     SECRET,
     SECRETS_INDEX,
@@ -225,6 +228,10 @@ class Supervised:
     """The environment it was started with (`env` and `envFrom`, Secrets' values resolved)."""
     secret_values: frozenset[str] = frozenset()
     """The values from Secrets in its environment: masked in what is quoted of its output."""
+    memory: MemoryWatch | None = None
+    """Its memory limit's watchdog (None: no `resources.limits.memory`)."""
+    env_files: EnvFileWatch | None = None
+    """What a Process's child's env files were last seen to hold (None: it has none)."""
 
     @property
     def running(self) -> bool:
@@ -322,8 +329,18 @@ MAX_CONCURRENT = 16
 """Objects of one kind reconciled at once (one key is never reconciled by two workers)."""
 LOGS_AFTER_EXIT_SECONDS = 1.0
 """How long an exit waits for the child's last output to reach its log file."""
-DEPENDABLE_KINDS = ("Process", "Job", "Deployment")
-"""The kinds (of the object's own apiVersion) whose changes wake their dependents."""
+DEPENDABLE_KINDS = ("Process", "Job", "Deployment", "Service")
+"""The kinds (of the object's own apiVersion) whose changes wake their dependents (the
+Process, Job and Deployment controllers watch them all)."""
+
+
+def _over_limit(watch: MemoryWatch) -> str:
+    """How far over its limit a killed child was, in words."""
+    usage = (watch.killed_at or 0) / 2**20
+    return (
+        f"memory {usage:.1f}Mi over its limit of {format_bytes(watch.limit)} "
+        "(spec.resources.limits.memory)"
+    )
 
 
 class ChildLifecycle(KitReconciler[ChildDesired[S], Any, P]):
@@ -495,7 +512,12 @@ class ChildLifecycle(KitReconciler[ChildDesired[S], Any, P]):
         exit_ = child.exit or supervisor.Exit(None, None, "stopped")
         reason = exit_.reason
         failed = exit_.code not in (0, None) or exit_.signal is not None
-        if failed and child.stop_reason is None:
+        message = None
+        watch = child.memory
+        if watch is not None and watch.killed_at is not None and child.stop_reason is None:
+            reason = OOM_KILLED  # as Kubernetes says it, the figures in the message
+            message = _over_limit(watch)
+        elif failed and child.stop_reason is None:
             line = supervisor.last_line(self.log_dir / f"{child.handle.name}.log")
             if line:
                 reason = f"{reason}: {redact(line, child.secret_values)[:LAST_LINE_CHARS]}"
@@ -508,6 +530,7 @@ class ChildLifecycle(KitReconciler[ChildDesired[S], Any, P]):
             child.handle.started_at,
             child.stop_reason,
             child.handle.pid,
+            message,
         )
 
     # -- apply ---------------------------------------------------------------------------
@@ -539,6 +562,10 @@ class ChildLifecycle(KitReconciler[ChildDesired[S], Any, P]):
         )
         self._table[key] = child
         child.tasks.append(asyncio.create_task(self._wait_exit(key, child)))
+        if spec.resources.limits.memory is not None:
+            limit = parse_bytes(spec.resources.limits.memory)
+            child.memory = MemoryWatch(handle, limit, self.clock)
+            child.tasks.append(asyncio.create_task(self._limit_memory(child, child.memory)))
         adopted = isinstance(handle, supervisor.Adopted)
         self.follow(key, child, spec, (obj.get("status") or {}) if adopted else None)
         return child
@@ -646,6 +673,13 @@ class ChildLifecycle(KitReconciler[ChildDesired[S], Any, P]):
             message, transient, generation, count, self.clock.now(), secret_reason
         )
         await self.events.warning(obj, "FailedStart", message)
+
+    async def _limit_memory(self, child: Supervised, watch: MemoryWatch) -> None:
+        """Kill the child once its group holds more than its memory limit, and say so (the
+        event is not cancelled with the child's tasks when its exit is seen)."""
+        await watch.run()
+        message = f"{_over_limit(watch)}: killed pid {child.handle.pid} and its group"
+        await asyncio.shield(self.events.warning(child.ref, "OOMKilling", message))
 
     async def _wait_exit(self, key: Key, child: Supervised) -> None:
         exit_ = await child.handle.wait()

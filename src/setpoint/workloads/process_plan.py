@@ -34,6 +34,7 @@ from setpoint.workloads.child_plan import (
     stopping_reason,
 )
 from setpoint.workloads.depends_on import DependsOn
+from setpoint.workloads.env_file_watch import EnvFileSeen
 from setpoint.workloads.probe_schema import Probe, ProbeResult, ProbeRole, check_probe_role
 
 STARTED = "Started"
@@ -89,6 +90,14 @@ class ProcessSpecSchema(CommandSchema):
         return self
 
 
+class EnvFileStatusSchema(Schema):
+    """One env file a running child read, as last seen (`setpoint.workloads.env_file_watch`)."""
+
+    path: str
+    digest: str
+    changed_keys: list[str] = Field(default_factory=list)
+
+
 class ProcessStatusSchema(Schema):
     """What the controller observed (see the module docstring)."""
 
@@ -102,6 +111,7 @@ class ProcessStatusSchema(Schema):
     started_generation: int | None = None
     restarted_at: str | None = None
     recent_restarts: int = 0
+    env_files: list[EnvFileStatusSchema] | None = None
     conditions: list[dict[str, Any]] = Field(default_factory=list)
 
 
@@ -126,6 +136,7 @@ class Observed(ChildObserved):
     readiness: ProbeResult | None = None
     probe_message: str = ""
     unhealthy: str | None = None
+    env_files: tuple[EnvFileSeen, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -308,6 +319,10 @@ def _status(desired: Desired, observed: Observed, step: Plan, now: float) -> dic
     started, readiness, probe_message = observed.started, observed.readiness, observed.probe_message
     if observed.running:
         status["pid"] = observed.pid
+        if observed.env_files:
+            status["envFiles"] = [seen.wire() for seen in observed.env_files]
+        else:
+            status.pop("envFiles", None)
         if observed.started_at is not None:
             status["startTime"] = timestamp(observed.started_at)
         status["startedGeneration"] = observed.generation

@@ -38,6 +38,7 @@ from setpoint.runtime.lifecycle import owner_reference
 from setpoint.runtime.manager import Manager
 from setpoint.runtime.run_as import UserPolicy, UserRefused, user_of
 from setpoint.store import Store
+from setpoint.workloads.children import DEPENDABLE_KINDS
 from setpoint.workloads.dependencies import (
     DEPENDS_ON_INDEX,
     dependency_keys,
@@ -274,15 +275,10 @@ def setup(manager: Manager, settings: DeploymentSettings | None = None) -> Contr
         settings=settings,
     )
     builder = (
-        manager.controller("deployment")
-        .for_(DEPLOYMENT)
-        .owns(PROCESS)
-        .owns(CONTROLLER_REVISION)
-        .watches(PROCESS, dependents_of(cache))
+        manager.controller("deployment").for_(DEPLOYMENT).owns(PROCESS).owns(CONTROLLER_REVISION)
     )
-    try:
-        job = manager.store.registry.get(PROCESS.api_version, "Job")
-        builder.watches(job, dependents_of(cache))
-    except UnknownKind:
-        pass
+    for kind in DEPENDABLE_KINDS:  # what a Deployment may depend on (a Service too)
+        with contextlib.suppress(UnknownKind):  # a kind that is not registered here
+            watched = manager.store.registry.get(PROCESS.api_version, kind)
+            builder.watches(watched, dependents_of(cache))
     return builder.complete(reconciler)

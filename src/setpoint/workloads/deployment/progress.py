@@ -156,7 +156,9 @@ def progress(
         cond(STALLED, True, DEADLINE_EXCEEDED, _stall_message(desired, status))
     else:
         remove_condition(status, STALLED)
-    ready, reason, message = _readiness(desired, observed, status, complete, exceeded)
+    # Only surplus replicas of the current revision left (a scale-down): as ready as complete.
+    serving = len(updated_available) >= spec.replicas and len(sets.live) == len(sets.new)
+    ready, reason, message = _readiness(desired, observed, status, complete or serving, exceeded)
     cond(READY, ready, reason, message)
 
     # a replica is Ready but waits out minReadySeconds to be available: look again then
