@@ -235,6 +235,7 @@ class SqliteStore(Backend):
         self._watchers = Watchers()
         self._notes: asyncio.Queue[tuple[int, list[LogEntry]] | None] = asyncio.Queue()
         self._published = 0  # the last revision handed to watchers
+        self._dispatching = False  # the dispatcher is reading what other processes wrote
         self._committed = 0  # the last revision this process's writer committed
         self._closed = False
         self._local = threading.local()
@@ -396,10 +397,15 @@ class SqliteStore(Backend):
         conn.execute("UPDATE meta SET value = max(value, ?) WHERE key = 'compacted'", (revision,))
 
     def _deliver(self, start: int, entries: list[LogEntry], batch: list[_Pending]) -> None:
-        """On the loop, after commit: queue the changes for the dispatcher (ahead of anything
-        the woken writers do next), then wake the writers."""
+        """On the loop, after commit: publish the changes (ahead of anything the woken writers
+        do next), then wake the writers. They follow what was published with no gap and
+        nothing is waiting before them, as a rule: then they are published here, at once;
+        else the dispatcher publishes them after what comes first."""
         if entries:
-            self._notes.put_nowait((start, entries))
+            if start <= self._published and not self._dispatching and self._notes.empty():
+                self._publish(entries)
+            else:
+                self._notes.put_nowait((start, entries))
         for pending in batch:
             if pending.future.done():
                 continue
@@ -416,6 +422,7 @@ class SqliteStore(Backend):
         while (note := await self._notes.get()) is not None:
             start, entries = note
             if start > self._published or not entries:  # another process wrote in between
+                self._dispatching = True  # until published: later batches queue behind
                 try:
                     missing = await self._read(self._log_after, self._published)
                 except StoreClosed:
@@ -429,6 +436,7 @@ class SqliteStore(Backend):
                     missing = []
                 self._publish([e for e in missing if not entries or e.revision <= start])
             self._publish(entries)
+            self._dispatching = False
 
     def _publish(self, entries: list[LogEntry]) -> None:
         fresh = [e for e in entries if e.revision > self._published]
