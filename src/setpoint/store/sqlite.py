@@ -10,18 +10,20 @@ Writes are group-committed: one writer thread owns the writing connection, drain
 every pending write into one transaction with one fsync, then resolves each
 caller's future; each compare-and-swap is checked inside that transaction, so a
 conflict fails only its own write. A batch reads the objects it touches in one query and
-writes its log rows and objects in a few multi-row statements, not a few per write. Durability: WAL with `synchronous=FULL`
-(`?sync=normal` survives a killed process but not a power cut; `?sync=off` neither).
+writes its log rows and objects in a few multi-row statements, not a few per write.
+Durability: WAL with `synchronous=FULL` (`?sync=normal` survives a killed process but not a
+power cut; `?sync=off` neither).
 
 Files: the database (and its `-wal` and `-shm`) is mode 0600, tightened when opened if an
 earlier version left it wider; a directory the store has to make for it is 0700
 (`setpoint.files`); an existing directory is left as it is.
 
 Watchers in this process are fed from the writer after commit. Changes written by
-other processes are found by polling `PRAGMA data_version` (a free check) and reading the
-log after the last published revision: every `poll_interval` seconds while the database
-changes, twice as long after each quiet poll up to `POLL_IDLE` (an idle engine wakes a few
-times a second, not a hundred).
+other processes are found by polling `PRAGMA data_version` (a free check, on a connection
+and thread of its own, never on the event loop) and reading the log after the last
+published revision: every `poll_interval` seconds while the database changes, twice as long
+after each quiet poll up to `POLL_IDLE` (an idle engine wakes a few times a second, not a
+hundred).
 
 Kinds as data (`setpoint.store.kinds`): opening learns the kinds of the stored CRDs; every
 published CRD change (this process's or another's) is learnt; while open, the registry's
@@ -241,6 +243,8 @@ class SqliteStore(Backend):
         self._local = threading.local()
         self._reader_conns: list[sqlite3.Connection] = []
         self._readers = ThreadPoolExecutor(2, thread_name_prefix="setpoint-sqlite-read")
+        self._poller = ThreadPoolExecutor(1, thread_name_prefix="setpoint-sqlite-poll")
+        self._poll_conn: sqlite3.Connection | None = None
 
     async def open(self) -> SqliteStore:
         self._loop = asyncio.get_running_loop()
@@ -451,18 +455,29 @@ class SqliteStore(Backend):
         while True:
             await asyncio.sleep(interval)
             try:
-                version = self._conn.execute("PRAGMA data_version").fetchone()[0]
-                if version == seen:
-                    interval = min(interval * 2, max(POLL_IDLE, self._poll_interval))
-                    continue
-                seen, interval = version, self._poll_interval
-                # Our own commits change data_version too; they reach the dispatcher directly.
-                newer = revision_now(self._conn) > max(self._committed, self._published)
+                version, newer = await self._loop.run_in_executor(self._poller, self._changed, seen)
             except sqlite3.Error as exc:
                 log.warning("cannot poll the store for other processes' writes: %s", exc)
                 continue
+            if version == seen:
+                interval = min(interval * 2, max(POLL_IDLE, self._poll_interval))
+                continue
+            seen, interval = version, self._poll_interval
             if newer:
                 self._notes.put_nowait((0, []))
+
+    def _changed(self, seen: int | None) -> tuple[int, bool]:
+        """In the poll thread, on its own connection (`data_version` is per connection): the
+        file's data version, and, if it is not `seen`, whether the store's revision is past
+        what this process committed and published. Not on the loop: a statement lets go of
+        the GIL, and taking it back from a busy writer thread could stall the loop."""
+        if self._poll_conn is None:
+            self._poll_conn = _connect(self.path, self._sync)
+        version: int = self._poll_conn.execute("PRAGMA data_version").fetchone()[0]
+        if version == seen:
+            return version, False
+        # Our own commits change data_version too; they reach the watchers directly.
+        return version, revision_now(self._poll_conn) > max(self._committed, self._published)
 
     # -- reads ------------------------------------------------------------------
 
@@ -615,5 +630,8 @@ class SqliteStore(Backend):
         await asyncio.gather(self._tasks[1], return_exceptions=True)
         self._watchers.close()
         await asyncio.to_thread(self._readers.shutdown, True)
+        await asyncio.to_thread(self._poller.shutdown, True)
+        if self._poll_conn is not None:
+            self._poll_conn.close()
         for conn in [*self._reader_conns, self._conn]:
             conn.close()
