@@ -405,11 +405,18 @@ class SqliteStore(Backend):
         do next), then wake the writers. They follow what was published with no gap and
         nothing is waiting before them, as a rule: then they are published here, at once;
         else the dispatcher publishes them after what comes first."""
-        if entries:
-            if start <= self._published and not self._dispatching and self._notes.empty():
+        in_order = start <= self._published and not self._dispatching and self._notes.empty()
+        try:
+            if entries and in_order:
                 self._publish(entries)
-            else:
+            elif entries:
                 self._notes.put_nowait((start, entries))
+        finally:  # whatever publishing met, every writer of the batch has its answer
+            self._answer(batch)
+
+    @staticmethod
+    def _answer(batch: list[_Pending]) -> None:
+        """Give each writer of `batch` its result (the object written, or the error)."""
         for pending in batch:
             if pending.future.done():
                 continue
