@@ -18,6 +18,7 @@ import pytest
 
 from setpoint.errors import AlreadyExists, Conflict, Invalid, NotFound
 from setpoint.store import open_store
+from setpoint.store import sqlite as sqlite_backend
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "conformance"))
 from conformance_kit import API, TIMEOUT, close_watch, make_registry, note, rv, take, widget
@@ -34,7 +35,21 @@ async def _until(condition: Callable[[], bool]) -> None:
         await asyncio.sleep(0.005)
 
 
-async def test_one_batch_decides_in_order_and_fails_only_its_own_writes(tmp_path: Path) -> None:
+@pytest.mark.parametrize("variables", [None, 999], ids=["this-sqlite", "sqlite-before-3.32"])
+async def test_one_batch_decides_in_order_and_fails_only_its_own_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, variables: int | None
+) -> None:
+    """`variables`: the most bound variables a statement may have, lowered on the store's
+    connections to what SQLite allowed before 3.32 (the store must cut its statements)."""
+    if variables is not None:
+        connect = sqlite_backend._connect
+
+        def limited(*args: Any) -> sqlite3.Connection:
+            conn = connect(*args)
+            conn.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, variables)
+            return conn
+
+        monkeypatch.setattr(sqlite_backend, "_connect", limited)
     path = tmp_path / "state.db"
     store = await open_store(f"sqlite:///{path}", make_registry())
     try:

@@ -89,8 +89,8 @@ _REVISION_AND_COMPACTED = (
 _LOG_COLUMNS = "revision, type, api_version, kind, namespace, data, labels, prev_labels, writer"
 _MAX_BATCH = 1000
 _MAX_ROWS = 256
-"""The most rows one multi-row statement carries (10 columns each: far below SQLite's
-limit of bound variables)."""
+"""The most rows one multi-row statement carries, fewer when the SQLite library allows fewer
+bound variables (999 before 3.32)."""
 
 _LOG_INSERT = (
     "INSERT INTO log (revision, type, api_version, kind, namespace, name, data, labels,"
@@ -118,10 +118,11 @@ def _statement(template: str, rows: int, width: int) -> str:
 _Row = TypeVar("_Row", bound=tuple[Any, ...])
 
 
-def _chunks(rows: list[_Row]) -> Iterator[list[_Row]]:
-    """`rows` in runs of `_MAX_ROWS`, then of powers of two: few statements, and few
-    distinct texts for the connection's statement cache."""
-    at, size = 0, _MAX_ROWS
+def _chunks(conn: sqlite3.Connection, rows: list[_Row], width: int) -> Iterator[list[_Row]]:
+    """`rows` (of `width` values each) in runs of the most one statement may bind, then of
+    powers of two: few statements, and few distinct texts for the statement cache."""
+    most = min(_MAX_ROWS, conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // width)
+    at, size = 0, 1 << (most.bit_length() - 1)
     while at < len(rows):
         while size > len(rows) - at:
             size //= 2
@@ -131,9 +132,12 @@ def _chunks(rows: list[_Row]) -> Iterator[list[_Row]]:
 
 def _insert(conn: sqlite3.Connection, template: str, rows: list[tuple[Any, ...]]) -> None:
     """Insert `rows` (all of one width) with multi-row statements."""
-    for chunk in _chunks(rows):
+    if not rows:
+        return
+    width = len(rows[0])
+    for chunk in _chunks(conn, rows, width):
         flat = [value for row in chunk for value in row]
-        conn.execute(_statement(template, len(chunk), len(chunk[0])), flat)
+        conn.execute(_statement(template, len(chunk), width), flat)
 
 
 def _read_objects(conn: sqlite3.Connection, keys: set[Key]) -> dict[Key, str | bytes | None]:
@@ -146,7 +150,7 @@ def _read_objects(conn: sqlite3.Connection, keys: set[Key]) -> dict[Key, str | b
         if row is not None:
             found[key] = row[0]
         return found
-    for chunk in _chunks(list(keys)):
+    for chunk in _chunks(conn, list(keys), 4):
         flat = [part for key in chunk for part in key]
         for api_version, kind, namespace, name, data in conn.execute(
             _statement(_OBJECTS_READ, len(chunk), 4), flat
