@@ -37,7 +37,9 @@ What is measured, and the key it is reported under:
 * `watch_p50_ms`, `watch_p99_ms`: in-process watch latency over WATCH_WRITES
   sequential `update`s of one object, the process otherwise idle: from the moment
   `await store.update(...)` returned (perf_counter, keyed by the returned
-  resourceVersion) to the moment a watcher task received that revision.
+  resourceVersion) to the moment a watcher task received that revision. The store wakes
+  the watchers and then the writer from one callback after commit, so a watcher usually
+  has the revision before the writer's call returns: the figures can be below zero.
 * `watch_xproc_p50_ms`, `watch_xproc_p99_ms`: a child process (this script with
   `--watch-child`, its own event loop) opens the same file and watches; it prints
   "ready" once its watch has delivered a priming update, then the parent writes

@@ -4,9 +4,11 @@ with what a user sent) and `Kind.validate` refuse hostile or mistaken input with
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
+import orjson
 import pytest
 from pydantic import Field
 
@@ -118,6 +120,34 @@ def test_json_depth_and_duplicates() -> None:
     )
     assert m.obj == {"a": "[" * 22}
     assert "duplicate key 'a'" in refused('{"a": 1, "a": 2}', as_json=True)
+
+
+@pytest.mark.parametrize(
+    ("text", "refusal"),
+    [
+        ('{"a":1,"a":2}', "duplicate key 'a'"),
+        ('{"b":{"a":1,"a":1}}', "duplicate key 'a'"),
+        ('{"a":1e999}', "out of range for a float"),
+        ('{"a":NaN}', "NaN is not a JSON number"),
+        ('{"a":99999999999999999999}', "out of range: integers must fit in 64 bits"),
+        ('{"a":18446744073709551615}', "out of range: integers must fit in 64 bits"),
+        ("[[[[]]]]", "nested more than 2 levels deep"),
+    ],
+)
+def test_compact_json_is_refused_as_any_json(text: str, refusal: str) -> None:
+    """Compact JSON, as programs send it (read the quick way), is held to every rule."""
+    with pytest.raises(Invalid, match=refusal):
+        parse_manifests(text, "m.json", as_json=True, limits=Limits(max_depth=2))
+
+
+def test_compact_and_spaced_json_read_the_same() -> None:
+    value = {"kind": "Thing", "metadata": {"name": "\u00e9\n"}, "spec": {"n": 1.5, "x": None}}
+    compact = orjson.dumps(value).decode()  # read the quick way
+    spaced = json.dumps(value, indent=1)  # read the careful way
+    escaped = json.dumps(value, separators=(",", ":"))  # compact, but "\\u00e9": careful
+    assert [
+        m.obj for t in (compact, spaced, escaped) for m in parse_manifests(t, "m", as_json=True)
+    ] == [value] * 3
 
 
 # -- kinds -------------------------------------------------------------------------------

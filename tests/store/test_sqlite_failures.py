@@ -1,5 +1,6 @@
 """SQLite backend under failure: a failed log read ends watches with Gone (clients relist)
-instead of silently stopping them; a dead writer fails writes instead of hanging them."""
+instead of silently stopping them; a dead writer fails writes instead of hanging them; a
+failure while publishing a commit to watchers still answers its writers."""
 
 from __future__ import annotations
 
@@ -74,4 +75,26 @@ async def test_a_dead_writer_fails_writes(tmp_path: Path) -> None:
         with pytest.raises(StoreClosed):
             await store.create(thing("b"))
     finally:
+        await store.close()
+
+
+async def test_writers_are_answered_when_publishing_fails(tmp_path: Path) -> None:
+    """A failure while publishing a committed batch to watchers never leaves its writers
+    waiting: the write was committed, and its caller gets the object."""
+    store: Store = await open_store(f"sqlite:///{tmp_path}/state.db", registry())
+    loop = asyncio.get_running_loop()
+    errors: list[object] = []
+    loop.set_exception_handler(lambda _, context: errors.append(context.get("exception")))
+    try:
+
+        def broken(entries: object) -> None:
+            raise RuntimeError("simulated failure of the fan-out")
+
+        store._publish = broken  # type: ignore[attr-defined]
+        created = await asyncio.wait_for(store.create(thing("a")), 5)
+        assert created["metadata"]["name"] == "a"
+        assert (await store.get(API, "Thing", "a"))["metadata"]["uid"] == created["metadata"]["uid"]
+        assert any(isinstance(e, RuntimeError) for e in errors)
+    finally:
+        loop.set_exception_handler(None)
         await store.close()

@@ -25,6 +25,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 import yaml
 
 from setpoint.errors import Invalid
@@ -124,6 +125,8 @@ def _json_document(text: str, source: str, limits: Limits) -> Any:
     brackets = text.count("[") + text.count("{")
     if brackets > limits.max_depth and _bracket_depth(text) > limits.max_depth:
         raise Invalid(f"{source}: nested more than {limits.max_depth} levels deep")
+    if (doc := _compact_json(text)) is not None:
+        return doc
     try:
         return json.loads(
             text,
@@ -139,6 +142,18 @@ def _json_document(text: str, source: str, limits: Limits) -> Any:
         raise Invalid(f"{source}: duplicate key {exc.key!r} in one object") from None
     except RecursionError:
         raise Invalid(f"{source}: nested too deeply to read") from None
+
+
+def _compact_json(text: str) -> Any:
+    """The value of `text` when it is JSON exactly as orjson writes that value (compact, as
+    programs send it), else None (then the careful parse decides). Such text repeats no
+    key (the value written again would be shorter) and holds no NaN, Infinity or number
+    out of a float's range (orjson reads none of them back as it wrote them)."""
+    try:
+        doc = orjson.loads(text)
+        return doc if orjson.dumps(doc) == text.encode() else None
+    except (orjson.JSONDecodeError, orjson.JSONEncodeError, UnicodeEncodeError):
+        return None
 
 
 _JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)

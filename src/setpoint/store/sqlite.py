@@ -9,18 +9,21 @@ upserts `objects` in one transaction.
 Writes are group-committed: one writer thread owns the writing connection, drains
 every pending write into one transaction with one fsync, then resolves each
 caller's future; each compare-and-swap is checked inside that transaction, so a
-conflict fails only its own write. Durability: WAL with `synchronous=FULL`
-(`?sync=normal` survives a killed process but not a power cut; `?sync=off` neither).
+conflict fails only its own write. A batch reads the objects it touches in one query and
+writes its log rows and objects in a few multi-row statements, not a few per write.
+Durability: WAL with `synchronous=FULL` (`?sync=normal` survives a killed process but not a
+power cut; `?sync=off` neither).
 
 Files: the database (and its `-wal` and `-shm`) is mode 0600, tightened when opened if an
 earlier version left it wider; a directory the store has to make for it is 0700
 (`setpoint.files`); an existing directory is left as it is.
 
 Watchers in this process are fed from the writer after commit. Changes written by
-other processes are found by polling `PRAGMA data_version` (a free check) and reading the
-log after the last published revision: every `poll_interval` seconds while the database
-changes, twice as long after each quiet poll up to `POLL_IDLE` (an idle engine wakes a few
-times a second, not a hundred).
+other processes are found by polling `PRAGMA data_version` (a free check, on a connection
+and thread of its own, never on the event loop) and reading the log after the last
+published revision: every `poll_interval` seconds while the database changes, twice as long
+after each quiet poll up to `POLL_IDLE` (an idle engine wakes a few times a second, not a
+hundred).
 
 Kinds as data (`setpoint.store.kinds`): opening learns the kinds of the stored CRDs; every
 published CRD change (this process's or another's) is learnt; while open, the registry's
@@ -32,15 +35,16 @@ from __future__ import annotations
 import asyncio
 import builtins
 import contextlib
+import functools
 import logging
 import os
 import queue
 import sqlite3
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from setpoint.clock import SYSTEM_CLOCK, Clock
 from setpoint.errors import Error, Gone, Invalid, StoreClosed
@@ -48,7 +52,7 @@ from setpoint.files import ensure_private_dir, make_private, sqlite_files
 from setpoint.model import Object, Registry, Selector, codec
 from setpoint.store.backend import Backend, encoded_matching
 from setpoint.store.kinds import learn_kinds
-from setpoint.store.rules import Change, Write, decide, encode, key_of, not_found, stamp
+from setpoint.store.rules import Change, Key, Write, decide, encode, key_of, not_found, stamp
 from setpoint.store.sqlite_reader import GET, list_query, read_crds, revision_now
 from setpoint.store.watchers import (
     LogEntry,
@@ -84,6 +88,109 @@ _REVISION_AND_COMPACTED = (
 )
 _LOG_COLUMNS = "revision, type, api_version, kind, namespace, data, labels, prev_labels, writer"
 _MAX_BATCH = 1000
+_MAX_ROWS = 256
+"""The most rows one multi-row statement carries, fewer when the SQLite library allows fewer
+bound variables (999 before 3.32)."""
+
+_LOG_INSERT = (
+    "INSERT INTO log (revision, type, api_version, kind, namespace, name, data, labels,"
+    " prev_labels, writer) VALUES {}"
+)
+_OBJECTS_UPSERT = (
+    "INSERT INTO objects VALUES {} ON CONFLICT DO UPDATE"
+    " SET revision=excluded.revision, data=excluded.data"
+)
+_OBJECTS_DELETE = "DELETE FROM objects WHERE api_version=? AND kind=? AND namespace=? AND name=?"
+_OBJECTS_READ = (
+    "SELECT k.column1, k.column2, k.column3, k.column4, o.data FROM (VALUES {}) AS k"
+    " JOIN objects AS o ON o.api_version=k.column1 AND o.kind=k.column2"
+    " AND o.namespace=k.column3 AND o.name=k.column4"
+)
+
+
+@functools.cache
+def _statement(template: str, rows: int, width: int) -> str:
+    """`template` with `rows` rows of `width` parameters in place of `{}`."""
+    row = "(" + ",".join("?" * width) + ")"
+    return template.format(",".join([row] * rows))
+
+
+_Row = TypeVar("_Row", bound=tuple[Any, ...])
+
+
+def _chunks(conn: sqlite3.Connection, rows: list[_Row], width: int) -> Iterator[list[_Row]]:
+    """`rows` (of `width` values each) in runs of the most one statement may bind, then of
+    powers of two: few statements, and few distinct texts for the statement cache."""
+    most = min(_MAX_ROWS, conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // width)
+    at, size = 0, 1 << (most.bit_length() - 1)
+    while at < len(rows):
+        while size > len(rows) - at:
+            size //= 2
+        yield rows[at : at + size]
+        at += size
+
+
+def _insert(conn: sqlite3.Connection, template: str, rows: list[tuple[Any, ...]]) -> None:
+    """Insert `rows` (all of one width) with multi-row statements."""
+    if not rows:
+        return
+    width = len(rows[0])
+    for chunk in _chunks(conn, rows, width):
+        flat = [value for row in chunk for value in row]
+        conn.execute(_statement(template, len(chunk), width), flat)
+
+
+def _read_objects(conn: sqlite3.Connection, keys: set[Key]) -> dict[Key, str | bytes | None]:
+    """The stored JSON of those of the objects of `keys` that exist, by key (one key: a
+    plain primary-key read, the cheapest statement)."""
+    found: dict[Key, str | bytes | None] = {}
+    if len(keys) == 1:
+        (key,) = keys
+        row = conn.execute(GET, key).fetchone()
+        if row is not None:
+            found[key] = row[0]
+        return found
+    for chunk in _chunks(conn, list(keys), 4):
+        flat = [part for key in chunk for part in key]
+        for api_version, kind, namespace, name, data in conn.execute(
+            _statement(_OBJECTS_READ, len(chunk), 4), flat
+        ):
+            found[(api_version, kind, namespace, name)] = data
+    return found
+
+
+def _rows(
+    revision: int, change: Change, data: bytes, write: Write
+) -> tuple[LogEntry, tuple[Any, ...], tuple[Any, ...] | None]:
+    """The log entry of `change` written at `revision`, its `log` row, and the `objects`
+    row it leaves (None: it deletes the object)."""
+    api_version, kind, namespace, _ = change.key
+    labels = change.object["metadata"].get("labels")
+    text = data.decode()  # stored as TEXT, so the file reads well in the sqlite3 shell
+    actor = write.options.actor
+    log_row = (
+        revision,
+        change.type,
+        *change.key,
+        text,
+        encoded_labels(labels),
+        encoded_labels(change.prev_labels),
+        encoded_writer(write.op, actor),
+    )
+    row = None if change.type == "DELETED" else (*change.key, revision, text)
+    entry = LogEntry(
+        revision,
+        change.type,
+        api_version,
+        kind,
+        namespace,
+        data,
+        labels,
+        change.prev_labels,
+        write.op,
+        actor,
+    )
+    return entry, log_row, row
 
 
 @dataclass(slots=True)
@@ -134,11 +241,14 @@ class SqliteStore(Backend):
         self._watchers = Watchers()
         self._notes: asyncio.Queue[tuple[int, list[LogEntry]] | None] = asyncio.Queue()
         self._published = 0  # the last revision handed to watchers
+        self._dispatching = False  # the dispatcher is reading what other processes wrote
         self._committed = 0  # the last revision this process's writer committed
         self._closed = False
         self._local = threading.local()
         self._reader_conns: list[sqlite3.Connection] = []
         self._readers = ThreadPoolExecutor(2, thread_name_prefix="setpoint-sqlite-read")
+        self._poller = ThreadPoolExecutor(1, thread_name_prefix="setpoint-sqlite-poll")
+        self._poll_conn: sqlite3.Connection | None = None
 
     async def open(self) -> SqliteStore:
         self._loop = asyncio.get_running_loop()
@@ -236,26 +346,48 @@ class SqliteStore(Backend):
     def _commit(
         self, conn: sqlite3.Connection, batch: list[_Pending]
     ) -> tuple[int, list[LogEntry]]:
+        """One transaction for `batch`: read every object it touches in one query, decide
+        each write in order (a later write of a key in the batch sees the earlier one), then
+        write the log rows and the objects' final states in a few multi-row statements.
+
+        Few statements, not a few per write: each statement lets go of the GIL, and a
+        writer thread that lets go of it while the event loop is busy waits for it (up
+        to the switch interval) once per statement."""
         now = self._clock.now()
         entries: list[LogEntry] = []
+        log_rows: list[tuple[Any, ...]] = []
+        final: dict[Key, tuple[Any, ...] | None] = {}  # key -> objects row, None: deleted
         try:
             conn.execute("BEGIN IMMEDIATE")
             start, compacted = conn.execute(_REVISION_AND_COMPACTED).fetchone()
+            stored = _read_objects(conn, {pending.write.key for pending in batch})
             revision = start
             for pending in batch:
+                write = pending.write
                 try:
-                    change, current = self._decide(conn, pending.write, now)
+                    data = stored.get(write.key)
+                    current = None if data is None else codec.decode(data)
+                    change = decide(write, current, now)
                     if change is None:
                         pending.result = current
                         continue
                     stamp(change, revision + 1)
-                    data = encode(change.object)
+                    encoded = encode(change.object)
                 except Exception as exc:  # this write alone fails; nothing of it was written
                     pending.result = exc
                     continue
                 revision += 1
-                entries.append(self._apply(conn, revision, change, data, pending.write))
+                entry, log_row, row = _rows(revision, change, encoded, write)
+                entries.append(entry)
+                log_rows.append(log_row)
+                final[change.key] = row
+                stored[change.key] = None if row is None else encoded
                 pending.result = change.object
+            _insert(conn, _LOG_INSERT, log_rows)
+            _insert(conn, _OBJECTS_UPSERT, [row for row in final.values() if row is not None])
+            gone = [key for key, row in final.items() if row is None]
+            if gone:
+                conn.executemany(_OBJECTS_DELETE, gone)
             if revision - compacted > 2 * self._history_size:  # keep about `history` revisions
                 self._compact_in(conn, revision - self._history_size)
             conn.execute("COMMIT")
@@ -267,67 +399,28 @@ class SqliteStore(Backend):
             return 0, []
         return start, entries
 
-    def _decide(
-        self, conn: sqlite3.Connection, write: Write, now: float
-    ) -> tuple[Change | None, Object | None]:
-        row = conn.execute(GET, write.key).fetchone()
-        current = None if row is None else codec.decode(row[0])
-        return decide(write, current, now), current
-
-    def _apply(
-        self, conn: sqlite3.Connection, revision: int, change: Change, data: bytes, write: Write
-    ) -> LogEntry:
-        api_version, kind, namespace, _ = change.key
-        labels = change.object["metadata"].get("labels")
-        text = data.decode()  # stored as TEXT, so the file reads well in the sqlite3 shell
-        actor = write.options.actor
-        conn.execute(
-            "INSERT INTO log (revision, type, api_version, kind, namespace, name, data, labels,"
-            " prev_labels, writer) VALUES (?,?,?,?,?,?,?,?,?,?)",
-            (
-                revision,
-                change.type,
-                *change.key,
-                text,
-                encoded_labels(labels),
-                encoded_labels(change.prev_labels),
-                encoded_writer(write.op, actor),
-            ),
-        )
-        if change.type == "DELETED":
-            conn.execute(
-                "DELETE FROM objects WHERE api_version=? AND kind=? AND namespace=? AND name=?",
-                change.key,
-            )
-        else:
-            conn.execute(
-                "INSERT INTO objects VALUES (?,?,?,?,?,?) ON CONFLICT DO UPDATE"
-                " SET revision=excluded.revision, data=excluded.data",
-                (*change.key, revision, text),
-            )
-        return LogEntry(
-            revision,
-            change.type,
-            api_version,
-            kind,
-            namespace,
-            data,
-            labels,
-            change.prev_labels,
-            write.op,
-            actor,
-        )
-
     @staticmethod
     def _compact_in(conn: sqlite3.Connection, revision: int) -> None:
         conn.execute("DELETE FROM log WHERE revision <= ?", (revision,))
         conn.execute("UPDATE meta SET value = max(value, ?) WHERE key = 'compacted'", (revision,))
 
     def _deliver(self, start: int, entries: list[LogEntry], batch: list[_Pending]) -> None:
-        """On the loop, after commit: queue the changes for the dispatcher (ahead of anything
-        the woken writers do next), then wake the writers."""
-        if entries:
-            self._notes.put_nowait((start, entries))
+        """On the loop, after commit: publish the changes (ahead of anything the woken writers
+        do next), then wake the writers. They follow what was published with no gap and
+        nothing is waiting before them, as a rule: then they are published here, at once;
+        else the dispatcher publishes them after what comes first."""
+        in_order = start <= self._published and not self._dispatching and self._notes.empty()
+        try:
+            if entries and in_order:
+                self._publish(entries)
+            elif entries:
+                self._notes.put_nowait((start, entries))
+        finally:  # whatever publishing met, every writer of the batch has its answer
+            self._answer(batch)
+
+    @staticmethod
+    def _answer(batch: list[_Pending]) -> None:
+        """Give each writer of `batch` its result (the object written, or the error)."""
         for pending in batch:
             if pending.future.done():
                 continue
@@ -344,6 +437,7 @@ class SqliteStore(Backend):
         while (note := await self._notes.get()) is not None:
             start, entries = note
             if start > self._published or not entries:  # another process wrote in between
+                self._dispatching = True  # until published: later batches queue behind
                 try:
                     missing = await self._read(self._log_after, self._published)
                 except StoreClosed:
@@ -357,6 +451,7 @@ class SqliteStore(Backend):
                     missing = []
                 self._publish([e for e in missing if not entries or e.revision <= start])
             self._publish(entries)
+            self._dispatching = False
 
     def _publish(self, entries: list[LogEntry]) -> None:
         fresh = [e for e in entries if e.revision > self._published]
@@ -371,18 +466,29 @@ class SqliteStore(Backend):
         while True:
             await asyncio.sleep(interval)
             try:
-                version = self._conn.execute("PRAGMA data_version").fetchone()[0]
-                if version == seen:
-                    interval = min(interval * 2, max(POLL_IDLE, self._poll_interval))
-                    continue
-                seen, interval = version, self._poll_interval
-                # Our own commits change data_version too; they reach the dispatcher directly.
-                newer = revision_now(self._conn) > max(self._committed, self._published)
+                version, newer = await self._loop.run_in_executor(self._poller, self._changed, seen)
             except sqlite3.Error as exc:
                 log.warning("cannot poll the store for other processes' writes: %s", exc)
                 continue
+            if version == seen:
+                interval = min(interval * 2, max(POLL_IDLE, self._poll_interval))
+                continue
+            seen, interval = version, self._poll_interval
             if newer:
                 self._notes.put_nowait((0, []))
+
+    def _changed(self, seen: int | None) -> tuple[int, bool]:
+        """In the poll thread, on its own connection (`data_version` is per connection): the
+        file's data version, and, if it is not `seen`, whether the store's revision is past
+        what this process committed and published. Not on the loop: a statement lets go of
+        the GIL, and taking it back from a busy writer thread could stall the loop."""
+        if self._poll_conn is None:
+            self._poll_conn = _connect(self.path, self._sync)
+        version: int = self._poll_conn.execute("PRAGMA data_version").fetchone()[0]
+        if version == seen:
+            return version, False
+        # Our own commits change data_version too; they reach the watchers directly.
+        return version, revision_now(self._poll_conn) > max(self._committed, self._published)
 
     # -- reads ------------------------------------------------------------------
 
@@ -535,5 +641,8 @@ class SqliteStore(Backend):
         await asyncio.gather(self._tasks[1], return_exceptions=True)
         self._watchers.close()
         await asyncio.to_thread(self._readers.shutdown, True)
+        await asyncio.to_thread(self._poller.shutdown, True)
+        if self._poll_conn is not None:
+            self._poll_conn.close()
         for conn in [*self._reader_conns, self._conn]:
             conn.close()
