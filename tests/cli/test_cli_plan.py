@@ -1,0 +1,123 @@
+"""`setpoint plan` is right against reality: each scenario is planned (`plan -f -o json`),
+then applied to a real `setpoint up` (real child processes, the SQLite store and its
+timeline), and the steps the plan predicted are the steps the timeline then records, in
+the same order (kinds of step per object, not wording).
+
+The tests wait on `setpoint rollout status` and `setpoint wait` (timeouts, no sleeps).
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from typing import Any
+
+from cli_kit import CLI, start_up
+
+SLEEPER = "import time; time.sleep(100000)"
+
+
+def web(token: str, replicas: int, version: str = "v1") -> dict[str, Any]:
+    return {
+        "apiVersion": "setpoint.dev/v1alpha1",
+        "kind": "Deployment",
+        "metadata": {"name": "web"},
+        "spec": {
+            "replicas": replicas,
+            "strategy": {"rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
+            "template": {
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {
+                    "args": [sys.executable, "-c", SLEEPER, token],
+                    "env": {"VERSION": version},
+                    "terminationGracePeriodSeconds": 5,
+                },
+            },
+        },
+    }
+
+
+def process(token: str, name: str, arg: str = "a", after: str | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"args": [sys.executable, "-c", SLEEPER, token, arg]}
+    if after is not None:
+        spec["dependsOn"] = [{"kind": "Process", "name": after}]
+    return {
+        "apiVersion": "setpoint.dev/v1alpha1",
+        "kind": "Process",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+def planned(cli: CLI, path: str) -> list[dict[str, Any]]:
+    result = cli("plan", "-f", path, "-o", "json", store=False, kinds=False)
+    assert result.code == 0, result
+    doc = result.json()
+    assert doc["settled"], doc
+    steps: list[dict[str, Any]] = doc["steps"]
+    return steps
+
+
+def timeline(cli: CLI) -> list[dict[str, Any]]:
+    result = cli("timeline", "--type", "change", "-o", "json", store=False, kinds=False)
+    assert result.code == 0, result
+    entries: list[dict[str, Any]] = result.json()
+    return entries
+
+
+def run(cli: CLI, *args: str) -> Any:
+    result = cli(*args, store=False, kinds=False)
+    assert result.code == 0, result
+    return result
+
+
+def replica_steps(entries: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """The replicas the engine created and deleted, in the timeline's order."""
+    actions = {"created": "start", "deleted": "stop"}
+    return [
+        (actions[e["action"]], e["object"]["name"])
+        for e in entries
+        if e["object"]["kind"] == "Process"
+        and e["object"]["name"].startswith("web-")
+        and e.get("action") in actions
+    ]
+
+
+def predicted_replica_steps(steps: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    return [(s["action"], s["target"]) for s in steps if s["action"] in ("start", "stop")]
+
+
+def check_deployment(cli: CLI, token: str, replicas: int, version: str) -> list[dict[str, Any]]:
+    """Plan `web` at `replicas` and `version`, apply it, wait until it is rolled out and
+    every stopped replica is gone; the timeline's replica steps are the planned ones."""
+    path = str(cli.write("web.yaml", web(token, replicas, version)))
+    steps = planned(cli, path)
+    before = len(timeline(cli))
+    run(cli, "apply", "-f", path)
+    run(cli, "rollout", "status", "deploy/web", "--timeout", "60s")
+    for action, name in predicted_replica_steps(steps):
+        if action == "stop":
+            run(cli, "wait", "--for=delete", f"process/{name}", "--timeout", "60s")
+    recorded = replica_steps(timeline(cli)[before:])
+    assert recorded == predicted_replica_steps(steps), (steps, recorded)
+    return steps
+
+
+def test_plan_predicts_what_the_engine_does(cli: CLI, token: str) -> None:
+    up = start_up(cli, cli.write("db.yaml", process(token, "db")))
+    try:
+        up.expect(lambda line: line.startswith("Process/db ready=True"), "db Ready")
+        created = check_deployment(cli, token, 2, "v1")  # create
+        assert [s["action"] for s in created] == ["start", "start", "ready", "ready"]
+        check_deployment(cli, token, 3, "v1")  # scale up
+        down = check_deployment(cli, token, 1, "v1")  # scale down
+        assert [s["action"] for s in down] == ["stop", "stop"]
+        rolled = check_deployment(cli, token, 2, "v2")  # a rolling update
+        assert {s["action"] for s in rolled} == {"start", "ready", "stop"}
+        same = check_deployment(cli, token, 2, "v2")  # no change
+        assert same == []
+        nothing = run(cli, "plan", "-f", str(cli.directory / "web.yaml"))
+        assert nothing.lines == ["nothing to do"], nothing
+    finally:
+        code, err = up.stop(signal.SIGTERM)
+    assert code == 0, err
