@@ -1,7 +1,8 @@
 """`setpoint plan` is right against reality: each scenario is planned (`plan -f -o json`),
 then applied to a real `setpoint up` (real child processes, the SQLite store and its
 timeline), and the steps the plan predicted are the steps the timeline then records, in
-the same order (kinds of step per object, not wording).
+the same order (kinds of step per object, not wording): Deployment scenarios compare the replicas
+started and stopped, a dependency restart the Ready transitions of the Processes.
 
 The tests wait on `setpoint rollout status` and `setpoint wait` (timeouts, no sleeps).
 """
@@ -10,6 +11,8 @@ from __future__ import annotations
 
 import signal
 import sys
+import time
+from collections.abc import Callable
 from typing import Any
 
 from cli_kit import CLI, start_up
@@ -58,8 +61,8 @@ def planned(cli: CLI, path: str) -> list[dict[str, Any]]:
     return steps
 
 
-def timeline(cli: CLI) -> list[dict[str, Any]]:
-    result = cli("timeline", "--type", "change", "-o", "json", store=False, kinds=False)
+def timeline(cli: CLI, types: str = "change") -> list[dict[str, Any]]:
+    result = cli("timeline", "--type", types, "-o", "json", store=False, kinds=False)
     assert result.code == 0, result
     entries: list[dict[str, Any]] = result.json()
     return entries
@@ -83,6 +86,22 @@ def replica_steps(entries: list[dict[str, Any]]) -> list[tuple[str, str]]:
     ]
 
 
+def recorded_until(
+    cli: CLI,
+    types: str,
+    before: int,
+    select: Callable[[list[dict[str, Any]]], list[Any]],
+    want: list[Any],
+) -> list[Any]:
+    """What `select` finds in the timeline's entries after the first `before`, once it is
+    `want` (the recorder writes a moment after the store) or 30 s have passed."""
+    deadline = time.monotonic() + 30
+    while True:  # a condition with a timeout, not a sleep
+        found = select(timeline(cli, types)[before:])
+        if found == want or time.monotonic() > deadline:
+            return found
+
+
 def predicted_replica_steps(steps: list[dict[str, Any]]) -> list[tuple[str, str]]:
     return [(s["action"], s["target"]) for s in steps if s["action"] in ("start", "stop")]
 
@@ -98,8 +117,9 @@ def check_deployment(cli: CLI, token: str, replicas: int, version: str) -> list[
     for action, name in predicted_replica_steps(steps):
         if action == "stop":
             run(cli, "wait", "--for=delete", f"process/{name}", "--timeout", "60s")
-    recorded = replica_steps(timeline(cli)[before:])
-    assert recorded == predicted_replica_steps(steps), (steps, recorded)
+    want = predicted_replica_steps(steps)
+    recorded = recorded_until(cli, "change", before, replica_steps, want)
+    assert recorded == want, (steps, recorded)
     return steps
 
 
@@ -118,6 +138,46 @@ def test_plan_predicts_what_the_engine_does(cli: CLI, token: str) -> None:
         assert same == []
         nothing = run(cli, "plan", "-f", str(cli.directory / "web.yaml"))
         assert nothing.lines == ["nothing to do"], nothing
+    finally:
+        code, err = up.stop(signal.SIGTERM)
+    assert code == 0, err
+
+
+def readiness(entries: list[dict[str, Any]], names: set[str]) -> list[tuple[str, str]]:
+    """The Ready transitions of the Processes `names`, in the timeline's order."""
+    return [
+        (e["object"]["name"], "ready" if e["condition"]["status"] == "True" else "down")
+        for e in entries
+        if e["type"] == "condition"
+        and e["object"]["kind"] == "Process"
+        and e["object"]["name"] in names
+        and e["condition"]["type"] == "Ready"
+    ]
+
+
+def test_plan_predicts_a_dependency_restart(cli: CLI, token: str) -> None:
+    path = cli.write("app.yaml", process(token, "db"), process(token, "api", after="db"))
+    up = start_up(cli, path)
+    try:
+        up.expect(lambda line: line.startswith("Process/api ready=True"), "api Ready")
+        cli.write("app.yaml", process(token, "db", "b"), process(token, "api", after="db"))
+        steps = planned(cli, str(path))
+        assert [(s["name"], s["action"]) for s in steps] == [
+            ("db", "restart"),
+            ("api", "not-ready"),
+            ("db", "ready"),
+            ("api", "ready"),
+        ], steps
+        before = len(timeline(cli, "condition"))
+        run(cli, "apply", "-f", str(path))
+        up.expect(lambda line: line.startswith("Process/db ready=True"), "db Ready again")
+        up.expect(lambda line: line.startswith("Process/api ready=True"), "api Ready again")
+        kinds = {"restart": "down", "not-ready": "down", "ready": "ready"}
+        want = [(s["name"], kinds[s["action"]]) for s in steps]
+        recorded = recorded_until(
+            cli, "condition", before, lambda e: readiness(e, {"db", "api"}), want
+        )
+        assert recorded == want, (steps, recorded)
     finally:
         code, err = up.stop(signal.SIGTERM)
     assert code == 0, err

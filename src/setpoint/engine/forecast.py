@@ -186,8 +186,13 @@ def _process(
             steps.add(PROCESS.kind, name, "stop", "suspended")
             return False
         steps.add(PROCESS.kind, name, "restart", f"{', '.join(changed)} changed")
-        for dependent in _dependents(obj, proposed, current):
+        dependents = _dependents(obj, proposed, current)
+        for dependent in dependents:
             steps.add(PROCESS.kind, dependent, "not-ready", f"until Process/{name} is Ready")
+        steps.add(PROCESS.kind, name, "ready", "its probes are assumed to pass")
+        for dependent in dependents:
+            steps.add(PROCESS.kind, dependent, "ready", f"Process/{name} is Ready again")
+        return True
     steps.add(PROCESS.kind, name, "ready", "its probes are assumed to pass")
     return True
 
