@@ -181,3 +181,41 @@ def test_plan_predicts_a_dependency_restart(cli: CLI, token: str) -> None:
     finally:
         code, err = up.stop(signal.SIGTERM)
     assert code == 0, err
+
+
+def test_plan_predicts_the_attempts_of_a_failing_job(cli: CLI, token: str) -> None:
+    up = start_up(cli, cli.write("db.yaml", process(token, "db")))
+    try:
+        up.expect(lambda line: line.startswith("Process/db ready=True"), "db Ready")
+        migrate = {
+            "apiVersion": "setpoint.dev/v1alpha1",
+            "kind": "Job",
+            "metadata": {"name": "migrate"},
+            "spec": {
+                "args": [sys.executable, "-c", "raise SystemExit(3)", token],
+                "backoffLimit": 2,
+                "backoff": {"initialSeconds": 0.1, "maxSeconds": 0.2},
+            },
+        }
+        path = str(cli.write("migrate.yaml", migrate))
+        steps = planned(cli, path)
+        assert [(s["kind"], s["action"], s.get("attempts")) for s in steps] == [
+            ("Job", "run", 3)
+        ], steps
+        before = len(timeline(cli, "event"))
+        run(cli, "apply", "-f", path)
+        run(cli, "wait", "--for=condition=Failed", "job/migrate", "--timeout", "60s")
+
+        def starts(entries: list[dict[str, Any]]) -> list[str]:
+            return [
+                e["reason"]
+                for e in entries
+                if e["object"] == {"kind": "Job", "name": "migrate", "namespace": "default"}
+                and e["reason"] == "Started"
+            ]
+
+        recorded = recorded_until(cli, "event", before, starts, ["Started"] * 3)
+        assert recorded == ["Started"] * 3  # the predicted bound, reached: it failed each time
+    finally:
+        code, err = up.stop(signal.SIGTERM)
+    assert code == 0, err

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from setpoint.engine.forecast import PROBES_PASS, forecast
+from setpoint.engine.forecast import JOB_OUTCOME, PROBES_PASS, forecast
 from setpoint.engine.kinds import builtin_kinds
 
 NOW = 1_700_000_000.0
@@ -52,8 +52,17 @@ def test_min_ready_seconds_moves_the_simulated_clock_on_and_settles() -> None:
     assert result.settled
 
 
-def test_a_kind_it_does_not_forecast_says_so_and_the_budget_ends_a_forecast() -> None:
+def test_a_new_job_runs_with_an_upper_bound_of_attempts_and_an_unknown_outcome() -> None:
     result = forecast([], [job()], NOW)
+    assert [(s.kind, s.action, s.attempts) for s in result.steps] == [("Job", "run", 7)]
+    assert result.steps[0].as_dict()["attempts"] == 7
+    assert JOB_OUTCOME in result.assumptions
+
+
+def test_a_kind_it_does_not_forecast_says_so_and_the_budget_ends_a_forecast() -> None:
+    changed = job()
+    changed["spec"] = {"args": ["false"]}
+    result = forecast([job()], [changed], NOW)
     assert [(s.kind, s.action) for s in result.steps] == [("Job", "not-forecast")]
     assert not forecast([], [deployment(3)], NOW, budget=1).settled
 

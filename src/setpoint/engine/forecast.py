@@ -12,8 +12,10 @@ world built from the stored objects alone, until no plan has an action left (a f
 - a Process not owned by a Deployment: new (start, then Ready), its spec changed (restart,
   naming the changed fields, then Ready), and the Processes that depend on it (`dependsOn`)
   are not Ready until it is;
-- nothing else yet (Job, Service, Thermostat, Autoscaler): their objects are listed as
-  "not forecast" rather than guessed.
+- a new Job: it runs; whether it succeeds is not known before it runs, so the step gives
+  the most attempts it may make (`backoffLimit` + 1) and says the outcome is unknown;
+- nothing else yet (a changed Job, Service, Thermostat, Autoscaler): a changed object is
+  listed as "not-forecast" rather than guessed.
 
 No I/O, no clock: `now` is an argument (an import-linter contract holds it to that).
 """
@@ -34,7 +36,7 @@ from setpoint.workloads.deployment.inputs import (
     observe_revision,
 )
 from setpoint.workloads.deployment.plan import plan as deployment_plan
-from setpoint.workloads.kinds import CONTROLLER_REVISION, DEPLOYMENT, PROCESS
+from setpoint.workloads.kinds import CONTROLLER_REVISION, DEPLOYMENT, JOB, PROCESS
 
 __all__ = ["BUDGET", "PROBES_PASS", "Forecast", "Step", "forecast"]
 
@@ -42,6 +44,7 @@ BUDGET = 200
 """Plans one forecast may run before it says it did not settle."""
 
 PROBES_PASS = "a started process is assumed to become Ready (its probes pass)"
+JOB_OUTCOME = "a Job's outcome is not known before it runs: its attempts are an upper bound"
 
 Key = tuple[str, str, str]  # (kind, namespace, name)
 
@@ -59,6 +62,8 @@ class Step:
     reason: str
     target: str = ""
     """The object the action is on, when it is not the acting object (a Deployment's replica)."""
+    attempts: int | None = None
+    """For a Job's `run`: the most attempts it may make (its outcome is unknown)."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -68,6 +73,7 @@ class Step:
             "action": self.action,
             "target": self.target or self.name,
             "reason": self.reason,
+            **({} if self.attempts is None else {"attempts": self.attempts}),
         }
 
 
@@ -97,8 +103,16 @@ class _Steps:
     def __init__(self) -> None:
         self.items: list[Step] = []
 
-    def add(self, kind: str, name: str, action: str, reason: str, target: str = "") -> None:
-        self.items.append(Step(len(self.items) + 1, kind, name, action, reason, target))
+    def add(
+        self,
+        kind: str,
+        name: str,
+        action: str,
+        reason: str,
+        target: str = "",
+        attempts: int | None = None,
+    ) -> None:
+        self.items.append(Step(len(self.items) + 1, kind, name, action, reason, target, attempts))
 
 
 def forecast(
@@ -123,6 +137,13 @@ def forecast(
             started = _process(obj, stored.get(_key(obj)), proposed, current, steps)
             if started and PROBES_PASS not in assumptions:
                 assumptions.append(PROBES_PASS)
+        elif kind == JOB.kind and _key(obj) not in stored:
+            limit = int((obj.get("spec") or {}).get("backoffLimit", 6))
+            steps.add(JOB.kind, obj["metadata"]["name"], "run",
+                      f"new; on failure retried up to {limit} times (backoffLimit), "
+                      "outcome unknown until it runs", attempts=limit + 1)  # fmt: skip
+            if JOB_OUTCOME not in assumptions:
+                assumptions.append(JOB_OUTCOME)
         elif kind not in (PROCESS.kind, CONTROLLER_REVISION.kind):
             old = stored.get(_key(obj))
             if old is None or old.get("spec") != obj.get("spec"):
