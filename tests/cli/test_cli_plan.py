@@ -10,12 +10,15 @@ The tests wait on `setpoint rollout status` and `setpoint wait` (timeouts, no sl
 from __future__ import annotations
 
 import signal
+import socket
 import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
 from cli_kit import CLI, start_up
+
+from setpoint.testing import free_port_range
 
 SLEEPER = "import time; time.sleep(100000)"
 
@@ -219,3 +222,56 @@ def test_plan_predicts_the_attempts_of_a_failing_job(cli: CLI, token: str) -> No
     finally:
         code, err = up.stop(signal.SIGTERM)
     assert code == 0, err
+
+
+def test_plan_predicts_a_service_change(cli: CLI, token: str) -> None:
+    first = free_port_range(3)
+    second = first + 2
+    backend = process(token, "api")
+    backend["metadata"]["labels"] = {"app": "api"}
+    backend["spec"]["ports"] = [first + 1]
+
+    def svc(port: int) -> dict[str, Any]:
+        return {
+            "apiVersion": "setpoint.dev/v1alpha1",
+            "kind": "Service",
+            "metadata": {"name": "api"},
+            "spec": {"selector": {"app": "api"}, "port": port},
+        }
+
+    path = cli.write("app.yaml", backend, svc(first))
+    up = start_up(cli, path)
+    try:
+        up.expect(lambda line: line.startswith("Process/api ready=True"), "api Ready")
+        run(cli, "wait", "--for=condition=Ready", "service/api", "--timeout", "60s")
+        cli.write("app.yaml", backend, svc(second))
+        steps = planned(cli, str(path))
+        assert [(s["kind"], s["action"], s["reason"]) for s in steps] == [
+            ("Service", "listen", f"on 127.0.0.1:{second} (was 127.0.0.1:{first})"),
+            ("Service", "ready", "1 ready endpoint(s) among the stored Processes"),
+        ], steps
+        run(cli, "apply", "-f", str(path))
+        deadline = time.monotonic() + 30
+        while True:  # a condition with a timeout: the new listener accepts, the old one not
+            status = run(cli, "get", "service", "api", "-o", "json").json().get("status") or {}
+            moved = _accepts(second) and not _accepts(first)
+            ready = any(
+                c["type"] == "Ready" and c["status"] == "True"
+                for c in status.get("conditions") or []
+            )
+            if (moved and ready and status.get("observedGeneration") == 2) or (
+                time.monotonic() > deadline
+            ):
+                break
+        assert moved, status
+        assert ready, status
+        assert status.get("readyEndpoints") == 1, status
+    finally:
+        code, err = up.stop(signal.SIGTERM)
+    assert code == 0, err
+
+
+def _accepts(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(1)
+        return s.connect_ex(("127.0.0.1", port)) == 0

@@ -14,7 +14,9 @@ world built from the stored objects alone, until no plan has an action left (a f
   are not Ready until it is;
 - a new Job: it runs; whether it succeeds is not known before it runs, so the step gives
   the most attempts it may make (`backoffLimit` + 1) and says the outcome is unknown;
-- nothing else yet (a changed Job, Service, Thermostat, Autoscaler): a changed object is
+- a new or changed Service: its own plan (`setpoint.workloads.service.plan`): where it
+  will listen, and whether it is Ready, by the Processes as stored;
+- nothing else yet (a changed Job, Thermostat, Autoscaler): a changed object is
   listed as "not-forecast" rather than guessed.
 
 No I/O, no clock: `now` is an argument (an import-linter contract holds it to that).
@@ -26,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from setpoint.model import Object
+from setpoint.model import READY, Object, get_condition
 from setpoint.workloads.deployment.inputs import (
     Observed,
     Replica,
@@ -36,7 +38,10 @@ from setpoint.workloads.deployment.inputs import (
     observe_revision,
 )
 from setpoint.workloads.deployment.plan import plan as deployment_plan
-from setpoint.workloads.kinds import CONTROLLER_REVISION, DEPLOYMENT, JOB, PROCESS
+from setpoint.workloads.kinds import CONTROLLER_REVISION, DEPLOYMENT, JOB, PROCESS, SERVICE
+from setpoint.workloads.service.plan import ServiceObserved, endpoints_of, target_of
+from setpoint.workloads.service.plan import desired_of as service_desired
+from setpoint.workloads.service.plan import plan as service_plan
 
 __all__ = ["BUDGET", "PROBES_PASS", "Forecast", "Step", "forecast"]
 
@@ -144,12 +149,39 @@ def forecast(
                       "outcome unknown until it runs", attempts=limit + 1)  # fmt: skip
             if JOB_OUTCOME not in assumptions:
                 assumptions.append(JOB_OUTCOME)
+        elif kind == SERVICE.kind:
+            _service(obj, stored.get(_key(obj)), current, now, steps)
         elif kind not in (PROCESS.kind, CONTROLLER_REVISION.kind):
             old = stored.get(_key(obj))
             if old is None or old.get("spec") != obj.get("spec"):
                 steps.add(str(kind), obj["metadata"]["name"], "not-forecast",
                           f"setpoint plan does not forecast a {kind} yet")  # fmt: skip
     return Forecast(tuple(steps.items), settled, tuple(assumptions))
+
+
+def _service(
+    obj: Object, old: Object | None, current: Sequence[Object], now: float, steps: _Steps
+) -> None:
+    """A new or changed Service: its own plan, over the Processes as stored (their
+    readiness as stored: the Processes the same manifests start are not counted yet)."""
+    if old is not None and old.get("spec") == obj.get("spec"):
+        return
+    desired = service_desired(obj)
+    target = desired.target
+    listening = None if old is None else (target_of(old).host, target_of(old).port)
+    processes = [o for o in current if o.get("kind") == PROCESS.kind]
+    observed = ServiceObserved(
+        listening, endpoints_of(processes, target), (old or {}).get("status")
+    )
+    step = service_plan(desired, observed, now)
+    name = obj["metadata"]["name"]
+    if step.listen:
+        was = "" if listening is None else f" (was {listening[0]}:{listening[1]})"
+        steps.add(SERVICE.kind, name, "listen", f"on {target.address}{was}")
+    ready = get_condition(step.status, READY) or {}
+    count = len(observed.endpoints)
+    why = f"{count} ready endpoint(s) among the stored Processes"
+    steps.add(SERVICE.kind, name, "ready" if ready.get("status") == "True" else "not-ready", why)
 
 
 def _depends_on(obj: Object) -> list[str]:
