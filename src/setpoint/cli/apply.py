@@ -102,7 +102,7 @@ async def apply_object(store: Store, obj: Object, *, actor: Actor | None = None)
             )
         try:
             # The store validates it (once) and writes nothing when nothing changes.
-            written = await store.update(_declared_onto(current, obj), options=options)
+            written = await store.update(declared_onto(current, obj), options=options)
         except (Conflict, NotFound):
             continue  # changed or deleted meanwhile: read again
         version = current["metadata"]["resourceVersion"]
@@ -134,7 +134,8 @@ def _for_create(desired: Object) -> Object:
     return obj
 
 
-def _declared_onto(current: Object, desired: Object) -> Object:
+def declared_onto(current: Object, desired: Object) -> Object:
+    """`current` with what `desired` declares laid onto it, as `apply_object` writes it."""
     updated = copy.deepcopy(current)
     for key in list(updated):
         if key not in _NOT_DECLARED and key not in desired:
@@ -253,7 +254,8 @@ async def refuse_dependency_cycles(store: Store, objects: Sequence[Object]) -> N
 def add_parser(
     verbs: argparse._SubParsersAction[argparse.ArgumentParser],
     parents: list[argparse.ArgumentParser],
-) -> None:
+) -> argparse.ArgumentParser:
+    """Add the `apply` verb (`setpoint.cli.plan` runs it when `--dry-run=plan` is given)."""
     p = verbs.add_parser(
         "apply",
         parents=parents,
@@ -269,8 +271,16 @@ def add_parser(
         metavar="FILE|DIR|-",
         help="a manifest file, a directory of them, or - (stdin)",
     )
+    p.add_argument(
+        "--dry-run",
+        choices=("plan",),
+        help="plan: write nothing, show the steps the controllers would take (setpoint plan)",
+    )
+    p.add_argument("-o", "--output", choices=("text", "json"), default="text",
+                   help="with --dry-run=plan: text (default) or json")  # fmt: skip
     add_compose_namespace_option(p)
     p.set_defaults(run=run)
+    return p
 
 
 async def run(ctx: Context, args: argparse.Namespace) -> int:

@@ -51,10 +51,15 @@ class Verb:
 
 # fmt: off
 VERBS: tuple[Verb, ...] = (
-    Verb("apply", "apply", "create or update objects from manifests", (
+    Verb("apply", "plan", "create or update objects from manifests", (
         "setpoint apply -f examples/webapp/webapp.yaml",
         "setpoint apply -f examples/webapp/      # every *.yaml, *.yml, *.json of a directory",
         "cat app.yaml | setpoint apply -f -",
+    )),
+    Verb("plan", "plan", "show the steps the controllers will take if manifests are applied", (
+        "setpoint plan -f examples/webapp/webapp.yaml",
+        "setpoint plan -f app.yaml -o json",
+        "setpoint apply --dry-run=plan -f app.yaml",
     )),
     Verb("get", "get", "show objects of one kind", (
         "setpoint get processes",

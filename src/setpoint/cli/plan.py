@@ -1,0 +1,148 @@
+"""`setpoint plan -f FILE [-o text|json]` (and `setpoint apply --dry-run=plan -f FILE`): the steps
+the controllers will take if the manifests are applied, in order, with their reasons.
+
+This module adds both verbs, `plan` and `apply` (whose `run` it wraps: `--dry-run=plan`
+runs `plan`), so that `apply` does not import `plan`.
+
+The manifests pass the same admission `apply` runs (`check_manifests`, dependency cycles),
+are laid onto the stored objects in memory as `apply` would write them, and
+`setpoint.engine.forecast` runs the kinds' pure plans forward from there. Nothing is
+written. The footer names what the steps assume (a started process becomes Ready).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import time
+from dataclasses import replace
+
+import orjson
+
+from setpoint.cli import apply
+from setpoint.cli.apply import check_manifests, declared_onto, refuse_dependency_cycles
+from setpoint.cli.context import Context
+from setpoint.cli.load import add_compose_namespace_option, read_manifests
+from setpoint.engine.forecast import Forecast, forecast
+from setpoint.errors import Invalid, NotFound
+from setpoint.model import Kind, Object
+from setpoint.store import open_store
+from setpoint.store.base import Store
+from setpoint.workloads.kinds import CONTROLLER_REVISION, DEPLOYMENT, PROCESS
+
+
+def add_parser(
+    verbs: argparse._SubParsersAction[argparse.ArgumentParser],
+    parents: list[argparse.ArgumentParser],
+) -> None:
+    apply.add_parser(verbs, parents).set_defaults(run=_apply)
+    p = verbs.add_parser(
+        "plan",
+        parents=parents,
+        description="Show the steps the controllers will take if the manifests are applied, "
+        "in order, with their reasons. Nothing is written.",
+    )
+    add_plan_arguments(p)
+    p.set_defaults(run=run)
+
+
+async def _apply(ctx: Context, args: argparse.Namespace) -> int:
+    """`apply`, or with `--dry-run=plan` this verb (nothing written)."""
+    if args.dry_run == "plan":
+        return await run(ctx, args)
+    return await apply.run(ctx, args)
+
+
+def add_plan_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "-f",
+        "--filename",
+        dest="filenames",
+        action="append",
+        required=True,
+        metavar="FILE|DIR|-",
+        help="a manifest file, a directory of them, or - (stdin)",
+    )
+    p.add_argument(
+        "-o", "--output", choices=("text", "json"), default="text", help="text (default) or json"
+    )
+    add_compose_namespace_option(p)
+
+
+async def _stored(store: Store) -> list[Object]:
+    """The stored objects a forecast starts from: Deployments, Processes, revisions."""
+    found: list[Object] = []
+    for kind in (DEPLOYMENT, PROCESS, CONTROLLER_REVISION):
+        items, _ = await store.list(kind.api_version, kind.kind)
+        found += items
+    return found
+
+
+async def run(ctx: Context, args: argparse.Namespace) -> int:
+    manifests = read_manifests(args.filenames, compose_namespaces=args.compose_namespaces)
+    if not manifests:
+        raise Invalid("no objects passed to plan")
+    checked, problems = check_manifests(
+        manifests, ctx.registry, ctx.namespace, ctx.namespace_explicit
+    )
+    if problems:
+        raise Invalid(problems[0])
+    notes: tuple[str, ...] = ()
+    try:
+        async with ctx.open_store() as store:
+            current, proposed = await _laid_onto(store, [(k, o) for _, k, o in checked])
+    except NotFound as exc:  # no store yet: what `apply` would create it with
+        if not str(exc).startswith("no store at"):
+            raise
+        store = await open_store("memory://", registry=ctx.registry, create=True)
+        try:
+            current, proposed = await _laid_onto(store, [(k, o) for _, k, o in checked])
+        finally:
+            await store.close()
+        notes = ("no store yet: planned from an empty one",)
+    result = forecast(current, proposed, time.time())
+    print_forecast(replace(result, assumptions=result.assumptions + notes), args.output)
+    return 0
+
+
+async def _laid_onto(
+    store: Store, checked: list[tuple[Kind, Object]]
+) -> tuple[list[Object], list[Object]]:
+    """(the stored objects a forecast starts from, the manifests' objects as `apply` would
+    write them onto the stored ones), after the admission only a store can run."""
+    await refuse_dependency_cycles(store, [obj for _, obj in checked])
+    current = await _stored(store)
+    proposed: list[Object] = []
+    for kind, obj in checked:
+        meta = obj["metadata"]
+        try:
+            old = await store.get(kind.api_version, kind.kind, meta["name"], meta.get("namespace"))
+        except NotFound:
+            new = copy.deepcopy(obj)
+        else:
+            new = declared_onto(old, obj)
+            if kind.kind not in (DEPLOYMENT.kind, PROCESS.kind):
+                current.append(old)
+        kind.validate(new)
+        proposed.append(new)
+    return current, proposed
+
+
+def print_forecast(result: Forecast, output: str) -> None:
+    if output == "json":
+        doc = {
+            "steps": [s.as_dict() for s in result.steps],
+            "settled": result.settled,
+            "assumptions": list(result.assumptions),
+        }
+        print(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode())
+        return
+    if not result.steps:
+        print("nothing to do")
+    for step in result.steps:
+        on = f" {step.target}" if step.target and step.target != step.name else ""
+        print(f"{step.order:>3}. {step.kind}/{step.name}: {step.action}{on} ({step.reason})")
+    if not result.settled:
+        print("(the forecast stopped at its step budget: the plans had not settled)")
+    for assumption in result.assumptions:
+        print(f"note: {assumption}")
