@@ -283,15 +283,24 @@ def add_parser(
     return p
 
 
-async def run(ctx: Context, args: argparse.Namespace) -> int:
+def admitted(
+    ctx: Context, args: argparse.Namespace, verb: str
+) -> list[tuple[Manifest, Kind, Object]]:
+    """The manifests `args.filenames` name, each checked as `check_manifests` does; any
+    failure (or no object at all) is refused as one line naming `verb`."""
     manifests = read_manifests(args.filenames, compose_namespaces=args.compose_namespaces)
     if not manifests:
-        raise Invalid("no objects passed to apply")
+        raise Invalid(f"no objects passed to {verb}")
     checked, problems = check_manifests(
         manifests, ctx.registry, ctx.namespace, ctx.namespace_explicit
     )
     if problems:
         raise Invalid(problems[0])
+    return checked
+
+
+async def run(ctx: Context, args: argparse.Namespace) -> int:
+    checked = admitted(ctx, args, "apply")
     async with ctx.open_store(create=True) as store:
         await refuse_dependency_cycles(store, [obj for _, _, obj in checked])
         actor = local_actor()

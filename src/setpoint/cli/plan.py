@@ -20,11 +20,11 @@ from dataclasses import replace
 import orjson
 
 from setpoint.cli import apply
-from setpoint.cli.apply import check_manifests, declared_onto, refuse_dependency_cycles
+from setpoint.cli.apply import admitted, declared_onto, refuse_dependency_cycles
 from setpoint.cli.context import Context
-from setpoint.cli.load import add_compose_namespace_option, read_manifests
+from setpoint.cli.load import add_compose_namespace_option
 from setpoint.engine.forecast import Forecast, forecast
-from setpoint.errors import Invalid, NotFound
+from setpoint.errors import NotFound
 from setpoint.model import Kind, Object
 from setpoint.store import open_store
 from setpoint.store.base import Store
@@ -79,14 +79,7 @@ async def _stored(store: Store) -> list[Object]:
 
 
 async def run(ctx: Context, args: argparse.Namespace) -> int:
-    manifests = read_manifests(args.filenames, compose_namespaces=args.compose_namespaces)
-    if not manifests:
-        raise Invalid("no objects passed to plan")
-    checked, problems = check_manifests(
-        manifests, ctx.registry, ctx.namespace, ctx.namespace_explicit
-    )
-    if problems:
-        raise Invalid(problems[0])
+    checked = admitted(ctx, args, "plan")
     notes: tuple[str, ...] = ()
     try:
         async with ctx.open_store() as store:
