@@ -1,16 +1,10 @@
 """The child lifecycle that the Process and Job controllers share: one component, two kinds.
 
 A Process and a Job each supervise one local child (a Job's child is its current attempt).
-Everything about that child that does not depend on the kind lives here, once:
+What their plans are made of (the command's spec fields, back-off, the exit record, the
+plan's inputs and `ChildPlan`) is pure and lives in `setpoint.workloads.child_plan`; what
+carries a plan out lives here, once:
 
-* the spec fields of a command (`CommandSchema`: args, env and envFrom, cwd, user, grace
-  period, stop signal), the back-off arithmetic (`BackoffSchema`, `backoff_delay`) and the
-  exit record of a status (`ExitSchema`, `ChildExit`: how a child ended, and whether the
-  controller stopped it on request, as a field, not as text in the reason);
-* the plan's inputs both kinds share (`ChildDesired`: generation, typed spec, deleting;
-  `ChildObserved`: the child, its last exit, unmet dependencies, a failed start, the
-  stored status) and what a plan is to the lifecycle (`ChildPlan`: the child action, the
-  whole new status, `PlannedEvent`s, a stall, a wait);
 * `ChildLifecycle`, the base of both controllers, made a Process or a Job controller by a
   `ChildKind` (the kind, its finalizer and spec schema, its pure `observe` and `plan`).
   It runs on the reconciler kit (`setpoint.runtime.kit`), which reads the object, keeps
@@ -51,7 +45,8 @@ and the values that came from Secrets (`Supervised.secret_values`), which are ma
 the output line its exit reason quotes (and, by the Process controller, in exec probe
 output). Values from env files are not
 masked: which of them are secret is not known, and masking every one would mask common
-words everywhere; a secret belongs in a Secret.
+words everywhere; a secret belongs in a Secret. A child with `resources.limits.memory` is
+watched by `setpoint.workloads.memory`; killed over it, its exit says `OOMKilled`.
 """
 
 from __future__ import annotations
@@ -68,15 +63,9 @@ from pathlib import Path
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
 from setpoint.clock import SYSTEM_CLOCK, Clock
-from setpoint.errors import (
-    AlreadyExists,
-    EnvFileUnavailable,
-    Invalid,
-    NotFound,
-    UnknownKind,
-)
+from setpoint.errors import AlreadyExists, EnvFileUnavailable, Invalid, NotFound, UnknownKind
 from setpoint.model import Kind, Object
-from setpoint.model.quantities import format_bytes, parse_bytes
+from setpoint.model.quantities import parse_bytes
 from setpoint.model.redaction import redact
 from setpoint.model.wellknown import child_name
 from setpoint.runtime.controller import Controller
@@ -334,15 +323,6 @@ DEPENDABLE_KINDS = ("Process", "Job", "Deployment", "Service")
 Process, Job and Deployment controllers watch them all)."""
 
 
-def _over_limit(watch: MemoryWatch) -> str:
-    """How far over its limit a killed child was, in words."""
-    usage = (watch.killed_at or 0) / 2**20
-    return (
-        f"memory {usage:.1f}Mi over its limit of {format_bytes(watch.limit)} "
-        "(spec.resources.limits.memory)"
-    )
-
-
 class ChildLifecycle(KitReconciler[ChildDesired[S], Any, P]):
     """The base of the Process and Job controllers: the table of children, and the kind's
     `act` on the reconciler kit (see the module docstring).
@@ -516,7 +496,7 @@ class ChildLifecycle(KitReconciler[ChildDesired[S], Any, P]):
         watch = child.memory
         if watch is not None and watch.killed_at is not None and child.stop_reason is None:
             reason = OOM_KILLED  # as Kubernetes says it, the figures in the message
-            message = _over_limit(watch)
+            message = watch.verdict()
         elif failed and child.stop_reason is None:
             line = supervisor.last_line(self.log_dir / f"{child.handle.name}.log")
             if line:
@@ -678,7 +658,7 @@ class ChildLifecycle(KitReconciler[ChildDesired[S], Any, P]):
         """Kill the child once its group holds more than its memory limit, and say so (the
         event is not cancelled with the child's tasks when its exit is seen)."""
         await watch.run()
-        message = f"{_over_limit(watch)}: killed pid {child.handle.pid} and its group"
+        message = f"{watch.verdict()}: killed pid {child.handle.pid} and its group"
         await asyncio.shield(self.events.warning(child.ref, "OOMKilling", message))
 
     async def _wait_exit(self, key: Key, child: Supervised) -> None:
@@ -746,10 +726,8 @@ class ChildLifecycle(KitReconciler[ChildDesired[S], Any, P]):
             if handle is None:
                 supervisor.stray(name, self.state_dir)
                 continue
-            log.info(
-                "stopping pid %d: its %s %s/%s is gone",
-                handle.pid, self.kind.kind, namespace, obj_name,
-            )  # fmt: skip
+            gone = f"{self.kind.kind} {namespace}/{obj_name}"
+            log.info("stopping pid %d: its %s is gone", handle.pid, gone)
             await supervisor.stop(handle, 0.0)
 
     async def release(self, keep: Callable[[Request], bool]) -> None:

@@ -29,6 +29,7 @@ import os
 from dataclasses import dataclass
 
 from setpoint.clock import Clock
+from setpoint.model.quantities import format_bytes
 from setpoint.workloads import supervisor
 
 __all__ = ["LOOK_SECONDS", "OOM_KILLED", "MemoryWatch", "group_rss"]
@@ -127,3 +128,11 @@ class MemoryWatch:
                 supervisor.kill(self.handle)
                 return usage
             await self.clock.sleep(LOOK_SECONDS)
+
+    def verdict(self) -> str:
+        """How far over its limit the killed group was, in words."""
+        usage = (self.killed_at or 0) / 2**20
+        return (
+            f"memory {usage:.1f}Mi over its limit of {format_bytes(self.limit)} "
+            "(spec.resources.limits.memory)"
+        )
