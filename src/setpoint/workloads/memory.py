@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from setpoint.clock import Clock
 from setpoint.model.quantities import format_bytes
 from setpoint.workloads import supervisor
+from setpoint.workloads.procfs import _live_processes, _proc_stat, _read_proc
 
 __all__ = ["LOOK_SECONDS", "OOM_KILLED", "MemoryWatch", "group_rss"]
 
@@ -41,24 +42,16 @@ OOM_KILLED = "OOMKilled"
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
-def _read(path: str) -> str | None:
-    try:
-        with open(path) as f:
-            return f.read()
-    except OSError:
-        return None
-
-
 def _pgid_of(pid: int) -> int | None:
-    stat = _read(f"/proc/{pid}/stat")
-    if stat is None:
-        return None
-    fields = stat[stat.rindex(")") + 2 :].split()
-    return int(fields[2])
+    stat = _proc_stat(pid)
+    return None if stat is None else stat.pgid
 
 
 def _rss(pid: int) -> int:
-    statm = _read(f"/proc/{pid}/statm")
+    try:
+        statm = _read_proc(pid, "statm")
+    except OSError:
+        return 0
     return int(statm.split()[1]) * _PAGE if statm else 0
 
 
@@ -70,19 +63,16 @@ def _children(pid: int) -> list[int] | None:
         return None
     found: list[int] = []
     for tid in tasks:
-        text = _read(f"/proc/{pid}/task/{tid}/children")
-        if text is None:
+        try:
+            text = _read_proc(pid, f"task/{tid}/children")
+        except OSError:
             return None
         found += [int(p) for p in text.split()]
     return found
 
 
 def _group_by_scan(pgid: int) -> list[int]:
-    members = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit() and _pgid_of(int(entry)) == pgid:
-            members.append(int(entry))
-    return members
+    return [pid for pid, stat in _live_processes().items() if stat.pgid == pgid]
 
 
 def group_rss(pid: int, pgid: int) -> int:
