@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from setpoint.errors import AlreadyExists, Conflict, Gone, StoreClosed, UnknownKind
     from setpoint.model import Registry
     from setpoint.store.base import Actor, EventType, Reader, Store, WatchEvent, WriteOptions
-    from setpoint.store.http import Credentials
+    from setpoint.store.http_wire import Credentials
     from setpoint.store.postgresql import Sync as PgSync
     from setpoint.store.rules import FOREGROUND_DELETION, ORPHAN
 
