@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from setpoint.cli.apply import local_actor
+from setpoint.cli.apply import add_dry_run_plan_options, local_actor
 from setpoint.cli.context import Context, kind_and_names
 from setpoint.cli.load import identify, read_manifests
 from setpoint.cli.render import resource_name
@@ -50,13 +50,7 @@ def add_parser(
     p.add_argument(
         "--ignore-not-found", action="store_true", help="a missing object is not an error"
     )
-    p.add_argument(
-        "--dry-run",
-        choices=("plan",),
-        help="plan: delete nothing, show what deleting does to what depends on the objects",
-    )
-    p.add_argument("-o", "--output", choices=("text", "json"), default="text",
-                   help="with --dry-run=plan: text (default) or json")  # fmt: skip
+    add_dry_run_plan_options(p, "delete nothing, show what deleting does to what depends on them")
     p.set_defaults(run=run)
     return p
 

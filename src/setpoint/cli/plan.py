@@ -23,7 +23,12 @@ from dataclasses import replace
 import orjson
 
 from setpoint.cli import apply, delete
-from setpoint.cli.apply import admitted, declared_onto, refuse_dependency_cycles
+from setpoint.cli.apply import (
+    add_filename_option,
+    admitted,
+    declared_onto,
+    refuse_dependency_cycles,
+)
 from setpoint.cli.context import Context
 from setpoint.cli.load import add_compose_namespace_option
 from setpoint.engine.forecast import Forecast, forecast, forecast_deletion
@@ -84,18 +89,9 @@ async def run_deletion(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def add_plan_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "-f",
-        "--filename",
-        dest="filenames",
-        action="append",
-        required=True,
-        metavar="FILE|DIR|-",
-        help="a manifest file, a directory of them, or - (stdin)",
-    )
-    p.add_argument(
-        "-o", "--output", choices=("text", "json"), default="text", help="text (default) or json"
-    )
+    add_filename_option(p)
+    p.add_argument("-o", "--output", choices=("text", "json"), default="text",
+                   help="text (default) or json")  # fmt: skip
     add_compose_namespace_option(p)
 
 

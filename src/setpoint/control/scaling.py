@@ -269,14 +269,10 @@ def scale_up_limit(
     """`calculateScaleUpLimitWithScalingRules`: the most replicas the policies allow now."""
     if rules.select_policy == "Disabled" or not rules.policies:
         return current
-    proposals = []
-    for policy in rules.policies:
-        added, removed = replicas_changed_in_period(events, policy.period_seconds, now)
-        start = current - added + removed
-        if policy.type == "Pods":
-            proposals.append(start + policy.value)
-        else:
-            proposals.append(math.ceil(start * (1 + policy.value / 100)))
+    proposals = [
+        start + value if pods else math.ceil(start * (1 + value / 100))
+        for start, pods, value in _policy_starts(current, events, rules, now)
+    ]
     return min(proposals) if rules.select_policy == "Min" else max(proposals)
 
 
@@ -286,15 +282,24 @@ def scale_down_limit(
     """`calculateScaleDownLimitWithBehaviors`: the fewest replicas the policies allow now."""
     if rules.select_policy == "Disabled" or not rules.policies:
         return current
-    proposals = []
+    proposals = [
+        start - value if pods else int(start * (1 - value / 100))
+        for start, pods, value in _policy_starts(current, events, rules, now)
+    ]
+    return max(proposals) if rules.select_policy == "Min" else min(proposals)
+
+
+def _policy_starts(
+    current: int, events: Sequence[ScaleEvent], rules: ScalingRules, now: float
+) -> list[tuple[int, bool, int]]:
+    """For each policy of `rules`: the replicas at the start of its period (`current`
+    less what was added and plus what was removed within it), whether it counts Pods
+    (else a percent), and its value."""
+    starts = []
     for policy in rules.policies:
         added, removed = replicas_changed_in_period(events, policy.period_seconds, now)
-        start = current - added + removed
-        if policy.type == "Pods":
-            proposals.append(start - policy.value)
-        else:
-            proposals.append(int(start * (1 - policy.value / 100)))
-    return max(proposals) if rules.select_policy == "Min" else min(proposals)
+        starts.append((current - added + removed, policy.type == "Pods", policy.value))
+    return starts
 
 
 def limit_rate(
