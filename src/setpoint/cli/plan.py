@@ -23,12 +23,6 @@ from dataclasses import replace
 import orjson
 
 from setpoint.cli import apply, delete
-from setpoint.cli.apply import (
-    add_filename_option,
-    admitted,
-    declared_onto,
-    refuse_dependency_cycles,
-)
 from setpoint.cli.context import Context
 from setpoint.cli.load import add_compose_namespace_option
 from setpoint.engine.forecast import Forecast, forecast, forecast_deletion
@@ -89,7 +83,7 @@ async def run_deletion(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def add_plan_arguments(p: argparse.ArgumentParser) -> None:
-    add_filename_option(p)
+    apply.add_filename_option(p)
     p.add_argument("-o", "--output", choices=("text", "json"), default="text",
                    help="text (default) or json")  # fmt: skip
     add_compose_namespace_option(p)
@@ -105,7 +99,7 @@ async def _stored(store: Store) -> list[Object]:
 
 
 async def run(ctx: Context, args: argparse.Namespace) -> int:
-    checked = admitted(ctx, args, "plan")
+    checked = apply.admitted(ctx, args, "plan")
     notes: tuple[str, ...] = ()
     try:
         async with ctx.open_store() as store:
@@ -129,7 +123,7 @@ async def _laid_onto(
 ) -> tuple[list[Object], list[Object]]:
     """(the stored objects a forecast starts from, the manifests' objects as `apply` would
     write them onto the stored ones), after the admission only a store can run."""
-    await refuse_dependency_cycles(store, [obj for _, obj in checked])
+    await apply.refuse_dependency_cycles(store, [obj for _, obj in checked])
     current = await _stored(store)
     proposed: list[Object] = []
     for kind, obj in checked:
@@ -139,7 +133,7 @@ async def _laid_onto(
         except NotFound:
             new = copy.deepcopy(obj)
         else:
-            new = declared_onto(old, obj)
+            new = apply.declared_onto(old, obj)
             if kind.kind not in (DEPLOYMENT.kind, PROCESS.kind):
                 current.append(old)
         kind.validate(new)

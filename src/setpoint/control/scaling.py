@@ -267,39 +267,36 @@ def scale_up_limit(
     current: int, events: Sequence[ScaleEvent], rules: ScalingRules, now: float
 ) -> int:
     """`calculateScaleUpLimitWithScalingRules`: the most replicas the policies allow now."""
-    if rules.select_policy == "Disabled" or not rules.policies:
-        return current
-    proposals = [
-        start + value if pods else math.ceil(start * (1 + value / 100))
-        for start, pods, value in _policy_starts(current, events, rules, now)
-    ]
-    return min(proposals) if rules.select_policy == "Min" else max(proposals)
+    return _policy_limit(current, events, rules, now, up=True)
 
 
 def scale_down_limit(
     current: int, events: Sequence[ScaleEvent], rules: ScalingRules, now: float
 ) -> int:
     """`calculateScaleDownLimitWithBehaviors`: the fewest replicas the policies allow now."""
+    return _policy_limit(current, events, rules, now, up=False)
+
+
+def _policy_limit(
+    current: int, events: Sequence[ScaleEvent], rules: ScalingRules, now: float, *, up: bool
+) -> int:
+    """The limit each policy sets, from the replicas at the start of its period (`current`
+    less what was added and plus what was removed within it), `up` or down; then the
+    policy that allows the biggest change (`Max`, the default) or the smallest (`Min`)."""
     if rules.select_policy == "Disabled" or not rules.policies:
         return current
-    proposals = [
-        start - value if pods else int(start * (1 - value / 100))
-        for start, pods, value in _policy_starts(current, events, rules, now)
-    ]
-    return max(proposals) if rules.select_policy == "Min" else min(proposals)
-
-
-def _policy_starts(
-    current: int, events: Sequence[ScaleEvent], rules: ScalingRules, now: float
-) -> list[tuple[int, bool, int]]:
-    """For each policy of `rules`: the replicas at the start of its period (`current`
-    less what was added and plus what was removed within it), whether it counts Pods
-    (else a percent), and its value."""
-    starts = []
+    proposals = []
     for policy in rules.policies:
         added, removed = replicas_changed_in_period(events, policy.period_seconds, now)
-        starts.append((current - added + removed, policy.type == "Pods", policy.value))
-    return starts
+        start = current - added + removed
+        if policy.type == "Pods":
+            proposals.append(start + policy.value if up else start - policy.value)
+        elif up:
+            proposals.append(math.ceil(start * (1 + policy.value / 100)))
+        else:
+            proposals.append(int(start * (1 - policy.value / 100)))
+    biggest = rules.select_policy != "Min"
+    return max(proposals) if biggest == up else min(proposals)
 
 
 def limit_rate(
