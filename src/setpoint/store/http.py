@@ -106,6 +106,17 @@ def _decode(response: httpx.Response) -> Any:
 # -- the async store -----------------------------------------------------------------------
 
 
+def _client_settings(server: str, credentials: Credentials) -> dict[str, Any]:
+    """What both clients are made with (their transports are told `verify` again): the
+    server, the headers, how to check the server and the timeouts."""
+    return {
+        "base_url": server,
+        "headers": credentials.headers(),
+        "verify": credentials.verify(),
+        "timeout": httpx.Timeout(30.0, connect=10.0),
+    }
+
+
 class HttpStore:
     """The `Store` contract over the Kubernetes REST API; see the module docstring."""
 
@@ -118,16 +129,12 @@ class HttpStore:
         self.server = check_server_url(server)
         self.registry = registry if registry is not None else Registry()
         self.credentials = credentials or Credentials()
-        verify = self.credentials.verify()
+        settings = _client_settings(self.server, self.credentials)
+        limits = httpx.Limits(max_connections=None, max_keepalive_connections=64)
         self._client = httpx.AsyncClient(
-            base_url=self.server,
-            headers=self.credentials.headers(),
-            verify=verify,
-            timeout=httpx.Timeout(30.0, connect=10.0),
+            **settings,
             transport=httpx.AsyncHTTPTransport(
-                verify=verify,
-                limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
-                socket_options=SOCKET_OPTIONS,
+                verify=settings["verify"], limits=limits, socket_options=SOCKET_OPTIONS
             ),
         )
         self._closed = False
@@ -504,13 +511,10 @@ class HttpReader:
         self.server = check_server_url(server)
         self.registry = registry
         self.credentials = credentials or Credentials()
-        verify = self.credentials.verify()
+        settings = _client_settings(self.server, self.credentials)
         self._client = httpx.Client(
-            base_url=self.server,
-            headers=self.credentials.headers(),
-            verify=verify,
-            timeout=httpx.Timeout(30.0, connect=10.0),
-            transport=httpx.HTTPTransport(verify=verify, socket_options=SOCKET_OPTIONS),
+            **settings,
+            transport=httpx.HTTPTransport(verify=settings["verify"], socket_options=SOCKET_OPTIONS),
         )
         self._refreshes = registry.refresh is None
         if self._refreshes:
