@@ -96,6 +96,14 @@ PATCH_CONTENT_TYPES = {
 }
 
 
+def _answered(response: httpx.Response, credentials: Credentials) -> Any:
+    """The decoded body of a success; else the error it stands for (`status_error`)."""
+    body = _decode(response)
+    if response.is_success:
+        return body
+    raise status_error(response.status_code, body, credentials)
+
+
 def _decode(response: httpx.Response) -> Any:
     try:
         return codec.decode(response.content)
@@ -189,10 +197,7 @@ class HttpStore:
             raise unreachable(self.server, exc, self.credentials) from None
 
     def _answer(self, response: httpx.Response) -> Any:
-        body = _decode(response)
-        if response.is_success:
-            return body
-        raise status_error(response.status_code, body, self.credentials)
+        return _answered(response, self.credentials)
 
     async def _write(self, method: str, path: str, options: WriteOptions, **kwargs: Any) -> Object:
         """`_object` for a write, with the query of its `options`."""
@@ -540,10 +545,7 @@ class HttpReader:
             raise unreachable(self.server, exc, self.credentials) from None
 
     def _answer(self, response: httpx.Response) -> Any:
-        body = _decode(response)
-        if response.is_success:
-            return body
-        raise status_error(response.status_code, body, self.credentials)
+        return _answered(response, self.credentials)
 
     def get(
         self, api_version: str, kind: str, name: str, namespace: str | None = "default"
