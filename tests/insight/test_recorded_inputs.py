@@ -1,7 +1,8 @@
 """Inputs of an object that its own spec does not hold, on the timeline: edits of a running
-child's env files (noticed, written to the Process's status, said in an event, recorded as an
-input change of the Process with the values hidden, while the child runs on as it is: it
-reads the files at its next start), and the Autoscaler that scales an object.
+child's env files, a Process's or a Job's attempt's (noticed, written to the object's status
+with a digest keyed by the engine's private key, said in an event, recorded as an input
+change with the values hidden, while the child runs on as it is: it reads the files at its
+next start), and the Autoscaler that scales an object.
 
 A real SQLite store, a real child, the real recorder. Waits are on conditions under
 timeouts, never on the clock.
@@ -34,6 +35,8 @@ from setpoint.workloads.env_file_watch import (
     EnvFileWatch,
     recorded_env_files,
 )
+from setpoint.workloads.job import JOB, JobController, JobSettings
+from setpoint.workloads.job import setup as job_setup
 from setpoint.workloads.process import PROCESS, ProcessController, ProcessSettings
 from setpoint.workloads.process import setup as process_setup
 
@@ -108,6 +111,59 @@ async def test_an_env_file_edit_is_an_input_change_on_the_timeline(tmp_path: Pat
     assert "5433" not in str(everything)  # the values never reach the timeline
 
 
+async def test_a_job_attempts_env_file_edit_is_recorded_as_a_process_one_is(
+    tmp_path: Path,
+) -> None:
+    env = tmp_path / "migrate.env"
+    env.write_text("PIN=4821\nTARGET=v3\n")
+    url = f"sqlite:///{tmp_path / 'state.db'}"
+    store = await open_store(url, builtin_kinds())
+    manager = Manager(store, options=ManagerOptions(grace_period=1.0))
+    jobs = job_setup(manager, JobSettings(tmp_path / "run" / "jobs", tmp_path / "logs")).reconciler
+    assert isinstance(jobs, JobController)
+    setup(manager, store_url=url, log_dir=tmp_path / "logs")
+    running = asyncio.create_task(manager.run())
+    job = {**process("migrate", [sys.executable, "-c", SLEEP], envFile=[str(env)])}
+    job["kind"] = JOB.kind
+    try:
+        await manager.wait_started()
+        await store.create(job)
+        first = await wait_for(store, JOB, "migrate", lambda o: bool(env_files(o)))
+        assert first is not None
+        [seen] = env_files(first)
+        assert seen["path"] == str(env)
+        assert "changedAt" not in seen
+
+        env.write_text("PIN=4822\nTARGET=v3\n")
+        edited = await wait_for(
+            store, JOB, "migrate", lambda o: bool(env_files(o)) and env_files(o)[0] != seen
+        )
+        assert edited is not None
+        assert env_files(edited)[0]["changedKeys"] == ["PIN"]
+        assert env_files(edited)[0]["changedAt"]
+        assert edited["status"]["pid"] == first["status"]["pid"]  # the attempt runs on
+        ref = {"kind": "Job", "name": "migrate", "namespace": "default"}
+        with Timeline.open(tmp_path / "state.db") as timeline:
+            entries = await wait_for_entries(
+                timeline,
+                lambda es: (
+                    any(e.get("input") == "envFile" for e in of_type(es, "change"))
+                    and any(e.get("reason") == "EnvFileChanged" for e in of_type(es, "event"))
+                ),
+                object=ref,
+            )
+    finally:
+        manager.stop()
+        await running
+        await jobs.stop_all(grace=0)
+        await store.close()
+    [change] = [e for e in of_type(entries, "change") if e.get("input") == "envFile"]
+    assert change["diff"] == {f"envFile[{env}].PIN": ["(hidden)", "(changed)"]}
+    [event] = [e for e in of_type(entries, "event") if e.get("reason") == "EnvFileChanged"]
+    assert "(PIN)" in str(event)
+    assert "4822" not in str(entries)
+
+
 def test_a_file_first_seen_is_no_edit_and_an_edit_while_down_hides_its_digests(
     tmp_path: Path,
 ) -> None:
@@ -156,7 +212,8 @@ def test_a_digest_it_cannot_compare_is_replaced_and_is_no_edit(tmp_path: Path) -
         watch = EnvFileWatch([str(env)], {}, recorded_env_files(stored), DigestKey.new())
         assert watch.look(1.0)  # the status is to change: its digest is replaced
         [seen] = watch.items()
-        assert seen.changed_at is None and seen.digest != recorded
+        assert seen.changed_at is None
+        assert seen.digest != recorded
         assert seen.digest.count(":") == 1
     status: dict[str, Any] = {"envFiles": [{"path": str(env), "digest": old_form}]}
     record_env_files(status, None)  # no child runs: what it says stays, the old digest goes
