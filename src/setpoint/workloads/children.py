@@ -46,7 +46,11 @@ the output line its exit reason quotes (and, by the Process controller, in exec 
 output). Values from env files are not
 masked: which of them are secret is not known, and masking every one would mask common
 words everywhere; a secret belongs in a Secret. A child with `resources.limits.memory` is
-watched by `setpoint.workloads.memory`; killed over it, its exit says `OOMKilled`.
+watched by `setpoint.workloads.memory`; killed over it, its exit says `OOMKilled`. A child
+with `envFile`s has them looked at every `ENV_FILE_LOOK_SECONDS`
+(`setpoint.workloads.env_file_watch`, its digests keyed by the controller's private
+`envfile.key` in `state_dir`): an edit goes to `status.envFiles` and an `EnvFileChanged`
+event, and nothing is restarted for it.
 """
 
 from __future__ import annotations
