@@ -223,6 +223,20 @@ def test_a_digest_it_cannot_compare_is_replaced_and_is_no_edit(tmp_path: Path) -
     assert status == {"envFiles": [{"path": str(env), "digest": others}]}
 
 
+def test_an_earlier_versions_env_file_digests_are_hidden_when_read(tmp_path: Path) -> None:
+    """An entry recorded before digests were keyed held the file's bare SHA-256 digests: a
+    timeline serves it with the values hidden, as it serves newer ones."""
+    ref = {"kind": "Process", "name": "a", "namespace": "default"}
+    old = {"ts": 1.0, "type": "change", "object": ref, "action": "updated", "actor": "unknown"}
+    old |= {"input": "envFile", "diff": {"envFile[a.env]": ["0123456789abcdef", "fedcba98"]}}
+    other = {**old, "ts": 2.0, "input": None, "diff": {"spec.args": [["a"], ["b"]]}}
+    with Timeline.open(tmp_path / "state.db") as timeline:
+        timeline.append_many([old, other])
+        got = timeline.query(object=ref)
+    assert got[0]["diff"] == {"envFile[a.env]": ["(hidden)", "(changed)"]}
+    assert got[1]["diff"] == {"spec.args": [["a"], ["b"]]}
+
+
 def test_the_digest_key_is_made_once_private_and_kept(tmp_path: Path) -> None:
     state = tmp_path / "run"
     key = DigestKey.load(state)

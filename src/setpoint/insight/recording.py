@@ -44,6 +44,7 @@ __all__ = [
     "path_parts",
     "project",
     "secrets_used",
+    "served",
     "write_entry",
 ]
 
@@ -304,6 +305,17 @@ def _env_file_edits(old: Snapshot, new: Snapshot) -> dict[str, list[Any]]:
         else:
             diff[f"envFile[{path}]"] = [HIDDEN, CHANGED]
     return diff
+
+
+def served(entry: Entry) -> Entry:
+    """`entry` as a timeline gives it to readers: an env file's input change recorded by an
+    earlier version (`envFile[PATH]` with the file's two bare SHA-256 digests, which a reader
+    could reverse by trying values) with its values hidden, as newer ones have them; any
+    other entry as it is. Pure."""
+    if entry.get("input") != "envFile" or not isinstance(entry.get("diff"), Mapping):
+        return entry
+    hidden = {path: [HIDDEN, CHANGED] for path in entry["diff"]}
+    return entry if hidden == entry["diff"] else {**entry, "diff": hidden}
 
 
 def write_entry(
