@@ -98,7 +98,9 @@ async def test_a_view_token_reads_no_digest_that_gives_back_a_pin(
         served = await asyncio.to_thread(read_as_view, server)
         insight = "/apis/insight.setpoint.dev/v1alpha1/namespaces/default/processes/door"
         async with asyncio.timeout(TIMEOUT):
-            while "envFile[" not in served[f"{insight}/timeline"]:  # the recorder batches
+            while "envFile[" not in served[f"{insight}/timeline"] or (  # the recorder batches
+                "EnvFileChanged" not in served["/api/v1/namespaces/default/events"]
+            ):
                 await asyncio.sleep(0.1)
                 served = await asyncio.to_thread(read_as_view, server)
     finally:

@@ -571,7 +571,6 @@ class ChildLifecycle(KitReconciler[ChildDesired[S], Any, P]):
         first = {p: seen.changed_at for p, seen in recorded.items()}
         watch.look(self.clock.now())
         child.env_files = watch
-        self._wake(key)  # the status says what it read
         task = asyncio.create_task(self._look_at_env_files(key, child, watch, first))
         child.tasks.append(task)
 
@@ -582,21 +581,24 @@ class ChildLifecycle(KitReconciler[ChildDesired[S], Any, P]):
         watch: EnvFileWatch,
         said: Mapping[str, float | None],
     ) -> None:
-        """Look at the child's env files every `ENV_FILE_LOOK_SECONDS`; an edit is written
-        to the status (the recorder makes it a change of this object) and said in an
-        `EnvFileChanged` event (`said`: the edits the status already told). The child runs
-        on as it is: it reads the files at its next start."""
+        """Look at the child's env files every `ENV_FILE_LOOK_SECONDS` (the first look is
+        made: the status is to say what it read); an edit is said in an `EnvFileChanged`
+        event (`said`: the edits the status already told), then written to the status (the
+        recorder makes it a change of this object). The child runs on as it is: it reads
+        the files at its next start."""
         told = dict(said)
+        changed = True
         while True:
-            for seen in watch.items():
-                if seen.changed_at is not None and seen.changed_at != told.get(seen.path):
-                    told[seen.path] = seen.changed_at
-                    keys = ", ".join(seen.changed_keys) or "content"
-                    message = f"envFile {seen.path} changed ({keys}); read at the next start"
-                    await self.events.normal(child.ref, "EnvFileChanged", message)
-            await self.clock.sleep(ENV_FILE_LOOK_SECONDS)
-            if watch.look(self.clock.now()):
+            if changed:
+                for seen in watch.items():
+                    if seen.changed_at is not None and seen.changed_at != told.get(seen.path):
+                        told[seen.path] = seen.changed_at
+                        keys = ", ".join(seen.changed_keys) or "content"
+                        message = f"envFile {seen.path} changed ({keys}); read at the next start"
+                        await self.events.normal(child.ref, "EnvFileChanged", message)
                 self._wake(key)
+            await self.clock.sleep(ENV_FILE_LOOK_SECONDS)
+            changed = watch.look(self.clock.now())
 
     async def _adopt(self, key: Key, obj: Object) -> Supervised | None:
         """The child an earlier engine left running for this object, if provably ours. Its
