@@ -34,9 +34,11 @@ from setpoint.workloads.child_plan import (
     ChildObserved,
     ChildPlan,
     CommandSchema,
+    EnvFileStatusSchema,
     ExitSchema,
     backoff_delay,
     keep_observed_generation,
+    record_env_files,
     stopping_reason,
 )
 from setpoint.workloads.depends_on import DependsOn
@@ -78,6 +80,7 @@ class JobStatusSchema(Schema):
     started_generation: int | None = None
     started_spec_hash: str | None = None
     restarted_at: str | None = None
+    env_files: list[EnvFileStatusSchema] | None = None
     conditions: list[dict[str, Any]] = Field(default_factory=list)
 
 
@@ -362,6 +365,7 @@ def _status(
         status["lastExit"] = observed.last_exit.wire()
     status["failed"] = observed.failed
     status["attempts"] = observed.attempts
+    record_env_files(status, observed.env_files if observed.running else None)
     if observed.running:
         status["pid"] = observed.pid
     else:
