@@ -103,6 +103,22 @@ def test_a_flash_crowd_is_served_sooner_than_by_the_hpa(bench: ModuleType) -> No
     assert ours.replica_minutes < hpa.replica_minutes
 
 
+def test_the_slo_allows_less_than_the_target_and_the_bench_says_how_much(
+    bench: ModuleType,
+) -> None:
+    """In the bench's fluid queue nothing waits below 100 % busy: a clairvoyant scaler
+    holding only the SLO (`at_limit`) pays less than one holding the target
+    (`at_target`), and a day's figures report both floors against the HPA."""
+    rng = np.random.default_rng(11)
+    arrivals = rng.poisson(np.full(DAY, 70.0)).astype(float)
+    assert bench.at_limit(arrivals) < bench.at_target(arrivals)
+    assert bench.at_limit(arrivals) >= 7 * DAY / 60  # at least 70 / 10 replicas a minute
+    figures, _ = bench.day_figures(arrivals)
+    assert (
+        0 < figures["replica_minutes_at_limit_ratio"] < figures["replica_minutes_at_target_ratio"]
+    )
+
+
 def test_the_hpa_in_the_simulation_keeps_its_scale_down_window(bench: ModuleType) -> None:
     """After a crowd the HPA keeps its highest count for the 300 s of its window."""
     rates = np.full(3600, 20.0)

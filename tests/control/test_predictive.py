@@ -137,6 +137,38 @@ def test_the_arrivals_keep_a_queue_from_being_held_as_load() -> None:
     assert terms[-1].recommendation <= math.ceil(20 * (1 + DEFAULT_SETTINGS.up_margin) * 1.2)
 
 
+def test_a_draining_backlog_keeps_the_replicas_it_asked_for() -> None:
+    """A queue asks for replicas beyond the load; the next period, the queue still
+    draining, the count is held, not dropped to the load's (`held`) and asked for again."""
+    state = PredictiveState()
+    for i in range(6):  # 10 replicas at the target: 7 requests a second per needed replica
+        state, _ = step(state, Observation(TARGET, 10, TARGET, 2, 100, i * 15.0, 70.0))
+    # a queue: 100 in flight per replica, the arrivals unchanged
+    state, up = step(state, Observation(100 * TARGET / 10, 10, TARGET, 2, 100, 90.0, 70.0))
+    assert up.direction == "up"
+    assert up.load == pytest.approx(10.0)
+    assert up.backlog > 0
+    # the same queue over the new count: still draining
+    queued = 100 * TARGET / up.recommendation
+    state, after = step(state, Observation(queued, up.recommendation, TARGET, 2, 100, 105.0, 70.0))
+    assert after.held < up.recommendation * (1 - DEFAULT_SETTINGS.down_tolerance)
+    assert after.direction == "hold"
+    assert after.recommendation == up.recommendation
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    loads=st.lists(st.floats(0, 500, allow_nan=False), min_size=2, max_size=40),
+    arrivals=st.lists(st.one_of(st.none(), st.floats(0, 5000)), min_size=40, max_size=40),
+)
+def test_a_scale_down_never_goes_below_the_prediction(
+    loads: list[float], arrivals: list[float | None]
+) -> None:
+    for terms in run(loads, start=10, arrivals=arrivals[: len(loads)]):
+        if terms.direction == "down" and terms.recommendation > 2:
+            assert terms.recommendation >= math.ceil(terms.prediction - 1e-9)
+
+
 def test_without_arrivals_a_queue_counts_at_most_the_saturation_factor() -> None:
     terms = run([10 * TARGET] * 3 + [1000 * TARGET], start=10)
     assert terms[-1].load == pytest.approx(10 * DEFAULT_SETTINGS.saturation_factor)

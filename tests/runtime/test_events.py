@@ -213,12 +213,12 @@ async def test_concurrent_identical_events_make_one_event(store: Store, clock: M
     assert (recorder.dropped, recorder.failed) == (0, 0)
 
 
-async def test_spam_filter_drops_the_26th_event_and_refills_one_every_5_minutes(
+async def test_spam_filter_drops_the_26th_new_reason_and_refills_one_every_5_minutes(
     store: Store, clock: ManualClock
 ) -> None:
     recorder = EventRecorder(store, "c", clock=clock)
     for i in range(26):
-        await recorder.warning(PROCESS, "Crashed", f"exit {i}")  # distinct: one Event each
+        await recorder.warning(PROCESS, f"Crashed{i}", "exit 1")  # a new reason: one Event each
     assert len(await events(store)) == 25
     assert recorder.dropped == 1
 
@@ -226,26 +226,77 @@ async def test_spam_filter_drops_the_26th_event_and_refills_one_every_5_minutes(
     assert len(await events(store)) == 26
 
     clock.advance(299)
-    await recorder.warning(PROCESS, "Crashed", "still too soon")
+    await recorder.warning(PROCESS, "StillTooSoon", "no token yet")
     assert recorder.dropped == 2
 
     clock.advance(1)
-    await recorder.warning(PROCESS, "Crashed", "one token back")
-    await recorder.warning(PROCESS, "Crashed", "and only one")
-    messages = {e["message"] for e in await events(store)}
-    assert "one token back" in messages
-    assert "and only one" not in messages
+    await recorder.warning(PROCESS, "OneTokenBack", "one token back")
+    await recorder.warning(PROCESS, "AndOnlyOne", "and only one")
+    reasons = {e["reason"] for e in await events(store)}
+    assert "OneTokenBack" in reasons
+    assert "AndOnlyOne" not in reasons
     assert recorder.dropped == 3
 
 
-async def test_spam_filter_counts_aggregated_events_too(store: Store, clock: ManualClock) -> None:
+async def test_a_repeated_event_is_counted_never_dropped(store: Store, clock: ManualClock) -> None:
     recorder = EventRecorder(store, "c", clock=clock, burst=3, refill_every=10.0)
     for _ in range(5):
         await recorder.warning(PROCESS, "Crashed", "exit 1")
 
     [event] = await events(store)
-    assert event["count"] == 3
-    assert recorder.dropped == 2
+    assert event["count"] == 5
+    assert recorder.dropped == 0
+
+
+async def test_over_the_limit_a_reason_seen_within_the_window_is_counted_on_its_event(
+    store: Store, clock: ManualClock
+) -> None:
+    """A child killed over its memory limit again and again while it crash-loops: each kill
+    says other figures (a new message), and its restarts spend the object's tokens. The
+    kills past the limit are not lost: they count on the latest `OOMKilling` Event, as long
+    as each comes within the window of the one before; the latest figures are its message."""
+    recorder = EventRecorder(store, "c", clock=clock, burst=4, refill_every=300.0, window=600.0)
+    for i in range(4):  # one crash-loop turn each: a new start, a new kill
+        await recorder.normal(PROCESS, "Started", f"started pid {100 + i}")
+        await recorder.warning(PROCESS, "OOMKilling", f"memory {60 + i}Mi over its limit")
+        clock.advance(240)  # within the window of the kill before, whatever the tokens
+
+    kills = [e for e in await events(store) if e["reason"] == "OOMKilling"]
+    assert [e["count"] for e in kills] == [1, 3]  # the two past the limit counted, not lost
+    assert kills[-1]["message"] == "(combined from similar events): memory 63Mi over its limit"
+    assert kills[-1]["lastTimestamp"] == rfc3339(clock.now() - 240)
+    starts = [e for e in await events(store) if e["reason"] == "Started"]
+    assert sum(e["count"] for e in starts) == 4
+    assert recorder.dropped == 0
+
+
+async def test_after_the_window_the_same_reason_is_recorded_again(
+    store: Store, clock: ManualClock
+) -> None:
+    """Killed again later, after the window: a new `OOMKilling` Event (the object's tokens came
+    back meanwhile); while its tokens are spent and the reason is older than the window,
+    it is dropped."""
+    recorder = EventRecorder(store, "c", clock=clock, burst=2, refill_every=300.0, window=600.0)
+    await recorder.warning(PROCESS, "OOMKilling", "memory 61Mi over its limit")
+    await recorder.normal(PROCESS, "Started", "started pid 101")
+    clock.advance(601)  # past the window: the last kill is not combined with
+
+    await recorder.normal(PROCESS, "Started", "started pid 102")  # the tokens that came back
+    await recorder.normal(PROCESS, "Started", "started pid 103")
+    await recorder.warning(PROCESS, "OOMKilling", "memory 62Mi over its limit")
+    assert recorder.dropped == 1  # a kill past the window, with no token: lost, and counted
+
+    clock.advance(1200)  # quiet for a while: tokens come back
+    await recorder.warning(PROCESS, "OOMKilling", "memory 63Mi over its limit")
+    kills = sorted(
+        (e for e in await events(store) if e["reason"] == "OOMKilling"),
+        key=lambda e: e["firstTimestamp"],
+    )
+    assert [(e["message"], e["count"]) for e in kills] == [
+        ("memory 61Mi over its limit", 1),
+        ("memory 63Mi over its limit", 1),
+    ]
+    assert recorder.dropped == 1
 
 
 async def test_expiry_deletes_events_older_than_the_ttl(store: Store, clock: ManualClock) -> None:

@@ -25,11 +25,13 @@ Each period (`step`), in replicas:
 Then, gain-scheduled by direction: **up** when the prediction is above the current count
 by more than `up_tolerance`, at once and all the way, to `ceil(prediction * (1 +
 up_margin))` (a flash crowd of x10 pays the start-up once, not once per doubling);
-**down** only when the highest load of the last `hold_seconds` (`held`) is below the
-current count by more than `down_tolerance`, in one step, to `ceil(held * (1 +
-up_margin))`. The hold keeps the capacity of a burst for the next one; because it holds
-the load and not the metric, a queue's inflated figure is not held for five minutes as
-the HPA holds it.
+**down** only when both the highest load of the last `hold_seconds` (`held`) and the
+prediction are below the current count by more than `down_tolerance`, in one step, to
+`ceil(max(held, prediction) * (1 + up_margin))`. The hold keeps the capacity of a burst
+for the next one; because it holds the load and not the metric, a queue's inflated
+figure is not held for five minutes as the HPA holds it; the prediction keeps a count
+that a backlog or a rise just asked for (without it, the period after an up for a
+draining queue could fall back to `held` and the next go up again).
 
 `step(state, observation, settings)` returns the new state and a `Terms` value with every
 figure of the decision, which the Autoscaler's status and `describe` show.
@@ -64,7 +66,7 @@ class PredictiveSettings:
     hold_seconds: float = 300.0
     saturation_factor: float = 4.0
     rate_gain: float = 0.1
-    drain: float = 0.5
+    drain: float = 0.1
 
     def __post_init__(self) -> None:
         for name in (
@@ -221,8 +223,10 @@ def step(
     direction, wanted = "hold", current
     if prediction > current * (1 + settings.up_tolerance) and current < high:
         direction, wanted = "up", math.ceil(prediction * (1 + settings.up_margin))
-    elif held < current * (1 - settings.down_tolerance) and current > low:
-        direction, wanted = "down", math.ceil(held * (1 + settings.up_margin))
+    elif max(held, prediction) < current * (1 - settings.down_tolerance) and current > low:
+        # never below the prediction: a backlog still draining keeps its replicas
+        settle = max(held, prediction)
+        direction, wanted = "down", math.ceil(settle * (1 + settings.up_margin))
     recommendation = max(low, min(high, wanted))
     if recommendation != wanted or recommendation == current:  # the bounds decided
         direction = (

@@ -15,10 +15,10 @@ are no news), each entry stamped with the time the recorder saw it:
   by the watch; else the `setpoint.dev/changed-by` annotation when the write set it (a
   controller naming itself, e.g. `controller/deployment`), else `controller` or
   `unknown` (`actor_of`; an owned object removed by a write that names nobody:
-  `controller`). An edit of an env file a Process's child read (its `status.envFiles`
-  digest moved: the controller looks at the files) is a `change` of that Process too, an
-  input change: `envFile[PATH].KEY` paths, values hidden (`envFile[PATH]` with the digests
-  when the keys are not known), actor `unknown`, `input: envFile`;
+  `controller`). An edit of an env file a Process's or Job's child read (its
+  `status.envFiles` item's `changedAt` moved: the controller looks at the files) is a
+  `change` of that object too, an input change: `envFile[PATH].KEY` paths (`envFile[PATH]`
+  when the keys are not known), values hidden, actor `unknown`, `input: envFile`;
 * `condition`: a condition's status or reason changed (probe results show here:
   `Ready` with reason `ReadinessProbeFailed` ...);
 * `exit`: `status.lastExit` changed (code, signal, reason, message, `stoppedOnRequest`,

@@ -44,6 +44,7 @@ __all__ = [
     "path_parts",
     "project",
     "secrets_used",
+    "served",
     "write_entry",
 ]
 
@@ -186,8 +187,8 @@ def project(obj: Object, revision: int, secret_fields: tuple[str, ...] = ()) -> 
     snap["lastExit"] = last_exit if isinstance(last_exit, dict) else None
     env_files = status.get("envFiles")
     if isinstance(env_files, list) and env_files:
-        snap["envFiles"] = {
-            str(f["path"]): [f.get("digest"), list(f.get("changedKeys") or [])]
+        snap["envFiles"] = {  # when each was last edited, and what: never its digest
+            str(f["path"]): [f.get("changedAt"), list(f.get("changedKeys") or [])]
             for f in env_files
             if isinstance(f, dict) and f.get("path")
         }
@@ -290,20 +291,31 @@ def entries_for(old: Snapshot | None, new: Snapshot | None, *, now: float) -> li
 
 
 def _env_file_edits(old: Snapshot, new: Snapshot) -> dict[str, list[Any]]:
-    """An edit of an env file the object's child read (`status.envFiles`: its digest moved),
-    as an input change: `envFile[PATH].KEY` for each key the edit changed (the values
-    hidden, as a Secret's), else `envFile[PATH]` with the digests. A file first seen is no
-    edit."""
+    """An edit of an env file the object's child read (`status.envFiles`: its `changedAt`
+    moved), as an input change: `envFile[PATH].KEY` for each key the edit changed, else
+    (keys not known: an edit made while no engine ran) `envFile[PATH]`; the values hidden,
+    as a Secret's, and no digest of the file either. A file first seen is no edit."""
     before, after = old.get("envFiles") or {}, new.get("envFiles") or {}
     diff: dict[str, list[Any]] = {}
-    for path, (digest, keys) in after.items():
-        if path not in before or before[path][0] == digest:
+    for path, (changed_at, keys) in after.items():
+        if path not in before or changed_at is None or before[path][0] == changed_at:
             continue
         if keys:
             diff.update({f"envFile[{path}].{key}": [HIDDEN, CHANGED] for key in keys})
         else:
-            diff[f"envFile[{path}]"] = [before[path][0], digest]
+            diff[f"envFile[{path}]"] = [HIDDEN, CHANGED]
     return diff
+
+
+def served(entry: Entry) -> Entry:
+    """`entry` as a timeline gives it to readers: an env file's input change recorded by an
+    earlier version (`envFile[PATH]` with the file's two bare SHA-256 digests, which a reader
+    could reverse by trying values) with its values hidden, as newer ones have them; any
+    other entry as it is. Pure."""
+    if entry.get("input") != "envFile" or not isinstance(entry.get("diff"), Mapping):
+        return entry
+    hidden = {path: [HIDDEN, CHANGED] for path in entry["diff"]}
+    return entry if hidden == entry["diff"] else {**entry, "diff": hidden}
 
 
 def write_entry(

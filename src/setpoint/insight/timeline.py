@@ -52,6 +52,7 @@ import orjson
 from setpoint.clock import SYSTEM_CLOCK, Clock
 from setpoint.errors import Invalid, StoreUnavailable
 from setpoint.files import ensure_private_dir, make_private, sqlite_files
+from setpoint.insight.recording import served
 from setpoint.insight.timeline_base import Checkpoint as Checkpoint
 from setpoint.insight.timeline_base import CheckpointMoved as CheckpointMoved
 from setpoint.insight.timeline_base import Entry as Entry
@@ -401,7 +402,8 @@ class Timeline:
     ) -> list[Entry]:
         """Entries oldest first, optionally only about `object` ({"kind", "name", and
         "namespace" unless any}), at `since` <= ts < `until`, of `types`; with `limit`, the
-        newest `limit` of those."""
+        newest `limit` of those. Each as `recording.served` gives it (an earlier version's
+        env file digests hidden)."""
         where: list[str] = []
         args: list[Any] = []
         if object is not None:
@@ -432,7 +434,7 @@ class Timeline:
             bodies = [row[0] for row in self._conn.execute(self._dialect.sql(sql), args)]
         if limit is not None:
             bodies.reverse()
-        return [orjson.loads(body) for body in bodies]
+        return [served(orjson.loads(body)) for body in bodies]
 
     def count(self) -> int:
         with self._lock:

@@ -66,6 +66,7 @@ import orjson
 
 from setpoint.clock import SYSTEM_CLOCK, Clock
 from setpoint.errors import Error, Invalid, StoreUnavailable
+from setpoint.insight.recording import served
 from setpoint.insight.timeline_base import Checkpoint, CheckpointMoved, Entry, object_of
 from setpoint.store.etcd import CALL_TIMEOUT, prefix_end
 from setpoint.store.etcd_api import etcdserverpb_pb2 as pb
@@ -441,7 +442,8 @@ class EtcdTimeline:
     ) -> list[Entry]:
         """Entries oldest first, optionally only about `object` ({"kind", "name", and
         "namespace" unless any}), at `since` <= ts < `until`, of `types`; with `limit`, the
-        newest `limit` of those."""
+        newest `limit` of those. Each as `recording.served` gives it (an earlier version's
+        env file digests hidden)."""
         base = self._entries if object is None else self._object_prefix(object)
         namespace = None if object is None else object.get("namespace")
         wanted = None if types is None else set(types)
@@ -458,7 +460,7 @@ class EtcdTimeline:
                 return [
                     entry
                     for kv in self._between(base, since, until)
-                    if keep(entry := orjson.loads(kv.value))
+                    if keep(entry := served(orjson.loads(kv.value)))
                 ]
             if limit <= 0:
                 return []
@@ -530,7 +532,7 @@ class EtcdTimeline:
         while len(found) < limit and high > start:
             low = max(base + _ts_key(top - width).encode(), start)
             kvs = list(self._scan(low, high, at))
-            window = [entry for kv in kvs if keep(entry := orjson.loads(kv.value))]
+            window = [entry for kv in kvs if keep(entry := served(orjson.loads(kv.value)))]
             if not kvs and low > start:
                 older = pb.RangeRequest(key=start, range_end=low, limit=1, revision=at)
                 if not self._call(self._kv.Range, older).kvs:

@@ -10,9 +10,16 @@ the way client-go's recorder and EventCorrelator do:
   A small in-memory LRU remembers the last `Event` written for each such key,
   so aggregating needs no list; the update is compare-and-swap, retried on
   `Conflict`; an `Event` deleted meanwhile (expired, say) is created anew.
-* A token bucket per involved object (`burst` events, one more every
-  `refill_every` seconds; 25 and 5 minutes, as client-go's spam filter) drops
-  what exceeds it, so a crash-looping object cannot flood the store.
+* A token bucket per involved object (`burst` new `Event`s, one more every
+  `refill_every` seconds; 25 and 5 minutes, as client-go's spam filter) limits
+  how many `Event` objects an object makes, so a crash-looping object cannot
+  flood the store. Over it, an event is not lost when the same reason happened
+  to the same object within `window` seconds (10 minutes, client-go's
+  aggregation window): it is counted on that reason's latest `Event` (`count`
+  up, `lastTimestamp` moved, the message now `(combined from similar events):
+  <this one's>`), as client-go's aggregator combines similar events. Only a
+  reason new to the object (or not seen for `window`) is dropped over the limit.
+  A repeat of an `Event` already written takes no token: it is one count more.
 * Recording never raises into the caller: a refused or failed write is logged
   on the `setpoint.events` logger and the event is dropped.
 
@@ -43,6 +50,7 @@ from setpoint.runtime.kinds import EVENT
 from setpoint.store import Store
 
 __all__ = [
+    "COMBINED",
     "EVENT",
     "MAX_MESSAGE_LENGTH",
     "NORMAL",
@@ -64,6 +72,8 @@ WARNING = "Warning"
 """Event type: something may be wrong and a person may need to look."""
 
 
+COMBINED = "(combined from similar events): "
+"""How the message of an `Event` that counts similar events begins (client-go's words)."""
 MAX_MESSAGE_LENGTH = 1024
 """Longer messages are cut to this many characters (Kubernetes' limit on an event note)."""
 
@@ -138,6 +148,15 @@ class _Bucket:
     at: float
 
 
+@dataclass(frozen=True, slots=True)
+class _Latest:
+    """The latest `Event` of a reason on an object (its aggregation key), and when that
+    reason last happened."""
+
+    key: Hashable
+    at: float
+
+
 @dataclass(slots=True)
 class _KeyLock:
     """Serialises recording of one aggregation key; dropped when nobody holds or awaits it."""
@@ -172,9 +191,11 @@ class EventRecorder:
     """Records events about objects as `Event`s in `store`, reported by `component`.
 
     `burst` and `refill_every` size the per-object spam filter: each involved
-    object may record `burst` events at once, then one every `refill_every`
-    seconds of `clock` time. `dropped` counts events the filter refused;
-    `failed` counts events lost because the store refused or failed the write.
+    object may make `burst` new `Event`s at once, then one every `refill_every`
+    seconds of `clock` time; over it, an event whose reason the object had within
+    `window` seconds is counted on that reason's latest `Event`. `dropped` counts
+    events the filter refused; `failed` counts events lost because the store
+    refused or failed the write.
     """
 
     CACHE_SIZE = 4096
@@ -188,10 +209,12 @@ class EventRecorder:
         clock: Clock = SYSTEM_CLOCK,
         burst: int = 25,
         refill_every: float = 300.0,
+        window: float = 600.0,
     ) -> None:
-        if burst < 1 or not refill_every > 0:
+        if burst < 1 or not refill_every > 0 or not window >= 0:
             raise ValueError(
-                f"want burst >= 1 and refill_every > 0, got {burst!r} and {refill_every!r}"
+                "want burst >= 1, refill_every > 0 and window >= 0, got "
+                f"{burst!r}, {refill_every!r} and {window!r}"
             )
         self.store = store
         store.registry.register(EVENT)
@@ -199,9 +222,13 @@ class EventRecorder:
         self.clock = clock
         self.burst = burst
         self.refill_every = refill_every
+        self.window = window
         self.dropped = 0
         self.failed = 0
         self._events: OrderedDict[Hashable, Object] = OrderedDict()
+        self._latest: OrderedDict[Hashable, _Latest] = OrderedDict()
+        """(involved object, field path, type, reason) -> its latest `Event`'s key, and when
+        that reason last happened (`clock.monotonic()`)."""
         self._buckets: OrderedDict[Hashable, _Bucket] = OrderedDict()
         self._locks: dict[Hashable, _KeyLock] = {}
 
@@ -235,21 +262,23 @@ class EventRecorder:
             ref["name"],
             ref.get("uid", ""),
         )
-        if not self._allow(involved):
-            self.dropped += 1
-            log.debug(
-                "event %s about %s %r dropped: over the rate limit",
-                reason,
-                ref["kind"],
-                ref["name"],
-            )
-            return
-        key = (*involved, ref.get("fieldPath", ""), type_, reason, message)
+        similar = (*involved, ref.get("fieldPath", ""), type_, reason)
+        key = (*similar, message)
         entry = self._locks.setdefault(key, _KeyLock())
         entry.users += 1
         try:
             async with entry.lock:
-                await self._write(key, ref, type_, reason, message)
+                if key in self._events or self._allow(involved):
+                    await self._write(key, ref, type_, reason, message)
+                    self._remember(similar, key)
+                elif not await self._combine(similar, message):
+                    self.dropped += 1
+                    log.debug(
+                        "event %s about %s %r dropped: over the rate limit",
+                        reason,
+                        ref["kind"],
+                        ref["name"],
+                    )
         except Exception as exc:
             self.failed += 1
             log.warning("event %s about %s %r dropped: %s", reason, ref["kind"], ref["name"], exc)
@@ -276,6 +305,33 @@ class EventRecorder:
         bucket.tokens = max(0.0, bucket.tokens - 1.0)
         return True
 
+    def _remember(self, similar: Hashable, key: Hashable) -> None:
+        """`key`'s `Event` is now the latest of its reason on its object, which happened now."""
+        self._latest.pop(similar, None)
+        self._latest[similar] = _Latest(key, self.clock.monotonic())
+        if len(self._latest) > self.CACHE_SIZE:
+            self._latest.popitem(last=False)
+
+    async def _combine(self, similar: Hashable, message: str) -> bool:
+        """Count an event the spam filter refused on the latest `Event` of its reason on its
+        object, if that reason happened within `window`; False if there is none (or it was
+        deleted meanwhile)."""
+        latest = self._latest.get(similar)
+        if latest is None or self.clock.monotonic() - latest.at > self.window:
+            return False
+        cached = self._events.get(latest.key)
+        if cached is None:
+            return False
+        now = rfc3339(self.clock.now())
+        combined = f"{COMBINED}{message}"[:MAX_MESSAGE_LENGTH]
+        written = await self._increment(cached, now, combined)
+        if written is None:
+            return False
+        self._events[latest.key] = written
+        self._events.move_to_end(latest.key)
+        self._remember(similar, latest.key)
+        return True
+
     async def _write(
         self, key: Hashable, ref: dict[str, str], type_: str, reason: str, message: str
     ) -> None:
@@ -289,12 +345,17 @@ class EventRecorder:
         if len(self._events) > self.CACHE_SIZE:
             self._events.popitem(last=False)
 
-    async def _increment(self, current: Object, now: str) -> Object | None:
-        """Count one more occurrence on `current`; None if it no longer exists."""
+    async def _increment(
+        self, current: Object, now: str, message: str | None = None
+    ) -> Object | None:
+        """Count one more occurrence on `current` (its message now `message`, if given);
+        None if it no longer exists."""
         for _ in range(_UPDATE_ATTEMPTS):
             new = dict(current)
             new["count"] = int(current.get("count") or 1) + 1
             new["lastTimestamp"] = now
+            if message is not None:
+                new["message"] = message
             try:
                 return await self.store.update(new)
             except NotFound:

@@ -5,8 +5,10 @@ whether the controller stopped it on request is a field, not text in the reason)
 plan's inputs both kinds share (`ChildDesired`: generation, typed spec, deleting, a restart
 request; `ChildObserved`: the child, its last exit, unmet dependencies, a failed start,
 the stored status) and what a plan is to the child lifecycle (`ChildPlan`: the child
-action, besides the status, events, stall and requeue every kind's plan has). No I/O, no
-clock (`setpoint.workloads.children` does the I/O).
+action, besides the status, events, stall and requeue every kind's plan has), and what both
+kinds' `status.envFiles` says of the env files a running child read (`EnvFileSeen`,
+`EnvFileStatusSchema`, `record_env_files`; `setpoint.workloads.env_file_watch` looks at the
+files). No I/O, no clock (`setpoint.workloads.children` does the I/O).
 """
 
 from __future__ import annotations
@@ -37,11 +39,15 @@ __all__ = [
     "ChildObserved",
     "ChildPlan",
     "CommandSchema",
+    "EnvFileSeen",
+    "EnvFileStatusSchema",
     "ExitSchema",
     "StartFailure",
     "StopSignal",
     "backoff_delay",
     "keep_observed_generation",
+    "record_env_files",
+    "recorded_env_files",
     "restart_request",
     "stopping_reason",
 ]
@@ -54,6 +60,83 @@ LAST_LINE_CHARS = 200
 
 
 # -- the schemas both kinds share ------------------------------------------------------
+
+
+class EnvFileStatusSchema(Schema):
+    """One env file a running child read, as last seen (`EnvFileSeen`)."""
+
+    path: str
+    digest: str | None = None
+    changed_keys: list[str] = Field(default_factory=list)
+    changed_at: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EnvFileSeen:
+    """One env file as last seen: `digest`, what tells its content changed (a keyed HMAC,
+    `setpoint.workloads.env_file_watch`; `""`: not known yet), and of its last edit the
+    keys it changed (empty: not known, or no edit yet) and when it was noticed
+    (`changed_at`, None: no edit seen). Never a value, nor a digest one could reverse."""
+
+    path: str
+    digest: str
+    changed_keys: tuple[str, ...] = ()
+    changed_at: float | None = None
+
+    def wire(self) -> dict[str, Any]:
+        """Its `status.envFiles` item."""
+        out: dict[str, Any] = {"path": self.path}
+        if self.digest:
+            out["digest"] = self.digest
+        if self.changed_keys:
+            out["changedKeys"] = list(self.changed_keys)
+        if self.changed_at is not None:
+            out["changedAt"] = timestamp(self.changed_at)
+        return out
+
+
+def recorded_env_files(status: Mapping[str, Any]) -> dict[str, EnvFileSeen]:
+    """path -> what a stored status's `envFiles` says of each file. Pure."""
+    items = status.get("envFiles")
+    out: dict[str, EnvFileSeen] = {}
+    for item in items if isinstance(items, list) else []:
+        if not isinstance(item, Mapping) or not item.get("path"):
+            continue
+        keys = item.get("changedKeys")
+        out[str(item["path"])] = EnvFileSeen(
+            str(item["path"]),
+            str(item.get("digest") or ""),
+            tuple(str(k) for k in keys) if isinstance(keys, list) else (),
+            parse_time(item.get("changedAt")),
+        )
+    return out
+
+
+def record_env_files(status: dict[str, Any], env_files: tuple[EnvFileSeen, ...] | None) -> None:
+    """Write what a running child's env files were seen to hold to `status.envFiles` (none:
+    the field goes). With no child running (`env_files` None) what the status says stays,
+    for the next child's watch to start from, but for a digest of the old form (a bare
+    SHA-256 of the content, which a reader could reverse by trying values): that goes.
+    Pure."""
+    if env_files is None:
+        items = status.get("envFiles")
+        if isinstance(items, list):
+            status["envFiles"] = [_without_old_digest(item) for item in items]
+    elif env_files:
+        status["envFiles"] = [seen.wire() for seen in env_files]
+    else:
+        status.pop("envFiles", None)
+
+
+def _without_old_digest(item: Any) -> Any:
+    """`item` without its `digest` when it is not of the keyed form (`KEYID:MAC`, or
+    `missing`)."""
+    if not isinstance(item, Mapping):
+        return item
+    digest = item.get("digest")
+    if digest is None or (isinstance(digest, str) and (digest == "missing" or ":" in digest)):
+        return item
+    return {k: v for k, v in item.items() if k != "digest"}
 
 
 class BackoffSchema(Schema):
@@ -306,7 +389,8 @@ class ChildObserved:
     status does not record it yet; `unmet` the message of the first dependency that does
     not hold; `start_failure` the last start that failed; `status` the status as stored;
     `refused` (reason, message) when this engine may not run the spec's command as its
-    `user:`: nothing is started or stopped for the spec (a child already running goes on)."""
+    `user:`: nothing is started or stopped for the spec (a child already running goes on);
+    `env_files` what a running child's env files were last seen to hold."""
 
     running: bool = False
     generation: int | None = None
@@ -317,6 +401,7 @@ class ChildObserved:
     start_failure: StartFailure | None = None
     status: Mapping[str, Any] = field(default_factory=dict)
     refused: tuple[str, str] | None = None
+    env_files: tuple[EnvFileSeen, ...] = ()
 
     def exit_events(self) -> tuple[PlannedEvent, ...]:
         """`Exited`, when the status does not record the last exit yet."""

@@ -46,7 +46,11 @@ the output line its exit reason quotes (and, by the Process controller, in exec 
 output). Values from env files are not
 masked: which of them are secret is not known, and masking every one would mask common
 words everywhere; a secret belongs in a Secret. A child with `resources.limits.memory` is
-watched by `setpoint.workloads.memory`; killed over it, its exit says `OOMKilled`.
+watched by `setpoint.workloads.memory`; killed over it, its exit says `OOMKilled`. A child
+with `envFile`s has them looked at every `ENV_FILE_LOOK_SECONDS`
+(`setpoint.workloads.env_file_watch`, its digests keyed by the controller's private
+`envfile.key` in `state_dir`): an edit goes to `status.envFiles` and an `EnvFileChanged`
+event, and nothing is restarted for it.
 """
 
 from __future__ import annotations
@@ -101,7 +105,7 @@ from setpoint.workloads.dependencies import (
     dependents_of,
     unmet_in_store,
 )
-from setpoint.workloads.env_file_watch import EnvFileWatch
+from setpoint.workloads.env_file_watch import DigestKey, EnvFileWatch, recorded_env_files
 from setpoint.workloads.env_files import read_env_files
 from setpoint.workloads.memory import OOM_KILLED, MemoryWatch
 from setpoint.workloads.secret import (
@@ -153,10 +157,11 @@ def observed_fields(
     the child (`facts`), and the first unmet dependency. Pure."""
     child = facts.child
     if facts.running and child is not None:
+        env_files = () if child.env_files is None else tuple(child.env_files.items())
         return {
             "running": True, "generation": child.generation, "pid": child.handle.pid,
             "unmet": unmet, "start_failure": facts.start_failure, "status": status,
-            "refused": facts.refused,
+            "refused": facts.refused, "env_files": env_files,
         }  # fmt: skip
     started_at = parse_time(status.get("startTime"))
     last = facts.ended
@@ -220,7 +225,7 @@ class Supervised:
     memory: MemoryWatch | None = None
     """Its memory limit's watchdog (None: no `resources.limits.memory`)."""
     env_files: EnvFileWatch | None = None
-    """What a Process's child's env files were last seen to hold (None: it has none)."""
+    """What its env files were last seen to hold (None: it has none)."""
 
     @property
     def running(self) -> bool:
@@ -316,6 +321,8 @@ def controller_of(manager: Manager, lifecycle: ChildLifecycle[Any, Any]) -> Cont
 
 MAX_CONCURRENT = 16
 """Objects of one kind reconciled at once (one key is never reconciled by two workers)."""
+ENV_FILE_LOOK_SECONDS = 1.0
+"""How often a running child's env files are looked at for edits."""
 LOGS_AFTER_EXIT_SECONDS = 1.0
 """How long an exit waits for the child's last output to reach its log file."""
 DEPENDABLE_KINDS = ("Process", "Job", "Deployment", "Service")
@@ -368,6 +375,8 @@ class ChildLifecycle(KitReconciler[ChildDesired[S], Any, P]):
         self._detached = False
         """Set by `detach`: the children are left to the next engine, none adopted again."""
         self._kill_now = False
+        self._digest_key: DigestKey | None = None
+        """The key of env files' digests (`DigestKey`), read from `state_dir` when needed."""
 
     @property
     def kind(self) -> Kind:
@@ -546,9 +555,50 @@ class ChildLifecycle(KitReconciler[ChildDesired[S], Any, P]):
             limit = parse_bytes(spec.resources.limits.memory)
             child.memory = MemoryWatch(handle, limit, self.clock)
             child.tasks.append(asyncio.create_task(self._limit_memory(child, child.memory)))
+        if spec.env_file:
+            self._watch_env_files(key, obj, child, spec.env_file)
         adopted = isinstance(handle, supervisor.Adopted)
         self.follow(key, child, spec, (obj.get("status") or {}) if adopted else None)
         return child
+
+    def _watch_env_files(self, key: Key, obj: Object, child: Supervised, paths: list[str]) -> None:
+        """Watch the child's env files, from what the stored status last saw of them (an
+        edit made while the child was down, or no engine ran, is noticed at once)."""
+        if self._digest_key is None:
+            self._digest_key = DigestKey.load(self.state_dir)
+        recorded = recorded_env_files(obj.get("status") or {})
+        watch = EnvFileWatch(paths, os.environ, recorded, self._digest_key)
+        first = {p: seen.changed_at for p, seen in recorded.items()}
+        watch.look(self.clock.now())
+        child.env_files = watch
+        task = asyncio.create_task(self._look_at_env_files(key, child, watch, first))
+        child.tasks.append(task)
+
+    async def _look_at_env_files(
+        self,
+        key: Key,
+        child: Supervised,
+        watch: EnvFileWatch,
+        said: Mapping[str, float | None],
+    ) -> None:
+        """Look at the child's env files every `ENV_FILE_LOOK_SECONDS` (the first look is
+        made: the status is to say what it read); an edit is said in an `EnvFileChanged`
+        event (`said`: the edits the status already told), then written to the status (the
+        recorder makes it a change of this object). The child runs on as it is: it reads
+        the files at its next start."""
+        told = dict(said)
+        changed = True
+        while True:
+            if changed:
+                for seen in watch.items():
+                    if seen.changed_at is not None and seen.changed_at != told.get(seen.path):
+                        told[seen.path] = seen.changed_at
+                        keys = ", ".join(seen.changed_keys) or "content"
+                        message = f"envFile {seen.path} changed ({keys}); read at the next start"
+                        await self.events.normal(child.ref, "EnvFileChanged", message)
+                self._wake(key)
+            await self.clock.sleep(ENV_FILE_LOOK_SECONDS)
+            changed = watch.look(self.clock.now())
 
     async def _adopt(self, key: Key, obj: Object) -> Supervised | None:
         """The child an earlier engine left running for this object, if provably ours. Its

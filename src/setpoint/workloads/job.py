@@ -13,7 +13,9 @@ Process), `backoffLimit` (retries after failures), `activeDeadlineSeconds` (opti
 `completionTime` (when it succeeded),
 `attempts`, `failed` (attempts that failed), `lastExit` (`ExitSchema`: code, signal,
 reason, finishedAt, and `stoppedOnRequest` / `stopReason` when the controller stopped it),
-`pid` while an attempt runs, `observedGeneration`, conditions `Complete`
+`pid` while an attempt runs, `observedGeneration`, `envFiles` (the env files the running
+attempt read, as a Process's: edits noticed, said in an `EnvFileChanged` event, read by
+the next attempt; see `setpoint.workloads.env_file_watch`), conditions `Complete`
 (True once it succeeded), `Failed` (present only when True: reason
 `BackoffLimitExceeded` or `DeadlineExceeded`) and `Ready`, which mirrors `Complete`
 (so a `dependsOn` entry may name either condition), and `Suspended` once it has been

@@ -34,10 +34,12 @@ from setpoint.workloads.child_plan import (
     ChildObserved,
     ChildPlan,
     CommandSchema,
+    EnvFileStatusSchema,
     ExitSchema,
     backoff_delay,
     keep_observed_generation,
     plan_child,
+    record_env_files,
     stopping_reason,
 )
 from setpoint.workloads.depends_on import DependsOn
@@ -79,6 +81,7 @@ class JobStatusSchema(Schema):
     started_generation: int | None = None
     started_spec_hash: str | None = None
     restarted_at: str | None = None
+    env_files: list[EnvFileStatusSchema] | None = None
     conditions: list[dict[str, Any]] = Field(default_factory=list)
 
 
@@ -364,6 +367,7 @@ def _status(
         status["lastExit"] = observed.last_exit.wire()
     status["failed"] = observed.failed
     status["attempts"] = observed.attempts
+    record_env_files(status, observed.env_files if observed.running else None)
     if observed.running:
         status["pid"] = observed.pid
     else:

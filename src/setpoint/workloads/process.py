@@ -16,10 +16,11 @@ through it.
 CrashLoopBackOff, Suspended), `pid`, `startTime`, `restarts`, `lastExit` (`ExitSchema`:
 code, signal, reason, finishedAt, and `stoppedOnRequest` / `stopReason` when the controller
 stopped it), `nextStartAt` while backing off, `observedGeneration`, `envFiles` (each env file
-the running child read, as last seen: `path`, `digest`, and `changedKeys`, what its last edit
-changed; the controller looks at them every `ENV_FILE_LOOK_SECONDS`, says an edit in an
-`EnvFileChanged` event, and does not restart the child for it: it reads them at its next
-start; see `setpoint.workloads.env_file_watch`), conditions `Started` and `Ready`
+the running child read, as last seen: `path`, `digest`, a keyed HMAC that tells nothing of
+the content, and of its last edit `changedKeys` and `changedAt`; the lifecycle looks at them
+every `ENV_FILE_LOOK_SECONDS`, says an edit in an `EnvFileChanged` event, and does not
+restart the child for it: it reads them at its next start; see
+`setpoint.workloads.env_file_watch`), conditions `Started` and `Ready`
 (plus `Stalled` when the command cannot be started at all: reason `StartFailed`, or
 `SecretMissing` while a Secret it needs is missing), and two fields the controller keeps
 for itself: `startedGeneration` (the spec generation the child
@@ -90,12 +91,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import os
 from collections.abc import Mapping
 from typing import Any, TypeAlias
 
 from setpoint.errors import Conflict, Error
-from setpoint.model import Object
 from setpoint.model.conditions import READY, set_condition
 from setpoint.model.redaction import redact
 from setpoint.model.wellknown import PROCESS_FINALIZER
@@ -115,7 +114,6 @@ from setpoint.workloads.children import (
     Supervised,
     controller_of,
 )
-from setpoint.workloads.env_file_watch import EnvFileWatch, recorded_digests
 from setpoint.workloads.kinds import PROCESS
 from setpoint.workloads.probes import (
     LogLineScanner,
@@ -139,7 +137,6 @@ from setpoint.workloads.process_plan import (
     plan,
     recorded_probes,
 )
-from setpoint.workloads.secret import ResolvedEnv
 
 __all__ = [
     "FINALIZER",
@@ -167,8 +164,6 @@ MAX_CONCURRENT = 16
 """Processes reconciled at once (one key is never reconciled by two workers)."""
 LOG_LINE_LOOK_SECONDS = 0.25
 """How often a `logLine` readiness probe reads the child's new output."""
-ENV_FILE_LOOK_SECONDS = 1.0
-"""How often a running child's env files are looked at for edits."""
 
 
 def observe(
@@ -189,7 +184,6 @@ def observe(
         readiness=child.readiness,
         probe_message=child.probe_message,
         unhealthy=child.unhealthy,
-        env_files=tuple(child.env_files.items()) if child.env_files is not None else (),
     )
 
 
@@ -208,47 +202,6 @@ class ProcessController(ChildLifecycle[ProcessSpecSchema, Plan]):
     """
 
     child_kind = ChildKind(PROCESS, FINALIZER, ProcessSpecSchema, observe, plan)
-
-    # -- env files -------------------------------------------------------------------
-
-    def _new_child(
-        self,
-        key: Key,
-        obj: Object,
-        spec: ProcessSpecSchema,
-        handle: supervisor.Running | supervisor.Adopted,
-        resolved: ResolvedEnv,
-    ) -> Supervised:
-        """The lifecycle's child, and for one with `envFile`s a watch of those files, from
-        what the stored status last saw of them (an edit made while the child was down, or
-        no engine ran, is noticed at once)."""
-        child = super()._new_child(key, obj, spec, handle, resolved)
-        if spec.env_file:
-            recorded = recorded_digests(obj.get("status") or {})
-            watch = EnvFileWatch(spec.env_file, os.environ, recorded)
-            watch.look()
-            child.env_files = watch
-            self._wake(key)  # the status says what it read
-            task = self._watch_env_files(key, child, watch)
-            child.tasks.append(asyncio.create_task(task, name=f"envFile watch of {key}"))
-        return child
-
-    async def _watch_env_files(self, key: Key, child: Supervised, watch: EnvFileWatch) -> None:
-        """Look at the child's env files every `ENV_FILE_LOOK_SECONDS`; an edit is written
-        to the status (the recorder makes it a change of this Process) and said in an
-        event. The child runs on as it is: it reads the files at its next start."""
-        while True:
-            await self.clock.sleep(ENV_FILE_LOOK_SECONDS)
-            before = dict(watch.seen)
-            if not watch.look():
-                continue
-            for seen in watch.items():
-                was = before.get(seen.path)
-                if was is not None and was.digest != seen.digest:
-                    keys = ", ".join(seen.changed_keys) or "content"
-                    message = f"envFile {seen.path} changed ({keys}); read at the next start"
-                    await self.events.normal(child.ref, "EnvFileChanged", message)
-            self._wake(key)
 
     # -- probes ----------------------------------------------------------------------
 

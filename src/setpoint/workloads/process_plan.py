@@ -28,14 +28,15 @@ from setpoint.workloads.child_plan import (
     ChildObserved,
     ChildPlan,
     CommandSchema,
+    EnvFileStatusSchema,
     ExitSchema,
     backoff_delay,
     keep_observed_generation,
     plan_child,
+    record_env_files,
     stopping_reason,
 )
 from setpoint.workloads.depends_on import DependsOn
-from setpoint.workloads.env_file_watch import EnvFileSeen
 from setpoint.workloads.probe_schema import Probe, ProbeResult, ProbeRole, check_probe_role
 
 STARTED = "Started"
@@ -91,14 +92,6 @@ class ProcessSpecSchema(CommandSchema):
         return self
 
 
-class EnvFileStatusSchema(Schema):
-    """One env file a running child read, as last seen (`setpoint.workloads.env_file_watch`)."""
-
-    path: str
-    digest: str
-    changed_keys: list[str] = Field(default_factory=list)
-
-
 class ProcessStatusSchema(Schema):
     """What the controller observed (see the module docstring)."""
 
@@ -137,7 +130,6 @@ class Observed(ChildObserved):
     readiness: ProbeResult | None = None
     probe_message: str = ""
     unhealthy: str | None = None
-    env_files: tuple[EnvFileSeen, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -315,12 +307,9 @@ def _status(desired: Desired, observed: Observed, step: Plan, now: float) -> dic
     spec = desired.spec
     starting = step.action is Action.START
     started, readiness, probe_message = observed.started, observed.readiness, observed.probe_message
+    record_env_files(status, observed.env_files if observed.running else None)
     if observed.running:
         status["pid"] = observed.pid
-        if observed.env_files:
-            status["envFiles"] = [seen.wire() for seen in observed.env_files]
-        else:
-            status.pop("envFiles", None)
         if observed.started_at is not None:
             status["startTime"] = timestamp(observed.started_at)
         status["startedGeneration"] = observed.generation
