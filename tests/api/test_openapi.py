@@ -13,7 +13,8 @@ from setpoint.api.openapi import group_version, index
 from setpoint.engine import builtin_kinds
 from setpoint.errors import NotFound
 from setpoint.model import Kind, Schema
-from setpoint.model.crd import check_structural, crd_of, kind_of
+from setpoint.model.crd import crd_of, kind_of
+from setpoint.model.crd_check import check_structural
 
 META = "io.k8s.apimachinery.pkg.apis.meta.v1"
 

@@ -28,7 +28,8 @@ from setpoint.api.watch import WatchLimits
 from setpoint.errors import Forbidden, Invalid, Unauthorized
 from setpoint.store import open_reader, open_store
 from setpoint.store.base import Actor, WriteOptions
-from setpoint.store.http import Credentials, HttpStore
+from setpoint.store.http import HttpStore
+from setpoint.store.http_wire import Credentials
 
 TOKENS = {"edit-token": User("ed", Role.EDIT), "view-token": User("vi", Role.VIEW)}
 

@@ -2,7 +2,8 @@
 then applied to a real `setpoint up` (real child processes, the SQLite store and its
 timeline), and the steps the plan predicted are the steps the timeline then records, in
 the same order (kinds of step per object, not wording): Deployment scenarios compare the replicas
-started and stopped, a dependency restart the Ready transitions of the Processes.
+started and stopped, a dependency restart and a deletion with dependents (`delete
+--dry-run=plan`) the Ready transitions of the Processes.
 
 The tests wait on `setpoint rollout status` and `setpoint wait` (timeouts, no sleeps).
 """
@@ -147,15 +148,23 @@ def test_plan_predicts_what_the_engine_does(cli: CLI, token: str) -> None:
 
 
 def readiness(entries: list[dict[str, Any]], names: set[str]) -> list[tuple[str, str]]:
-    """The Ready transitions of the Processes `names`, in the timeline's order."""
-    return [
-        (e["object"]["name"], "ready" if e["condition"]["status"] == "True" else "down")
-        for e in entries
-        if e["type"] == "condition"
-        and e["object"]["kind"] == "Process"
-        and e["object"]["name"] in names
-        and e["condition"]["type"] == "Ready"
-    ]
+    """The Ready transitions of the Processes `names`, in the timeline's order: a change
+    of status, not of reason only (a stopping Process is `Terminating`, then stopped)."""
+    last: dict[str, str] = {}
+    found = []
+    for e in entries:
+        if (
+            e["type"] == "condition"
+            and e["object"]["kind"] == "Process"
+            and e["object"]["name"] in names
+            and e["condition"]["type"] == "Ready"
+        ):
+            name = e["object"]["name"]
+            state = "ready" if e["condition"]["status"] == "True" else "down"
+            if last.get(name) != state:
+                found.append((name, state))
+            last[name] = state
+    return found
 
 
 def test_plan_predicts_a_dependency_restart(cli: CLI, token: str) -> None:
@@ -275,3 +284,43 @@ def _accepts(port: int) -> bool:
     with socket.socket() as s:
         s.settimeout(1)
         return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def test_plan_predicts_a_deletion_with_dependents(cli: CLI, token: str) -> None:
+    path = cli.write(
+        "app.yaml",
+        process(token, "db"),
+        process(token, "api", after="db"),
+        process(token, "web", after="api"),
+    )
+    up = start_up(cli, path)
+    try:
+        up.expect(lambda line: line.startswith("Process/web ready=True"), "web Ready")
+        result = run(cli, "delete", "process", "db", "--dry-run=plan", "-o", "json")
+        steps = result.json()["steps"]
+        assert [(s["name"], s["action"]) for s in steps] == [
+            ("db", "stop"),
+            ("api", "not-ready"),
+            ("web", "not-ready"),
+        ], steps
+        db = str(cli.write("db.yaml", process(token, "db")))
+        text = run(cli, "delete", "-f", db, "--dry-run=plan")
+        assert (
+            text.lines[0] == "  1. Process/db: stop (deleted: its child is stopped, then it goes)"
+        )
+        assert run(cli, "get", "process", "db", "-o", "json").json()["metadata"]["name"] == "db"
+        before = len(timeline(cli, "condition"))
+        run(cli, "delete", "process", "db")
+        run(cli, "wait", "--for=delete", "process/db", "--timeout", "60s")
+        kinds = {"stop": "down", "not-ready": "down"}
+        want = [(s["name"], kinds[s["action"]]) for s in steps]
+        recorded = recorded_until(
+            cli, "condition", before, lambda e: readiness(e, {"db", "api", "web"}), want
+        )
+        assert recorded == want, (steps, recorded)
+        for name in ("api", "web"):  # kept running, as the plan's note says
+            status = run(cli, "get", "process", name, "-o", "json").json()["status"]
+            assert status["phase"] == "Running", status
+    finally:
+        code, err = up.stop(signal.SIGTERM)
+    assert code == 0, err

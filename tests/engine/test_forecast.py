@@ -5,7 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from setpoint.engine.forecast import JOB_OUTCOME, PROBES_PASS, forecast
+from setpoint.engine.forecast import (
+    JOB_OUTCOME,
+    KEPT_RUNNING,
+    PROBES_PASS,
+    forecast,
+    forecast_deletion,
+)
 from setpoint.engine.kinds import builtin_kinds
 
 NOW = 1_700_000_000.0
@@ -69,3 +75,57 @@ def test_a_kind_it_does_not_forecast_says_so_and_the_budget_ends_a_forecast() ->
 
 def test_nothing_to_do() -> None:
     assert forecast([], [], NOW).steps == ()
+
+
+def running(
+    name: str, *deps: tuple[str, str], ready: bool = True, owner: str | None = None
+) -> dict[str, Any]:
+    """A stored Process `name`, Ready or not, depending on `deps` ((name, condition))."""
+    meta: dict[str, Any] = {"name": name, "namespace": "default"}
+    if owner is not None:
+        meta["ownerReferences"] = [{"kind": "Deployment", "name": owner, "uid": "u"}]
+    return {
+        "apiVersion": "setpoint.dev/v1alpha1",
+        "kind": "Process",
+        "metadata": meta,
+        "spec": {
+            "args": ["sleep", "1000"],
+            "dependsOn": [{"kind": "Process", "name": d, "condition": c} for d, c in deps],
+        },
+        "status": {"conditions": [{"type": "Ready", "status": str(ready)}]},
+    }
+
+
+def test_deleting_a_dependency_stops_it_and_its_ready_dependents_in_turn() -> None:
+    db = running("db")
+    api = running("api", ("db", "Ready"))
+    web = running("web", ("api", "Ready"))
+    log = running("log", ("api", "Started"))  # Started still holds: api keeps running
+    idle = running("idle", ("db", "Ready"), ready=False)  # not Ready already: no change
+    result = forecast_deletion([db, api, web, log, idle], [db])
+    assert [(s.name, s.action) for s in result.steps] == [
+        ("db", "stop"),
+        ("api", "not-ready"),
+        ("web", "not-ready"),
+    ]
+    assert result.steps[1].reason == "Process/db is deleted; kept running"
+    assert result.steps[2].reason == "Process/api is not Ready; kept running"
+    assert result.assumptions == (KEPT_RUNNING,)
+
+
+def test_deleting_a_deployment_stops_its_replicas_and_a_dependent_is_not_ready() -> None:
+    replicas = [running(f"web-abc-{i}", owner="web") for i in range(2)]
+    api = running("api", ("web-abc-0", "Started"))  # any condition: what is gone meets none
+    result = forecast_deletion([*replicas, api, deployment(2)], [deployment(2)])
+    assert [(s.kind, s.name, s.action, s.target) for s in result.steps] == [
+        ("Deployment", "web", "stop", "web-abc-0"),
+        ("Deployment", "web", "stop", "web-abc-1"),
+        ("Process", "api", "not-ready", ""),
+    ]
+
+
+def test_deleting_an_object_and_its_dependent_stops_both() -> None:
+    db, api = running("db"), running("api", ("db", "Ready"))
+    result = forecast_deletion([db, api], [api, db])
+    assert [(s.name, s.action) for s in result.steps] == [("api", "stop"), ("db", "stop")]
+    assert result.assumptions == ()

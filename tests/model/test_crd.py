@@ -24,7 +24,8 @@ from hypothesis import strategies as st
 from setpoint.engine import builtin_kinds
 from setpoint.errors import Invalid, UnknownKind
 from setpoint.model import Kind, Registry
-from setpoint.model.crd import CRD, check_crd, crd_of, kind_of, openapi_schema
+from setpoint.model.crd import CRD, crd_of, kind_of, openapi_schema
+from setpoint.model.crd_check import check_crd
 from setpoint.model.schema import model_of
 from setpoint.workloads.kinds import DEPLOYMENT, PROCESS
 

@@ -262,25 +262,26 @@ def add_parser(
         description="Create objects that do not exist; update the declared fields, labels and "
         "annotations of those that do. Every document is validated before anything is written.",
     )
-    p.add_argument(
-        "-f",
-        "--filename",
-        dest="filenames",
-        action="append",
-        required=True,
-        metavar="FILE|DIR|-",
-        help="a manifest file, a directory of them, or - (stdin)",
-    )
-    p.add_argument(
-        "--dry-run",
-        choices=("plan",),
-        help="plan: write nothing, show the steps the controllers would take (setpoint plan)",
-    )
-    p.add_argument("-o", "--output", choices=("text", "json"), default="text",
-                   help="with --dry-run=plan: text (default) or json")  # fmt: skip
+    add_filename_option(p)
+    add_dry_run_plan_options(p, "write nothing, show the steps the controllers would take")
     add_compose_namespace_option(p)
     p.set_defaults(run=run)
     return p
+
+
+def add_filename_option(p: argparse.ArgumentParser) -> None:
+    """`-f FILE|DIR|-`, required and repeatable: the manifests a verb reads."""
+    what = "a manifest file, a directory of them, or - (stdin)"
+    p.add_argument("-f", "--filename", dest="filenames", action="append", required=True,
+                   metavar="FILE|DIR|-", help=what)  # fmt: skip
+
+
+def add_dry_run_plan_options(p: argparse.ArgumentParser, instead: str) -> None:
+    """`--dry-run=plan` (`instead` says what the verb does then: `setpoint.cli.plan` runs
+    it) and `-o text|json`, the form of that forecast."""
+    p.add_argument("--dry-run", choices=("plan",), help=f"plan: {instead} (setpoint plan)")
+    p.add_argument("-o", "--output", choices=("text", "json"), default="text",
+                   help="with --dry-run=plan: text (default) or json")  # fmt: skip
 
 
 def admitted(

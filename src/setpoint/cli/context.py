@@ -39,7 +39,7 @@ from setpoint.store.urls import shown_url
 
 if TYPE_CHECKING:
     from setpoint.store.base import Reader, Store
-    from setpoint.store.http import Credentials
+    from setpoint.store.http_wire import Credentials
 
 LOCAL_VERBS = {
     "logs": "reads the children's log files",
@@ -191,7 +191,7 @@ def credentials_of(location: Location) -> Credentials | None:
     """The credentials for the API server `location` names (None for a local store)."""
     if not location.remote:
         return None
-    from setpoint.store.http import Credentials  # here: only a server's client needs httpx
+    from setpoint.store.http_wire import Credentials  # here: only a server's client needs it
 
     return Credentials(
         token=location.token,

@@ -21,7 +21,7 @@ from setpoint.errors import Invalid, NotFound, UnknownKind
 from setpoint.model import Kind, Object, Selector, parse_selector
 
 if TYPE_CHECKING:
-    from setpoint.store.base import Reader, Store
+    from setpoint.store.base import Reader
 
 OUTPUTS = ("table", "wide", "yaml", "json", "name")
 ALL = ("deployments", "processes", "jobs", "services", "thermostats", "autoscalers")
@@ -203,30 +203,26 @@ async def _follow(
     selector: Selector,
     view: _View,
 ) -> int:
+    """List, then print each change after the list, until a signal ends it."""
     async with ctx.open_store() as store:
-        return await until_signalled(_watch(store, kind, namespace, names, selector, view))
 
+        async def watch() -> int:
+            items, revision = await store.list(
+                kind.api_version, kind.kind, namespace=namespace, label_selector=selector
+            )
+            view.start_events(
+                [o for o in sorted(items, key=render.sort_key) if not names or _name(o) in names]
+            )
+            events = store.watch(
+                kind.api_version, kind.kind, namespace=namespace, since=revision,
+                label_selector=selector,
+            )  # fmt: skip
+            async for event in events:
+                if not names or _name(event.object) in names:
+                    view.print_event(event.type, event.object)
+            return 0
 
-async def _watch(
-    store: Store,
-    kind: Kind,
-    namespace: str | None,
-    names: Sequence[str],
-    selector: Selector,
-    view: _View,
-) -> int:
-    items, revision = await store.list(
-        kind.api_version, kind.kind, namespace=namespace, label_selector=selector
-    )
-    items = [o for o in sorted(items, key=render.sort_key) if not names or _name(o) in names]
-    view.start_events(items)
-    events = store.watch(
-        kind.api_version, kind.kind, namespace=namespace, since=revision, label_selector=selector
-    )
-    async for event in events:
-        if not names or _name(event.object) in names:
-            view.print_event(event.type, event.object)
-    return 0
+        return await until_signalled(watch())
 
 
 def _name(obj: Object) -> str:

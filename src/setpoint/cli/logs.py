@@ -115,9 +115,28 @@ async def run(ctx: Context, args: argparse.Namespace) -> int:
             if not await _show(store, target, log_dir, args.tail, since, style, out, final=True):
                 print(f"No resources found in {ctx.namespace} namespace.", file=sys.stderr)
             return 0
-        return await until_signalled(
-            _show_and_follow(store, target, log_dir, args.tail, since, style, out)
-        )
+
+        async def show_all_and_follow() -> int:
+            """`_show`, then follow those logs and the logs of objects made from then on."""
+            started = time.time_ns()  # objects found later were made after it: lines before are old
+            revision = await store.revision()  # before the lists: what changes after them is seen
+            followers = await _show(
+                store, target, log_dir, args.tail, since, style, out, final=False
+            )
+            found: asyncio.Queue[str] = asyncio.Queue()
+            watches = [
+                asyncio.create_task(_watch(store, target, kind, revision, found))
+                for kind in target.kinds
+            ]
+            try:
+                new = _New(found, log_dir, target.namespace, max(since or 0, started))
+                return await _follow(followers, style, out, new)
+            finally:
+                for watch in watches:
+                    watch.cancel()
+                await asyncio.gather(*watches, return_exceptions=True)
+
+        return await until_signalled(show_all_and_follow())
 
 
 async def _show(
@@ -138,32 +157,6 @@ async def _show(
     backlogs = [f.backlog(tail=tail, since=since, final=final) for f in followers.values()]
     _print(in_time_order(backlogs), style, out)
     return followers
-
-
-async def _show_and_follow(
-    store: Store,
-    target: _Objects,
-    log_dir: Path,
-    tail: int | None,
-    since: int | None,
-    style: LineStyle,
-    out: BinaryIO,
-) -> int:
-    """`_show`, then follow those logs and the logs of objects made from then on."""
-    started = time.time_ns()  # objects found later were made after it: lines before are old
-    revision = await store.revision()  # before the lists: what changes after them is seen
-    followers = await _show(store, target, log_dir, tail, since, style, out, final=False)
-    found: asyncio.Queue[str] = asyncio.Queue()
-    watches = [
-        asyncio.create_task(_watch(store, target, kind, revision, found)) for kind in target.kinds
-    ]
-    try:
-        new = _New(found, log_dir, target.namespace, max(since or 0, started))
-        return await _follow(followers, style, out, new)
-    finally:
-        for watch in watches:
-            watch.cancel()
-        await asyncio.gather(*watches, return_exceptions=True)
 
 
 async def _target(ctx: Context, args: argparse.Namespace, log_dir: Path) -> LogFollower | _Objects:

@@ -81,10 +81,11 @@ VERBS: tuple[Verb, ...] = (
         "setpoint events --for job/db-init",
         "setpoint events -A -w",
     )),
-    Verb("delete", "delete", "delete objects by name, by label selector, or as listed in manifests", (  # noqa: E501
+    Verb("delete", "plan", "delete objects by name, by label selector, or as listed in manifests", (
         "setpoint delete process db",
         "setpoint delete processes -l app=web",
         "setpoint delete -f examples/webapp/",
+        "setpoint delete process db --dry-run=plan  # what it does to what depends on db",
     )),
     Verb("logs", "logs", "print the output of Processes and Jobs", (
         "setpoint logs web-0                 # one Process's (or Job's) output",
@@ -289,6 +290,11 @@ def build_parser(chosen: Iterable[str] | None = None) -> argparse.ArgumentParser
     wanted = set(chosen)
     for module in dict.fromkeys(v.module for v in VERBS if v.name in wanted):
         importlib.import_module(f"setpoint.cli.{module}").add_parser(verbs, parents)
+    # A module may add several verbs (`plan`: apply, plan, delete): keep the table's order.
+    order = {v.name: i for i, v in enumerate(VERBS)}
+    built = sorted(verbs.choices.items(), key=lambda item: order.get(item[0], len(order)))
+    verbs.choices.clear()
+    verbs.choices.update(built)
     for verb in VERBS:
         verb_parser = verbs.choices.get(verb.name)
         if isinstance(verb_parser, _Parser):

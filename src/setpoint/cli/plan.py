@@ -1,29 +1,31 @@
 """`setpoint plan -f FILE [-o text|json]` (and `setpoint apply --dry-run=plan -f FILE`): the steps
-the controllers will take if the manifests are applied, in order, with their reasons.
+the controllers will take if the manifests are applied, in order, with their reasons; and
+`setpoint delete --dry-run=plan ...`: the steps that follow deleting the objects named.
 
-This module adds both verbs, `plan` and `apply` (whose `run` it wraps: `--dry-run=plan`
-runs `plan`), so that `apply` does not import `plan`.
+This module adds three verbs, `plan`, `apply` and `delete` (whose `run`s it wraps:
+`--dry-run=plan` runs the forecast), so that neither `apply` nor `delete` imports it.
 
 The manifests pass the same admission `apply` runs (`check_manifests`, dependency cycles),
 are laid onto the stored objects in memory as `apply` would write them, and
 `setpoint.engine.forecast` runs the kinds' pure plans forward from there. Nothing is
 written. The footer names what the steps assume (a started process becomes Ready).
+A deletion is forecast from the stored objects alone (`forecast_deletion`).
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import sys
 import time
 from dataclasses import replace
 
 import orjson
 
-from setpoint.cli import apply
-from setpoint.cli.apply import admitted, declared_onto, refuse_dependency_cycles
+from setpoint.cli import apply, delete
 from setpoint.cli.context import Context
 from setpoint.cli.load import add_compose_namespace_option
-from setpoint.engine.forecast import Forecast, forecast
+from setpoint.engine.forecast import Forecast, forecast, forecast_deletion
 from setpoint.errors import NotFound
 from setpoint.model import Kind, Object
 from setpoint.store import open_store
@@ -36,6 +38,7 @@ def add_parser(
     parents: list[argparse.ArgumentParser],
 ) -> None:
     apply.add_parser(verbs, parents).set_defaults(run=_apply)
+    delete.add_parser(verbs, parents).set_defaults(run=_delete)
     p = verbs.add_parser(
         "plan",
         parents=parents,
@@ -53,19 +56,36 @@ async def _apply(ctx: Context, args: argparse.Namespace) -> int:
     return await apply.run(ctx, args)
 
 
+async def _delete(ctx: Context, args: argparse.Namespace) -> int:
+    """`delete`, or with `--dry-run=plan` what deleting would do (nothing deleted)."""
+    if args.dry_run == "plan":
+        return await run_deletion(ctx, args)
+    return await delete.run(ctx, args)
+
+
+async def run_deletion(ctx: Context, args: argparse.Namespace) -> int:
+    """`delete --dry-run=plan`: the steps that follow deleting the objects named; one that
+    is missing is reported as `delete` reports it (exit 1, unless `--ignore-not-found`)."""
+    named, by_selector = delete.targets(ctx, args)
+    status = 0
+    async with ctx.open_store() as store:
+        current = await _stored(store)
+        doomed: list[Object] = []
+        for kind, name, namespace in await delete.selected(ctx, store, named, by_selector):
+            try:
+                doomed.append(await store.get(kind.api_version, kind.kind, name, namespace))
+            except NotFound as exc:
+                if not args.ignore_not_found:
+                    print(f"error: {exc}", file=sys.stderr)
+                    status = 1
+    print_forecast(forecast_deletion(current, doomed), args.output)
+    return status
+
+
 def add_plan_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "-f",
-        "--filename",
-        dest="filenames",
-        action="append",
-        required=True,
-        metavar="FILE|DIR|-",
-        help="a manifest file, a directory of them, or - (stdin)",
-    )
-    p.add_argument(
-        "-o", "--output", choices=("text", "json"), default="text", help="text (default) or json"
-    )
+    apply.add_filename_option(p)
+    p.add_argument("-o", "--output", choices=("text", "json"), default="text",
+                   help="text (default) or json")  # fmt: skip
     add_compose_namespace_option(p)
 
 
@@ -79,7 +99,7 @@ async def _stored(store: Store) -> list[Object]:
 
 
 async def run(ctx: Context, args: argparse.Namespace) -> int:
-    checked = admitted(ctx, args, "plan")
+    checked = apply.admitted(ctx, args, "plan")
     notes: tuple[str, ...] = ()
     try:
         async with ctx.open_store() as store:
@@ -103,7 +123,7 @@ async def _laid_onto(
 ) -> tuple[list[Object], list[Object]]:
     """(the stored objects a forecast starts from, the manifests' objects as `apply` would
     write them onto the stored ones), after the admission only a store can run."""
-    await refuse_dependency_cycles(store, [obj for _, obj in checked])
+    await apply.refuse_dependency_cycles(store, [obj for _, obj in checked])
     current = await _stored(store)
     proposed: list[Object] = []
     for kind, obj in checked:
@@ -113,7 +133,7 @@ async def _laid_onto(
         except NotFound:
             new = copy.deepcopy(obj)
         else:
-            new = declared_onto(old, obj)
+            new = apply.declared_onto(old, obj)
             if kind.kind not in (DEPLOYMENT.kind, PROCESS.kind):
                 current.append(old)
         kind.validate(new)

@@ -359,7 +359,7 @@ def _decide(spec: AutoscalerSpecSchema, observed: Observed, now: float) -> Plan:
     if scale is None:
         message = observed.scale_error or "the target's scale could not be read"
         out.report(ABLE_TO_SCALE, False, "FailedGetScale", message, event=message)
-        return out.plan(observed.memory, None, period)
+        return out.finish(observed.memory, None, period)
     current = scale.replicas
     status["currentReplicas"] = current
     metric = spec.metric
@@ -384,11 +384,11 @@ def _decide(spec: AutoscalerSpecSchema, observed: Observed, now: float) -> Plan:
             "scaling is disabled since the replica count of the target is zero",
         )
         status["desiredReplicas"] = 0
-        return out.plan(observed.memory, None, period)
+        return out.finish(observed.memory, None, period)
     memory = _remember(observed, spec)
     if wants_metric(spec, scale):
         if value is None:
-            return out.plan(observed.memory, None, period)  # reported above
+            return out.finish(observed.memory, None, period)  # reported above
         if memory.predictive is not None:
             state, terms = _predict(spec, memory.predictive, current, value, observed, monotonic)
             recommendation = terms.recommendation
@@ -453,7 +453,7 @@ def _decide(spec: AutoscalerSpecSchema, observed: Observed, now: float) -> Plan:
             "reason": reason if decision.rescale else decision.able_reason,
         }
         status["decisions"] = [*status.get("decisions", []), entry][-MAX_DECISIONS:]
-    return out.plan(replace(memory, history=decision.history), rescale, period)
+    return out.finish(replace(memory, history=decision.history), rescale, period)
 
 
 def _plan_manual(
@@ -473,13 +473,13 @@ def _plan_manual(
         )
     if spec.manual_replicas is None:
         out.status["desiredReplicas"] = current
-        return out.plan(None, None, spec.period_seconds)
+        return out.finish(None, None, spec.period_seconds)
     replicas = min(max(spec.manual_replicas, spec.min_replicas), spec.max_replicas)
     out.status["desiredReplicas"] = replicas
     rescale = None
     if replicas != current:
         rescale = out.rescale(scale, replicas, "manual mode", None)
-    return out.plan(None, rescale, spec.period_seconds)
+    return out.finish(None, rescale, spec.period_seconds)
 
 
 def refused(plan: Plan, error: str) -> Plan:
@@ -515,7 +515,8 @@ def refused(plan: Plan, error: str) -> Plan:
 
 @dataclass(slots=True)
 class _Draft:
-    """The plan being written: the status and events so far (private to `plan`)."""
+    """The plan being written: the status and events so far (private to `plan`); `finish`
+    makes it a `Plan`."""
 
     status: dict[str, Any]
     events: list[PlannedEvent]
@@ -555,7 +556,9 @@ class _Draft:
         )
         return rescale
 
-    def plan(self, memory: Memory | None, rescale: Rescale | None, period: float) -> Plan:
+    def finish(self, memory: Memory | None, rescale: Rescale | None, period: float) -> Plan:
+        """The finished plan: the status and events written so far, `memory` to keep,
+        `rescale` to carry out, and the next look in `period` seconds."""
         return Plan(
             status=self.status,
             requeue_after=period,

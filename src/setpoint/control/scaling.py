@@ -267,23 +267,22 @@ def scale_up_limit(
     current: int, events: Sequence[ScaleEvent], rules: ScalingRules, now: float
 ) -> int:
     """`calculateScaleUpLimitWithScalingRules`: the most replicas the policies allow now."""
-    if rules.select_policy == "Disabled" or not rules.policies:
-        return current
-    proposals = []
-    for policy in rules.policies:
-        added, removed = replicas_changed_in_period(events, policy.period_seconds, now)
-        start = current - added + removed
-        if policy.type == "Pods":
-            proposals.append(start + policy.value)
-        else:
-            proposals.append(math.ceil(start * (1 + policy.value / 100)))
-    return min(proposals) if rules.select_policy == "Min" else max(proposals)
+    return _policy_limit(current, events, rules, now, up=True)
 
 
 def scale_down_limit(
     current: int, events: Sequence[ScaleEvent], rules: ScalingRules, now: float
 ) -> int:
     """`calculateScaleDownLimitWithBehaviors`: the fewest replicas the policies allow now."""
+    return _policy_limit(current, events, rules, now, up=False)
+
+
+def _policy_limit(
+    current: int, events: Sequence[ScaleEvent], rules: ScalingRules, now: float, *, up: bool
+) -> int:
+    """The limit each policy sets, from the replicas at the start of its period (`current`
+    less what was added and plus what was removed within it), `up` or down; then the
+    policy that allows the biggest change (`Max`, the default) or the smallest (`Min`)."""
     if rules.select_policy == "Disabled" or not rules.policies:
         return current
     proposals = []
@@ -291,10 +290,13 @@ def scale_down_limit(
         added, removed = replicas_changed_in_period(events, policy.period_seconds, now)
         start = current - added + removed
         if policy.type == "Pods":
-            proposals.append(start - policy.value)
+            proposals.append(start + policy.value if up else start - policy.value)
+        elif up:
+            proposals.append(math.ceil(start * (1 + policy.value / 100)))
         else:
             proposals.append(int(start * (1 - policy.value / 100)))
-    return max(proposals) if rules.select_policy == "Min" else min(proposals)
+    biggest = rules.select_policy != "Min"
+    return max(proposals) if biggest == up else min(proposals)
 
 
 def limit_rate(

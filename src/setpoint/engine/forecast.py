@@ -19,6 +19,11 @@ world built from the stored objects alone, until no plan has an action left (a f
 - nothing else yet (a changed Job, Thermostat, Autoscaler): a changed object is
   listed as "not-forecast" rather than guessed.
 
+`forecast_deletion(current, deleted)` says what deleting stored objects does: each one
+stops (a Deployment's replicas go with it, by their owner references; a Service stops
+listening), then the Processes that depend on what went are kept running but not Ready,
+and in turn the Processes that depend on those being Ready.
+
 No I/O, no clock: `now` is an argument (an import-linter contract holds it to that).
 """
 
@@ -29,6 +34,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from setpoint.model import READY, Object, get_condition
+from setpoint.workloads.depends_on import dependency_key
 from setpoint.workloads.deployment.inputs import (
     Observed,
     Replica,
@@ -43,12 +49,21 @@ from setpoint.workloads.service.plan import ServiceObserved, endpoints_of, targe
 from setpoint.workloads.service.plan import desired_of as service_desired
 from setpoint.workloads.service.plan import plan as service_plan
 
-__all__ = ["BUDGET", "PROBES_PASS", "Forecast", "Step", "forecast"]
+__all__ = [
+    "BUDGET",
+    "KEPT_RUNNING",
+    "PROBES_PASS",
+    "Forecast",
+    "Step",
+    "forecast",
+    "forecast_deletion",
+]
 
 BUDGET = 200
 """Plans one forecast may run before it says it did not settle."""
 
 PROBES_PASS = "a started process is assumed to become Ready (its probes pass)"
+KEPT_RUNNING = "a running Process whose dependency goes is kept running, not Ready until it is back"
 JOB_OUTCOME = "a Job's outcome is not known before it runs: its attempts are an upper bound"
 
 Key = tuple[str, str, str]  # (kind, namespace, name)
@@ -329,3 +344,83 @@ def _deployment(
         now += step.requeue_after  # a replica may become available meanwhile: look once more
         idle = True
     return budget, False
+
+
+def forecast_deletion(current: Sequence[Object], deleted: Sequence[Object]) -> Forecast:
+    """The steps that follow deleting `deleted` (stored objects) from `current` (the stored
+    objects), in order: each deleted object stops (a Deployment's replicas with it), then
+    each Ready Process that depends on one that went becomes not Ready (the engine keeps it
+    running), then those that depend on these being Ready, and so on. Pure."""
+    steps = _Steps()
+    gone: set[str] = set()  # dependency keys of what goes, replicas included
+    for obj in deleted:
+        kind, namespace, name = _key(obj)
+        gone.add(dependency_key(kind, namespace, name))
+        if kind == DEPLOYMENT.kind:
+            for replica in _replicas(obj, current):
+                steps.add(kind, name, "stop", "deleted with its Deployment", _key(replica)[2])
+                gone.add(dependency_key(*_key(replica)))
+        elif kind == SERVICE.kind:
+            steps.add(kind, name, "stop", f"deleted: stops listening on {target_of(obj).address}")
+        elif kind in (PROCESS.kind, JOB.kind):
+            steps.add(kind, name, "stop", "deleted: its child is stopped, then it goes")
+        else:
+            steps.add(kind, name, "delete", "deleted")
+    down = _not_ready_after(current, gone, steps)
+    return Forecast(tuple(steps.items), True, (KEPT_RUNNING,) if down else ())
+
+
+def _replicas(deployment: Object, current: Sequence[Object]) -> list[Object]:
+    _, namespace, name = _key(deployment)
+    return [
+        o
+        for o in current
+        if o.get("kind") == PROCESS.kind
+        and _key(o)[1] == namespace
+        and _owner(o, DEPLOYMENT.kind) == name
+    ]
+
+
+def _not_ready_after(current: Sequence[Object], gone: set[str], steps: _Steps) -> bool:
+    """Add a `not-ready` step for each Ready Process (not itself gone) that depends on a
+    key of `gone` (whatever the condition: what is gone meets none), then for each that
+    depends on one of those being Ready, breadth first; True if any."""
+    processes = [o for o in current if o.get("kind") == PROCESS.kind]
+    down: set[str] = set()
+    frontier = [(key, "") for key in sorted(gone)]
+    while frontier:
+        key, why = frontier.pop(0)
+        for obj in processes:
+            own = dependency_key(*_key(obj))
+            if own in gone or own in down or not _ready(obj):
+                continue
+            if not any(k == key and (not why or c == READY) for k, c in _dependencies(obj)):
+                continue
+            down.add(own)
+            frontier.append((own, "not Ready"))
+            kind, _, name = key.split("/", 2)
+            reason = f"{kind}/{name} is {why or 'deleted'}; kept running"
+            owner = _owner(obj, DEPLOYMENT.kind)
+            if owner is None:
+                steps.add(PROCESS.kind, _key(obj)[2], "not-ready", reason)
+            else:
+                steps.add(DEPLOYMENT.kind, owner, "not-ready", reason, _key(obj)[2])
+    return bool(down)
+
+
+def _dependencies(obj: Object) -> list[tuple[str, str]]:
+    """(dependency key, condition) of each `spec.dependsOn` entry of `obj` (an entry with
+    no namespace is in `obj`'s)."""
+    own = _key(obj)[1]
+    return [
+        (
+            dependency_key(str(e["kind"]), str(e.get("namespace") or own), str(e["name"])),
+            str(e.get("condition") or READY),
+        )
+        for e in (obj.get("spec") or {}).get("dependsOn") or ()
+        if isinstance(e, Mapping) and e.get("kind") and e.get("name")
+    ]
+
+
+def _ready(obj: Object) -> bool:
+    return (get_condition(obj.get("status") or {}, READY) or {}).get("status") == "True"

@@ -35,7 +35,7 @@ Both learn the kinds the store's CustomResourceDefinitions define (`setpoint.sto
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, NamedTuple, cast
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 from setpoint import lazy
@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from setpoint.errors import AlreadyExists, Conflict, Gone, StoreClosed, UnknownKind
     from setpoint.model import Registry
     from setpoint.store.base import Actor, EventType, Reader, Store, WatchEvent, WriteOptions
-    from setpoint.store.http import Credentials
+    from setpoint.store.http_wire import Credentials
     from setpoint.store.postgresql import Sync as PgSync
     from setpoint.store.rules import FOREGROUND_DELETION, ORPHAN
 
@@ -109,12 +109,11 @@ async def open_store(
 
         store = SqliteStore(path, registry, clock=clock, history=history, sync=cast(Sync, sync))
         return await store.open()
+    opening = _Opening(registry, clock, history, create)
     if scheme in ("postgresql", "postgres"):
-        return await _postgresql(
-            url, options, registry, clock=clock, history=history, create=create
-        )
+        return await _postgresql(url, options, opening)
     if scheme == "etcd":
-        return await _etcd(url, options, registry, clock=clock, history=history, create=create)
+        return await _etcd(url, options, opening)
     raise Invalid(
         f"{shown_url(url)!r}: unknown store; want memory://, sqlite:///path.db, postgresql://host/db,"
         " etcd://host:port or http(s)://host:port",
@@ -122,19 +121,20 @@ async def open_store(
     )
 
 
-async def _postgresql(
-    url: str,
-    options: dict[str, str],
-    registry: Registry | None,
-    *,
-    clock: Clock,
-    history: int,
-    create: bool,
-) -> Store:
+class _Opening(NamedTuple):
+    """What `open_store` was asked besides the URL, for a backend that opens a server's
+    database: the registry, the clock, the history to keep, whether to create the store.
+    (A NamedTuple: `setpoint get` imports this module, and `dataclasses` costs it.)"""
+
+    registry: Registry | None
+    clock: Clock
+    history: int
+    create: bool
+
+
+async def _postgresql(url: str, options: dict[str, str], opening: _Opening) -> Store:
     """Open a `postgresql://` store: our options taken out, the rest left to libpq."""
-    sync = options.pop("sync", "full")
-    if sync not in ("full", "normal", "off"):
-        raise Invalid(f"sync={sync!r}: want full, normal or off", field="store")
+    sync = _sync_option(options)
     try:
         from setpoint.store.postgresql import PostgresStore
     except ImportError as exc:  # not installed, or installed without a libpq to use
@@ -147,9 +147,13 @@ async def _postgresql(
             field="store",
         ) from None
     store = PostgresStore(
-        _conninfo(url, options), registry, clock=clock, history=history, sync=cast("PgSync", sync)
+        _conninfo(url, options),
+        opening.registry,
+        clock=opening.clock,
+        history=opening.history,
+        sync=cast("PgSync", sync),
     )
-    return await store.open(create=create)
+    return await store.open(create=opening.create)
 
 
 def postgres_conninfo(url: str) -> str:
@@ -165,21 +169,11 @@ def _conninfo(url: str, options: dict[str, str]) -> str:
     return urlsplit(url)._replace(query=urlencode(options)).geturl()
 
 
-async def _etcd(
-    url: str,
-    options: dict[str, str],
-    registry: Registry | None,
-    *,
-    clock: Clock,
-    history: int,
-    create: bool,
-) -> Store:
+async def _etcd(url: str, options: dict[str, str], opening: _Opening) -> Store:
     """Open an `etcd://host:port?prefix=/p/` store."""
     parts = urlsplit(url)
     prefix = options.pop("prefix", "/setpoint/")
-    sync = options.pop("sync", "full")  # accepted for every durable backend's URLs
-    if sync not in ("full", "normal", "off"):
-        raise Invalid(f"sync={sync!r}: want full, normal or off", field="store")
+    _sync_option(options)  # accepted for every durable backend's URLs
     _no_more(options, url)
     if not parts.hostname or parts.path not in ("", "/") or not prefix.endswith("/"):
         raise Invalid(f"{shown_url(url)!r}: want etcd://host:port?prefix=/a/prefix/", field="store")
@@ -205,8 +199,10 @@ async def _etcd(
         raise Invalid(f"{shown_url(url)!r}: the port is not a number", field="store") from None
     host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
     address = f"{host}:{port}"
-    store = EtcdStore(address, registry, prefix=prefix, clock=clock, history=history)
-    return await store.open(create=create)
+    store = EtcdStore(
+        address, opening.registry, prefix=prefix, clock=opening.clock, history=opening.history
+    )
+    return await store.open(create=opening.create)
 
 
 def _etcd_client_unusable(url: str, exc: Exception) -> Invalid | None:
@@ -284,14 +280,21 @@ def _sqlite(url: str, options: dict[str, str], *, create: bool) -> tuple[str, st
     """The database file and the `sync` option of a `sqlite:` URL (no other option left);
     `NotFound` if the file does not exist and may not be created."""
     path = sqlite_path(url)
-    sync = options.pop("sync", "full")
-    if sync not in ("full", "normal", "off"):
-        raise Invalid(f"sync={sync!r}: want full, normal or off", field="store")
+    sync = _sync_option(options)
     _no_more(options, url)
     if not create and not os.path.exists(path):
         where = os.path.abspath(path)
         raise NotFound(f"no store at {where} (it does not exist, and reading never creates one)")
     return path, sync
+
+
+def _sync_option(options: dict[str, str]) -> str:
+    """The `sync` option taken out of `options` (full by default); `Invalid` if it is not
+    full, normal or off."""
+    sync = options.pop("sync", "full")
+    if sync not in ("full", "normal", "off"):
+        raise Invalid(f"sync={sync!r}: want full, normal or off", field="store")
+    return sync
 
 
 def sqlite_path(url: str) -> str:

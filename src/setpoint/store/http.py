@@ -28,7 +28,8 @@ the conventions): `HttpStore` (the `Store` contract, on httpx's async client) an
   actor's user is not sent: the server names the user its token or client certificate
   authenticates.
 * A failure answered as a Kubernetes `Status` is raised as the error of `setpoint.errors`
-  it stands for (`status_error`): NotFound, AlreadyExists, Conflict, Invalid (with the field
+  it stands for (`status_error`, in `setpoint.store.http_wire` with the credentials, the
+  paths and discovery's answers): NotFound, AlreadyExists, Conflict, Invalid (with the field
   of `details.causes`), Gone, BadRequest, Unauthorized, Forbidden... A server that cannot be
   reached is `Error` naming it; a closed store `StoreClosed`. `compact` is refused: the
   server owns its history. Both clients set TCP_NODELAY (`SOCKET_OPTIONS`).
@@ -42,33 +43,40 @@ from __future__ import annotations
 import asyncio
 import builtins
 import contextlib
-import os
 import socket
-import ssl
-import tempfile
-from collections.abc import AsyncIterator, Iterable
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
-from urllib.parse import quote, urlsplit
 
 import httpx
 
 from setpoint.errors import (
-    AlreadyExists,
-    BadRequest,
-    Conflict,
     Error,
-    Forbidden,
-    Gone,
     Invalid,
-    NotFound,
-    RequestEntityTooLarge,
     StoreClosed,
-    Unauthorized,
-    UnsupportedMediaType,
 )
 from setpoint.model import Kind, Object, Registry, Selector, codec
 from setpoint.store.base import NO_OPTIONS, WatchEvent, WriteOptions
+from setpoint.store.http_wire import (
+    JSON,
+    USER_AGENT,
+    Credentials,
+    check_server_url,
+    collection_path,
+    group_path,
+    group_versions,
+    item_of,
+    item_path,
+    kinds_of,
+    learn,
+    list_params,
+    list_revision,
+    name_of,
+    namespace_of,
+    revision_of,
+    status_error,
+    unreachable,
+)
 
 if TYPE_CHECKING:
     from setpoint.store.base import EventType
@@ -86,266 +94,14 @@ PATCH_CONTENT_TYPES = {
     "merge": "application/merge-patch+json",
     "json": "application/json-patch+json",
 }
-JSON = "application/json"
-USER_AGENT = "setpoint"
-"""What this client calls itself; the server takes it as the field manager of its writes."""
-SIMPLE_ERRORS: dict[int, type[Error]] = {
-    400: BadRequest,
-    413: RequestEntityTooLarge,
-    415: UnsupportedMediaType,
-}
-"""Answers raised as their error with the server's message."""
 
 
-@dataclass(frozen=True)
-class Credentials:
-    """How to talk to a server: a bearer token or a client certificate (PEM, with its key),
-    and how to check its TLS certificate (a PEM bundle, a CA file, or not at all)."""
-
-    token: str | None = None
-    ca_data: str | None = None
-    ca_file: str | None = None
-    insecure: bool = False
-    client_cert: str | None = field(default=None, repr=False)
-    client_key: str | None = field(default=None, repr=False)
-    source: str = field(default="", compare=False)
-    """Where the token came from (`--token`, a kubeconfig's path), named by auth errors."""
-
-    def headers(self) -> dict[str, str]:
-        headers = {"Accept": JSON, "User-Agent": USER_AGENT}
-        if self.token:
-            headers["Authorization"] = f"Bearer {self.token}"
-        return headers
-
-    def verify(self) -> ssl.SSLContext | bool:
-        """What httpx's `verify` takes: how to check the server, and the client certificate
-        to present (`Invalid` if it and its key cannot be loaded)."""
-        if self.client_cert is None or self.client_key is None:
-            if self.insecure:
-                return False
-            if self.ca_data or self.ca_file:
-                return ssl.create_default_context(cafile=self.ca_file, cadata=self.ca_data)
-            return True
-        if self.ca_data or self.ca_file:
-            context = ssl.create_default_context(cafile=self.ca_file, cadata=self.ca_data)
-        else:
-            context = ssl.create_default_context()
-        if self.insecure:
-            context.check_hostname = False
-            context.verify_mode = ssl.CERT_NONE
-        _load_client_certificate(context, self.client_cert, self.client_key, self.source)
-        return context
-
-
-def _load_client_certificate(context: ssl.SSLContext, cert: str, key: str, source: str) -> None:
-    """Load a client certificate and key given as PEM text: `ssl` reads them only from
-    files, so they go through a private temporary directory, removed at once."""
-    with tempfile.TemporaryDirectory(prefix="setpoint-client-") as directory:
-        cert_path, key_path = os.path.join(directory, "cert.pem"), os.path.join(directory, "key")
-        for path, text in ((cert_path, cert), (key_path, key)):
-            descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(descriptor, "w", encoding="utf-8") as file:
-                file.write(text)
-        try:
-            context.load_cert_chain(cert_path, key_path)
-        except ssl.SSLError as exc:
-            where = f"{source}: " if source else ""
-            raise Invalid(
-                f"{where}the client certificate or its key cannot be used: {exc.reason or exc}",
-                field="client-certificate",
-            ) from None
-
-
-def check_server_url(url: str) -> str:
-    """`url` without a trailing slash, if it is `http(s)://host[:port][/prefix]`; `Invalid`
-    naming the field `server` otherwise (a query or fragment, userinfo, no host)."""
-    try:
-        parts = urlsplit(url)
-        parts.port  # noqa: B018 (a bad port raises)
-    except ValueError as exc:
-        raise Invalid(f"{url!r}: not a URL ({exc})", field="server") from None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise Invalid(f"{url!r}: want http(s)://host:port", field="server")
-    if parts.query or parts.fragment or parts.username or parts.password:
-        raise Invalid(
-            f"{url!r}: want http(s)://host:port with no query, fragment or user "
-            "(give a token with --token or a kubeconfig)",
-            field="server",
-        )
-    return url.rstrip("/")
-
-
-# -- paths, pure ---------------------------------------------------------------------------
-
-
-def group_path(api_version: str) -> str:
-    """`/api/v1` for the core group, `/apis/GROUP/VERSION` otherwise."""
-    return "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
-
-
-def collection_path(kind: Kind, namespace: str | None) -> str:
-    """Where the objects of `kind` are listed and created: in `namespace`, or in every
-    namespace when None (and always for a cluster-scoped kind)."""
-    base = group_path(kind.api_version)
-    if kind.namespaced and namespace is not None:
-        base += f"/namespaces/{quote(namespace, safe='')}"
-    return f"{base}/{kind.plural}"
-
-
-def item_path(kind: Kind, name: str, namespace: str | None) -> str:
-    where = (namespace or "default") if kind.namespaced else None
-    return f"{collection_path(kind, where)}/{quote(name, safe='')}"
-
-
-def _namespace_of(kind: Kind, obj: Object) -> str | None:
-    meta = obj.get("metadata")
-    namespace = meta.get("namespace") if isinstance(meta, dict) else None
-    return (namespace or "default") if kind.namespaced else None
-
-
-def _name_of(obj: Object) -> str:
-    meta = obj.get("metadata")
-    name = meta.get("name") if isinstance(meta, dict) else None
-    if not isinstance(name, str) or not name:
-        raise Invalid("required", field="metadata.name")
-    return name
-
-
-def _list_params(selector: str | Selector | None) -> dict[str, str]:
-    text = str(Selector.of(selector))
-    return {"labelSelector": text} if text else {}
-
-
-# -- answers, pure -------------------------------------------------------------------------
-
-
-def status_error(code: int, body: Any, credentials: Credentials | None = None) -> Error:
-    """The error of `setpoint.errors` that the answer `code` with `body` (a Kubernetes
-    `Status`, or anything else a proxy may answer) stands for."""
-    status = body if isinstance(body, dict) and body.get("kind") == "Status" else {}
-    reason = str(status.get("reason") or "")
-    message = str(status.get("message") or "") or f"the server answered {code}"
-    if code == 401:
-        return Unauthorized(f"{message}: {_token_hint(credentials)}")
-    if code == 403:
-        return Forbidden(f"{message}: the role of {_token_hint(credentials, named=True)}")
-    if code == 404:
-        return NotFound(message)
-    if code == 409:
-        return AlreadyExists(message) if reason == "AlreadyExists" else Conflict(message)
-    if code == 410:
-        return Gone(message)
-    if code in SIMPLE_ERRORS:
-        return SIMPLE_ERRORS[code](message)
-    if code == 422:
-        details = status.get("details") if isinstance(status.get("details"), dict) else {}
-        causes = details.get("causes") if isinstance(details, dict) else None
-        field_name = None
-        if isinstance(causes, list) and causes and isinstance(causes[0], dict):
-            field_name = causes[0].get("field") or None
-        error = Invalid(message)
-        error.field = field_name
-        return error
-    if code == 503:
-        return StoreClosed(f"the server is unavailable: {message}")
-    return Error(f"the server answered {code} {reason}: {message}".strip())
-
-
-def unreachable(server: str, exc: Exception, credentials: Credentials | None) -> Error:
-    """The error of a request that got no answer; with a client certificate presented, a
-    hint that the server may have refused it (TLS 1.3 servers close the connection)."""
-    hint = ""
-    if credentials is not None and credentials.client_cert:
-        source = f" from {credentials.source}" if credentials.source else ""
-        hint = f" (if it is up, it may refuse the client certificate{source})"
-    return Error(f"cannot reach the server at {server}: {exc}{hint}")
-
-
-def _token_hint(credentials: Credentials | None, *, named: bool = False) -> str:
-    source = f" from {credentials.source}" if credentials and credentials.source else ""
-    if credentials is not None and credentials.client_cert:  # it comes before a token
-        if named:
-            return f"the client certificate{source} does not allow this (its groups name it)"
-        return f"the server does not accept the client certificate{source}"
-    if credentials is None or not credentials.token:
-        return (
-            "no token was given (--token, or a kubeconfig with a user token or client certificate)"
-        )
-    if named:
-        return f"the token{source} does not allow this (roles: view, edit, admin)"
-    return f"the server does not accept the token{source}"
-
-
-def _item(obj: Any, kind: Kind) -> Object:
-    """A list item with its apiVersion and kind (the API may leave them out of items)."""
-    if not isinstance(obj, dict):
-        raise Error(f"the server answered a list with a non-object item: {obj!r:.80}")
-    obj.setdefault("apiVersion", kind.api_version)
-    obj.setdefault("kind", kind.kind)
-    return obj
-
-
-def _list_revision(body: Any) -> int:
-    try:
-        return int(body["metadata"]["resourceVersion"])
-    except (KeyError, TypeError, ValueError):
-        raise Error("the server answered a list with no resourceVersion") from None
-
-
-def _revision_of(obj: Object) -> int:
-    try:
-        return int(obj["metadata"]["resourceVersion"])
-    except (KeyError, TypeError, ValueError):
-        raise Error("the server sent an object with no resourceVersion") from None
-
-
-def kinds_of(resource_list: Any) -> list[Kind]:
-    """The kinds of a discovery `APIResourceList` (subresources left out)."""
-    group_version = resource_list.get("groupVersion") if isinstance(resource_list, dict) else None
-    if not isinstance(group_version, str):
-        return []
-    kinds = []
-    for resource in resource_list.get("resources") or ():
-        if not isinstance(resource, dict) or "/" in str(resource.get("name", "")):
-            continue
-        try:
-            kinds.append(
-                Kind(
-                    group_version,
-                    str(resource["kind"]),
-                    plural=str(resource["name"]),
-                    namespaced=bool(resource.get("namespaced", True)),
-                    short_names=tuple(resource.get("shortNames") or ()),
-                )
-            )
-        except (KeyError, Invalid):
-            continue
-    return kinds
-
-
-def group_versions(group_list: Any) -> list[str]:
-    """The group versions an `APIGroupList` (`/apis`) names (every served version)."""
-    found = []
-    for group in (group_list or {}).get("groups") or ():
-        for version in group.get("versions") or ():
-            if isinstance(version, dict) and isinstance(version.get("groupVersion"), str):
-                found.append(version["groupVersion"])
-    return found
-
-
-def learn(registry: Registry, kinds: Iterable[Kind]) -> list[Kind]:
-    """Define in `registry` the served kinds it lacks, as data (a kind it knows keeps its
-    definition, with its schema and columns); return every served kind, as the registry
-    has it. (No `registry.get`: a miss would call `refresh`, which may be discovery.)"""
-    known = {(k.api_version, k.kind): k for k in registry}
-    served = []
-    for kind in kinds:
-        have = known.get((kind.api_version, kind.kind))
-        if have is None:
-            registry.define(kind)
-            have = kind
-        served.append(have)
-    return served
+def _answered(response: httpx.Response, credentials: Credentials) -> Any:
+    """The decoded body of a success; else the error it stands for (`status_error`)."""
+    body = _decode(response)
+    if response.is_success:
+        return body
+    raise status_error(response.status_code, body, credentials)
 
 
 def _decode(response: httpx.Response) -> Any:
@@ -356,6 +112,17 @@ def _decode(response: httpx.Response) -> Any:
 
 
 # -- the async store -----------------------------------------------------------------------
+
+
+def _client_settings(server: str, credentials: Credentials) -> dict[str, Any]:
+    """What both clients are made with (their transports are told `verify` again): the
+    server, the headers, how to check the server and the timeouts."""
+    return {
+        "base_url": server,
+        "headers": credentials.headers(),
+        "verify": credentials.verify(),
+        "timeout": httpx.Timeout(30.0, connect=10.0),
+    }
 
 
 class HttpStore:
@@ -370,16 +137,12 @@ class HttpStore:
         self.server = check_server_url(server)
         self.registry = registry if registry is not None else Registry()
         self.credentials = credentials or Credentials()
-        verify = self.credentials.verify()
+        settings = _client_settings(self.server, self.credentials)
+        limits = httpx.Limits(max_connections=None, max_keepalive_connections=64)
         self._client = httpx.AsyncClient(
-            base_url=self.server,
-            headers=self.credentials.headers(),
-            verify=verify,
-            timeout=httpx.Timeout(30.0, connect=10.0),
+            **settings,
             transport=httpx.AsyncHTTPTransport(
-                verify=verify,
-                limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
-                socket_options=SOCKET_OPTIONS,
+                verify=settings["verify"], limits=limits, socket_options=SOCKET_OPTIONS
             ),
         )
         self._closed = False
@@ -434,10 +197,7 @@ class HttpStore:
             raise unreachable(self.server, exc, self.credentials) from None
 
     def _answer(self, response: httpx.Response) -> Any:
-        body = _decode(response)
-        if response.is_success:
-            return body
-        raise status_error(response.status_code, body, self.credentials)
+        return _answered(response, self.credentials)
 
     async def _write(self, method: str, path: str, options: WriteOptions, **kwargs: Any) -> Object:
         """`_object` for a write, with the query of its `options`."""
@@ -457,8 +217,8 @@ class HttpStore:
 
     async def create(self, obj: Object, *, options: WriteOptions = NO_OPTIONS) -> Object:
         kind = self.registry.for_object(_mapping(obj))
-        _name_of(obj)
-        path = collection_path(kind, _namespace_of(kind, obj))
+        name_of(obj)
+        path = collection_path(kind, namespace_of(kind, obj))
         return await self._write("POST", path, options, body=obj)
 
     async def get(
@@ -504,10 +264,10 @@ class HttpStore:
     ) -> AsyncIterator[tuple[builtins.list[Object], int]]:
         k = self.registry.get(api_version, kind)
         path = collection_path(k, namespace)
-        params = {**_list_params(label_selector), "limit": str(page_size)}
+        params = {**list_params(label_selector), "limit": str(page_size)}
         while True:
             body = self._answer(await self._send("GET", path, params=params))
-            yield [_item(o, k) for o in body.get("items") or ()], _list_revision(body)
+            yield [item_of(o, k) for o in body.get("items") or ()], list_revision(body)
             token = (body.get("metadata") or {}).get("continue")
             if not token:
                 return
@@ -515,12 +275,12 @@ class HttpStore:
 
     async def update(self, obj: Object, *, options: WriteOptions = NO_OPTIONS) -> Object:
         kind = self.registry.for_object(_mapping(obj))
-        path = item_path(kind, _name_of(obj), _namespace_of(kind, obj))
+        path = item_path(kind, name_of(obj), namespace_of(kind, obj))
         return await self._write("PUT", path, options, body=obj)
 
     async def update_status(self, obj: Object, *, options: WriteOptions = NO_OPTIONS) -> Object:
         kind = self.registry.for_object(_mapping(obj))
-        path = item_path(kind, _name_of(obj), _namespace_of(kind, obj)) + "/status"
+        path = item_path(kind, name_of(obj), namespace_of(kind, obj)) + "/status"
         return await self._write("PUT", path, options, body=obj)
 
     async def patch(
@@ -594,7 +354,7 @@ class HttpStore:
         when its stream ends or breaks."""
         revision = await self.revision() if since is None else since
         path = collection_path(kind, namespace)
-        base = {**_list_params(label_selector), "watch": "true", "allowWatchBookmarks": "true"}
+        base = {**list_params(label_selector), "watch": "true", "allowWatchBookmarks": "true"}
         failures = 0
         while True:
             params = {**base, "resourceVersion": str(revision)}
@@ -614,7 +374,7 @@ class HttpStore:
                         revision = max(revision, event.revision)
                         if event.type != "BOOKMARK":
                             kind_of_event = cast("EventType", event.type)
-                            obj = _item(event.object, kind)
+                            obj = item_of(event.object, kind)
                             yield WatchEvent(kind_of_event, obj, event.revision)
             except httpx.TransportError as exc:
                 if self._closed:
@@ -675,7 +435,7 @@ class HttpStore:
         if not kinds:
             raise Error(f"the server at {self.server} serves no kinds")
         path = collection_path(kinds[0], None)
-        return _list_revision(self._answer(await self._send("GET", path, params={"limit": "1"})))
+        return list_revision(self._answer(await self._send("GET", path, params={"limit": "1"})))
 
     async def compact(self, revision: int) -> None:
         if self._closed:
@@ -733,7 +493,7 @@ def _watch_event(line: Any, credentials: Credentials) -> _Event:
         raise status_error(int(obj.get("code") or 500), obj, credentials)
     if kind not in ("ADDED", "MODIFIED", "DELETED", "BOOKMARK"):
         raise Error(f"the server sent a watch event of unknown type {kind!r:.40}")
-    return _Event(kind, obj, _revision_of(obj))
+    return _Event(kind, obj, revision_of(obj))
 
 
 def _mapping(obj: Any) -> Object:
@@ -756,13 +516,10 @@ class HttpReader:
         self.server = check_server_url(server)
         self.registry = registry
         self.credentials = credentials or Credentials()
-        verify = self.credentials.verify()
+        settings = _client_settings(self.server, self.credentials)
         self._client = httpx.Client(
-            base_url=self.server,
-            headers=self.credentials.headers(),
-            verify=verify,
-            timeout=httpx.Timeout(30.0, connect=10.0),
-            transport=httpx.HTTPTransport(verify=verify, socket_options=SOCKET_OPTIONS),
+            **settings,
+            transport=httpx.HTTPTransport(verify=settings["verify"], socket_options=SOCKET_OPTIONS),
         )
         self._refreshes = registry.refresh is None
         if self._refreshes:
@@ -788,10 +545,7 @@ class HttpReader:
             raise unreachable(self.server, exc, self.credentials) from None
 
     def _answer(self, response: httpx.Response) -> Any:
-        body = _decode(response)
-        if response.is_success:
-            return body
-        raise status_error(response.status_code, body, self.credentials)
+        return _answered(response, self.credentials)
 
     def get(
         self, api_version: str, kind: str, name: str, namespace: str | None = "default"
@@ -811,14 +565,14 @@ class HttpReader:
     ) -> tuple[builtins.list[Object], int]:
         k = self.registry.get(api_version, kind)
         path = collection_path(k, namespace)
-        params = {**_list_params(label_selector), "limit": str(PAGE_SIZE)}
+        params = {**list_params(label_selector), "limit": str(PAGE_SIZE)}
         items: builtins.list[Object] = []
         while True:
             body = self._answer(self._send(path, params))
-            items += [_item(o, k) for o in body.get("items") or ()]
+            items += [item_of(o, k) for o in body.get("items") or ()]
             token = (body.get("metadata") or {}).get("continue")
             if not token:
-                return items, _list_revision(body)
+                return items, list_revision(body)
             params["continue"] = token
 
     def close(self) -> None:

@@ -3,10 +3,12 @@ setpoint processes on any number of hosts. It keeps the contract of `setpoint.st
 with the write rules of `setpoint.store.rules`, as the SQLite backend does; it must not
 decide anything those rules decide.
 
-Layout (as the SQLite backend): `setpoint_objects` holds each object's current JSON,
+Layout (as the SQLite backend; the tables and statements are in
+`setpoint.store.postgresql_statements`, with `Batch`, a batch's changes as their arguments):
+`setpoint_objects` holds each object's current JSON,
 `setpoint_log` one row per change (its `writer`: the write's verb and actor,
 `encoded_writer`), and `setpoint_meta` the store's revision, its compaction mark and the
-schema version. Opening a store of an older schema brings it up to this one (`_MIGRATIONS`,
+schema version. Opening a store of an older schema brings it up to this one (`MIGRATIONS`,
 under the schema lock); a newer one is refused.
 
 Revisions are assigned in commit order, by construction. A write transaction starts by
@@ -54,7 +56,7 @@ import logging
 import select
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import psycopg
@@ -65,15 +67,33 @@ from setpoint.errors import Error, Gone, Invalid, NotFound, StoreClosed, StoreUn
 from setpoint.model import Object, Registry, Selector, codec
 from setpoint.model.crd import CRD
 from setpoint.store.backend import Backend
-from setpoint.store.base import Actor, EventType, Verb
 from setpoint.store.kinds import learn_kinds
-from setpoint.store.rules import Change, Key, Write, decide, encode, key_of, not_found, stamp
+from setpoint.store.postgresql_statements import (
+    ADVANCE,
+    CHANNEL,
+    CHECK,
+    COMPACTED,
+    DELETE,
+    GET,
+    GET_MANY,
+    HISTORY,
+    INSERT_LOG,
+    MIGRATIONS,
+    NOTIFY,
+    RAISE_MARK,
+    REVISION,
+    SCHEMA,
+    SCHEMA_LOCK,
+    SCHEMA_VERSION,
+    UPSERT,
+    Batch,
+    columns,
+)
+from setpoint.store.rules import Key, Write, decide, encode, key_of, not_found, stamp
 from setpoint.store.urls import shown_url
 from setpoint.store.watchers import (
     LogEntry,
     Watchers,
-    encoded_labels,
-    encoded_writer,
     matcher,
 )
 
@@ -81,83 +101,6 @@ log = logging.getLogger("setpoint.store.postgresql")
 
 Sync = Literal["full", "normal", "off"]
 
-SCHEMA_VERSION = 2
-"""The layout this module reads and writes; a store with a newer one is refused."""
-CHANNEL = "setpoint_log"
-"""The NOTIFY channel every write transaction signals with its last revision."""
-
-_SCHEMA = (
-    """CREATE TABLE IF NOT EXISTS setpoint_objects (
-    api_version text NOT NULL, kind text NOT NULL, namespace text NOT NULL, name text NOT NULL,
-    revision bigint NOT NULL, data text NOT NULL,
-    PRIMARY KEY (api_version, kind, namespace, name))""",
-    """CREATE TABLE IF NOT EXISTS setpoint_log (
-    revision bigint PRIMARY KEY,
-    type text NOT NULL, api_version text NOT NULL, kind text NOT NULL,
-    namespace text NOT NULL, name text NOT NULL, data text NOT NULL,
-    labels text, prev_labels text, writer text)""",
-    "CREATE TABLE IF NOT EXISTS setpoint_meta (key text PRIMARY KEY, value bigint NOT NULL)",
-    f"""INSERT INTO setpoint_meta VALUES ('revision', 0), ('compacted', 0),
-    ('schema', {SCHEMA_VERSION}) ON CONFLICT DO NOTHING""",
-)
-_MIGRATIONS = {
-    2: ("ALTER TABLE setpoint_log ADD COLUMN IF NOT EXISTS writer text",),
-}
-"""The statements that bring a store of schema version N - 1 to N."""
-_SCHEMA_LOCK = 0x5E7_9017
-"""Advisory lock that serializes creating the schema (several processes open at once)."""
-
-_REVISION = "SELECT value FROM setpoint_meta WHERE key = 'revision'"
-_COMPACTED = "SELECT value FROM setpoint_meta WHERE key = 'compacted'"
-_NOW = f"({_REVISION}) AS m(value)"
-"""The revision row as a table `m`: inside a write transaction, the revision it advanced to."""
-_GET = (
-    "SELECT data FROM setpoint_objects"
-    " WHERE api_version = %s AND kind = %s AND namespace = %s AND name = %s"
-)
-_KEYS = "unnest(%s::text[], %s::text[], %s::text[], %s::text[]"
-_GET_MANY = (
-    "SELECT o.api_version, o.kind, o.namespace, o.name, o.revision, o.data"
-    f" FROM setpoint_objects o JOIN {_KEYS}) AS k(a, b, c, d)"
-    " ON o.api_version = k.a AND o.kind = k.b AND o.namespace = k.c AND o.name = k.d"
-)
-_ADVANCE = "UPDATE setpoint_meta SET value = value + %s WHERE key = 'revision' RETURNING value"
-_CHECK = (  # a division by zero, aborting the transaction, if an object read has changed
-    "SELECT 1 / (NOT EXISTS (SELECT FROM"
-    f" {_KEYS}, %s::bigint[]) AS k(a, b, c, d, rev) LEFT JOIN setpoint_objects o"
-    " ON o.api_version = k.a AND o.kind = k.b AND o.namespace = k.c AND o.name = k.d"
-    " WHERE coalesce(o.revision, 0) <> k.rev))::int"
-)
-_INSERT_LOG = (
-    "INSERT INTO setpoint_log SELECT m.value - %s + k.off, k.type, k.a, k.b, k.c, k.d,"
-    " k.pre || (m.value - %s + k.off)::text || k.post, k.labels, k.prev, k.writer"
-    f" FROM {_NOW}, unnest(%s::bigint[], %s::text[], %s::text[], %s::text[], %s::text[],"
-    " %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[])"
-    " AS k(off, type, a, b, c, d, pre, post, labels, prev, writer)"
-)
-_UPSERT = (
-    "INSERT INTO setpoint_objects SELECT k.a, k.b, k.c, k.d, m.value - %s + k.off,"
-    " k.pre || (m.value - %s + k.off)::text || k.post"
-    f" FROM {_NOW}, {_KEYS}, %s::bigint[], %s::text[], %s::text[])"
-    " AS k(a, b, c, d, off, pre, post)"
-    " ON CONFLICT (api_version, kind, namespace, name)"
-    " DO UPDATE SET revision = excluded.revision, data = excluded.data"
-)
-_DELETE = (
-    f"DELETE FROM setpoint_objects o USING {_KEYS}) AS k(a, b, c, d)"
-    " WHERE o.api_version = k.a AND o.kind = k.b AND o.namespace = k.c AND o.name = k.d"
-)
-_RAISE_MARK = (  # keep about `history` revisions: raise the mark when twice that piled up
-    f"UPDATE setpoint_meta c SET value = m.value - %s FROM {_NOW}"
-    " WHERE c.key = 'compacted' AND m.value - c.value > %s RETURNING c.value"
-)
-_NOTIFY = f"SELECT pg_notify(%s, m.value::text || %s) FROM {_NOW}"
-_LOG_COLUMNS = "revision, type, api_version, kind, namespace, data, labels, prev_labels, writer"
-_HISTORY = (  # the mark on every row; one row of NULLs when there is no row after `after`
-    f"SELECT m.value, l.* FROM ({_COMPACTED}) AS m(value) LEFT JOIN"
-    f" (SELECT {_LOG_COLUMNS} FROM setpoint_log WHERE revision > %s) AS l ON true"
-    " ORDER BY l.revision"
-)
 _MAX_BATCH = 1000
 _COMPACT_BATCH = 1000
 _COMPACT_PAUSE = 0.005
@@ -166,112 +109,6 @@ _POOL_SIZE = 8
 
 _Unreachable = (psycopg.OperationalError, psycopg.InterfaceError)
 """What psycopg raises when the server cannot be reached or the connection broke."""
-
-
-@dataclass
-class _Plan:
-    """The changes of one batch, decided, waiting for their revisions: each one's stored
-    text around its placeholder resourceVersion, and the revision of every object it read."""
-
-    entries: list[tuple[Change, _Row]] = field(default_factory=list)
-    read: dict[Key, int] = field(default_factory=dict)  # 0: it did not exist
-    upserts: dict[Key, int] = field(default_factory=dict)  # key -> index of its last change
-    deletes: list[Key] = field(default_factory=list)
-
-    def add(
-        self, change: Change, encoded: bytes, placeholder: str, read: int, write: Write
-    ) -> None:
-        pre, found, post = encoded.decode().partition(f'"{placeholder}"')
-        if not found or placeholder in post:
-            raise Error(f"the object holds this store's placeholder {placeholder!r}")
-        labels = change.object["metadata"].get("labels")
-        actor = write.options.actor
-        row = _Row(
-            change.type,
-            change.key,
-            pre + '"',
-            '"' + post,
-            labels,
-            change.prev_labels,
-            write.op,
-            actor,
-            encoded_writer(write.op, actor),
-        )
-        self.read.setdefault(change.key, read)
-        self.upserts.pop(change.key, None)
-        if change.key in self.deletes:
-            self.deletes.remove(change.key)
-        if change.type == "DELETED":
-            self.deletes.append(change.key)
-        else:
-            self.upserts[change.key] = len(self.entries)
-        self.entries.append((change, row))
-
-    def __bool__(self) -> bool:
-        return bool(self.entries)
-
-    def check_columns(self) -> list[list[Any]]:
-        keys = list(self.read)
-        return [*_columns(keys, 4), [self.read[k] for k in keys]]
-
-    def log_columns(self) -> list[list[Any]]:
-        rows = [
-            (
-                i,
-                r.type,
-                *r.key,
-                r.pre,
-                r.post,
-                encoded_labels(r.labels),
-                encoded_labels(r.prev_labels),
-                r.writer,
-            )
-            for i, (_, r) in enumerate(self.entries, 1)
-        ]
-        return _columns(rows, 11)
-
-    def upsert_columns(self) -> list[list[Any]]:
-        rows = []
-        for key, i in self.upserts.items():
-            row = self.entries[i][1]
-            rows.append((*key, i + 1, row.pre, row.post))
-        return _columns(rows, 7)
-
-
-@dataclass(frozen=True, slots=True)
-class _Row:
-    """A change's log row without its revision."""
-
-    type: EventType
-    key: Key
-    pre: str
-    post: str
-    labels: dict[str, str] | None
-    prev_labels: dict[str, str] | None
-    verb: Verb
-    actor: Actor | None
-    writer: str  # `encoded_writer` of verb and actor
-
-    def numbered(self, revision: int) -> LogEntry:
-        data = f"{self.pre}{revision}{self.post}".encode()
-        api_version, kind, namespace, _ = self.key
-        return LogEntry(
-            revision,
-            self.type,
-            api_version,
-            kind,
-            namespace,
-            data,
-            self.labels,
-            self.prev_labels,
-            self.verb,
-            self.actor,
-        )
-
-
-def _columns(rows: list[tuple[Any, ...]], width: int) -> list[list[Any]]:
-    """Rows as `width` columns (arrays for unnest)."""
-    return [list(column) for column in zip(*rows, strict=True)] if rows else [[]] * width
 
 
 @dataclass(slots=True)
@@ -363,8 +200,8 @@ class PostgresStore(Backend):
                             f"no store at {self._where} (the database holds no setpoint "
                             "tables, and reading never creates them)"
                         )
-                    await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
-                    for statement in _SCHEMA:
+                    await conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
+                    for statement in SCHEMA:
                         await conn.execute(statement)
             row = await (
                 await conn.execute("SELECT value FROM setpoint_meta WHERE key = 'schema'")
@@ -405,13 +242,13 @@ class PostgresStore(Backend):
         """Bring the store's schema up to `SCHEMA_VERSION` (one transaction, under the schema
         lock, so processes opening it at once migrate it once)."""
         async with conn.transaction():
-            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
             found = await (
                 await conn.execute("SELECT value FROM setpoint_meta WHERE key = 'schema'")
             ).fetchone()
             version = found[0] if found is not None else SCHEMA_VERSION
             for step in range(version + 1, SCHEMA_VERSION + 1):
-                for statement in _MIGRATIONS[step]:
+                for statement in MIGRATIONS[step]:
                     await conn.execute(statement)
             await conn.execute(
                 "UPDATE setpoint_meta SET value = greatest(value, %s) WHERE key = 'schema'",
@@ -509,17 +346,17 @@ class PostgresStore(Backend):
             except psycopg.errors.DivisionByZero:  # the check: something changed under us
                 continue
 
-    async def _decide_batch(self, conn: AsyncConnection[Any], batch: list[_Pending]) -> _Plan:
+    async def _decide_batch(self, conn: AsyncConnection[Any], batch: list[_Pending]) -> Batch:
         """Each write decided, in order, on the objects as committed now (one read); every
         pending write gets its result, the changed ones with a placeholder revision."""
         now = self._clock.now()
         keys = list({p.write.key: None for p in batch})
-        found = await conn.execute(_GET_MANY, [list(column) for column in zip(*keys, strict=True)])
+        found = await conn.execute(GET_MANY, [list(column) for column in zip(*keys, strict=True)])
         stored: dict[Key, bytes | str | None] = dict.fromkeys(keys)
         read: dict[Key, int] = dict.fromkeys(keys, 0)
         for *key, revision, data in await found.fetchall():
             stored[tuple(key)], read[tuple(key)] = data, revision
-        plan = _Plan()
+        plan = Batch()
         for pending in batch:
             key = pending.write.key
             data = stored[key]
@@ -540,7 +377,7 @@ class PostgresStore(Backend):
         return plan
 
     async def _commit_changes(
-        self, conn: AsyncConnection[Any], plan: _Plan
+        self, conn: AsyncConnection[Any], plan: Batch
     ) -> tuple[int, list[LogEntry]]:
         """One pipeline: lock and advance the revision, check what was read, write the rows
         numbered from the revision, notify, commit. The lock is held only while the server
@@ -548,15 +385,15 @@ class PostgresStore(Backend):
         n = len(plan.entries)
         history = self._history_size
         async with conn.pipeline(), conn.transaction():
-            advanced = await conn.execute(_ADVANCE, (n,))  # the lock, held until commit
-            await conn.execute(_CHECK, plan.check_columns())
-            await conn.execute(_INSERT_LOG, [n, n, *plan.log_columns()])
+            advanced = await conn.execute(ADVANCE, (n,))  # the lock, held until commit
+            await conn.execute(CHECK, plan.check_columns())
+            await conn.execute(INSERT_LOG, [n, n, *plan.log_columns()])
             if plan.upserts:
-                await conn.execute(_UPSERT, [n, n, *plan.upsert_columns()])
+                await conn.execute(UPSERT, [n, n, *plan.upsert_columns()])
             if plan.deletes:
-                await conn.execute(_DELETE, _columns(plan.deletes, 4))
-            marked = await conn.execute(_RAISE_MARK, (history, 2 * history))
-            await conn.execute(_NOTIFY, (CHANNEL, f" {self._token}"))
+                await conn.execute(DELETE, columns(plan.deletes, 4))
+            marked = await conn.execute(RAISE_MARK, (history, 2 * history))
+            await conn.execute(NOTIFY, (CHANNEL, f" {self._token}"))
         last = (await advanced.fetchone() or (0,))[0]
         if await marked.fetchone() is not None:
             self._compact_due = True
@@ -694,7 +531,7 @@ class PostgresStore(Backend):
     ) -> Object:
         key = key_of(self.registry.get(api_version, kind), name, namespace)
         async with self._connection() as conn:
-            row = await (await conn.execute(_GET, key)).fetchone()
+            row = await (await conn.execute(GET, key)).fetchone()
         if row is None:
             raise not_found(key)
         obj: Object = codec.decode(row[0])
@@ -745,7 +582,7 @@ class PostgresStore(Backend):
     async def _history(self, after: int) -> builtins.list[LogEntry]:
         """One statement (one snapshot, one round trip): the mark, and the rows after `after`."""
         async with self._connection() as conn:
-            rows = await (await conn.execute(_HISTORY, (after,))).fetchall()
+            rows = await (await conn.execute(HISTORY, (after,))).fetchall()
         compacted = rows[0][0] if rows else 0
         if after < compacted:
             raise Gone(f"too old resource version: {after} (history starts after {compacted})")
@@ -753,7 +590,7 @@ class PostgresStore(Backend):
 
     @staticmethod
     async def _revision_on(conn: AsyncConnection[Any]) -> int:
-        row = await (await conn.execute(_REVISION)).fetchone()
+        row = await (await conn.execute(REVISION)).fetchone()
         return 0 if row is None else int(row[0])
 
     async def revision(self) -> int:
@@ -767,7 +604,7 @@ class PostgresStore(Backend):
         async with self._connection() as conn:
             await conn.execute(
                 "UPDATE setpoint_meta SET value = greatest(value, least(%s,"
-                f" ({_REVISION}))) WHERE key = 'compacted'",
+                f" ({REVISION}))) WHERE key = 'compacted'",
                 (revision,),
             )
         await self._delete_compacted()
@@ -779,7 +616,7 @@ class PostgresStore(Backend):
             async with self._connection() as conn:
                 cursor = await conn.execute(
                     "DELETE FROM setpoint_log WHERE revision IN (SELECT revision FROM setpoint_log"
-                    f" WHERE revision <= ({_COMPACTED}) ORDER BY revision LIMIT %s)",
+                    f" WHERE revision <= ({COMPACTED}) ORDER BY revision LIMIT %s)",
                     (_COMPACT_BATCH,),
                 )
                 if cursor.rowcount < _COMPACT_BATCH:

@@ -108,7 +108,7 @@ class ApiServer:
         """setpoint's client of this server (`setpoint.store.http.HttpStore`: the `Store`
         contract over the API), with its token, trusting its certificate; closed on the way
         out. It knows the kinds the server serves (as data, unless `registry` has them)."""
-        from setpoint.store.http import Credentials
+        from setpoint.store.http_wire import Credentials
 
         credentials = Credentials(token=self.token, ca_file=str(self.certificate))
         store = await open_store(self.url, registry, credentials=credentials)

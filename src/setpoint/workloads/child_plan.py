@@ -13,7 +13,8 @@ files). No I/O, no clock (`setpoint.workloads.children` does the I/O).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Annotated, Any, Generic, Literal, TypeVar
@@ -333,11 +334,12 @@ class ChildPlan(Plan):
     the child stops (`Ready=False`, `stopping_reason`), written before the stop signal is
     sent; the next look records the exit. When a child starts, its `pid` (and `startTime`
     unless the plan set one) are added to it. `stall` (reason, message): the object cannot
-    progress until its spec changes (the kit records `Stalled`). `requeue_after`: look
-    again then (a back-off, a deadline)."""
+    progress until its spec changes (the kit records `Stalled`). `wait_seconds` > 0: look
+    again then (a back-off, a deadline: `plan_child` makes it the `requeue_after`)."""
 
     action: Action
     reason: str
+    wait_seconds: float = field(default=0.0, kw_only=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -408,3 +410,26 @@ class ChildObserved:
             return ()
         pid = f"pid {exit_.pid} " if exit_.pid is not None else ""
         return (PlannedEvent("Exited", f"{pid}{exit_.reason}", warning=not exit_.succeeded),)
+
+
+DesiredT = TypeVar("DesiredT", bound=ChildDesired[Any])
+ObservedT = TypeVar("ObservedT", bound=ChildObserved)
+PlanT = TypeVar("PlanT", bound=ChildPlan)
+
+
+def plan_child(
+    decide: Callable[[DesiredT, ObservedT, float], PlanT],
+    finish: Callable[[DesiredT, ObservedT, PlanT, list[PlannedEvent], float], PlanT],
+    desired: DesiredT,
+    observed: ObservedT,
+    now: float,
+) -> PlanT:
+    """What a Process's and a Job's `plan` share: `decide` the action (and the kind's
+    phase and back-off); unless there is nothing to do for a child that runs under a
+    command this engine refuses (its stored status describes that child: it stays), let
+    `finish` write the whole status and the events (given the last exit's first); then
+    look again after the step's `wait_seconds`. Pure."""
+    step = decide(desired, observed, now)
+    if not (observed.refused is not None and step.action is Action.NOTHING and observed.running):
+        step = finish(desired, observed, step, list(observed.exit_events()), now)
+    return dataclasses.replace(step, requeue_after=step.wait_seconds or None)

@@ -38,6 +38,7 @@ from setpoint.workloads.child_plan import (
     ExitSchema,
     backoff_delay,
     keep_observed_generation,
+    plan_child,
     record_env_files,
     stopping_reason,
 )
@@ -117,7 +118,6 @@ class JobPlan(ChildPlan):
     (reason, message) when the Job cannot progress until its spec changes."""
 
     phase: Phase
-    wait_seconds: float = 0.0
     outcome: Outcome | None = None
     fresh: bool = False
 
@@ -152,15 +152,17 @@ def interrupted(exit_: ChildExit | None) -> bool:
 def plan(desired: JobDesired, observed: JobObserved, now: float) -> JobPlan:
     """The next step for one Job: the child action, the new status and the events.
     Pure: no I/O; `now` in seconds, as `finished_at`."""
-    step = _plan(desired, observed, now)
-    return dataclasses.replace(step, requeue_after=step.wait_seconds or None)
+    return plan_child(_decide, _finish, desired, observed, now)
 
 
-def _plan(desired: JobDesired, observed: JobObserved, now: float) -> JobPlan:
-    step = _decide(desired, observed, now)
-    events = list(observed.exit_events())
-    if observed.refused is not None and step.action is Action.NOTHING and observed.running:
-        return step  # the stored status describes the attempt that runs: it stays as it is
+def _finish(
+    desired: JobDesired,
+    observed: JobObserved,
+    step: JobPlan,
+    events: list[PlannedEvent],
+    now: float,
+) -> JobPlan:
+    """`step` with its whole status and its events (after `events`)."""
     if step.action in (Action.STOP, Action.RESTART):
         if step.outcome == "DeadlineExceeded":
             events.append(PlannedEvent("DeadlineExceeded", step.reason, warning=True))

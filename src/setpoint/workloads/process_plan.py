@@ -32,6 +32,7 @@ from setpoint.workloads.child_plan import (
     ExitSchema,
     backoff_delay,
     keep_observed_generation,
+    plan_child,
     record_env_files,
     stopping_reason,
 )
@@ -141,7 +142,6 @@ class Plan(ChildPlan):
     to emit, `stall` (reason, message) when the Process cannot progress until its spec
     changes."""
 
-    wait_seconds: float = 0.0
     phase: Phase | None = None
     recent_restarts: int = 0
     counts_as_restart: bool = False
@@ -155,15 +155,13 @@ def desired_of(obj: Object) -> Desired:
 def plan(desired: Desired, observed: Observed, now: float) -> Plan:
     """The next step for one Process: the child action, the new status and the events.
     Pure: no I/O; `now` in seconds, as `finished_at`."""
-    step = _plan(desired, observed, now)
-    return dataclasses.replace(step, requeue_after=step.wait_seconds or None)
+    return plan_child(_decide, _finish, desired, observed, now)
 
 
-def _plan(desired: Desired, observed: Observed, now: float) -> Plan:
-    step = _decide(desired, observed, now)
-    events = list(observed.exit_events())
-    if observed.refused is not None and step.action is Action.NOTHING and observed.running:
-        return step  # the stored status describes the child that runs: it stays as it is
+def _finish(
+    desired: Desired, observed: Observed, step: Plan, events: list[PlannedEvent], now: float
+) -> Plan:
+    """`step` with its whole status and its events (after `events`)."""
     if step.action in (Action.STOP, Action.RESTART):
         events.append(PlannedEvent("Killing", f"stopping: {step.reason}"))
         status = _status(desired, observed, step, now)
