@@ -78,7 +78,7 @@ class DirectoryChanges:
     def _add_watch(self) -> bool:
         if self._fd < 0 or self._libc is None:
             return False
-        wd = self._libc.inotify_add_watch(self._fd, os.fsencode(self.path), _MASK)
+        wd: int = self._libc.inotify_add_watch(self._fd, os.fsencode(self.path), _MASK)
         self._wd = wd
         return wd >= 0
 
