@@ -44,12 +44,14 @@ from setpoint.workloads.supervisor import (
 ENGINE = """
 import asyncio, sys
 from pathlib import Path
-from setpoint.workloads import supervisor
+from setpoint.workloads import reaper, supervisor
 
 async def main():
     log_dir, state_dir, marker, code, subreaper = sys.argv[1:6]
-    if subreaper == "subreaper":
+    if subreaper.startswith("subreaper"):
         assert supervisor.become_subreaper()
+    if subreaper == "subreaper+pidfd":  # exits learnt as the engine learns them
+        assert reaper.watch_exits_by_pidfd() or sys.version_info >= (3, 12)
     spec = supervisor.ProcessSpec(
         args=[sys.executable, "-c", code], log_dir=Path(log_dir), marker=marker
     )
@@ -85,6 +87,7 @@ class Engine:
         *,
         cwd: Path | None = None,
         subreaper: bool = False,
+        pidfd_watcher: bool = False,
     ) -> Engine:
         process = await asyncio.create_subprocess_exec(
             sys.executable,
@@ -94,7 +97,7 @@ class Engine:
             str(state_dir),
             f"test-{uuid.uuid4().hex}",
             textwrap.dedent(code),
-            "subreaper" if subreaper else "-",
+            ("subreaper+pidfd" if pidfd_watcher else "subreaper") if subreaper else "-",
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             cwd=cwd,
@@ -344,11 +347,14 @@ DAEMONIZING = """
 """
 
 
+@pytest.mark.parametrize("pidfd_watcher", [False, True], ids=["thread-watcher", "pidfd-watcher"])
 async def test_a_subreaper_engine_stops_and_reaps_daemonized_grandchildren(
-    tmp_path: Path, notes: Notifications, engines: list[Engine]
+    tmp_path: Path, notes: Notifications, engines: list[Engine], pidfd_watcher: bool
 ) -> None:
     code = DAEMONIZING.format(notes=str(notes.path))
-    engine = await Engine.start(code, tmp_path / "logs", tmp_path / "state", subreaper=True)
+    engine = await Engine.start(
+        code, tmp_path / "logs", tmp_path / "state", subreaper=True, pidfd_watcher=pidfd_watcher
+    )
     engines.append(engine)
     daemons = [int(await notes.line()), int(await notes.line())]
     try:

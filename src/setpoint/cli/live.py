@@ -32,6 +32,7 @@ from setpoint.cli.status_table import (
     Key,
     Line,
     Role,
+    StatusRow,
     key_of,
     kind_aliases,
     plain_line,
@@ -154,6 +155,7 @@ class PlainView:
         self.out = out or sys.stdout  # read now, not at import: the CLI's escaped stdout
         self.logs = logs
         self._printed: dict[str, tuple[str, ...]] = {}
+        self._rows: dict[Key, tuple[Object, StatusRow]] = {}  # by the object it was made of
 
     async def run(self) -> None:
         """Print changes until cancelled."""
@@ -166,9 +168,16 @@ class PlainView:
     def flush(self) -> None:
         """Print what changed since the last call."""
         current = {}
+        rows: dict[Key, tuple[Object, StatusRow]] = {}
         for key in sorted(self.board.objects):
-            row = status_row(self.board.objects[key])
+            obj = self.board.objects[key]
+            made = self._rows.get(key)
+            # A changed object is a new one: only its row is made again (a thousand
+            # Processes starting are not a million rows).
+            row = made[1] if made is not None and made[0] is obj else status_row(obj)
+            rows[key] = (obj, row)
             current[row.ref] = row
+        self._rows = rows
         for ref in [r for r in self._printed if r not in current]:
             del self._printed[ref]
             print(f"{ref} deleted", file=self.out, flush=True)

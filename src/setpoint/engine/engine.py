@@ -69,7 +69,7 @@ from setpoint.runtime.namespaces import ensure_system_namespaces
 from setpoint.runtime.run_as import UserPolicy
 from setpoint.store import Store, sqlite_path
 from setpoint.store.kinds import publish_kinds
-from setpoint.workloads import deployment, job, process, service, supervisor
+from setpoint.workloads import deployment, job, process, reaper, service, supervisor
 from setpoint.workloads.job import JOB, JobController, JobSettings
 from setpoint.workloads.process import PROCESS, ProcessController, ProcessSettings
 
@@ -223,6 +223,7 @@ class Engine:
         ws.make_private()
         # A child's daemonized grandchild is re-parented to the engine, which reaps it.
         supervisor.become_subreaper()
+        reaper.watch_exits_by_pidfd()  # not a thread per child (Python 3.11)
         manager.add_runnable(supervisor.reap_orphans_forever)
         if self.settings.record_timeline:
             # Imported here: the recorder (and its log parser) only where an engine runs.

@@ -466,8 +466,8 @@ async def start(
         "holder": holder.record(),
         "logStart": {"inode": log_start.inode, "offset": log_start.offset},
     }
-    try:
-        _write_atomically(_state_path(name, state_dir), record)
+    try:  # its fsync off the event loop: a thousand starts do not queue behind the disk
+        await asyncio.to_thread(_write_atomically, _state_path(name, state_dir), record)
     except OSError as e:
         # Unrecorded, it could not be told from a stranger after a restart: do not keep it.
         await stop(running, grace=0)
