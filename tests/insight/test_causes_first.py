@@ -295,3 +295,30 @@ def test_a_port_moved_with_the_argument_that_carries_it_is_no_change_of_an_amoun
     assert not changes_an_amount({"diff": ports})
     assert not changes_an_amount({"diff": {"spec.env.PGPORT": ["5432", "5433"]}})
     assert changes_an_amount({"diff": {**ports, "spec.args[2]": ["--workers=4", "--workers=32"]}})
+
+
+def test_a_client_naming_a_value_that_was_put_back_points_at_no_change_of_it() -> None:
+    """db's probe is pointed at a wrong port and then back; web's replica stays Ready
+    throughout. A minute later the replica is killed and cannot bind its own port, its
+    banner naming the db's port 39809, which the probe holds again: the banner points at
+    neither change, and the replica's own words come first."""
+    path = "spec.readinessProbe.exec.command[3]"
+    wrong, back = change(600, DB, path, "39809", "39899"), change(630, DB, path, "39899", "39809")
+    in_use = "OSError: [Errno 98] Address already in use"
+    said = ["web-0 listening on 8080, database webapp on port 39809", in_use]
+    entries = [
+        *webapp(),
+        wrong,
+        ready(601, DB, "False", "ProbeFailed"),
+        back,
+        ready(631, DB, "True", "ProbeSucceeded"),
+        killed(680, WEB0),
+        ready(680.1, WEB0, "False", "ReadinessProbePending"),
+        log(680.4, WEB0, in_use),
+        {"ts": T0 + 680.4, "type": "exit", "object": WEB0, "exitCode": 1, "lines": said},
+        ready(680.5, WEB0, "False", "CrashLoopBackOff"),
+    ]
+    candidates = explain(TimelineIndex.build(by_ts(entries)), ObjectRef.of(WEB0))
+    assert candidates
+    assert candidates[0].entry not in (wrong, back)
+    assert candidates[0].entry["object"] == WEB0

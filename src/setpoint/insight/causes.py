@@ -28,7 +28,9 @@ Pure: no I/O, no clock.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Sequence
+from typing import Any
 
 from setpoint.insight.chains import blocking_chains, is_blocked
 from setpoint.insight.entries import Entry, ObjectRef
@@ -183,7 +185,36 @@ def named_elsewhere(ctx: Context, trouble: Trouble, candidate: Candidate) -> boo
     obj = index_ref(ctx.index, candidate.entry)
     mine = {trouble.obj, *(n for n, _, rel in ctx.graph.get(trouble.obj, ()) if rel == "ownedBy")}
     said = [ctx.index.entries[p] for p in trouble.said]
-    return obj not in mine and mentions(said, candidate.entry, obj)
+    changed = still_changed(ctx, candidate.entry, obj, trouble)
+    return obj not in mine and mentions(said, changed, obj)
+
+
+def still_changed(ctx: Context, change: Entry, obj: ObjectRef, trouble: Trouble) -> Entry:
+    """`change` without the settings that held its old value again when the trouble began
+    (a port moved and moved back): a client that names that value uses what is there, so
+    its words point at no change of it."""
+    index, diff = ctx.index, change.get("diff") or {}
+    positions = index.changes_by_object.get(obj, [])
+    upto = bisect_right(positions, trouble.onset, key=lambda p: index.ts[p])
+    kept: dict[str, Any] = {}
+    decided: set[str] = set()
+    for position in reversed(positions[:upto]):
+        entry = index.entries[position]
+        later = entry.get("diff") or {}
+        for path in (diff.keys() & later.keys()) - decided:
+            decided.add(path)
+            now = later[path]
+            restored = (
+                entry is not change
+                and isinstance(now, list | tuple)
+                and len(now) == 2
+                and now[1] == diff[path][0]
+            )
+            if not restored:
+                kept[path] = diff[path]
+        if entry is change:
+            break
+    return {**change, "diff": kept}
 
 
 def fit(ctx: Context, trouble: Trouble, candidate: Candidate) -> tuple[bool, bool, float]:
