@@ -322,3 +322,35 @@ def test_a_client_naming_a_value_that_was_put_back_points_at_no_change_of_it() -
     assert candidates
     assert candidates[0].entry not in (wrong, back)
     assert candidates[0].entry["object"] == WEB0
+
+
+def test_a_rollback_of_a_dependency_that_healed_it_does_not_explain_a_later_trouble() -> None:
+    """db, which had failed and healed by itself before (so its recovery proves no fix), has
+    its probe pointed at a wrong port (db not Ready), then rolled back (db Ready again);
+    web's replica never noticed. Later the replica is killed and cannot bind its
+    port: the rollback is doubted (it put back what db had), so it does not outrank the
+    replica's own words, and the ranking says why."""
+    path = "spec.readinessProbe.exec.command[3]"
+    wrong, back = change(600, DB, path, "46243", "46743"), change(640, DB, path, "46743", "46243")
+    in_use = "OSError: [Errno 98] Address already in use"
+    entries = [
+        *webapp(),
+        ready(300, DB, "False", "ReadinessProbeFailed"),
+        ready(310, DB, "True", "ProbeSucceeded"),
+        wrong,
+        ready(600.1, DB, "False", "Restarting"),
+        ready(603, DB, "False", "ReadinessProbeFailed"),
+        back,
+        ready(640.1, DB, "False", "Restarting"),
+        ready(642, DB, "True", "ProbeSucceeded"),
+        killed(678, WEB0),
+        ready(678.1, WEB0, "False", "ReadinessProbePending"),
+        log(680.4, WEB0, in_use),
+        {"ts": T0 + 680.4, "type": "exit", "object": WEB0, "exitCode": 1, "lines": [in_use]},
+        ready(680.5, WEB0, "False", "CrashLoopBackOff"),
+    ]
+    candidates = explain(TimelineIndex.build(by_ts(entries)), ObjectRef.of(WEB0))
+    assert candidates[0].entry["object"] == WEB0
+    (rolled,) = [c for c in candidates if c.entry is back]
+    assert rolled.doubted
+    assert "put back what Process/db had before its last change (a rollback)" in rolled.reason
