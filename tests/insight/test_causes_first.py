@@ -10,6 +10,7 @@ from explain_support import CACHE, DB, T0, WEB, WEB0, by_ts, change, edge, log, 
 
 from setpoint.insight.entries import ObjectRef
 from setpoint.insight.index import TimelineIndex
+from setpoint.insight.onsets import changes_an_amount
 from setpoint.insight.ranking import Candidate, explain
 
 TARGET = ObjectRef("Deployment", "web", "default")
@@ -243,3 +244,113 @@ def test_a_timeout_logged_once_while_serving_is_not_where_the_trouble_began() ->
     top = ranked(entries)[0]
     assert top.entry is lowered
     assert "began exiting with signal SIGKILL" in top.reason
+
+
+def test_a_dependency_change_the_replica_ran_well_with_does_not_explain_its_new_trouble() -> None:
+    """db's port is moved and moved back (with the argument that carries it); each time db
+    and web's replica are Ready again after it. A minute later the replica is killed and
+    cannot bind its own port, its last lines naming the db's port: the changes had settled,
+    so the replica's own words come first, not the db's changes."""
+
+    def moved(ts: float, old: int, new: int) -> dict[str, Any]:
+        return {
+            "ts": T0 + ts, "type": "change", "object": DB, "actor": "bob",
+            "diff": {"spec.args[4]": [str(old), str(new)], "spec.ports[0]": [old, new]},
+        }  # fmt: skip
+
+    def restart(ts: float) -> list[dict[str, Any]]:
+        return [
+            ready(ts + 0.1, DB, "False", "Restarting"),
+            ready(ts + 0.15, WEB0, "False", "ReadinessProbeFailed"),
+            {"ts": T0 + ts + 0.2, "type": "exit", "object": DB, "exitCode": 0, "signal": None},
+            ready(ts + 0.3, WEB0, "True", "ReadinessProbeSucceeded"),
+            ready(ts + 1.5, DB, "True", "ProbeSucceeded"),
+        ]
+
+    away, back = moved(600, 39809, 39810), moved(606, 39810, 39809)
+    in_use = "OSError: [Errno 98] Address already in use"
+    said = ["web-0 listening on 8080, database webapp on port 39809", in_use]
+    entries = [
+        *webapp(),
+        away,
+        *restart(600),
+        back,
+        *restart(606),
+        killed(660, WEB0),
+        ready(660.1, WEB0, "False", "ReadinessProbePending"),
+        log(660.4, WEB0, in_use),
+        {"ts": T0 + 660.4, "type": "exit", "object": WEB0, "exitCode": 1, "lines": said},
+        ready(660.5, WEB0, "False", "CrashLoopBackOff"),
+    ]
+    candidates = explain(TimelineIndex.build(by_ts(entries)), ObjectRef.of(WEB0))
+    assert candidates
+    assert candidates[0].entry not in (away, back)
+    assert candidates[0].entry["object"] == WEB0
+
+
+def test_a_port_moved_with_the_argument_that_carries_it_is_no_change_of_an_amount() -> None:
+    """`changes_an_amount` reads ports as addresses: neither the port nor the argument that
+    carries its value counts, while a real amount beside them does."""
+    ports = {"spec.args[4]": ["39810", "39809"], "spec.ports[0]": [39810, 39809]}
+    assert not changes_an_amount({"diff": ports})
+    assert not changes_an_amount({"diff": {"spec.env.PGPORT": ["5432", "5433"]}})
+    assert changes_an_amount({"diff": {**ports, "spec.args[2]": ["--workers=4", "--workers=32"]}})
+
+
+def test_a_client_naming_a_value_that_was_put_back_points_at_no_change_of_it() -> None:
+    """db's probe is pointed at a wrong port and then back; web's replica stays Ready
+    throughout. A minute later the replica is killed and cannot bind its own port, its
+    banner naming the db's port 39809, which the probe holds again: the banner points at
+    neither change, and the replica's own words come first."""
+    path = "spec.readinessProbe.exec.command[3]"
+    wrong, back = change(600, DB, path, "39809", "39899"), change(630, DB, path, "39899", "39809")
+    in_use = "OSError: [Errno 98] Address already in use"
+    said = ["web-0 listening on 8080, database webapp on port 39809", in_use]
+    entries = [
+        *webapp(),
+        wrong,
+        ready(601, DB, "False", "ProbeFailed"),
+        back,
+        ready(631, DB, "True", "ProbeSucceeded"),
+        killed(680, WEB0),
+        ready(680.1, WEB0, "False", "ReadinessProbePending"),
+        log(680.4, WEB0, in_use),
+        {"ts": T0 + 680.4, "type": "exit", "object": WEB0, "exitCode": 1, "lines": said},
+        ready(680.5, WEB0, "False", "CrashLoopBackOff"),
+    ]
+    candidates = explain(TimelineIndex.build(by_ts(entries)), ObjectRef.of(WEB0))
+    assert candidates
+    assert candidates[0].entry not in (wrong, back)
+    assert candidates[0].entry["object"] == WEB0
+
+
+def test_a_rollback_of_a_dependency_that_healed_it_does_not_explain_a_later_trouble() -> None:
+    """db, which had failed and healed by itself before (so its recovery proves no fix), has
+    its probe pointed at a wrong port (db not Ready), then rolled back (db Ready again);
+    web's replica never noticed. Later the replica is killed and cannot bind its
+    port: the rollback is doubted (it put back what db had), so it does not outrank the
+    replica's own words, and the ranking says why."""
+    path = "spec.readinessProbe.exec.command[3]"
+    wrong, back = change(600, DB, path, "46243", "46743"), change(640, DB, path, "46743", "46243")
+    in_use = "OSError: [Errno 98] Address already in use"
+    entries = [
+        *webapp(),
+        ready(300, DB, "False", "ReadinessProbeFailed"),
+        ready(310, DB, "True", "ProbeSucceeded"),
+        wrong,
+        ready(600.1, DB, "False", "Restarting"),
+        ready(603, DB, "False", "ReadinessProbeFailed"),
+        back,
+        ready(640.1, DB, "False", "Restarting"),
+        ready(642, DB, "True", "ProbeSucceeded"),
+        killed(678, WEB0),
+        ready(678.1, WEB0, "False", "ReadinessProbePending"),
+        log(680.4, WEB0, in_use),
+        {"ts": T0 + 680.4, "type": "exit", "object": WEB0, "exitCode": 1, "lines": [in_use]},
+        ready(680.5, WEB0, "False", "CrashLoopBackOff"),
+    ]
+    candidates = explain(TimelineIndex.build(by_ts(entries)), ObjectRef.of(WEB0))
+    assert candidates[0].entry["object"] == WEB0
+    (rolled,) = [c for c in candidates if c.entry is back]
+    assert rolled.doubted
+    assert "put back what Process/db had before its last change (a rollback)" in rolled.reason

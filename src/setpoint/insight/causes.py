@@ -19,15 +19,18 @@ spec.env.PGPORT changed from 5432 to 6432 by alice, 21 s before Process/web-0 be
 exiting with code 1 (3 times since); then Deployment/web went NotReady"); the one behind
 the earliest trouble above everything. A change the ranking doubts (`Candidate.doubted`:
 healed, a fix, an episode that ended, an owner's change that reaches only new objects) is
-such a cause only when it is another object's change the trouble's words name. A symptom
-ranks first only when no change explains it.
+such a cause only when it is another object's change the trouble's words name. A change after
+which the troubled object was Ready again ran well with it (`settled_before`), whatever its
+lines name. A symptom ranks first only when no change explains it.
 
 Pure: no I/O, no clock.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Sequence
+from typing import Any
 
 from setpoint.insight.chains import blocking_chains, is_blocked
 from setpoint.insight.entries import Entry, ObjectRef
@@ -75,9 +78,10 @@ def causes_first(ctx: Context, scored: Sequence[Candidate]) -> list[Candidate]:
     """Causes before symptoms: for each trouble (`troubled`), the person's change of what
     runs (or deletion) in what can change the troubled object (`onsets.reach`: itself, its owner's
     template, its inputs, what it depends on) made in the `symptom_horizon_s` before the
-    trouble began that fits it best (`fit`), unless the ranking doubts it (`doubted`) or it
-    came before the troubled object was made (`before_it_was_made`) and it is not a change
-    of another object the trouble's words name (`named_elsewhere`). It
+    trouble began that fits it best (`fit`), unless the troubled object ran well with it
+    (`settled_before`), or the ranking doubts it (`doubted`) or it came before the troubled
+    object was made (`before_it_was_made`) and it is not a change of another object the
+    trouble's words name (`named_elsewhere`). It
     is ranked above the trouble's own symptoms, with them as its evidence and the time
     between; the change behind the earliest trouble above everything: a failure propagates
     from where it began, and what began it is what one reverts."""
@@ -106,8 +110,11 @@ def causes_first(ctx: Context, scored: Sequence[Candidate]) -> list[Candidate]:
         ranked = [
             (fit(ctx, trouble, c), c)
             for c in fits
-            if named_elsewhere(ctx, trouble, c)
-            or not (c.doubted or before_it_was_made(ctx, trouble, c, born))
+            if not settled_before(ctx, trouble, c)
+            and (
+                named_elsewhere(ctx, trouble, c)
+                or not (c.doubted or before_it_was_made(ctx, trouble, c, born))
+            )
         ]
         if not ranked:
             continue
@@ -155,6 +162,21 @@ def before_it_was_made(ctx: Context, trouble: Trouble, candidate: Candidate, bor
     return obj not in mine and float(candidate.entry["ts"]) < born
 
 
+def settled_before(ctx: Context, trouble: Trouble, candidate: Candidate) -> bool:
+    """Whether `candidate` changed another object than the troubled one (or its owner), that
+    object was Ready again after it, and so was the troubled object before its trouble
+    began: the troubled object ran well with the change in place, so its trouble is new (a
+    dependency's port moved back, a minute before a replica's own port was taken)."""
+    index, obj = ctx.index, index_ref(ctx.index, candidate.entry)
+    mine = {trouble.obj, *(n for n, _, rel in ctx.graph.get(trouble.obj, ()) if rel == "ownedBy")}
+    ts = float(candidate.entry["ts"])
+    return (
+        obj not in mine
+        and index.became_ready(obj, ts, trouble.onset) is not None
+        and index.became_ready(trouble.obj, ts, trouble.onset) is not None
+    )
+
+
 def named_elsewhere(ctx: Context, trouble: Trouble, candidate: Candidate) -> bool:
     """Whether `candidate` changed another object than the troubled one (or its owner) and
     the trouble's words name it, its setting or its value: a client's error that points at
@@ -163,7 +185,36 @@ def named_elsewhere(ctx: Context, trouble: Trouble, candidate: Candidate) -> boo
     obj = index_ref(ctx.index, candidate.entry)
     mine = {trouble.obj, *(n for n, _, rel in ctx.graph.get(trouble.obj, ()) if rel == "ownedBy")}
     said = [ctx.index.entries[p] for p in trouble.said]
-    return obj not in mine and mentions(said, candidate.entry, obj)
+    changed = still_changed(ctx, candidate.entry, obj, trouble)
+    return obj not in mine and mentions(said, changed, obj)
+
+
+def still_changed(ctx: Context, change: Entry, obj: ObjectRef, trouble: Trouble) -> Entry:
+    """`change` without the settings that held its old value again when the trouble began
+    (a port moved and moved back): a client that names that value uses what is there, so
+    its words point at no change of it."""
+    index, diff = ctx.index, change.get("diff") or {}
+    positions = index.changes_by_object.get(obj, [])
+    upto = bisect_right(positions, trouble.onset, key=lambda p: index.ts[p])
+    kept: dict[str, Any] = {}
+    decided: set[str] = set()
+    for position in reversed(positions[:upto]):
+        entry = index.entries[position]
+        later = entry.get("diff") or {}
+        for path in (diff.keys() & later.keys()) - decided:
+            decided.add(path)
+            now = later[path]
+            restored = (
+                entry is not change
+                and isinstance(now, list | tuple)
+                and len(now) == 2
+                and now[1] == diff[path][0]
+            )
+            if not restored:
+                kept[path] = diff[path]
+        if entry is change:
+            break
+    return {**change, "diff": kept}
 
 
 def fit(ctx: Context, trouble: Trouble, candidate: Candidate) -> tuple[bool, bool, float]:

@@ -264,11 +264,22 @@ def _amount(value: Any) -> tuple[str, float] | None:
     return value.strip()[: match.start(1)], float(match.group(1))
 
 
+_PORT = re.compile(r"port", re.IGNORECASE)
+
+
 def changes_an_amount(change: Entry) -> bool:
     """Whether `change` set an amount: some path's old and new values are both counts or sizes
-    (`_amount`) under the same flag, and they differ."""
-    for pair in (change.get("diff") or {}).values():
-        if not isinstance(pair, list | tuple) or len(pair) != 2:
+    (`_amount`) under the same flag, and they differ. A port is an address, not an amount:
+    a path that names a port, and a value the change also set as a port (an argument
+    `39809` beside `spec.ports[0]: 39809`), count for nothing."""
+    pairs = [
+        (path, pair)
+        for path, pair in (change.get("diff") or {}).items()
+        if isinstance(pair, list | tuple) and len(pair) == 2
+    ]
+    ports = {str(v) for path, pair in pairs if _PORT.search(path) for v in pair}
+    for path, pair in pairs:
+        if _PORT.search(path) or ports & {str(v) for v in pair}:
             continue
         old, new = _amount(pair[0]), _amount(pair[1])
         if old is not None and new is not None and old[0] == new[0] and old != new:

@@ -69,7 +69,9 @@ product of factors, each a reason to believe it:
 * fixed: a change made while its own object was failing, after which that object was Ready
   again before this failure, ended a failure (a fix, a rollback): x `healed_penalty`. Not
   when the object had healed by itself in the `symptom_horizon_s` before (a flapping probe,
-  Ready again with nothing changed): its recovery after the change was its own again.
+  Ready again with nothing changed): its recovery after the change was its own again. So
+  is a rollback of another object (every setting it changed put back to the value its
+  previous change replaced) after which that object was Ready again.
 * A labels/annotations-only change gets no evidence: it changes nothing that runs, so the
   trouble that follows it is not its doing (else a harmless annotation made just before a
   crash would outrank everything).
@@ -442,7 +444,13 @@ def score_change(ctx: Context, position: int) -> Candidate | None:
         and index.recovered(obj, ts, failure.ts) is not None
         and not heals_by_itself(ctx, obj, ts)
     )
-    if fixed:
+    rollback = (
+        obj != failure.obj
+        and not fixed
+        and reverts(ctx, obj, position)
+        and index.became_ready(obj, ts, failure.ts) is not None
+    )
+    if fixed or rollback:
         score *= s.healed_penalty
     failed = how_failed(failure.failure)
     parts = [f"{describe_change(entry, obj)} {ago(dt)} before {failure.obj} {failed}"]
@@ -462,6 +470,8 @@ def score_change(ctx: Context, position: int) -> Candidate | None:
         parts.append(f"but {failure.obj} was Ready again {ago(healed - ts)} after it")
     if fixed:
         parts.append(f"but it ended a failure of {obj} (a fix)")
+    if rollback:
+        parts.append(f"but it put back what {obj} had before its last change (a rollback)")
     if ended is not None:
         fixed_at, healthy = ended
         parts.append(
@@ -472,9 +482,33 @@ def score_change(ctx: Context, position: int) -> Candidate | None:
         parts.append(
             f"but {failure.obj} was made before it: its owner's change reaches only new ones"
         )
-    doubted = healed is not None or ended is not None or untouched or fixed
+    doubted = healed is not None or ended is not None or untouched or fixed or rollback
     reason = "; ".join(p for p in parts if p)
     return Candidate(entry, round(score, 6), reason, route_to(ctx, obj), doubted)
+
+
+def reverts(ctx: Context, obj: ObjectRef, position: int) -> bool:
+    """Whether the change at `position` puts back, in every setting it changed, the value
+    that `obj`'s previous change of that setting replaced (a rollback)."""
+    index = ctx.index
+    pending = {
+        path: pair
+        for path, pair in (index.entries[position].get("diff") or {}).items()
+        if isinstance(pair, list | tuple) and len(pair) == 2
+    }
+    if not pending:
+        return False
+    positions = index.changes_by_object.get(obj, [])
+    for earlier in reversed(positions[: bisect_left(positions, position)]):
+        before = index.entries[earlier].get("diff") or {}
+        for path in pending.keys() & before.keys():
+            old, new = pending.pop(path)
+            undone = before[path]
+            if not (isinstance(undone, list | tuple) and list(undone) == [new, old]):
+                return False
+        if not pending:
+            return True
+    return False
 
 
 def heals_by_itself(ctx: Context, obj: ObjectRef, ts: float) -> bool:
