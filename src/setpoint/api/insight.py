@@ -60,11 +60,9 @@ from setpoint.insight.entries import ObjectRef
 from setpoint.insight.health import RULES, entry_health, health
 from setpoint.insight.index import TimelineIndex
 from setpoint.insight.ranking import (
-    Failure,
     RankingSettings,
-    confident,
-    find_failure,
-    rank,
+    confident_causes,
+    failure_to_explain,
     target_state,
 )
 from setpoint.insight.recorder import Recorder
@@ -326,20 +324,12 @@ class _Insight:
         body["state"] = state = target_state(index, ref, at)
         if state == "missing" or (state == "healthy" and index.failure_of(ref, at) is None):
             return body
-        if index.failure_of(ref, at) is None:  # not Ready yet, never reported failing
-            now = at if at is not None else index.ts[-1]
-            failure = Failure(ref, index.created_at(ref, now), "NotReady", None, now)
-        else:
-            failure = find_failure(index, ref, at)
+        failure = failure_to_explain(index, ref, at)
         body["failure"] = {"ts": failure.ts, "failure": failure.failure}
-        settings = RankingSettings(limit=limit)
-        candidates = rank(index, failure, settings)
-        if confident(candidates, settings):
-            body["causes"] = [
-                _readable_cause(c.as_json(), hidden)
-                for c in candidates
-                if not _about(c.entry, hidden)
-            ]
+        candidates = confident_causes(index, failure, RankingSettings(limit=limit))
+        body["causes"] = [
+            _readable_cause(c.as_json(), hidden) for c in candidates if not _about(c.entry, hidden)
+        ]
         return body
 
     # -- why not Ready -------------------------------------------------------------------
