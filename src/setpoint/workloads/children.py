@@ -18,7 +18,7 @@ once:
   plan's status, `Ready=False` with reason `Terminating`, `Restarting` or `Stopping`,
   written *before* the stop signal, so that dependents and Services stop counting on a
   child that is shutting down; then look again, so the exit is recorded by the next
-  plan), or start. `controller_of` wires it (each kind's `setup` calls it); it collects
+  plan), or start. `controller_of` makes and wires it (each kind's `setup` calls it); it collects
   orphans and stops (each when a `StopTurns`, the engine's stop order, says) or detaches
   every child. A restart request (the annotation `setpoint restart` sets:
   `ChildDesired.restarted_at`) reaches the kind's plan, which treats it as a new run;
@@ -78,7 +78,7 @@ from setpoint.runtime.controller import Controller
 from setpoint.runtime.events import EventRecorder
 from setpoint.runtime.kit import Acted, KindRules, KitReconciler
 from setpoint.runtime.manager import Manager
-from setpoint.runtime.plan import PlannedEvent, parse_time, timestamp
+from setpoint.runtime.plan import timestamp
 from setpoint.runtime.predicates import annotations_changed, generation_changed, or_
 from setpoint.runtime.reconciler import Request, Result
 from setpoint.runtime.run_as import UserPolicy, UserRefused
@@ -91,24 +91,14 @@ from setpoint.workloads.child_facts import (
     P,
     S,
     Supervised,
-    observed_fields,
 )
 from setpoint.workloads.child_plan import (
-    ENVIRONMENT_BACKOFF,
     LAST_LINE_CHARS,
     LOST_REASON,
     Action,
-    BackoffSchema,
     ChildDesired,
     ChildExit,
-    ChildObserved,
-    ChildPlan,
-    CommandSchema,
-    ExitSchema,
     StartFailure,
-    backoff_delay,
-    keep_observed_generation,
-    stopping_reason,
 )
 from setpoint.workloads.dependencies import (
     DEPENDS_ON_INDEX,
@@ -129,32 +119,7 @@ from setpoint.workloads.secret import (
     secret_keys,
 )
 
-__all__ = [
-    "ENVIRONMENT_BACKOFF",
-    "LAST_LINE_CHARS",
-    "Action",
-    "BackoffSchema",
-    "ChildDesired",
-    "ChildExit",
-    "ChildFacts",
-    "ChildKind",
-    "ChildLifecycle",
-    "ChildObserved",
-    "ChildPlan",
-    "ChildSettings",
-    "CommandSchema",
-    "ExitSchema",
-    "Key",
-    "PlannedEvent",
-    "StartFailure",
-    "Supervised",
-    "backoff_delay",
-    "keep_observed_generation",
-    "observed_fields",
-    "parse_time",
-    "stopping_reason",
-    "timestamp",
-]
+__all__ = ["ChildLifecycle", "ChildSettings", "StopTurns", "controller_of"]
 
 log = logging.getLogger("setpoint.workloads")
 
@@ -185,14 +150,19 @@ def _key(obj: Object) -> Key:
     return (meta.get("namespace") or "", meta["name"])
 
 
-def controller_of(manager: Manager, lifecycle: ChildLifecycle[Any, Any]) -> Controller:
-    """Wire `lifecycle` into `manager` (what each kind's `setup` does): its controller, the
-    `dependsOn` and Secrets indexes, the watches of the Processes, Jobs and Deployments an
-    object may depend on and of the Secrets it refers to (one that appears starts the
-    children waiting for it), and the orphan collector; return the controller. Its own
-    kind's changes count when the generation or the annotations change (a restart request
-    is an annotation)."""
-    kind = lifecycle.kind
+def controller_of(
+    manager: Manager, lifecycle_type: type[ChildLifecycle[Any, Any]], settings: ChildSettings
+) -> Controller:
+    """Make a `lifecycle_type` on `manager`'s store and clock with `settings` (its events
+    reported as `<kind>-controller`) and wire it into `manager` (what each kind's `setup`
+    does): its controller, the `dependsOn` and Secrets indexes, the watches of the
+    Processes, Jobs and Deployments an object may depend on and of the Secrets it refers to
+    (one that appears starts the children waiting for it), and the orphan collector; return
+    the controller. Its own kind's changes count when the generation or the annotations
+    change (a restart request is an annotation)."""
+    kind = lifecycle_type.child_kind.kind
+    events = manager.event_recorder(f"{kind.singular}-controller")
+    lifecycle = lifecycle_type(manager.store, events, settings, clock=manager.clock)
     cache = manager.cache(kind)
     cache.add_index(DEPENDS_ON_INDEX, dependency_keys)
     cache.add_index(SECRETS_INDEX, secret_keys)
