@@ -72,6 +72,7 @@ from setpoint.model.redaction import Redactor
 from setpoint.model.selectors import parse_selector
 from setpoint.model.wellknown import child_log_file
 from setpoint.store.base import Store
+from setpoint.tasks import first_done
 from setpoint.workloads.dependencies import Dependency, holds
 from setpoint.workloads.secret import resolve_env_in_store
 
@@ -526,11 +527,8 @@ class _LogStream(StreamingResponse):
         stream = asyncio.create_task(self.stream_response(send))
         gone = asyncio.create_task(_wait_disconnect(receive))
         try:
-            await asyncio.wait({stream, gone}, return_when=asyncio.FIRST_COMPLETED)
+            await first_done(stream, gone)
         finally:
-            for task in (stream, gone):
-                task.cancel()
-            await asyncio.gather(stream, gone, return_exceptions=True)
             await self.body_iterator.aclose()  # type: ignore[attr-defined]
         if stream.done() and not stream.cancelled() and stream.exception() is not None:
             raise stream.exception()  # type: ignore[misc]
