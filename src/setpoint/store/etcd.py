@@ -60,6 +60,7 @@ from setpoint.store.etcd_api import mvccpb_pb2 as mvccpb
 from setpoint.store.kinds import learn_kinds
 from setpoint.store.rules import Key, Write, decide, encode, key_of, not_found, stamp
 from setpoint.store.watchers import (
+    EncodedEvent,
     LogEntry,
     WatchFilter,
     decoded_writer,
@@ -345,6 +346,19 @@ class EtcdStore(Backend):
             self._objects if kind is None else self._kind_range(api_version or "", kind, namespace)
         )
         return self._events(keys, wanted, since)
+
+    async def watch_encoded(
+        self,
+        api_version: str | None,
+        kind: str | None,
+        namespace: str | None = None,
+        since: int | None = None,
+        label_selector: str | Selector | None = None,
+    ) -> AsyncIterator[EncodedEvent]:
+        """`watch`, each object encoded (`EncodedWatches`): etcd's events are decoded to be
+        filtered, so this saves its consumers nothing but keeps them on one path."""
+        async for event in self.watch(api_version, kind, namespace, since, label_selector):
+            yield EncodedEvent(event.type, codec.encode(event.object), event.revision)
 
     async def _events(
         self, keys: bytes, wanted: WatchFilter, since: int | None
