@@ -34,7 +34,8 @@ from setpoint.model import Object
 from setpoint.runtime.reconciler import Request
 from setpoint.testing import Harness, ManualClock, reconcile_until_stable
 from setpoint.workloads import supervisor
-from setpoint.workloads.children import ENVIRONMENT_BACKOFF, ChildSettings
+from setpoint.workloads.child_plan import ENVIRONMENT_BACKOFF
+from setpoint.workloads.children import ChildSettings
 from setpoint.workloads.job import JOB, JobController
 from setpoint.workloads.process import PROCESS, ProcessController
 

@@ -14,13 +14,8 @@ from process_support import assert_stopping_status
 
 from setpoint.errors import Invalid
 from setpoint.model import Object, get_condition
-from setpoint.workloads.children import (
-    BackoffSchema,
-    ChildDesired,
-    ChildExit,
-    ChildFacts,
-    backoff_delay,
-)
+from setpoint.workloads.child_facts import ChildFacts
+from setpoint.workloads.child_plan import BackoffSchema, ChildDesired, ChildExit, backoff_delay
 from setpoint.workloads.job import (
     JOB,
     SUSPENDED_MESSAGE,

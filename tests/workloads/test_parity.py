@@ -37,7 +37,7 @@ from setpoint.errors import Invalid
 from setpoint.model import Object
 from setpoint.store import Store
 from setpoint.testing import Harness, ManualClock, reconcile_until_stable
-from setpoint.workloads.children import ENVIRONMENT_BACKOFF
+from setpoint.workloads.child_plan import ENVIRONMENT_BACKOFF
 from setpoint.workloads.job import JOB, JobController, JobSettings
 from setpoint.workloads.probes import MAX_LINE_BYTES, SCAN_BYTES_PER_LOOK, LogLineScanner
 from setpoint.workloads.process import PROCESS, ProcessController, ProcessSettings

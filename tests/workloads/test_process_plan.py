@@ -12,7 +12,7 @@ from process_support import assert_stopping_status
 
 from setpoint.errors import Invalid
 from setpoint.model import Object
-from setpoint.workloads.children import ChildDesired, ChildExit, backoff_delay
+from setpoint.workloads.child_plan import ChildDesired, ChildExit, backoff_delay
 from setpoint.workloads.process import (
     PROCESS,
     Action,

@@ -40,7 +40,7 @@ from setpoint.testing import Harness, ManualClock, reconcile_until_stable
 from setpoint.workloads import deployment
 from setpoint.workloads import job as job_plan
 from setpoint.workloads import process as process_plan
-from setpoint.workloads.children import Action
+from setpoint.workloads.child_plan import Action
 from setpoint.workloads.deployment import DEPLOYMENT
 from setpoint.workloads.job import JOB, JobSettings
 from setpoint.workloads.process import PROCESS, ProcessController, ProcessSettings

@@ -33,7 +33,7 @@ from setpoint.runtime import EVENT
 from setpoint.testing import Harness
 from setpoint.workloads import job as jobs
 from setpoint.workloads import process as processes
-from setpoint.workloads.children import Action, ChildDesired, StartFailure
+from setpoint.workloads.child_plan import Action, ChildDesired, StartFailure
 from setpoint.workloads.deployment import DEPLOYMENT
 from setpoint.workloads.job import JOB, JobController, JobSettings
 from setpoint.workloads.process import PROCESS, ProcessController, ProcessSettings

@@ -60,11 +60,9 @@ from setpoint.insight.entries import ObjectRef
 from setpoint.insight.health import RULES, entry_health, health
 from setpoint.insight.index import TimelineIndex
 from setpoint.insight.ranking import (
-    Failure,
     RankingSettings,
-    confident,
-    find_failure,
-    rank,
+    confident_causes,
+    failure_to_explain,
     target_state,
 )
 from setpoint.insight.recorder import Recorder
@@ -74,6 +72,7 @@ from setpoint.model.redaction import Redactor
 from setpoint.model.selectors import parse_selector
 from setpoint.model.wellknown import child_log_file
 from setpoint.store.base import Store
+from setpoint.tasks import first_done
 from setpoint.workloads.dependencies import Dependency, holds
 from setpoint.workloads.secret import resolve_env_in_store
 
@@ -326,20 +325,12 @@ class _Insight:
         body["state"] = state = target_state(index, ref, at)
         if state == "missing" or (state == "healthy" and index.failure_of(ref, at) is None):
             return body
-        if index.failure_of(ref, at) is None:  # not Ready yet, never reported failing
-            now = at if at is not None else index.ts[-1]
-            failure = Failure(ref, index.created_at(ref, now), "NotReady", None, now)
-        else:
-            failure = find_failure(index, ref, at)
+        failure = failure_to_explain(index, ref, at)
         body["failure"] = {"ts": failure.ts, "failure": failure.failure}
-        settings = RankingSettings(limit=limit)
-        candidates = rank(index, failure, settings)
-        if confident(candidates, settings):
-            body["causes"] = [
-                _readable_cause(c.as_json(), hidden)
-                for c in candidates
-                if not _about(c.entry, hidden)
-            ]
+        candidates = confident_causes(index, failure, RankingSettings(limit=limit))
+        body["causes"] = [
+            _readable_cause(c.as_json(), hidden) for c in candidates if not _about(c.entry, hidden)
+        ]
         return body
 
     # -- why not Ready -------------------------------------------------------------------
@@ -536,11 +527,8 @@ class _LogStream(StreamingResponse):
         stream = asyncio.create_task(self.stream_response(send))
         gone = asyncio.create_task(_wait_disconnect(receive))
         try:
-            await asyncio.wait({stream, gone}, return_when=asyncio.FIRST_COMPLETED)
+            await first_done(stream, gone)
         finally:
-            for task in (stream, gone):
-                task.cancel()
-            await asyncio.gather(stream, gone, return_exceptions=True)
             await self.body_iterator.aclose()  # type: ignore[attr-defined]
         if stream.done() and not stream.cancelled() and stream.exception() is not None:
             raise stream.exception()  # type: ignore[misc]

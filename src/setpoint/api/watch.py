@@ -61,6 +61,7 @@ from setpoint.errors import Error
 from setpoint.model import Kind, Object, Selector, codec
 from setpoint.store.base import EventType, Store
 from setpoint.store.watchers import EncodedWatches
+from setpoint.tasks import cancel_and_wait
 
 log = logging.getLogger("setpoint.api.watch")
 
@@ -298,9 +299,7 @@ class WatchStream(Response):
         finally:
             self.counts.open -= 1
             self._timer.cancel()
-            for task in (pump, writer, listener):
-                task.cancel()
-            await asyncio.gather(pump, writer, listener, return_exceptions=True)
+            await cancel_and_wait((pump, writer, listener))
             self._release(self.charged)
             self.counts.ended(self.carried)
         if writer.done() and not writer.cancelled() and writer.exception() is not None:

@@ -233,6 +233,18 @@ def check_name(name: str, field: str = "NAME") -> str:
     return check_dns1123_subdomain(name, field)
 
 
+KIND_HELP = "e.g. greeting, or greeting/hello"
+
+
+def add_kind_and_names(
+    p: argparse.ArgumentParser, *, kind_help: str | None = KIND_HELP, optional: bool = True
+) -> None:
+    """The `KIND NAME...` (or `KIND/NAME...`) arguments that `kind_and_names` reads, as
+    `args.kind` and `args.names`; KIND may be left out unless `optional` is False."""
+    p.add_argument("kind", nargs="?" if optional else None, metavar="KIND", help=kind_help)
+    p.add_argument("names", nargs="*", metavar="NAME")
+
+
 def kind_and_names(
     registry: Registry, kind_arg: str, names: Sequence[str]
 ) -> tuple[Kind, list[str]]:

@@ -15,7 +15,7 @@ import argparse
 import sys
 
 from setpoint.cli.apply import add_dry_run_plan_options, local_actor
-from setpoint.cli.context import Context, kind_and_names
+from setpoint.cli.context import Context, add_kind_and_names, kind_and_names
 from setpoint.cli.load import identify, read_manifests
 from setpoint.cli.render import resource_name
 from setpoint.errors import Error, Invalid, NotFound
@@ -36,8 +36,7 @@ def add_parser(
         parents=parents,
         description="Delete objects: KIND NAME..., KIND/NAME..., KIND -l SELECTOR, or -f FILE.",
     )
-    p.add_argument("kind", nargs="?", metavar="KIND")
-    p.add_argument("names", nargs="*", metavar="NAME")
+    add_kind_and_names(p, kind_help=None)
     p.add_argument(
         "-f",
         "--filename",

@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from setpoint.cli import explain, render
-from setpoint.cli.context import Context, kind_and_names
+from setpoint.cli.context import Context, add_kind_and_names, kind_and_names
 from setpoint.cli.events import Involved
 from setpoint.cli.status_table import (
     Blockers,
@@ -283,8 +283,7 @@ def add_parser(
         description="Show objects in detail: metadata, spec, status and conditions, and the "
         "events about them. Without NAMEs, every object of the kind in the namespace.",
     )
-    p.add_argument("kind", nargs="?", metavar="KIND", help="e.g. greeting, or greeting/hello")
-    p.add_argument("names", nargs="*", metavar="NAME")
+    add_kind_and_names(p)
     p.add_argument(
         "--plot",
         metavar="FILE",

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from setpoint.cli import render
-from setpoint.cli.context import Context, kind_and_names, until_signalled
+from setpoint.cli.context import Context, add_kind_and_names, kind_and_names, until_signalled
 from setpoint.errors import Invalid
 from setpoint.model import Kind, Object
 from setpoint.runtime import EVENT
@@ -65,8 +65,7 @@ def add_parser(
         description="Show events, oldest first: all of a namespace (or of every one, -A), or "
         "only those about one object (KIND/NAME, KIND NAME or --for KIND/NAME) or one kind.",
     )
-    p.add_argument("kind", nargs="?", metavar="KIND", help="e.g. greeting, or greeting/hello")
-    p.add_argument("names", nargs="*", metavar="NAME")
+    add_kind_and_names(p)
     p.add_argument(
         "--for", dest="for_object", metavar="KIND/NAME", help="only events about this object"
     )

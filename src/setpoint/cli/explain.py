@@ -56,11 +56,9 @@ from setpoint.insight.entries import (
 from setpoint.insight.index import TimelineIndex
 from setpoint.insight.ranking import (
     Candidate,
-    Failure,
     RankingSettings,
-    confident,
-    find_failure,
-    rank,
+    confident_causes,
+    failure_to_explain,
     target_state,
 )
 
@@ -146,14 +144,10 @@ async def run(ctx: Context, args: argparse.Namespace) -> int:
         return 1
     if state == "healthy" and (at is None or index.failure_of(target, at) is None):
         return _say(args.output, f"{target} is Ready: nothing is wrong")
-    if index.failure_of(target, at) is None:  # not Ready yet, and never reported failing
-        now = at if at is not None else index.ts[-1]
-        failure = Failure(target, index.created_at(target, now), "NotReady", None, now)
-    else:
-        failure = find_failure(index, target, at)
+    failure = failure_to_explain(index, target, at)
     settings = RankingSettings(limit=args.limit or None)
-    candidates = rank(index, failure, settings)
-    if not confident(candidates, settings):
+    candidates = confident_causes(index, failure, settings)
+    if not candidates:
         return _say(
             args.output,
             f"{target} {failure.failure}: the cause is not known (no change or symptom "
@@ -197,14 +191,9 @@ def explanation_lines(index: TimelineIndex, target: ObjectRef, width: int = 100)
     when the timeline does not show it failing or no cause scores above the floor."""
     if target_state(index, target) != "failing":
         return []
-    if index.failure_of(target, None) is None:
-        now = index.ts[-1]
-        failure = Failure(target, index.created_at(target, now), "NotReady", None, now)
-    else:
-        failure = find_failure(index, target)
-    settings = RankingSettings(limit=1)
-    best = rank(index, failure, settings)
-    if not confident(best, settings):
+    failure = failure_to_explain(index, target)
+    best = confident_causes(index, failure, RankingSettings(limit=1))
+    if not best:
         return []
     said = textwrap.wrap(
         " ".join(best[0].reason.split()), width - 2, max_lines=2, placeholder=" ..."

@@ -16,7 +16,7 @@ from collections.abc import Coroutine, Sequence
 from typing import TYPE_CHECKING, Any
 
 from setpoint.cli import render
-from setpoint.cli.context import Context, kind_and_names, until_signalled
+from setpoint.cli.context import Context, add_kind_and_names, kind_and_names, until_signalled
 from setpoint.errors import Invalid, NotFound, UnknownKind
 from setpoint.model import Kind, Object, Selector, parse_selector
 
@@ -37,13 +37,9 @@ def add_parser(
         parents=parents,
         description="Show objects of one kind: all of them, those matching -l, or those named.",
     )
-    p.add_argument(
-        "kind",
-        nargs="?",
-        metavar="KIND",
-        help="e.g. greetings, greeting, Greeting, greetings.example.com, or KIND/NAME",
+    add_kind_and_names(
+        p, kind_help="e.g. greetings, greeting, Greeting, greetings.example.com, or KIND/NAME"
     )
-    p.add_argument("names", nargs="*", metavar="NAME")
     p.add_argument(
         "-l",
         "--selector",

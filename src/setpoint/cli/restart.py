@@ -6,7 +6,7 @@ Process or a Job, on the pod template for a Deployment (as `kubectl rollout rest
 so every replica is replaced by a rolling update). The controllers act on it once per new
 value: a Process's child is stopped and started again (or started, if it had ended), a Job
 runs again from scratch; each start records the request it honours in `status.restartedAt`
-(`setpoint.workloads.children.ChildDesired.restart_requested`). With no engine running, the
+(`setpoint.workloads.child_plan.ChildDesired.restart_requested`). With no engine running, the
 next one does it.
 """
 

@@ -29,7 +29,7 @@ import json
 import math
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from setpoint.cli.context import Context
@@ -55,7 +55,8 @@ from setpoint.model.durations import parse_duration
 from setpoint.runtime.scale import read_scale, write_scale
 from setpoint.store.base import Store
 
-_ROOM = RoomSchema()
+_ROOM_HELP = {"gain": "degrees per watt"}
+"""Help for the simulated room's options (`--plant sim`: one for each `RoomSchema` field)."""
 _LOG_RATIO_LIMIT = math.log(100.0)
 """ln(metric / target) is clipped to +-ln 100, as the pid algorithm clips it."""
 
@@ -119,14 +120,9 @@ def add_parser(
     )
     sim = p.add_argument_group("simulated room (--plant sim)")
     sim.add_argument("--sample-seconds", type=float, default=5.0, help="default 5")
-    sim.add_argument("--time-constant", type=float, default=_ROOM.time_constant)
-    sim.add_argument("--dead-time", type=float, default=_ROOM.dead_time)
-    sim.add_argument("--gain", type=float, default=_ROOM.gain, help="degrees per watt")
-    sim.add_argument("--max-power", type=float, default=_ROOM.max_power)
-    sim.add_argument("--outside", type=float, default=_ROOM.outside)
-    sim.add_argument("--initial", type=float, default=_ROOM.initial)
-    sim.add_argument("--noise", type=float, default=_ROOM.noise)
-    sim.add_argument("--seed", type=int, default=_ROOM.seed)
+    for name, default in RoomSchema().model_dump().items():  # a room's fields and defaults
+        option = "--" + name.replace("_", "-")
+        sim.add_argument(option, type=type(default), default=default, help=_ROOM_HELP.get(name))
     p.set_defaults(run=run)
 
 
@@ -284,16 +280,7 @@ class _Done:
 
 
 def _tune_simulated(args: argparse.Namespace) -> _Done:
-    settings = RoomSettings(
-        time_constant=args.time_constant,
-        dead_time=args.dead_time,
-        gain=args.gain,
-        max_power=args.max_power,
-        outside=args.outside,
-        initial=args.initial,
-        noise=args.noise,
-        seed=args.seed,
-    )
+    settings = RoomSettings(**{f.name: getattr(args, f.name) for f in fields(RoomSettings)})
     plant = RoomPlant(settings)  # starts at rest at `initial`
     rest_output = min(max(settings.steady_power(settings.initial), 0.0), settings.max_power)
     setpoint = 21.0 if args.setpoint is None else args.setpoint

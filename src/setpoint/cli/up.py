@@ -111,6 +111,7 @@ from setpoint.runtime.leases import micro_time
 from setpoint.runtime.manager import ManagerOptions
 from setpoint.runtime.run_as import UserPolicy
 from setpoint.store import Store
+from setpoint.tasks import cancel_and_wait
 from setpoint.workloads.kinds import DEPLOYMENT, JOB, PROCESS, SERVICE
 
 SHOWN = (DEPLOYMENT, PROCESS, JOB, SERVICE, THERMOSTAT, AUTOSCALER)
@@ -481,9 +482,7 @@ async def _run_engine(
         try:
             await engine.run()
         finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await cancel_and_wait(tasks)
     finally:
         _restore_signals()
     if ended:

@@ -23,7 +23,7 @@ import asyncio
 import sys
 from dataclasses import dataclass
 
-from setpoint.cli.context import Context, kind_and_names
+from setpoint.cli.context import Context, add_kind_and_names, kind_and_names
 from setpoint.cli.render import object_ref
 from setpoint.errors import Invalid, NotFound
 from setpoint.model import Kind, Object, get_condition, parse_selector
@@ -41,8 +41,7 @@ def add_parser(
         description="Wait until each object has a condition (--for=condition=Ready, "
         "--for=condition=Ready=False) or is gone (--for=delete), as kubectl wait.",
     )
-    p.add_argument("kind", metavar="KIND", help="e.g. process, or process/web")
-    p.add_argument("names", nargs="*", metavar="NAME")
+    add_kind_and_names(p, kind_help="e.g. process, or process/web", optional=False)
     p.add_argument(
         "--for",
         dest="wait_for",

@@ -7,7 +7,9 @@ object's entries, failure onsets, and which config values and log lines were nev
 before. `explain(index, target, at=...)` then ranks, touching only the entries near the
 failure, so one explanation on a million-entry timeline takes milliseconds.
 `target_state` says first whether there is anything to explain: the object is `missing`,
-`healthy` (Ready, no failure going on) or `failing`.
+`healthy` (Ready, no failure going on) or `failing`. The front ends (`setpoint explain`,
+`describe`, the API's explanation) then ask `failure_to_explain` what failed and
+`confident_causes` for the causes, the same way.
 
 The parts, each pure (no I/O, no clock, no asyncio; time is the entries' own `ts`):
 
@@ -69,8 +71,10 @@ __all__ = [
     "change_prior",
     "changes_what_runs",
     "confident",
+    "confident_causes",
     "episode_start",
     "explain",
+    "failure_to_explain",
     "find_failure",
     "hops_from",
     "rank",
@@ -109,6 +113,24 @@ def target_state(index: TimelineIndex, target: ObjectRef, at: float | None = Non
     if index.failing_at(target, now, float("-inf")) is not None:
         return "failing"
     return "healthy"
+
+
+def failure_to_explain(index: TimelineIndex, target: ObjectRef, at: float | None = None) -> Failure:
+    """What `setpoint explain` (the CLI, the API, `describe`) explains for a target that
+    `target_state` says is failing: its failure (`find_failure`), or, when it never
+    reported one (not Ready yet), `NotReady` since it was created."""
+    if index.failure_of(target, at) is not None:
+        return find_failure(index, target, at)
+    now = at if at is not None else index.ts[-1]
+    return Failure(target, index.created_at(target, now), "NotReady", None, now)
+
+
+def confident_causes(
+    index: TimelineIndex, failure: Failure, settings: RankingSettings
+) -> list[Candidate]:
+    """`rank`, or none when no candidate is `confident` (the cause is not known)."""
+    candidates = rank(index, failure, settings)
+    return candidates if confident(candidates, settings) else []
 
 
 def confident(candidates: Sequence[Candidate], settings: RankingSettings) -> bool:

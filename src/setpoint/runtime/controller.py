@@ -42,6 +42,7 @@ from setpoint.runtime.typed import (
     takes_typed,
 )
 from setpoint.store import Store
+from setpoint.tasks import cancel_and_wait
 
 log = logging.getLogger("setpoint.controller")
 
@@ -152,10 +153,7 @@ class Controller:
         try:
             await asyncio.gather(*tasks)
         finally:
-            rest = [*tasks, *([resync] if resync else []), *self._active]
-            for task in rest:
-                task.cancel()
-            await asyncio.gather(*rest, return_exceptions=True)
+            await cancel_and_wait([*tasks, *([resync] if resync else []), *self._active])
 
     async def shutdown(self, grace: float = 30.0) -> None:
         """Stop taking keys; wait up to `grace` seconds for in-flight reconciles, then cancel."""

@@ -39,6 +39,7 @@ from setpoint.model import Object, Registry
 from setpoint.runtime.lifecycle import is_deleting, remove_finalizer
 from setpoint.runtime.queue import ShutDown, WorkQueue
 from setpoint.store import FOREGROUND_DELETION, ORPHAN, Store, WatchEvent
+from setpoint.tasks import cancel_and_wait
 
 log = logging.getLogger("setpoint.gc")
 
@@ -187,9 +188,7 @@ class GarbageCollector:
         finally:
             self._synced.clear()
             self.queue.shutdown()
-            for task in workers:
-                task.cancel()
-            await asyncio.gather(*workers, return_exceptions=True)
+            await cancel_and_wait(workers)
 
     # -- the graph ----------------------------------------------------------------
 

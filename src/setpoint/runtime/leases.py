@@ -38,6 +38,7 @@ from setpoint.errors import AlreadyExists, Conflict, Error, Invalid, NotFound
 from setpoint.model import Object, Schema
 from setpoint.runtime.kinds import LEASE as LEASE
 from setpoint.store import Store
+from setpoint.tasks import first_done
 
 log = logging.getLogger("setpoint.leases")
 
@@ -199,12 +200,7 @@ class LeaderElector:
             return
         renewer = asyncio.create_task(self._renew_until_taken(), name=f"lease-renew-{self.name}")
         watchdog = asyncio.create_task(self._wait_renew_deadline(), name=f"lease-dl-{self.name}")
-        try:
-            done, _ = await asyncio.wait({renewer, watchdog}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for task in (renewer, watchdog):
-                task.cancel()
-            await asyncio.gather(renewer, watchdog, return_exceptions=True)
+        done = await first_done(renewer, watchdog)
         self._is_leader = False
         error = renewer.exception() if renewer in done else None
         if error is not None:

@@ -60,6 +60,7 @@ from setpoint.runtime.kinds import LEASE
 from setpoint.runtime.leases import LeaseSettings, micro_time
 from setpoint.runtime.reconciler import Request
 from setpoint.store import Store
+from setpoint.tasks import first_done
 
 log = logging.getLogger("setpoint.sharding")
 
@@ -288,14 +289,7 @@ class ShardMember:
                 await self._join()
                 loop = asyncio.create_task(self._follow(), name=f"shard-{self.identity}")
                 deadline = asyncio.create_task(self._wait_renew_deadline())
-                try:
-                    done, _ = await asyncio.wait(
-                        {loop, deadline}, return_when=asyncio.FIRST_COMPLETED
-                    )
-                finally:
-                    for task in (loop, deadline):
-                        task.cancel()
-                    await asyncio.gather(loop, deadline, return_exceptions=True)
+                done = await first_done(loop, deadline)
                 error = loop.exception() if loop in done else None
                 if error is not None:
                     raise error
@@ -543,12 +537,7 @@ class ShardMember:
             wake = min(wake, expiry)
         changed = asyncio.ensure_future(self._changed.wait())
         timer = asyncio.ensure_future(self._clock.sleep(max(0.0, wake - now)))
-        try:
-            await asyncio.wait({changed, timer}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for task in (changed, timer):
-                task.cancel()
-            await asyncio.gather(changed, timer, return_exceptions=True)
+        await first_done(changed, timer)
 
     # -- giving up -------------------------------------------------------------------
 

@@ -77,6 +77,7 @@ from setpoint.store.http_wire import (
     status_error,
     unreachable,
 )
+from setpoint.tasks import cancel_and_wait
 
 if TYPE_CHECKING:
     from setpoint.store.base import EventType
@@ -425,9 +426,7 @@ class HttpStore:
                 if namespace is None or event.object["metadata"].get("namespace") == namespace:
                     yield event
         finally:
-            for task in pumps:
-                task.cancel()
-            await asyncio.gather(*pumps, return_exceptions=True)
+            await cancel_and_wait(pumps)
 
     async def revision(self) -> int:
         """The store's revision: the `resourceVersion` of a list of at most one object."""

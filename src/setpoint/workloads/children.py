@@ -3,7 +3,9 @@
 A Process and a Job each supervise one local child (a Job's child is its current attempt).
 What their plans are made of (the command's spec fields, back-off, the exit record, the
 plan's inputs and `ChildPlan`) is pure and lives in `setpoint.workloads.child_plan`; what
-carries a plan out lives here, once:
+the lifecycle knows of a child (the table's `Supervised`, one look's `ChildFacts`) and
+`ChildKind` live in `setpoint.workloads.child_facts`; what carries a plan out lives here,
+once:
 
 * `ChildLifecycle`, the base of both controllers, made a Process or a Job controller by a
   `ChildKind` (the kind, its finalizer and spec schema, its pure `observe` and `plan`).
@@ -16,7 +18,7 @@ carries a plan out lives here, once:
   plan's status, `Ready=False` with reason `Terminating`, `Restarting` or `Stopping`,
   written *before* the stop signal, so that dependents and Services stop counting on a
   child that is shutting down; then look again, so the exit is recorded by the next
-  plan), or start. `controller_of` wires it (each kind's `setup` calls it); it collects
+  plan), or start. `controller_of` makes and wires it (each kind's `setup` calls it); it collects
   orphans and stops (each when a `StopTurns`, the engine's stop order, says) or detaches
   every child. A restart request (the annotation `setpoint restart` sets:
   `ChildDesired.restarted_at`) reaches the kind's plan, which treats it as a new run;
@@ -64,7 +66,7 @@ import signal
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Generic, Literal, Protocol, TypeVar
+from typing import Any, Protocol
 
 from setpoint.clock import SYSTEM_CLOCK, Clock
 from setpoint.errors import AlreadyExists, EnvFileUnavailable, Invalid, NotFound, UnknownKind
@@ -76,28 +78,27 @@ from setpoint.runtime.controller import Controller
 from setpoint.runtime.events import EventRecorder
 from setpoint.runtime.kit import Acted, KindRules, KitReconciler
 from setpoint.runtime.manager import Manager
-from setpoint.runtime.plan import PlannedEvent, parse_time, timestamp
+from setpoint.runtime.plan import timestamp
 from setpoint.runtime.predicates import annotations_changed, generation_changed, or_
 from setpoint.runtime.reconciler import Request, Result
 from setpoint.runtime.run_as import UserPolicy, UserRefused
 from setpoint.store import Store
 from setpoint.workloads import supervisor
+from setpoint.workloads.child_facts import (
+    ChildFacts,
+    ChildKind,
+    Key,
+    P,
+    S,
+    Supervised,
+)
 from setpoint.workloads.child_plan import (
-    ENVIRONMENT_BACKOFF,
     LAST_LINE_CHARS,
     LOST_REASON,
     Action,
-    BackoffSchema,
     ChildDesired,
     ChildExit,
-    ChildObserved,
-    ChildPlan,
-    CommandSchema,
-    ExitSchema,
     StartFailure,
-    backoff_delay,
-    keep_observed_generation,
-    stopping_reason,
 )
 from setpoint.workloads.dependencies import (
     DEPENDS_ON_INDEX,
@@ -118,66 +119,9 @@ from setpoint.workloads.secret import (
     secret_keys,
 )
 
-__all__ = [
-    "ENVIRONMENT_BACKOFF",
-    "LAST_LINE_CHARS",
-    "Action",
-    "BackoffSchema",
-    "ChildDesired",
-    "ChildExit",
-    "ChildFacts",
-    "ChildKind",
-    "ChildLifecycle",
-    "ChildObserved",
-    "ChildPlan",
-    "ChildSettings",
-    "CommandSchema",
-    "ExitSchema",
-    "PlannedEvent",
-    "StartFailure",
-    "Supervised",
-    "backoff_delay",
-    "keep_observed_generation",
-    "observed_fields",
-    "parse_time",
-    "stopping_reason",
-    "timestamp",
-]
+__all__ = ["ChildLifecycle", "ChildSettings", "StopTurns", "controller_of"]
 
 log = logging.getLogger("setpoint.workloads")
-
-Key = tuple[str, str]
-"""(namespace, name) of the object a child belongs to."""
-
-
-def observed_fields(
-    status: Mapping[str, Any], facts: ChildFacts, unmet: str | None, now: float
-) -> dict[str, Any]:
-    """The fields of a `ChildObserved` from a stored status, what the lifecycle knows of
-    the child (`facts`), and the first unmet dependency. Pure."""
-    child = facts.child
-    if facts.running and child is not None:
-        env_files = () if child.env_files is None else tuple(child.env_files.items())
-        return {
-            "running": True, "generation": child.generation, "pid": child.handle.pid,
-            "unmet": unmet, "start_failure": facts.start_failure, "status": status,
-            "refused": facts.refused, "env_files": env_files,
-        }  # fmt: skip
-    started_at = parse_time(status.get("startTime"))
-    last = facts.ended
-    if last is not None and last.started_at is None:
-        last = dataclasses.replace(last, started_at=started_at)
-    if last is None:
-        last = ChildExit.from_wire(status.get("lastExit"), started_at=started_at, now=now)
-    generation = status.get("startedGeneration")
-    return {
-        "generation": None if generation is None else int(generation),
-        "last_exit": last, "exit_is_new": facts.ended is not None, "unmet": unmet,
-        "start_failure": facts.start_failure, "status": status, "refused": facts.refused,
-    }  # fmt: skip
-
-
-P = TypeVar("P", bound=ChildPlan)
 
 
 class StopTurns(Protocol):
@@ -189,90 +133,6 @@ class StopTurns(Protocol):
 
     def stopped(self, kind: str, key: Key) -> None:
         """This one has stopped (or failed to: it no longer holds anyone up)."""
-
-
-# -- the table of children ----------------------------------------------------------------
-
-
-@dataclass(eq=False)
-class Supervised:
-    """One supervised child in a controller's table: its handle, the spec generation it
-    runs, how to stop it, how it ended once it has, and (for a Process) what its probes
-    say."""
-
-    handle: supervisor.Running | supervisor.Adopted
-    generation: int
-    grace: float
-    """Seconds between the stop signal and SIGKILL (`terminationGracePeriodSeconds`)."""
-    stop_signal: int
-    exit: supervisor.Exit | None = None
-    finished_at: float | None = None
-    stop_reason: str | None = None
-    cleaned: bool = False
-    tasks: list[asyncio.Task[None]] = field(default_factory=list)
-    ref: Object = field(default_factory=dict)
-    """The object's reference, for events the child's probes emit."""
-    started: bool = True
-    """False until the startup probe has succeeded (no startup probe: True)."""
-    readiness: Literal["Unknown", "Success", "Failure"] | None = None
-    probe_message: str = ""
-    unhealthy: str | None = None
-    """Why a liveness or startup probe says to restart it."""
-    env: Mapping[str, str] = field(default_factory=dict)
-    """The environment it was started with (`env` and `envFrom`, Secrets' values resolved)."""
-    secret_values: frozenset[str] = frozenset()
-    """The values from Secrets in its environment: masked in what is quoted of its output."""
-    memory: MemoryWatch | None = None
-    """Its memory limit's watchdog (None: no `resources.limits.memory`)."""
-    env_files: EnvFileWatch | None = None
-    """What its env files were last seen to hold (None: it has none)."""
-
-    @property
-    def running(self) -> bool:
-        return self.exit is None
-
-    def cancel_tasks(self) -> None:
-        for task in self.tasks:
-            task.cancel()
-
-
-@dataclass(frozen=True, slots=True)
-class ChildFacts:
-    """What the lifecycle knows of an object's child, for the kind's `decide`.
-
-    `child` is the one in the table (running, or ended and not yet recorded); `ended` how a
-    child ended whose end the status does not record yet (it exited, was stopped, or ended
-    while no engine watched it); `start_failure` the last failed start, if the start since
-    has not succeeded; `refused` why the spec's `user:` is refused."""
-
-    child: Supervised | None = None
-    ended: ChildExit | None = None
-    start_failure: StartFailure | None = None
-    refused: tuple[str, str] | None = None
-    """(reason, message) when this engine may not run the spec's command as its `user:`
-    (`setpoint.runtime.run_as.UserPolicy`)."""
-
-    @property
-    def running(self) -> bool:
-        return self.child is not None and self.child.running
-
-
-S = TypeVar("S", bound=CommandSchema)
-ObservedT = TypeVar("ObservedT", bound=ChildObserved)
-
-
-@dataclass(frozen=True)
-class ChildKind(Generic[S, ObservedT, P]):
-    """What makes a `ChildLifecycle` a Process or a Job controller: the `kind`, its
-    `finalizer`, its `spec_schema`, and its two pure functions: `observe(status, facts,
-    unmet, now)` (the stored status, what the lifecycle knows of the child and the first
-    unmet dependency, as the plan's input) and `plan(desired, observed, now)`."""
-
-    kind: Kind
-    finalizer: str
-    spec_schema: type[S]
-    observe: Callable[[Mapping[str, Any], ChildFacts, str | None, float], ObservedT]
-    plan: Callable[[ChildDesired[S], ObservedT, float], P]
 
 
 @dataclass(frozen=True, slots=True)
@@ -290,14 +150,19 @@ def _key(obj: Object) -> Key:
     return (meta.get("namespace") or "", meta["name"])
 
 
-def controller_of(manager: Manager, lifecycle: ChildLifecycle[Any, Any]) -> Controller:
-    """Wire `lifecycle` into `manager` (what each kind's `setup` does): its controller, the
-    `dependsOn` and Secrets indexes, the watches of the Processes, Jobs and Deployments an
-    object may depend on and of the Secrets it refers to (one that appears starts the
-    children waiting for it), and the orphan collector; return the controller. Its own
-    kind's changes count when the generation or the annotations change (a restart request
-    is an annotation)."""
-    kind = lifecycle.kind
+def controller_of(
+    manager: Manager, lifecycle_type: type[ChildLifecycle[Any, Any]], settings: ChildSettings
+) -> Controller:
+    """Make a `lifecycle_type` on `manager`'s store and clock with `settings` (its events
+    reported as `<kind>-controller`) and wire it into `manager` (what each kind's `setup`
+    does): its controller, the `dependsOn` and Secrets indexes, the watches of the
+    Processes, Jobs and Deployments an object may depend on and of the Secrets it refers to
+    (one that appears starts the children waiting for it), and the orphan collector; return
+    the controller. Its own kind's changes count when the generation or the annotations
+    change (a restart request is an annotation)."""
+    kind = lifecycle_type.child_kind.kind
+    events = manager.event_recorder(f"{kind.singular}-controller")
+    lifecycle = lifecycle_type(manager.store, events, settings, clock=manager.clock)
     cache = manager.cache(kind)
     cache.add_index(DEPENDS_ON_INDEX, dependency_keys)
     cache.add_index(SECRETS_INDEX, secret_keys)

@@ -96,13 +96,10 @@ from typing import Any, TypeAlias
 from setpoint.model.wellknown import JOB_FINALIZER
 from setpoint.runtime.controller import Controller
 from setpoint.runtime.manager import Manager
-from setpoint.workloads import children
-from setpoint.workloads.children import (
-    Action,
-    ChildFacts,
-    StopTurns,
-    parse_time,
-)
+from setpoint.runtime.plan import parse_time
+from setpoint.workloads.child_facts import ChildFacts, ChildKind, observed_fields
+from setpoint.workloads.child_plan import Action
+from setpoint.workloads.children import ChildLifecycle, ChildSettings, StopTurns, controller_of
 from setpoint.workloads.job_plan import (
     COMPLETE,
     FAILED,
@@ -160,7 +157,7 @@ def observe(
     if facts.ended is not None and not facts.ended.succeeded and not interrupted(facts.ended):
         failed += 1
     return JobObserved(
-        **children.observed_fields(status, facts, unmet, now),
+        **observed_fields(status, facts, unmet, now),
         started_at=parse_time(counts.start_time),
         attempts=counts.attempts,
         failed=failed,
@@ -171,12 +168,12 @@ def observe(
 # -- the controller -------------------------------------------------------------------
 
 
-JobSettings: TypeAlias = children.ChildSettings
+JobSettings: TypeAlias = ChildSettings
 """Where attempts' state files (`state_dir`, not shared with the Process controller) and
 logs (`log_dir`) live."""
 
 
-class JobController(children.ChildLifecycle[JobSpecSchema, JobPlan]):
+class JobController(ChildLifecycle[JobSpecSchema, JobPlan]):
     """Runs each Job to completion as its spec says (see the module docstring).
 
     `reconcile(request)` is the one entry point; `setup` wires it, so that exits enqueue
@@ -184,7 +181,7 @@ class JobController(children.ChildLifecycle[JobSpecSchema, JobPlan]):
     changes.
     """
 
-    child_kind = children.ChildKind(JOB, FINALIZER, JobSpecSchema, observe, plan)
+    child_kind = ChildKind(JOB, FINALIZER, JobSpecSchema, observe, plan)
 
     async def stop_all(self, grace: float | None = None, turns: StopTurns | None = None) -> None:
         """Stop every attempt this controller supervises (for a full shutdown; each when
@@ -195,10 +192,4 @@ class JobController(children.ChildLifecycle[JobSpecSchema, JobPlan]):
 def setup(manager: Manager, settings: JobSettings) -> Controller:
     """Add the Job controller to `manager`; return the controller (its `reconciler` is the
     `JobController`). `settings.state_dir` must not be the Process controller's."""
-    jobs = JobController(
-        manager.store,
-        manager.event_recorder("job-controller"),
-        settings,
-        clock=manager.clock,
-    )
-    return children.controller_of(manager, jobs)
+    return controller_of(manager, JobController, settings)

@@ -101,19 +101,10 @@ from setpoint.model.wellknown import PROCESS_FINALIZER
 from setpoint.runtime.controller import Controller
 from setpoint.runtime.manager import Manager
 from setpoint.runtime.run_as import UserRefused, command_environment
-from setpoint.workloads import children, supervisor
-from setpoint.workloads.children import (
-    LAST_LINE_CHARS,
-    Action,
-    ChildFacts,
-    ChildKind,
-    ChildLifecycle,
-    ChildSettings,
-    Key,
-    StopTurns,
-    Supervised,
-    controller_of,
-)
+from setpoint.workloads import supervisor
+from setpoint.workloads.child_facts import ChildFacts, ChildKind, Key, Supervised, observed_fields
+from setpoint.workloads.child_plan import LAST_LINE_CHARS, Action
+from setpoint.workloads.children import ChildLifecycle, ChildSettings, StopTurns, controller_of
 from setpoint.workloads.kinds import PROCESS
 from setpoint.workloads.probes import (
     LogLineScanner,
@@ -173,7 +164,7 @@ def observe(
     child, and its first unmet dependency. Pure."""
     child = facts.child
     counts = ProcessStatusSchema.model_validate(status)
-    common = children.observed_fields(status, facts, unmet, now)
+    common = observed_fields(status, facts, unmet, now)
     common.update(restarts=counts.restarts, recent_restarts=counts.recent_restarts)
     if not facts.running or child is None:
         return Observed(**common)
@@ -351,10 +342,4 @@ def setup(manager: Manager, settings: ProcessSettings) -> Controller:
     keeps one state file per child (for re-adoption after a restart): give each kind a
     directory of its own, since a controller treats every state file in its directory as
     one of its own children. `settings.log_dir` takes the children's output."""
-    processes = ProcessController(
-        manager.store,
-        manager.event_recorder("process-controller"),
-        settings,
-        clock=manager.clock,
-    )
-    return controller_of(manager, processes)
+    return controller_of(manager, ProcessController, settings)

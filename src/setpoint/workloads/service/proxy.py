@@ -17,6 +17,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter
 
+from setpoint.tasks import cancel_and_wait
 from setpoint.workloads.service.plan import Endpoint, Target, rotation
 
 log = logging.getLogger("setpoint.service")
@@ -199,9 +200,7 @@ async def _relay(
             for writer in (client, backend):
                 writer.close()
     finally:
-        for task in pipes:
-            task.cancel()
-        await asyncio.gather(*pipes, return_exceptions=True)
+        await cancel_and_wait(pipes)
 
 
 def _reset(writer: asyncio.StreamWriter) -> None:
