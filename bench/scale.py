@@ -204,6 +204,14 @@ def pss_kb(pid: int) -> int:
     return 0
 
 
+def comm(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm") as name:
+            return name.read().strip()
+    except OSError:
+        return ""  # it ended meanwhile
+
+
 def private_kb(pid: int) -> int:
     try:
         with open(f"/proc/{pid}/smaps_rollup") as rollup:
@@ -808,7 +816,7 @@ def engine(directory: Path, procs: int, idle_s: float, timeout: float) -> dict[s
         holders = [p for p in kids if cmdline(p)[:1] != ["sleep"]]
         children = len(kids) - len(holders)
         overhead = sum(pss_kb(p) for p in holders) / 1024
-        servers = [p for p in holders if "--fork-server" in cmdline(p)]
+        servers = [p for p in holders if comm(p) == "setpoint-forker"]  # the fork server
         private = [private_kb(p) for p in holders if p not in servers]
         result = {
             "procs": procs,

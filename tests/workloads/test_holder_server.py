@@ -95,13 +95,21 @@ def cmdline(pid: int) -> list[str]:
     return Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
 
 
+def comm(pid: int) -> str:
+    return Path(f"/proc/{pid}/comm").read_text().strip()
+
+
 def log_of(name: str, tmp_path: Path) -> str:
     return (tmp_path / "logs" / f"{name}.log").read_text()
 
 
 async def test_one_server_forks_the_holders_of_a_state_directory(
-    tmp_path: Path, notes: Notifications, children: list[Running]
+    tmp_path: Path,
+    notes: Notifications,
+    children: list[Running],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.setattr(holders, "SERVER_IDLE_S", 600.0)  # still there at the end (killed)
     state_dir = tmp_path / "state"
     for n in range(3):
         children.append(await talker(f"web-{n}", tmp_path, notes))
@@ -112,6 +120,8 @@ async def test_one_server_forks_the_holders_of_a_state_directory(
     (server,) = servers
     assert server is not None
     assert "--fork-server" in cmdline(server)
+    assert comm(server) == "setpoint-forker"
+    assert {comm(pid) for pid in pids} == {"setpoint-holder"}  # as `ps -o comm` shows them
     sock = (state_dir / holders.SERVER_SOCKET).lstat()
     assert stat.S_ISSOCK(sock.st_mode)
     assert stat.S_IMODE(sock.st_mode) == 0o600
@@ -125,6 +135,7 @@ async def test_one_server_forks_the_holders_of_a_state_directory(
     for pid in pids:
         await wait_pid_gone(pid)
     assert is_alive(server)  # it serves the directory's next children
+    kill(server)
     assert [log_of(f"web-{n}", tmp_path) for n in (0, 2)] == ["hello\n", "hello\n"]  # closed
 
 

@@ -50,7 +50,7 @@ SERVER_IDLE_S = 10.0
 """A fork server exits once it has had no holder and no request for this long."""
 _REPLY_TIMEOUT_S = 30.0
 """How long a request waits for the holder's pid (a new server starts up first)."""
-_servers: list[subprocess.Popen[bytes]] = []
+_servers: list[_Server] = []
 """The fork servers this process started, reaped once they have ended."""
 _logger = logging.getLogger(__name__)
 
@@ -300,7 +300,7 @@ def _connect(address: str) -> socket.socket | None:
 def _start_server(state_dir: Path, address: str) -> None:
     """Make the fork server's socket at `address` (in `state_dir`), replacing a file nobody
     listens on, and start a server on it."""
-    for ended in [server for server in _servers if server.poll() is not None]:
+    for ended in [server for server in _servers if server.reap()]:
         _servers.remove(ended)
     with contextlib.suppress(FileNotFoundError):
         os.unlink(address)
@@ -323,7 +323,35 @@ def _start_server(state_dir: Path, address: str) -> None:
         )
     finally:
         listener.close()
-    _servers.append(server)
+    _servers.append(_Server(server))
+
+
+class _Server:
+    """A fork server this process started, reaped as soon as it exits (idle) by the event
+    loop it was started from, or else at the next server's start: no zombie is left beside
+    an engine's children."""
+
+    def __init__(self, popen: subprocess.Popen[bytes]) -> None:
+        self.popen = popen
+        self._pidfd = -1
+        self._loop: asyncio.AbstractEventLoop | None = None
+        try:
+            self._loop = asyncio.get_running_loop()
+            self._pidfd = os.pidfd_open(popen.pid)
+        except (RuntimeError, OSError):
+            return
+        self._loop.add_reader(self._pidfd, self.reap)
+
+    def reap(self) -> bool:
+        """Reap it if it has ended (and stop watching it); whether it had."""
+        if self.popen.poll() is None:
+            return False
+        if self._pidfd >= 0:
+            if self._loop is not None and not self._loop.is_closed():
+                self._loop.remove_reader(self._pidfd)
+            os.close(self._pidfd)
+            self._pidfd = -1
+        return True
 
 
 def _record_holder(name: str, state_dir: Path, holder: _Holder) -> None:

@@ -62,6 +62,11 @@ TIMES_SUFFIX = ".times"
 _HEADER = b"setpoint-log-times 1 %d\n"
 FORK_SERVER_FLAG = "--fork-server"
 """`log_holder.py --fork-server IDLE_S SOCKET INODE`: run as the state directory's fork server."""
+HOLDER_NAME = b"setpoint-holder"
+"""A forked holder's name (`/proc/PID/comm`, what `ps -o comm` and `top` show; its command
+line stays the server's)."""
+SERVER_NAME = b"setpoint-forker"
+"""The fork server's name (`/proc/PID/comm`)."""
 REQUEST_TIMEOUT_S = 5.0
 """How long the fork server waits for a connected client to send its request."""
 
@@ -269,6 +274,7 @@ class ForkServer:
         """The pipe on which a forked process says it has taken its connection."""
 
     def serve(self) -> None:
+        _name_this_process(SERVER_NAME)
         self.listener.setblocking(False)
         signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # holders are reaped as they end
         accepted, self.accepted = os.pipe2(os.O_CLOEXEC)
@@ -294,6 +300,7 @@ class ForkServer:
         try:
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             os.setsid()  # no terminal's Ctrl-C reaches it, as a directly started holder
+            _name_this_process(HOLDER_NAME)
             try:
                 conn = _socket.socket(fileno=self.listener._accept()[0])  # type: ignore[attr-defined]
             finally:
@@ -324,6 +331,19 @@ class ForkServer:
                 conn.sendall(b"%d\n" % status)
         finally:
             os._exit(status)
+
+
+def _name_this_process(name: bytes) -> None:
+    try:
+        comm = os.open("/proc/self/comm", os.O_WRONLY | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        os.write(comm, name)
+    except OSError:
+        pass  # only a name
+    finally:
+        os.close(comm)
 
 
 def serve_forks(argv: list[str]) -> int:
