@@ -9,10 +9,11 @@ the private state directory, reached through the directory's descriptor so a lon
 is no limit), made and bound here and handed to the server as its stdin, so a request can
 be sent at once. A server that is not our own user's (SO_PEERCRED) is never used. One
 that answers nothing (gone, or exiting idle) is replaced; if none can be had, the holder
-is started directly as an interpreter of its own, as before the fork server. The holder's
-exit status comes back on the connection that asked for it (`_ExitReport`); if the server
-dies first, the holder's pidfd tells of its end (and reaps it, if it was re-parented to
-this process, a subreaper).
+is started directly as an interpreter of its own, as before the fork server. The holder
+answers its pid, then its exit status, on the connection that asked for it
+(`_ExitReport`); killed, it answers none, and its pidfd tells of its end (and reaps it if
+it was re-parented to this process, a subreaper, after its server ended). A server this
+process started is reaped as it exits (`_Server`).
 """
 
 from __future__ import annotations
@@ -146,7 +147,7 @@ class _Holder:
 
     @staticmethod
     def _start_alone(read_end: int, log: _LogSettings) -> _Holder:
-        """A holder of its own, an interpreter started for it (about 3 MB, not 0.2 MB)."""
+        """A holder of its own, an interpreter started for it (about 3 MB, not 0.7 MB)."""
         argv = [sys.executable, "-I", "-S", str(_HOLDER_PROGRAM), str(log.path)]
         argv += [str(log.max_bytes), str(log.backups)]
         popen = subprocess.Popen(
