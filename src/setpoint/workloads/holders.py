@@ -48,7 +48,7 @@ _HOLDER_PROGRAM = Path(__file__).with_name("log_holder.py")
 SERVER_SOCKET = "holders.sock"
 """The fork server's socket in a state directory (a child's files end in .json and .out)."""
 SERVER_IDLE_S = 10.0
-"""A fork server exits once it has had no holder and no request for this long."""
+"""A fork server exits once it has had no request for this long (its holders carry on)."""
 _REPLY_TIMEOUT_S = 30.0
 """How long a request waits for the holder's pid (a new server starts up first)."""
 _servers: list[_Server] = []
