@@ -9,7 +9,9 @@ the last stdout line is one JSON object.
   that a small process of its own (`log_holder.py`) copies into the log file and
   rotates. Measured: lines per second of a chatty child (LINES numbered 100-byte lines,
   as fast as it can, the log rotating at ROTATE_BYTES), the lines missing afterwards;
-  the memory of one holder (RSS, PSS, private, from /proc/PID/smaps_rollup); `start`
+  the memory of one holder (RSS, PSS, private, from /proc/PID/smaps_rollup), of the fork
+  server that forked them (`fork_server_pss_kib`) and both per child over CHILDREN
+  children (`per_child_pss_kib`: the holders' PSS and the server's, over CHILDREN); `start`
   and `stop` latency; and an engine SIGKILLed before the child writes LINES lines: how
   long the child takes with no engine, and the lines missing once a new engine has
   adopted it.
@@ -96,6 +98,11 @@ def smaps(pid: int) -> dict[str, int]:
     }
 
 
+def parent(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as stat:
+        return int(stat.read().rsplit(")", 1)[1].split()[1])
+
+
 def holder_pids(state_dir: Path) -> list[int]:
     states = sorted(state_dir.glob("*.json"))
     return [int(json.loads(state.read_text())["holder"]["pid"]) for state in states]
@@ -146,7 +153,10 @@ async def holder_cost(tmp: Path) -> dict[str, float]:
         )
         starts.append(time.perf_counter() - t)
     await asyncio.sleep(1.0)  # let the holders finish starting before reading their memory
-    memory = [smaps(pid) for pid in holder_pids(tmp)]
+    pids = holder_pids(tmp)
+    memory = [smaps(pid) for pid in pids]
+    servers = {parent(pid) for pid in pids} - {os.getpid()}  # none: each started on its own
+    server_pss = sum(smaps(pid)["pss_kib"] for pid in servers)
     for child in children:
         t = time.perf_counter()
         await supervisor.stop(child, 5.0)
@@ -154,6 +164,9 @@ async def holder_cost(tmp: Path) -> dict[str, float]:
     return {
         "processes_per_child": 2,
         **{key: round(statistics.mean(m[key] for m in memory)) for key in memory[0]},
+        "fork_servers": len(servers),
+        "fork_server_pss_kib": server_pss,
+        "per_child_pss_kib": round((sum(m["pss_kib"] for m in memory) + server_pss) / CHILDREN),
         "start_ms": round(1000 * statistics.median(starts), 1),
         "stop_ms": round(1000 * statistics.median(stops), 1),
     }

@@ -45,8 +45,10 @@ stderr; the last stdout line is one JSON object. Nothing is asserted.
   Process Ready (read through the store API). `engine_idle_cpu_pct`: the engine's CPU over
   IDLE_S seconds after that; `engine_rss_mb`; `per_child_overhead_pss_mb`: the PSS
   (/proc/PID/smaps_rollup) of every descendant of the engine that is not a child itself
-  (the log holders), summed and divided by PROCS. `procs_down_s`: SIGTERM to `up` until
-  it exited (every child stopped, dependents first).
+  (the log holders and the fork server that forked them), summed and divided by PROCS;
+  `holder_private_mb`: the mean private memory of one holder (what no other process
+  shares), `holder_fork_servers`: how many fork servers are among them. `procs_down_s`:
+  SIGTERM to `up` until it exited (every child stopped, dependents first).
 
 `targets` and `missed` compare with issue 27's targets; `held_back_by` names, for each
 missed target, the phase that holds it back.
@@ -200,6 +202,26 @@ def pss_kb(pid: int) -> int:
     except OSError:
         pass  # it ended meanwhile
     return 0
+
+
+def comm(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm") as name:
+            return name.read().strip()
+    except OSError:
+        return ""  # it ended meanwhile
+
+
+def private_kb(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as rollup:
+            return sum(
+                int(line.split()[1])
+                for line in rollup
+                if line.startswith(("Private_Clean:", "Private_Dirty:"))
+            )
+    except OSError:
+        return 0  # it ended meanwhile
 
 
 def descendants(pid: int) -> list[int]:
@@ -794,6 +816,8 @@ def engine(directory: Path, procs: int, idle_s: float, timeout: float) -> dict[s
         holders = [p for p in kids if cmdline(p)[:1] != ["sleep"]]
         children = len(kids) - len(holders)
         overhead = sum(pss_kb(p) for p in holders) / 1024
+        servers = [p for p in holders if comm(p) == "setpoint-forker"]  # the fork server
+        private = [private_kb(p) for p in holders if p not in servers]
         result = {
             "procs": procs,
             "procs_ready": ready,
@@ -805,6 +829,8 @@ def engine(directory: Path, procs: int, idle_s: float, timeout: float) -> dict[s
             "engine_children_seen": children,
             "per_child_processes": len(holders),
             "per_child_overhead_pss_mb": round(overhead / procs, 3),
+            "holder_private_mb": round(sum(private) / max(len(private), 1) / 1024, 3),
+            "holder_fork_servers": len(servers),
         }
         stopping = time.perf_counter()
         up.terminate()

@@ -14,6 +14,8 @@ import signal
 from collections.abc import Callable
 from pathlib import Path
 
+from setpoint.workloads.holders import SERVER_SOCKET
+
 TIMEOUT = 5.0
 
 
@@ -112,5 +114,6 @@ def kill(pid: int) -> None:
 
 
 def listing(directory: Path) -> list[str]:
-    """The sorted names in `directory`."""
-    return sorted(p.name for p in directory.iterdir())
+    """The sorted names in `directory`, but the log holders' fork server's socket (it stays
+    for the directory's next children until the server has been idle for a while)."""
+    return sorted(p.name for p in directory.iterdir() if p.name != SERVER_SOCKET)

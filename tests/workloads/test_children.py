@@ -24,7 +24,7 @@ from process_support import (
     python,
     wait_for,
 )
-from supervisor_support import is_alive, kill_group
+from supervisor_support import is_alive, kill_group, listing
 from writes_support import writes_since
 
 from setpoint import testing
@@ -346,4 +346,4 @@ async def test_what_the_os_cannot_run_is_invalid_and_leaves_nothing(
     spec = supervisor.ProcessSpec(args=args, log_dir=tmp_path / "logs", marker="m", env=env)
     with pytest.raises(Invalid, match="cannot start web"):
         await supervisor.start("web", spec, tmp_path / "state")
-    assert sorted(p.name for p in (tmp_path / "state").iterdir()) == []
+    assert listing(tmp_path / "state") == []

@@ -1,16 +1,31 @@
 """The per-child log holder: copies one child's output from its FIFO into its log file.
 
-The supervisor runs it as a small process of its own, `python -I -S log_holder.py LOG
-MAX_BYTES BACKUPS` with the child's FIFO as stdin, as containerd-shim and conmon hold
-a container's output: the holder, not the engine, reads the pipe, so a child never
-blocks on its output while the engine is down, and no line is lost across an engine
-restart. It writes each chunk to `LOG` as soon as it is read (readers see lines as
-they come), rotates `LOG` by size only at a line end (`LOG` -> `LOG.1` -> `LOG.2` ...,
-`BACKUPS` kept; a line longer than 64 KiB may be cut to rotate anyway), drops what it
-cannot write (a full disk) rather than stop reading, and exits once every writer has
-closed the FIFO. It makes each log file mode 0600 (the mode `setpoint.files` gives every
-private file; this program cannot import it) and never follows a symbolic link to one;
-the supervisor tightens files an earlier version left wider before it starts a holder.
+Each child has a holder, a small process of its own with the child's FIFO as stdin, as
+containerd-shim and conmon hold a container's output: the holder, not the engine, reads
+the pipe, so a child never blocks on its output while the engine is down, and no line is
+lost across an engine restart. It writes each chunk to `LOG` as soon as it is read
+(readers see lines as they come), rotates `LOG` by size only at a line end (`LOG` ->
+`LOG.1` -> `LOG.2` ..., `BACKUPS` kept; a line longer than 64 KiB may be cut to rotate
+anyway), drops what it cannot write (a full disk) rather than stop reading, and exits
+once every writer has closed the FIFO. It makes each log file mode 0600 (the mode
+`setpoint.files` gives every private file; this program cannot import it) and never
+follows a symbolic link to one; the supervisor tightens files an earlier version left
+wider before it starts a holder.
+
+A holder is forked by the state directory's fork server (`ForkServer`: `python -I -S
+log_holder.py --fork-server IDLE_S SOCKET INODE`, its listening unix socket as stdin), one
+long-lived process already initialised, so that each holder shares its pages
+copy-on-write and costs only what it dirties (about 0.7 MB, against 3.2 MB for an
+interpreter of its own). A client (`setpoint.workloads.holders`) connects and sends the
+log path, `MAX_BYTES` and `BACKUPS` with the FIFO's read end attached (SCM_RIGHTS). The
+server forks at once; the forked process takes the connection, checks the request (its
+own user's only, by SO_PEERCRED), takes its own session, closes every descriptor but the
+FIFO, the connection and the standard ones, and answers with its pid; at end of input it
+answers its exit status on the same connection (killed, it answers nothing). The kernel
+reaps holders (the server ignores SIGCHLD). The server exits once it has had no request
+for `IDLE_S` seconds, removing its socket file unless another server's has replaced it;
+holders outlive it (re-parented). `python -I -S log_holder.py LOG MAX_BYTES BACKUPS` with
+the FIFO as stdin is a holder started directly (when no server can be had).
 
 Beside each log file it keeps a time index, `LOG.times` (`LOG.1.times` for `LOG.1`...,
 rotated with it, mode 0600): a header naming the log file's inode, `setpoint-log-times 1
@@ -23,13 +38,18 @@ logs --since/--timestamps`. A line's time is that of the last record at or befor
 first byte. A log written by an older holder has no index (or one naming
 another inode, after the log was replaced): its lines have no recorded time.
 
-It must import nothing but `os`, `sys` and `time` (built in: it runs once per child, a
-few MB each), and decides nothing about the child: it never signals nor waits for it.
+It must import only modules built into the interpreter or written in C (`os`, `sys`,
+`time`, and for the fork server `gc`, `select`, `signal`, `_socket`): it runs once per
+child. It decides nothing about the child: it never signals nor waits for it.
 """
 
 from __future__ import annotations
 
+import _socket
+import gc
 import os
+import select
+import signal
 import sys
 import time
 
@@ -41,6 +61,15 @@ STAMP_EVERY_NS = 1_000_000
 TIMES_SUFFIX = ".times"
 """The time index of `LOG` is `LOG + TIMES_SUFFIX`."""
 _HEADER = b"setpoint-log-times 1 %d\n"
+FORK_SERVER_FLAG = "--fork-server"
+"""`log_holder.py --fork-server IDLE_S SOCKET INODE`: run as the state directory's fork server."""
+HOLDER_NAME = b"setpoint-holder"
+"""A forked holder's name (`/proc/PID/comm`, what `ps -o comm` and `top` show; its command
+line stays the server's)."""
+SERVER_NAME = b"setpoint-forker"
+"""The fork server's name (`/proc/PID/comm`)."""
+REQUEST_TIMEOUT_S = 5.0
+"""How long the fork server waits for a connected client to send its request."""
 
 
 def times_path(log_path: str) -> str:
@@ -177,11 +206,163 @@ def copy(source: int, log: LogFile) -> None:
             dropping = True
 
 
-def main(argv: list[str]) -> int:
-    _, path, max_bytes, backups = argv
+def hold(path: str, max_bytes: int, backups: int) -> int:
+    """Be a holder: copy stdin (the child's FIFO) into the log file `path` until end of file."""
     os.set_blocking(0, True)
-    copy(0, LogFile(path, int(max_bytes), int(backups)))
+    copy(0, LogFile(path, max_bytes, backups))
     return 0
+
+
+# ---------------------------------------------------------------------------
+# The fork server
+
+
+def peer_uid(conn: _socket.socket) -> int:
+    """The user id of the process at the other end of the unix socket `conn`."""
+    creds = conn.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12)  # pid, uid, gid
+    return int.from_bytes(creds[4:8], sys.byteorder)
+
+
+def _received_fds(ancillary: list[tuple[int, int, bytes]]) -> list[int]:
+    """The descriptors an SCM_RIGHTS message carried."""
+    fds = []
+    for level, kind, data in ancillary:
+        if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS:
+            usable = len(data) - len(data) % 4
+            fds += [int.from_bytes(data[i : i + 4], sys.byteorder) for i in range(0, usable, 4)]
+    return fds
+
+
+def _gone(conn: _socket.socket) -> bool:
+    """Whether the other end of `conn` has closed it (it sends nothing after its request)."""
+    poller = select.poll()
+    poller.register(conn.fileno(), select.POLLRDHUP)
+    return bool(poller.poll(0))  # POLLRDHUP, POLLHUP or POLLERR: it has closed
+
+
+def parse_request(message: bytes) -> tuple[str, int, int] | None:
+    """A fork request's log path, `MAX_BYTES` and `BACKUPS` (None if it is not one)."""
+    parts = message.split(b"\0")
+    if len(parts) != 3 or not parts[0].startswith(b"/"):
+        return None
+    try:
+        return os.fsdecode(parts[0]), int(parts[1]), int(parts[2])
+    except ValueError:
+        return None
+
+
+def request(path: str, max_bytes: int, backups: int) -> bytes:
+    """A fork request for a holder of the log file `path` (absolute)."""
+    return b"\0".join([os.fsencode(path), b"%d" % max_bytes, b"%d" % backups])
+
+
+class ForkServer:
+    """Forks a holder for each connection to `listener`; the holder itself takes the request.
+
+    Between two forks the server does as little as it can (poll, fork, read one byte): a
+    page it writes after a fork stays the earlier holders' own, so whatever it touched per
+    request would be paid again by every holder. The forked process accepts the
+    connection, tells the server it has (so that it forks again only for the next one),
+    checks the request and becomes the holder. The kernel reaps holders (SIGCHLD ignored):
+    the server never waits for one."""
+
+    def __init__(self, listener: _socket.socket, idle_s: float, path: str, inode: int) -> None:
+        self.listener = listener
+        self.idle_s = idle_s
+        self.path = path
+        self.inode = inode
+        self.accepted = -1
+        """The pipe on which a forked process says it has taken its connection."""
+
+    def serve(self) -> None:
+        _name_this_process(SERVER_NAME)
+        self.listener.setblocking(False)
+        signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # holders are reaped as they end
+        accepted, self.accepted = os.pipe2(os.O_CLOEXEC)
+        poller = select.poll()
+        poller.register(self.listener.fileno(), select.POLLIN)
+        timeout_ms = int(self.idle_s * 1000)
+        gc.freeze()  # holders share these objects' pages: the collector must not touch them
+        while poller.poll(timeout_ms):
+            if os.fork() == 0:
+                self._become_holder()
+            os.read(accepted, 1)  # it has taken the connection (or failed to)
+        self.listener.close()  # refuse what comes now: the client starts another server
+        try:  # the socket file, unless another server's has replaced it since
+            if os.lstat(self.path).st_ino == self.inode:
+                os.unlink(self.path)
+        except OSError:
+            pass
+
+    def _become_holder(self) -> None:
+        """In the forked process: take the next connection's request and hold its FIFO;
+        report the pid, then the exit status, on the connection."""
+        status = 1
+        try:
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            os.setsid()  # no terminal's Ctrl-C reaches it, as a directly started holder
+            _name_this_process(HOLDER_NAME)
+            try:
+                conn = _socket.socket(fileno=self.listener._accept()[0])  # type: ignore[attr-defined]
+            finally:
+                os.write(self.accepted, b".")  # the server may fork for the next one now
+            conn.settimeout(REQUEST_TIMEOUT_S)  # a stuck client holds up only this process
+            if peer_uid(conn) != os.getuid():
+                raise PermissionError("another user's request")
+            message, ancillary, _, _ = conn.recvmsg(8192, _socket.CMSG_SPACE(4 * 4))
+            fds = _received_fds(ancillary)
+            asked = parse_request(message)
+            if asked is None or len(fds) != 1:
+                raise ValueError("not a fork request")
+            if _gone(conn):  # it gave up waiting (and may have started a holder of its own)
+                raise ConnectionResetError("the client has gone")
+            os.dup2(fds[0], 0)
+            keep = conn.fileno()  # the server's socket and pipe, the request's descriptors:
+            os.closerange(3, keep)  # closed
+            os.closerange(keep + 1, os.sysconf("SC_OPEN_MAX"))
+            conn.settimeout(None)
+            conn.sendall(b"%d\n" % os.getpid())
+            status = 0
+            try:
+                hold(*asked)
+            except BaseException:
+                status = 1
+                raise
+            finally:
+                conn.sendall(b"%d\n" % status)
+        finally:
+            os._exit(status)
+
+
+def _name_this_process(name: bytes) -> None:
+    try:
+        comm = os.open("/proc/self/comm", os.O_WRONLY | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        os.write(comm, name)
+    except OSError:
+        pass  # only a name
+    finally:
+        os.close(comm)
+
+
+def serve_forks(argv: list[str]) -> int:
+    """Be the fork server of a state directory: stdin is its listening socket."""
+    _, _, idle_s, path, inode = argv
+    listener = _socket.socket(fileno=os.dup(0))
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)  # a holder's stdin is its FIFO: the listener stays here only
+    os.close(null)
+    ForkServer(listener, float(idle_s), path, int(inode)).serve()
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    if argv[1:2] == [FORK_SERVER_FLAG]:
+        return serve_forks(argv)
+    _, path, max_bytes, backups = argv
+    return hold(path, int(max_bytes), int(backups))
 
 
 if __name__ == "__main__":
