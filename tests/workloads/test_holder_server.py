@@ -58,13 +58,6 @@ TALKER = """
 
 
 @pytest.fixture
-async def notes(tmp_path: Path) -> AsyncIterator[Notifications]:
-    n = Notifications(tmp_path / "notes")
-    yield n
-    n.close()
-
-
-@pytest.fixture
 async def children() -> AsyncIterator[list[Running]]:
     """Children a test starts; each is stopped at the end."""
     started: list[Running] = []

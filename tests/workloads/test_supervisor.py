@@ -16,7 +16,6 @@ import sys
 import textwrap
 import time
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -60,13 +59,6 @@ def python(tmp_path: Path, code: str, **fields: object) -> ProcessSpec:
 @pytest.fixture
 def state_dir(tmp_path: Path) -> Path:
     return tmp_path / "state"
-
-
-@pytest.fixture
-async def notes(tmp_path: Path) -> AsyncIterator[Notifications]:
-    n = Notifications(tmp_path / "notes")
-    yield n
-    n.close()
 
 
 async def finish(running: Running) -> None:

@@ -122,13 +122,6 @@ class Engine:
 
 
 @pytest.fixture
-async def notes(tmp_path: Path) -> AsyncIterator[Notifications]:
-    n = Notifications(tmp_path / "notes")
-    yield n
-    n.close()
-
-
-@pytest.fixture
 async def engines() -> AsyncIterator[list[Engine]]:
     """Engines a test starts; each is SIGKILLed, with its child's group, at the end."""
     started: list[Engine] = []
